@@ -1,0 +1,3 @@
+from gpen_watch.cli import main
+
+raise SystemExit(main())

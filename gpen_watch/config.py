@@ -1,0 +1,317 @@
+"""The one typed configuration of gpen-watch.
+
+Everything a user can set lives in the dataclasses below. A TOML file (``gpen-watch config path``)
+fills them, and the command line overrides single settings by dotted name (``restore.face_batch``).
+Validation names the setting and the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gpen_watch import paths
+from gpen_watch.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+Precision = Literal["auto", "fp32", "fp16", "bf16"]
+OriginalsPolicy = Literal["archive", "keep", "delete"]
+OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
+
+MODEL_NAMES = ("GPEN-BFR-512", "GPEN-BFR-256")
+DETECTOR_NAMES = ("retinaface_resnet50", "retinaface_mobile0.25")
+
+
+def default_inbox() -> Path:
+    return paths.pictures_dir() / "GPEN" / "inbox"
+
+
+def default_outbox() -> Path:
+    return paths.pictures_dir() / "GPEN" / "outbox"
+
+
+@dataclass
+class InboxConfig:
+    """One watched folder."""
+
+    path: Path
+    recursive: bool = True
+    # Outputs of this inbox go here instead of the global outbox.
+    outbox: Path | None = None
+
+
+@dataclass
+class RestoreConfig:
+    """How faces are found and restored (used by `restore` and by every worker)."""
+
+    model: str = "GPEN-BFR-512"
+    detector: str = "retinaface_resnet50"
+    # Face-parsing mask for paste-back; without it a feathered ellipse is used.
+    use_parse: bool = True
+    detect_threshold: float = 0.9
+    # Detection runs on a copy whose long side is at most this (the detector's cost grows with pixels).
+    detect_max_side: int = 1000
+    # Faces smaller than this (eye-to-mouth box, pixels) are left alone: nothing to restore.
+    min_face: int = 16
+    # Faces per generator forward pass; 0 picks a size from the device's free memory.
+    face_batch: int = 0
+    # Images whose long side exceeds this are pre-scaled before anything else (0: never).
+    max_side: int = 4096
+    precision: Precision = "auto"
+    channels_last: bool = True
+    device: str = "auto"
+    # Checked before the download cache; for offline machines (env GPEN_WATCH_MODEL_DIR too).
+    model_dir: Path | None = None
+    # Largest image accepted, in megapixels, before anything is decoded (decompression bombs).
+    max_megapixels: float = 200.0
+
+
+@dataclass
+class OutputConfig:
+    format: OutputFormat = "same"
+    jpeg_quality: int = 95
+    # Fields: {stem} {ext} {name} {date} {model}. The result may not leave the outbox.
+    name_template: str = "{stem}{ext}"
+    originals: OriginalsPolicy = "archive"
+    # Where originals go after success when originals = "archive" (default: <outbox>/../originals).
+    archive_dir: Path | None = None
+
+
+@dataclass
+class WatchConfig:
+    inboxes: list[InboxConfig] = field(default_factory=lambda: [InboxConfig(default_inbox())])
+    outbox: Path = field(default_factory=default_outbox)
+    # A file is taken once its size and mtime have not changed for this long.
+    settle_seconds: float = 1.0
+    # Poll instead of OS events: needed for network shares (inotify misses remote writes).
+    polling: bool = False
+    poll_interval: float = 2.0
+    # Full rescan of the inboxes as a safety net for lost events.
+    rescan_seconds: float = 60.0
+
+
+@dataclass
+class WorkerConfig:
+    # "auto": every CUDA GPU, else CPU. Or a list like ["cuda:0", "cuda:1"] or ["cpu"].
+    devices: list[str] = field(default_factory=lambda: ["auto"])
+    workers_per_device: int = 1
+    # Workers when running on CPU; each uses cores // cpu_workers torch threads.
+    cpu_workers: int = 1
+    # Images handed to one worker at once, so CPU stages overlap with the GPU.
+    images_in_flight: int = 4
+    image_timeout: float = 600.0
+    max_attempts: int = 3
+
+
+@dataclass
+class Config:
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    restore: RestoreConfig = field(default_factory=RestoreConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    workers: WorkerConfig = field(default_factory=WorkerConfig)
+
+    def validate(self) -> Config:
+        _validate(self)
+        return self
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def load(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Read the TOML file (defaults when it does not exist), apply overrides, validate."""
+    path = path or paths.config_file()
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    cfg = _build(Config, data, "")
+    for key, value in (overrides or {}).items():
+        set_value(cfg, key, value)
+    return cfg.validate()
+
+
+def set_value(cfg: Config, dotted: str, value: Any) -> None:
+    """Set one setting by dotted name, converting strings from the command line."""
+    section_name, _, name = dotted.partition(".")
+    section = getattr(cfg, section_name, None)
+    if section is None or not name or not dataclasses.is_dataclass(section):
+        raise ConfigError(f"{dotted}: no such setting")
+    hints = typing.get_type_hints(type(section))
+    if name not in hints:
+        raise ConfigError(f"{dotted}: no such setting")
+    setattr(section, name, _convert(hints[name], value, dotted))
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a table, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{prefix}{key}: unknown setting")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], prefix + f.name)
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("", "none")):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, name)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: must be one of {', '.join(map(str, args))}, got {value!r}")
+        return value
+    if origin is list:
+        (item,) = args
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return [_convert(item, v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(tp):
+        if tp is InboxConfig and isinstance(value, (str, Path)):
+            return InboxConfig(Path(value).expanduser())
+        return _build(tp, value, name + ".")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+    if tp in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        try:
+            return tp(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+    if tp is Path:
+        if not isinstance(value, (str, Path)):
+            raise ConfigError(f"{name}: expected a path, got {value!r}")
+        return Path(value).expanduser()
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected text, got {value!r}")
+        return value
+    return value
+
+
+def _validate(cfg: Config) -> None:
+    r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
+    checks: list[tuple[bool, str, str]] = [
+        (r.model in MODEL_NAMES, "restore.model", f"must be one of {', '.join(MODEL_NAMES)}"),
+        (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
+        (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
+        (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
+        (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
+        (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
+        (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),
+        (_valid_device(r.device), "restore.device", "must be auto, cpu, cuda or cuda:N"),
+        (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
+        (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
+        (w.poll_interval > 0, "watch.poll_interval", "must be positive"),
+        (w.rescan_seconds > 0, "watch.rescan_seconds", "must be positive"),
+        (len(w.inboxes) > 0, "watch.inboxes", "needs at least one folder"),
+        (wk.workers_per_device >= 1, "workers.workers_per_device", "must be at least 1"),
+        (wk.cpu_workers >= 1, "workers.cpu_workers", "must be at least 1"),
+        (wk.images_in_flight >= 1, "workers.images_in_flight", "must be at least 1"),
+        (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
+        (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
+        (all(d == "auto" or _valid_device(d) for d in wk.devices), "workers.devices",
+         "each must be auto, cpu, cuda or cuda:N"),
+    ]
+    for ok, name, reason in checks:
+        if not ok:
+            raise ConfigError(f"{name}: {reason}")
+    _validate_template(o.name_template)
+
+
+def _valid_device(dev: str) -> bool:
+    if dev in ("auto", "cpu", "cuda"):
+        return True
+    kind, _, index = dev.partition(":")
+    return kind == "cuda" and index.isdigit()
+
+
+def _validate_template(template: str) -> None:
+    from string import Formatter
+
+    allowed = {"stem", "ext", "name", "date", "model"}
+    try:
+        fields = [f for _, f, _, _ in Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ConfigError(f"output.name_template: {exc}") from None
+    for f in fields:
+        if f not in allowed:
+            raise ConfigError(f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}")
+    if "/" in template.replace("{", "").replace("}", "") or "\\" in template or ".." in template:
+        raise ConfigError("output.name_template: must be a file name, not a path")
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def to_toml(cfg: Config) -> str:
+    """Serialise a config as TOML (the subset the dataclasses use)."""
+    lines: list[str] = []
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        tables: list[tuple[str, list[Any]]] = []
+        lines.append(f"[{section.name}]")
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+                tables.append((f.name, value))
+                continue
+            if value is None:
+                lines.append(f"# {f.name} = (unset)")
+                continue
+            lines.append(f"{f.name} = {_toml_value(value)}")
+        for name, items in tables:
+            for item in items:
+                lines.append("")
+                lines.append(f"[[{section.name}.{name}]]")
+                for f in dataclasses.fields(item):
+                    value = getattr(item, f.name)
+                    if value is not None:
+                        lines.append(f"{f.name} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")

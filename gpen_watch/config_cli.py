@@ -1,0 +1,31 @@
+"""`gpen-watch config path|show|init`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpen_watch import config, paths
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
+    parser.add_argument("--config", type=Path, default=None, help="config file (default: %(default)s)")
+    parser.add_argument("--force", action="store_true", help="init: overwrite an existing file")
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.config or paths.config_file()
+    if args.action == "path":
+        print(path)
+        return 0
+    if args.action == "show":
+        print(config.to_toml(config.load(path)), end="")
+        return 0
+    if path.exists() and not args.force:
+        print(f"{path} exists; use --force to overwrite it")
+        return 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config.to_toml(config.Config()), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,28 @@
+"""Errors a user sees. Each names the file it concerns and says what to do."""
+
+from __future__ import annotations
+
+
+class GpenWatchError(Exception):
+    """Base for every error gpen-watch reports to the user (exit code 2 in the CLI)."""
+
+
+class ConfigError(GpenWatchError):
+    """A setting is invalid; the message names the setting and the reason."""
+
+
+class InputError(GpenWatchError):
+    """An input file cannot be restored (unreadable, not an image, too large...)."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ModelError(GpenWatchError):
+    """Model weights are missing, corrupt or do not match the architecture."""
+
+
+class OutputError(GpenWatchError):
+    """An output cannot be written (folder not writable, disk full...)."""

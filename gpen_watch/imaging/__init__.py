@@ -1,0 +1,1 @@
+"""imaging stage of gpen-watch."""

@@ -1,0 +1,1 @@
+"""journal stage of gpen-watch."""

@@ -1,0 +1,1 @@
+"""modelstore stage of gpen-watch."""

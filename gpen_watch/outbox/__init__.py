@@ -1,0 +1,1 @@
+"""outbox stage of gpen-watch."""

@@ -1,0 +1,42 @@
+"""The contract between the restoration engine and its callers (`restore` CLI, daemon workers).
+
+Kept free of torch imports so callers can type against it; `Restorer` itself lives in
+``gpen_watch.restore.restorer`` and is imported only inside worker processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class FileJob:
+    """One image to restore: read ``src``, write the result to ``dst`` (a temp name the caller renames)."""
+
+    src: Path
+    dst: Path
+    # "same" keeps the input's format; else jpeg/png/webp/tiff.
+    format: str = "same"
+    jpeg_quality: int = 95
+    # Scale factor applied on top of restore.max_side (the daemon lowers it after an out-of-memory).
+    scale: float = 1.0
+
+
+@dataclass
+class FileResult:
+    src: Path
+    ok: bool
+    dst: Path | None = None
+    faces: int = 0
+    # Human-readable reason when ok is False ("not an image", "truncated JPEG", ...).
+    error: str | None = None
+    # "unsupported" for files that are not images at all; "failed" for images that broke.
+    error_kind: str | None = None
+    # Notes a user should see: "no face found", "pre-scaled from 8000x6000 to 4096x3072".
+    notes: list[str] = field(default_factory=list)
+    # Seconds per stage: decode, prescale, detect, align, restore, paste, encode.
+    timings: dict[str, float] = field(default_factory=dict)
+    width: int = 0
+    height: int = 0
+    out_of_memory: bool = False

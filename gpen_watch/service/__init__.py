@@ -1,0 +1,1 @@
+"""service stage of gpen-watch."""

@@ -1,0 +1,1 @@
+"""tray stage of gpen-watch."""
