@@ -222,7 +222,8 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
 def _validate(cfg: Config) -> None:
     r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
     checks: list[tuple[bool, str, str]] = [
-        (r.model in MODEL_NAMES, "restore.model", f"must be one of {', '.join(MODEL_NAMES)}"),
+        (r.model in MODEL_NAMES or r.model.endswith((".pth", ".pt")), "restore.model",
+         f"must be one of {', '.join(MODEL_NAMES)} or a .pth file"),
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
