@@ -1,0 +1,77 @@
+"""The batched detector must find what facexlib's own detect_faces finds, at a fraction of the cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from facexlib.detection.retinaface import RetinaFace
+
+from gpen_watch.restore.detect import FaceDetector, anchor_priors
+
+
+@pytest.fixture(scope="module")
+def net() -> RetinaFace:
+    torch.manual_seed(0)
+    m = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    # Random weights score every anchor near 0.5; sharpen the class head so that the threshold
+    # selects a few hundred boxes and NMS has real work to do.
+    with torch.no_grad():
+        for head in m.ClassHead:
+            head.conv1x1.weight.mul_(20000)
+            head.conv1x1.bias.zero_()
+    return m.eval()
+
+
+def _photo(h: int, w: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 255, (h // 8, w // 8, 3), dtype=np.uint8)
+    return np.ascontiguousarray(np.kron(img, np.ones((8, 8, 1), dtype=np.uint8)))
+
+
+def test_priors_match_facexlib() -> None:
+    from facexlib.detection.retinaface import generate_config
+    from facexlib.detection.retinaface_utils import PriorBox
+
+    cfg = generate_config("resnet50")
+    for h, w in [(640, 480), (96, 160), (1000, 704)]:
+        ref = PriorBox(cfg, image_size=(h, w)).forward()
+        assert torch.equal(ref, anchor_priors(cfg, h, w))
+
+
+def test_same_faces_as_facexlib_at_full_size(net: RetinaFace) -> None:
+    img = _photo(256, 320, 1)  # multiples of 32: no padding, so both see identical input
+    with torch.no_grad():
+        ref = net.detect_faces(img, conf_threshold=0.9, nms_threshold=0.4, use_origin_size=True)
+    det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=10_000, max_faces=10_000)
+    faces = det.detect([img])[0]
+    assert len(ref) > 0, "test needs some detections"
+    assert len(faces) == len(ref)
+    ours = np.array([np.r_[f.box, f.score, f.landmarks.ravel()] for f in faces])
+    ref = ref[np.argsort(-ref[:, 4])]
+    np.testing.assert_allclose(ours, ref, atol=1e-3)
+
+
+def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
+    det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=10_000, max_faces=10_000)
+    a, b = _photo(256, 320, 2), _photo(192, 256, 3)
+    together = det.detect([a, b])
+    # b is padded to a's size in the batch; padding is the mean colour, which the network sees as zero.
+    alone = det.detect([b])[0]
+    assert len(together) == 2
+    assert len(together[1]) > 0
+    # Anchors near the padded border see different context, so compare the confident interior ones.
+    def key(fs):  # noqa: ANN001, ANN202
+        return {tuple(np.round(f.box).astype(int)) for f in fs if f.box[2] < 200 and f.box[3] < 150}
+    assert key(together[1]) and key(together[1]) == key(alone)
+
+
+def test_downscaled_detection_maps_back_to_image_coordinates(net: RetinaFace) -> None:
+    img = _photo(512, 640, 4)
+    det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=320)
+    faces = det.detect([img])[0]
+    assert faces
+    boxes = np.array([f.box for f in faces])
+    # Boxes live in the 640x512 frame, not the 320x256 detection copy.
+    assert boxes[:, 2].max() > 330 or boxes[:, 3].max() > 260
+    assert len(faces) <= det.max_faces
