@@ -1,0 +1,240 @@
+"""The restorer worker: the child side of the pool, and the only place the service imports torch.
+
+Started by the pool with the multiprocessing ``spawn`` context (the same on Linux, macOS and
+Windows; fork would copy the parent's threads and locks, and CUDA cannot be used after fork).
+A ``Pipe`` carries the messages of ``protocol``: its ``Connection`` frames pickled objects, and the
+parent can wait on all workers' pipes and process sentinels at once.
+
+The worker loads the models once (warm), then restores the images it is sent. Several images are in
+flight at once so that the restorer can overlap decode, detection, restoration, paste-back and
+encode. A reader thread takes messages off the pipe (so the parent never blocks on a full pipe), and
+a heartbeat thread says the process is alive while the main thread is deep inside torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.dispatch import protocol as P
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.errors import ModelError
+from gpen_watch.restore.api import FileJob
+
+_STOP = object()  # queue sentinel: the parent asked us to stop
+
+
+@dataclass
+class WorkerArgs:
+    """Everything a worker needs; pickled to the child by the spawn context."""
+
+    slot: WorkerSlot
+    restore: RestoreConfig
+    factory: str = P.DEFAULT_FACTORY
+    heartbeat_s: float = 2.0
+    log_level: int = logging.INFO
+    # Extra environment for the child (tests use it to steer the fake restorer).
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class _Channel:
+    """The pipe, with a lock: the main, reader-fed and heartbeat threads all send on it."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.conn.send(msg)
+
+
+class _PipeLogHandler(logging.Handler):
+    """Sends log records to the parent, which owns the log file (one file, no rotation races)."""
+
+    def __init__(self, chan: _Channel) -> None:
+        super().__init__()
+        self.chan = chan
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.chan.send((P.LOG, record.levelno, record.name, self.format(record)))
+        except Exception:
+            pass  # the parent is gone: nothing to log to
+
+
+def main(conn: Connection, args: WorkerArgs) -> None:
+    """Entry point of the worker process (the target of the spawn context's Process)."""
+    # Before anything imports torch, numpy or OpenCV: pin the GPU and cap the thread pools.
+    os.environ.update(args.slot.env)
+    os.environ.update(args.env)
+    chan = _Channel(conn)
+    root = logging.getLogger()
+    root.handlers[:] = [_PipeLogHandler(chan)]
+    root.setLevel(args.log_level)
+    state = _State()
+    threading.Thread(target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True,
+                     name="heartbeat").start()
+    try:
+        factory = _load_factory(args.factory)
+        restorer = factory(args.restore, args.slot.device, threads=args.slot.threads)
+    except ModelError as exc:
+        _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
+    except BaseException as exc:
+        kind = P.FATAL_DEVICE if args.slot.device != "cpu" else P.FATAL_CRASH
+        _fatal(chan, kind, f"could not start the restorer: {type(exc).__name__}: {exc}",
+               P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
+    chan.send((P.READY, {"pid": os.getpid(), "device": args.slot.device, "threads": args.slot.threads}))
+    threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
+    try:
+        _serve(chan, state, restorer)
+    except BaseException as exc:
+        # The restorer raised instead of returning a failed FileResult: the process may be in a bad
+        # state (CUDA errors are sticky), so report and exit; the parent requeues and restarts.
+        logging.getLogger(__name__).debug("worker failure:\n%s", traceback.format_exc())
+        kind = P.FATAL_DEVICE if _is_device_error(exc) else P.FATAL_CRASH
+        _fatal(chan, kind, f"{type(exc).__name__}: {exc}", P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
+    try:
+        restorer.close()
+    except Exception:
+        pass
+    chan.send((P.BYE, [key for key, _ in state.drain()]))
+    conn.close()
+
+
+class _State:
+    """Jobs received but not yet started, and whether a stop was asked for; shared by the threads."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.stopping = False
+        self.busy = False
+
+    def drain(self) -> list[tuple[int, FileJob]]:
+        items = []
+        while True:
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return items
+            if item is not _STOP:
+                items.append(item)
+
+
+def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
+    """Restore jobs as they come until asked to stop."""
+    while not state.stopping:
+        first = state.inbox.get()
+        if first is _STOP:
+            state.stopping = True
+            break
+        state.busy = True
+        _run_stream(chan, state, restorer, first)
+        state.busy = False
+
+
+def _run_stream(chan: _Channel, state: _State, restorer: Any, first: tuple[int, FileJob]) -> None:
+    """One restore_files call over as many jobs as keep arriving.
+
+    The restorer may read ahead (to batch faces across images) before it yields a result. Jobs
+    only arrive as results go out, so an iterator that blocked while results are held would
+    deadlock; it ends instead when no job is waiting and some are still being worked on, and the
+    next call picks up from there. It blocks only when nothing is outstanding.
+    """
+    keys: dict[str, deque[int]] = {}
+    outstanding = [0]
+    lock = threading.Lock()  # the restorer may pull from the iterator on its own thread
+
+    def jobs() -> Iterator[FileJob]:
+        item: Any = first
+        while True:
+            if item is _STOP:
+                state.stopping = True
+                return
+            key, job = item
+            with lock:
+                keys.setdefault(str(job.src), deque()).append(key)
+                outstanding[0] += 1
+            chan.send((P.TOOK, key))
+            yield job
+            if state.stopping:
+                return
+            try:
+                item = state.inbox.get_nowait()
+            except queue.Empty:
+                with lock:
+                    if outstanding[0] > 0:
+                        return
+                item = state.inbox.get()
+
+    for result in restorer.restore_files(jobs()):
+        with lock:
+            pending = keys.get(str(result.src))
+            key = pending.popleft() if pending else None
+            outstanding[0] -= 1
+        if key is None:
+            logging.getLogger(__name__).error("restorer returned a result for an unknown file %s", result.src)
+            continue
+        if not result.ok and not result.out_of_memory and _is_device_error(result.error or ""):
+            # The GPU is in trouble; this image is probably not to blame. Crash-handling requeues it.
+            raise RuntimeError(result.error)
+        chan.send((P.RESULT, key, result))
+
+
+def _reader(conn: Connection, state: _State) -> None:
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            # The parent is gone (killed?): nobody will collect results, and temp outputs are
+            # cleaned at the next start. Leave at once rather than linger as an orphan on the GPU.
+            os._exit(0)
+        if msg[0] == P.JOBS:
+            for item in msg[1]:
+                state.inbox.put(item)
+        elif msg[0] == P.STOP:
+            state.stopping = True
+            state.inbox.put(_STOP)
+            return
+
+
+def _heartbeat(chan: _Channel, state: _State, every: float) -> None:
+    while True:
+        try:
+            chan.send((P.HEARTBEAT, state.busy))
+        except Exception:
+            return
+        time.sleep(every)
+
+
+def _fatal(chan: _Channel, kind: str, message: str, code: int) -> None:
+    try:
+        chan.send((P.FATAL, kind, message))
+    except Exception:
+        pass
+    os._exit(code)
+
+
+def _load_factory(spec: str) -> Callable[..., Any]:
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _is_device_error(exc: BaseException | str) -> bool:
+    """A CUDA failure other than out-of-memory (device lost, illegal access, driver error)."""
+    text = str(exc)
+    if "out of memory" in text.lower():
+        return False
+    return any(s in text for s in ("CUDA error", "CUDA driver", "cuDNN error", "CUBLAS_STATUS", "device-side"))
+

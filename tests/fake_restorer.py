@@ -1,0 +1,81 @@
+"""A stand-in for gpen_watch.restore.restorer.Restorer that needs no torch and no weights.
+
+Workers load it through the factory hook ("fake_restorer:FakeRestorer"), so the pool and the
+service can be tested for crashes, hangs and out-of-memory in a fraction of a second per image.
+What it does to an image depends on the file name:
+
+    crash     SIGKILLs its own process (every time)
+    crash1    SIGKILLs its own process the first time only (a marker file beside it remembers)
+    hang      sleeps forever
+    oom       always reports out of memory
+    oom1      reports out of memory unless scale <= 0.5
+    raise     raises instead of returning a result
+    slow      sleeps FAKE_SLOW seconds (default 1) first
+    bad       returns a failed result ("not an image")
+    anything else: copies the file to dst and reports one face.
+
+FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError, "cuda_error"
+raises a CUDA-like RuntimeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
+carry a note saying whether torch is imported in the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from gpen_watch.errors import ModelError
+from gpen_watch.restore.api import FileJob, FileResult
+
+
+class FakeRestorer:
+    def __init__(self, cfg: object, device: str, threads: int | None = None) -> None:
+        load = os.environ.get("FAKE_LOAD", "")
+        if load == "model_error":
+            raise ModelError("GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`")
+        if load == "cuda_error":
+            raise RuntimeError("CUDA error: no CUDA-capable device is detected")
+        if load.startswith("sleep:"):
+            time.sleep(float(load.partition(":")[2]))
+        self.device = device
+        self.threads = threads
+
+    def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
+        for job in jobs:
+            yield self._one(job)
+
+    def _one(self, job: FileJob) -> FileResult:
+        name = job.src.name
+        if "crash1" in name:
+            marker = Path(str(job.src) + ".crashed")
+            if not marker.exists():
+                marker.write_text("x")
+                os.kill(os.getpid(), signal.SIGKILL)
+        elif "crash" in name:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if "hang" in name:
+            time.sleep(3600)
+        if "oom1" in name and job.scale > 0.5:
+            return FileResult(job.src, ok=False, error="CUDA out of memory", out_of_memory=True)
+        if "oom" in name and "oom1" not in name:
+            return FileResult(job.src, ok=False, error="CUDA out of memory", out_of_memory=True)
+        if "raise" in name:
+            raise ValueError("restorer blew up")
+        if "slow" in name:
+            time.sleep(float(os.environ.get("FAKE_SLOW", "1")))
+        if "bad" in name:
+            return FileResult(job.src, ok=False, error="not an image", error_kind="unsupported")
+        job.dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(job.src, job.dst)
+        notes = [f"scale={job.scale}", f"threads={self.threads}", f"device={self.device}"]
+        if os.environ.get("FAKE_LOG_TORCH"):
+            notes.append(f"torch={'torch' in sys.modules}")
+        return FileResult(job.src, ok=True, dst=job.dst, faces=1, notes=notes, timings={"restore": 0.001})
+
+    def close(self) -> None:
+        pass
