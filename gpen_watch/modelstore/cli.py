@@ -1,0 +1,182 @@
+"""`gpen-watch models list | fetch [NAME...] | verify [NAME...] | path [NAME]`.
+
+``list`` and ``path`` never import torch; ``verify`` (and ``fetch``, which verifies what it downloads)
+do, lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpen_watch import config, paths
+from gpen_watch.errors import GpenWatchError, ModelError
+from gpen_watch.modelstore import registry, store
+from gpen_watch.modelstore.registry import ModelSpec
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="folder checked first for weights files (default: restore.model_dir from the config)",
+    )
+    common.add_argument("--config", type=Path, default=None, help="config file to read restore.model_dir from")
+    names = ", ".join(registry.model_names())
+    sub = parser.add_subparsers(dest="models_action", metavar="ACTION", required=True)
+    sub.add_parser("list", parents=[common], help="show known models and where they are")
+    fetch = sub.add_parser(
+        "fetch",
+        parents=[common],
+        help="download missing models into the cache",
+        description=f"Download missing models (default: {', '.join(registry.DEFAULT_NAMES)}). Known: {names}.",
+    )
+    fetch.add_argument("names", nargs="*", metavar="NAME", help="models to fetch")
+    fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fetch.add_argument("--no-verify", action="store_true", help="do not load downloaded files to check them")
+    verify = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="load model files and check they match their architecture",
+        description=f"Check model files (default: every one present). Known: {names}.",
+    )
+    verify.add_argument("names", nargs="*", metavar="NAME", help="models to verify")
+    path = sub.add_parser(
+        "path", parents=[common], help="print the download cache folder, or where a model's file is"
+    )
+    path.add_argument("name", nargs="?", metavar="NAME", help="model name")
+
+
+def run(args: argparse.Namespace) -> int:
+    model_dir = _model_dir(args)
+    action = args.models_action
+    if action == "list":
+        return _list(model_dir)
+    if action == "fetch":
+        return _fetch(args.names, model_dir, progress=not args.no_progress, check=not args.no_verify)
+    if action == "verify":
+        return _verify(args.names, model_dir)
+    return _path(args.name, model_dir)
+
+
+def _model_dir(args: argparse.Namespace) -> Path | None:
+    if args.model_dir is not None:
+        return args.model_dir
+    return config.load(args.config).restore.model_dir
+
+
+def _specs(names: list[str]) -> list[ModelSpec]:
+    # Resolve every name before doing any work, so a typo fails fast.
+    return [registry.get_spec(name) for name in names]
+
+
+def _list(model_dir: Path | None) -> int:
+    print("Model folders, searched in this order:")
+    for folder in store.model_search_dirs(model_dir):
+        print(f"  {folder}")
+    for spec in registry.all_specs():
+        found = store.find_model(spec, model_dir)
+        status = f"present at {found}" if found else "missing"
+        default = " (default)" if spec.name in registry.DEFAULT_NAMES else ""
+        print()
+        print(f"{spec.name}{default}  [{spec.kind}]  {status}")
+        print(f"  size:    {_size(spec, found)}")
+        print(f"  about:   {spec.description}")
+        print(f"  file:    {spec.filename}  from {spec.url}")
+        print(f"  license: {spec.license_note}")
+    return 0
+
+
+def _size(spec: ModelSpec, found: Path | None) -> str:
+    if found is not None:
+        try:
+            return f"{found.stat().st_size:,} bytes"
+        except OSError:
+            pass
+    if spec.size_bytes is not None:
+        return f"{spec.size_bytes:,} bytes"
+    return spec.approx_size or "unknown"
+
+
+def _fetch(names: list[str], model_dir: Path | None, progress: bool, check: bool) -> int:
+    specs = _specs(names) if names else list(registry.default_specs())
+    failures: list[str] = []
+    for spec in specs:
+        found = store.find_model(spec, model_dir)
+        if found is not None:
+            print(f"{spec.name}: present at {found}")
+            continue
+        print(f"{spec.name}: downloading {spec.filename} ({spec.approx_size or 'size unknown'})")
+        try:
+            path = store.ensure_model(spec, model_dir, download=True, progress=progress)
+            if check:
+                _check_download(spec, path)
+        except GpenWatchError as exc:
+            print(f"{spec.name}: FAILED: {exc}")
+            failures.append(spec.name)
+            continue
+        print(f"{spec.name}: saved to {path}")
+    if failures:
+        raise ModelError(f"could not fetch {', '.join(failures)} (see above)")
+    return 0
+
+
+def _check_download(spec: ModelSpec, path: Path) -> None:
+    """No checksums are published, so loading the file is the only check of a fresh download."""
+    from gpen_watch.modelstore.verify import verify_file
+
+    try:
+        verify_file(spec, path)
+    except ModelError:
+        # We just wrote this file into our own cache; leaving it would make every run fail on it.
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _verify(names: list[str], model_dir: Path | None) -> int:
+    from gpen_watch.modelstore.verify import verify_file
+
+    explicit = bool(names)
+    specs = _specs(names) if explicit else list(registry.all_specs())
+    failures: list[str] = []
+    checked = 0
+    for spec in specs:
+        path = store.find_model(spec, model_dir)
+        if path is None:
+            if explicit:
+                print(f"{spec.name}: MISSING (run `gpen-watch models fetch {spec.name}`)")
+                failures.append(spec.name)
+            else:
+                print(f"{spec.name}: missing, skipped")
+            continue
+        checked += 1
+        try:
+            verify_file(spec, path)
+        except ModelError as exc:
+            print(f"{spec.name}: FAILED: {exc}")
+            failures.append(spec.name)
+            continue
+        print(f"{spec.name}: OK ({path})")
+    if failures:
+        raise ModelError(f"{len(failures)} model(s) failed verification: {', '.join(failures)}")
+    if checked == 0:
+        print("no model files present; run `gpen-watch models fetch`")
+    return 0
+
+
+def _path(name: str | None, model_dir: Path | None) -> int:
+    if name is None:
+        print(paths.model_cache_dir())
+        return 0
+    spec = registry.get_spec(name)
+    found = store.find_model(spec, model_dir)
+    if found is None:
+        folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
+        raise ModelError(
+            f"model {spec.name} ({spec.filename}) not found in {folders}; "
+            f"run `gpen-watch models fetch {spec.name}`"
+        )
+    print(found)
+    return 0

@@ -1,0 +1,180 @@
+"""The model weights gpen-watch knows: names, file names, where to download them.
+
+Kept free of torch so the CLI and the daemon's parent process can list models cheaply. Everything here
+is immutable; lookups are pure functions over the ``MODELS`` tuple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from gpen_watch.errors import ModelError
+
+ModelKind = Literal["gpen", "detector", "parser"]
+
+GPEN_LICENSE = (
+    "The upstream GPEN README once limited these weights to academic, non-commercial use; "
+    "check the current terms before any commercial use."
+)
+FACEXLIB_LICENSE = (
+    "Published in facexlib's GitHub releases (facexlib's code is MIT licensed); "
+    "check upstream for the terms of the weights themselves."
+)
+
+_GPEN_BASE = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/models"
+_FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One downloadable weights file."""
+
+    name: str
+    filename: str
+    url: str
+    kind: ModelKind
+    # Exact size and digest, checked after download when set. Upstream publishes neither, and the
+    # approximate sizes we know would reject good files, so both stay None until someone pins them.
+    size_bytes: int | None
+    sha256: str | None
+    description: str
+    license_note: str
+    # For display only ("~284 MB"); never used to accept or reject a file.
+    approx_size: str = ""
+    # Tried in order after ``url``; each must serve a file with the same state-dict layout.
+    mirrors: tuple[str, ...] = ()
+    # Other names the same file is known by, so a copy taken from another project is found too.
+    alt_filenames: tuple[str, ...] = ()
+    # Architecture variant for the builder (RetinaFace backbone network_name).
+    arch: str = ""
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return (self.url, *self.mirrors)
+
+    @property
+    def filenames(self) -> tuple[str, ...]:
+        return (self.filename, *self.alt_filenames)
+
+
+MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        name="GPEN-BFR-512",
+        filename="GPEN-BFR-512.pth",
+        url=f"{_GPEN_BASE}/GPEN-BFR-512.pth",
+        kind="gpen",
+        size_bytes=None,
+        sha256=None,
+        description="GPEN blind face restoration, 512x512 faces (71.0 M parameters; default)",
+        license_note=GPEN_LICENSE,
+        approx_size="~284 MB",
+    ),
+    ModelSpec(
+        name="GPEN-BFR-256",
+        filename="GPEN-BFR-256.pth",
+        url=f"{_GPEN_BASE}/GPEN-BFR-256.pth",
+        kind="gpen",
+        size_bytes=None,
+        sha256=None,
+        description="GPEN blind face restoration, 256x256 faces (18.9 M parameters; faster, softer)",
+        license_note=GPEN_LICENSE,
+        # 18.9 M fp32 parameters; derived, not a published figure.
+        approx_size="~76 MB",
+    ),
+    ModelSpec(
+        name="RetinaFace-R50",
+        filename="detection_Resnet50_Final.pth",
+        url=f"{_FACEXLIB_BASE}/v0.1.0/detection_Resnet50_Final.pth",
+        kind="detector",
+        size_bytes=None,
+        sha256=None,
+        description="RetinaFace face detector, ResNet-50 backbone (restore.detector = retinaface_resnet50)",
+        license_note=FACEXLIB_LICENSE,
+        approx_size="~104 MiB",
+        # GPEN ships the same network under its own name; its state-dict layout is identical.
+        mirrors=(f"{_GPEN_BASE}/RetinaFace-R50.pth",),
+        alt_filenames=("RetinaFace-R50.pth",),
+        arch="resnet50",
+    ),
+    ModelSpec(
+        name="RetinaFace-MobileNet0.25",
+        filename="detection_mobilenet0.25_Final.pth",
+        url=f"{_FACEXLIB_BASE}/v0.1.0/detection_mobilenet0.25_Final.pth",
+        kind="detector",
+        size_bytes=None,
+        sha256=None,
+        description="RetinaFace face detector, MobileNet-0.25 backbone: small and fast, misses more "
+        "small faces (restore.detector = retinaface_mobile0.25)",
+        license_note=FACEXLIB_LICENSE,
+        approx_size="~1.7 MB",
+        arch="mobile0.25",
+    ),
+    ModelSpec(
+        name="ParseNet",
+        filename="parsing_parsenet.pth",
+        url=f"{_FACEXLIB_BASE}/v0.2.2/parsing_parsenet.pth",
+        kind="parser",
+        size_bytes=None,
+        sha256=None,
+        description="ParseNet face parsing (19 classes): the paste-back mask (restore.use_parse)",
+        license_note=FACEXLIB_LICENSE,
+        approx_size="~81 MiB",
+    ),
+)
+
+# What `gpen-watch models fetch` gets with no names: enough for the default configuration.
+DEFAULT_NAMES: tuple[str, ...] = ("GPEN-BFR-512", "RetinaFace-R50", "ParseNet")
+
+# restore.detector (config) -> registry name.
+DETECTOR_CONFIG_NAMES = MappingProxyType(
+    {
+        "retinaface_resnet50": "RetinaFace-R50",
+        "retinaface_mobile0.25": "RetinaFace-MobileNet0.25",
+    }
+)
+
+PARSER_NAME = "ParseNet"
+
+
+def all_specs() -> tuple[ModelSpec, ...]:
+    return MODELS
+
+
+def model_names() -> tuple[str, ...]:
+    return tuple(spec.name for spec in MODELS)
+
+
+def get_spec(name: str) -> ModelSpec:
+    """Look a model up by registry name (any case) or by its restore.detector config name."""
+    name = DETECTOR_CONFIG_NAMES.get(name, name)
+    for spec in MODELS:
+        if spec.name.lower() == name.lower():
+            return spec
+    raise ModelError(f"unknown model {name!r}; known models: {', '.join(model_names())}")
+
+
+def detector_spec(config_name: str) -> ModelSpec:
+    """The spec for a restore.detector value such as "retinaface_resnet50"."""
+    if config_name not in DETECTOR_CONFIG_NAMES:
+        raise ModelError(
+            f"unknown detector {config_name!r}; use one of {', '.join(DETECTOR_CONFIG_NAMES)}"
+        )
+    return get_spec(DETECTOR_CONFIG_NAMES[config_name])
+
+
+def parser_spec() -> ModelSpec:
+    return get_spec(PARSER_NAME)
+
+
+def default_specs() -> tuple[ModelSpec, ...]:
+    return tuple(get_spec(name) for name in DEFAULT_NAMES)
+
+
+def spec_for_filename(filename: str) -> ModelSpec | None:
+    """The spec a file on disk belongs to, judged by its name (None for custom files)."""
+    for spec in MODELS:
+        if filename in spec.filenames:
+            return spec
+    return None

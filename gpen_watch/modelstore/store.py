@@ -1,0 +1,102 @@
+"""Where model files are looked for, and fetching the ones that are missing.
+
+Search order, first hit wins:
+1. the explicit folder (``restore.model_dir`` in the config, or ``--model-dir``);
+2. ``GPEN_WATCH_MODEL_DIR`` (several folders separated by ``os.pathsep``), for offline machines and
+   shared network folders;
+3. the per-user download cache (``paths.model_cache_dir()``), the only place downloads go.
+
+Nothing is remembered between calls: callers pass the folder in, and the environment is read at call
+time (or passed in as ``env``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpen_watch import paths
+from gpen_watch.errors import ModelError
+from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, Progress, download
+from gpen_watch.modelstore.registry import ModelSpec
+
+ENV_MODEL_DIR = "GPEN_WATCH_MODEL_DIR"
+
+
+def model_search_dirs(model_dir: Path | None, env: Mapping[str, str] | None = None) -> list[Path]:
+    """Folders to look in, in order (duplicates removed)."""
+    env = os.environ if env is None else env
+    candidates: list[Path] = []
+    if model_dir is not None and str(model_dir):
+        candidates.append(Path(model_dir).expanduser())
+    for entry in env.get(ENV_MODEL_DIR, "").split(os.pathsep):
+        if entry.strip():
+            candidates.append(Path(entry.strip()).expanduser())
+    candidates.append(paths.model_cache_dir())
+    unique: list[Path] = []
+    for folder in candidates:
+        if folder not in unique:
+            unique.append(folder)
+    return unique
+
+
+def find_model(spec: ModelSpec, model_dir: Path | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """The first existing file for ``spec`` in the search folders, or None."""
+    for folder in model_search_dirs(model_dir, env):
+        for filename in spec.filenames:
+            candidate = folder / filename
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def ensure_model(
+    spec: ModelSpec,
+    model_dir: Path | None,
+    download: bool = True,
+    progress: Progress = True,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Path:
+    """The path of ``spec``'s file, downloading it into the cache when it is nowhere to be found."""
+    found = find_model(spec, model_dir, env)
+    if found is not None:
+        return found
+    folders = model_search_dirs(model_dir, env)
+    if not download:
+        raise ModelError(
+            f"model {spec.name} ({spec.filename}) not found; looked in {_join(folders)}. "
+            f"Run `gpen-watch models fetch {spec.name}`, or download {spec.url} and put it in one of "
+            "those folders."
+        )
+    return _download_spec(spec, folders, progress, timeout)
+
+
+def cache_path(spec: ModelSpec) -> Path:
+    """Where a download of ``spec`` goes."""
+    return paths.model_cache_dir() / spec.filename
+
+
+def _download_spec(spec: ModelSpec, folders: list[Path], progress: Progress, timeout: float) -> Path:
+    dest = cache_path(spec)
+    failures: list[DownloadError] = []
+    for url in spec.urls:
+        try:
+            return download(
+                url, dest, expected_size=spec.size_bytes, sha256=spec.sha256, progress=progress, timeout=timeout
+            )
+        except DownloadError as exc:
+            failures.append(exc)
+    tried = "; ".join(f"{exc.url}: {exc.reason}" for exc in failures)
+    message = f"cannot download {spec.filename} (model {spec.name}): {tried}."
+    if any(exc.network for exc in failures):
+        message += (
+            f" Without internet access, download {spec.url} on another machine and put it in one of "
+            f"{_join(folders)} (or in a folder named by --model-dir, restore.model_dir or {ENV_MODEL_DIR})."
+        )
+    raise ModelError(message) from failures[-1]
+
+
+def _join(folders: list[Path]) -> str:
+    return ", ".join(str(f) for f in folders)

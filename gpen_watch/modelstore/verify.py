@@ -1,0 +1,273 @@
+"""Loading weights files into ready models, treating every file as untrusted input.
+
+A ``.pth`` file is a pickle, and an unrestricted unpickle can run arbitrary code. Files are therefore
+read only with ``torch.load(..., weights_only=True)``, which accepts tensors and plain containers and
+refuses everything else. The state dict must then match the architecture exactly (same keys, same
+shapes) before any of it is copied in, so a wrong or damaged file fails loudly, naming the file and the
+first key that differs, instead of silently producing garbage faces.
+
+Imports torch: use it only in workers and the ``models`` CLI. facexlib and the GPEN generator are
+imported inside the builders.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gpen_watch.errors import ModelError
+from gpen_watch.modelstore.registry import ModelSpec, get_spec, model_names, parser_spec, spec_for_filename
+from gpen_watch.modelstore.store import ensure_model
+
+# Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema".
+_CONTAINER_KEYS = ("params_ema", "params", "state_dict")
+# Added by nn.DataParallel at save time; facexlib's detector files carry it.
+_WRAPPER_PREFIX = "module."
+
+
+# --- reading a file -----------------------------------------------------------------------------
+
+
+def load_checkpoint(path: Path, name: str | None = None) -> dict[str, Tensor]:
+    """Read a weights file into a flat ``{key: tensor}`` dict on the CPU.
+
+    ``name`` (a registry name) only improves the advice in error messages.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such file")
+    try:
+        # Checked apart from torch.load, which reports unreadable and damaged files alike.
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    advice = _refetch_advice(path, name)
+    try:
+        with warnings.catch_warnings():
+            # torch warns about pickle protocols it "might not support"; the load below either
+            # succeeds or raises, and the warning would only confuse users.
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ModelError(
+            f"{path}: refused to load: not a plain weights file ({_unpickler_reason(exc)}). gpen-watch "
+            "never unpickles Python objects from weights files, because that can run code. The file is "
+            f"corrupt, not a model, or from an untrusted source; {advice}"
+        ) from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, OSError, EOFError, KeyError...
+        detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        raise ModelError(f"{path}: corrupt or truncated weights file ({detail}); {advice}") from exc
+    state = _unwrap(obj, path)
+    return _strip_prefix(state, path)
+
+
+def _unwrap(obj: Any, path: Path) -> dict[str, Tensor]:
+    if not isinstance(obj, Mapping):
+        raise ModelError(f"{path}: not a weights file: holds a {type(obj).__name__}, not a state dict")
+    for key in _CONTAINER_KEYS:
+        inner = obj.get(key)
+        if isinstance(inner, Mapping):
+            obj = inner
+            break
+    state: dict[str, Tensor] = {}
+    for key, value in obj.items():
+        if not isinstance(key, str) or not isinstance(value, Tensor):
+            raise ModelError(
+                f"{path}: not a plain state dict: entry {key!r} is a {type(value).__name__}, not a tensor"
+            )
+        state[key] = value
+    if not state:
+        raise ModelError(f"{path}: holds no weights (empty state dict)")
+    return state
+
+
+def _strip_prefix(state: dict[str, Tensor], path: Path) -> dict[str, Tensor]:
+    out: dict[str, Tensor] = {}
+    for key, value in state.items():
+        short = key[len(_WRAPPER_PREFIX):] if key.startswith(_WRAPPER_PREFIX) else key
+        if short in out:
+            raise ModelError(f"{path}: key {short!r} appears both with and without a 'module.' prefix")
+        out[short] = value
+    return out
+
+
+def _unpickler_reason(exc: Exception) -> str:
+    """The one useful line of torch's long weights-only error (which ends by suggesting the unsafe load)."""
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        rest = text.split(marker, 1)[1]
+        for line in rest.splitlines():
+            line = line.strip()
+            if line:
+                return line.split(" Please use", 1)[0].rstrip(".")
+    return "unsupported content"
+
+
+def _refetch_advice(path: Path, name: str | None) -> str:
+    spec = get_spec(name) if name else spec_for_filename(path.name)
+    if spec is None:
+        return "delete it and get the file again from where it came from."
+    return f"delete it and run `gpen-watch models fetch {spec.name}`."
+
+
+# --- matching a model ---------------------------------------------------------------------------
+
+
+def check_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor], path: Path) -> None:
+    """Require exactly the model's keys with exactly its shapes; name the first difference."""
+    expected = model.state_dict()
+    what = type(model).__name__
+    missing = [k for k in expected if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in expected]
+    wrong_shape = [
+        k for k in expected if k in state_dict and tuple(state_dict[k].shape) != tuple(expected[k].shape)
+    ]
+    if not (missing or unexpected or wrong_shape):
+        return
+    counts = f"{len(missing)} missing, {len(unexpected)} unexpected, {len(wrong_shape)} of the wrong shape"
+    if missing:
+        first = f"missing key {missing[0]!r}"
+    elif wrong_shape:
+        key = wrong_shape[0]
+        first = (
+            f"key {key!r} has shape {tuple(state_dict[key].shape)} in the file "
+            f"but {tuple(expected[key].shape)} in the model"
+        )
+    else:
+        first = f"unexpected key {unexpected[0]!r}"
+    raise ModelError(
+        f"{path}: does not match the {what} architecture: {first} ({counts}). "
+        "Is it the right file for this model, and complete?"
+    )
+
+
+def load_weights(model: nn.Module, path: Path, name: str | None = None) -> nn.Module:
+    """Load ``path`` into ``model`` after checking it matches; returns the model in eval mode."""
+    state = load_checkpoint(path, name)
+    check_state_dict(model, state, path)
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+# --- builders -----------------------------------------------------------------------------------
+
+
+def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Module:
+    """``spec``'s architecture with random weights (nothing is downloaded)."""
+    if spec.kind == "gpen":
+        from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
+
+        return build_gpen(GPEN_CONFIGS[spec.name]).to(device)
+    if spec.kind == "detector":
+        from facexlib.detection.retinaface import RetinaFace
+
+        with warnings.catch_warnings():
+            # torchvision deprecation noise about resnet50(pretrained=False) inside facexlib.
+            warnings.simplefilter("ignore")
+            return RetinaFace(network_name=spec.arch, half=False, device=torch.device(device))
+    if spec.kind == "parser":
+        from facexlib.parsing.parsenet import ParseNet
+
+        return ParseNet(in_size=512, out_size=512, parsing_ch=19).to(device)
+    raise ModelError(f"model {spec.name}: unknown kind {spec.kind!r}")
+
+
+def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "cpu") -> nn.Module:
+    """Build ``spec``'s architecture and load ``path`` into it (checked), in eval mode."""
+    if spec.kind == "gpen":
+        from gpen_watch.restore.gpen_model import GPEN_CONFIGS
+
+        return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
+    return load_weights(build_model(spec, device), path, spec.name)
+
+
+def _gpen_from_state(cfg: Any, state: dict[str, Tensor], path: Path, device: str | torch.device) -> nn.Module:
+    """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
+    of the (up to 284 MB) weights in memory."""
+    from gpen_watch.restore.gpen_model import build_gpen
+
+    with torch.device("meta"):
+        net = build_gpen(cfg)
+    check_state_dict(net, state, path)
+    # assign=True would also adopt the file's dtype; inference precision is chosen elsewhere (autocast).
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    net.load_state_dict(state, strict=True, assign=True)
+    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
+        # A tensor the state dict does not carry would be left without storage.
+        raise RuntimeError("GPEN has parameters or buffers outside its state dict; cannot load on meta")
+    return net.to(device).eval()
+
+
+def verify_file(spec: ModelSpec, path: Path) -> None:
+    """Raise ModelError unless ``path`` loads cleanly into ``spec``'s architecture."""
+    load_model_file(spec, path, "cpu")
+
+
+def load_gpen(
+    model: str | Path,
+    model_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    download: bool = True,
+) -> nn.Module:
+    """A GPEN generator in eval mode.
+
+    ``model`` is a registry name ("GPEN-BFR-512"), whose fixed configuration is used, or a path to a
+    ``.pth`` file, whose configuration is inferred from its state dict (custom or small checkpoints).
+    """
+    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
+        spec = get_spec(model)
+        if spec.kind != "gpen":
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
+        path = ensure_model(spec, model_dir, download=download)
+        return load_model_file(spec, path, device)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise ModelError(
+            f"{model}: neither a GPEN model name ({', '.join(n for n in model_names() if 'GPEN' in n)}) "
+            "nor an existing weights file"
+        )
+    from gpen_watch.restore.gpen_model import infer_gpen_config
+
+    state = load_checkpoint(path)
+    try:
+        cfg = infer_gpen_config(state)
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure to read the layout means "not GPEN"
+        raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
+    return _gpen_from_state(cfg, state, path, device)
+
+
+def load_detector(
+    name: str,
+    model_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    download: bool = True,
+) -> nn.Module:
+    """facexlib's RetinaFace with checked weights. ``name``: registry or restore.detector name."""
+    spec = get_spec(name)
+    if spec.kind != "detector":
+        raise ModelError(f"{spec.name} is a {spec.kind} model, not a face detector")
+    path = ensure_model(spec, model_dir, download=download)
+    return load_model_file(spec, path, device)
+
+
+def load_parser(
+    model_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    download: bool = True,
+) -> nn.Module:
+    """facexlib's ParseNet (19-class face parsing, 512x512) with checked weights."""
+    spec = parser_spec()
+    path = ensure_model(spec, model_dir, download=download)
+    return load_model_file(spec, path, device)

@@ -1,0 +1,612 @@
+"""Model store: registry, search folders, safe downloads, checked loading, `gpen-watch models`.
+
+No weights can be downloaded here, so the real architectures are built with random weights, saved,
+and loaded back through the same code path users take with the real files. Downloads go to an HTTP
+server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import http.server
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpen_watch import cli, paths
+from gpen_watch.errors import ModelError
+from gpen_watch.modelstore import registry, store, verify
+from gpen_watch.modelstore.download import DownloadError, download
+from gpen_watch.modelstore.registry import ModelSpec
+
+DATA = Path(__file__).parent / "data"
+MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")
+R50 = registry.get_spec("RetinaFace-R50")
+PARSENET = registry.get_spec("ParseNet")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # platformdirs reads XDG_* on every call, so the cache and config land in tmp.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.delenv(store.ENV_MODEL_DIR, raising=False)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def save_random(spec: ModelSpec, path: Path, prefix: str = "", wrap: str | None = None) -> dict:
+    """Build ``spec``'s real architecture with random weights and save its state dict to ``path``."""
+    torch.manual_seed(0)
+    state = verify.build_model(spec).state_dict()
+    saved = {prefix + k: v for k, v in state.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({wrap: saved} if wrap else saved, path)
+    return state
+
+
+def assert_same_weights(model: torch.nn.Module, state: dict) -> None:
+    loaded = model.state_dict()
+    assert loaded.keys() == state.keys()
+    for key, value in state.items():
+        assert torch.equal(loaded[key].cpu(), value), key
+
+
+@pytest.fixture(scope="module")
+def big_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    """ResNet-50 RetinaFace (27 M params) and ParseNet (21 M), saved once for the module."""
+    folder = tmp_path_factory.mktemp("big-models")
+    r50 = save_random(R50, folder / R50.filename, prefix="module.")
+    parse = save_random(PARSENET, folder / PARSENET.filename)
+    return folder, r50, parse
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path == "/short":
+            # Promises 1000 bytes, sends 10, hangs up: a connection cut mid-transfer.
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(base URL, folder it serves)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", root
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def refused_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/x.pth"
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+# --- registry -----------------------------------------------------------------------------------
+
+
+def test_registry_names_and_lookups() -> None:
+    assert registry.model_names() == (
+        "GPEN-BFR-512",
+        "GPEN-BFR-256",
+        "RetinaFace-R50",
+        "RetinaFace-MobileNet0.25",
+        "ParseNet",
+    )
+    assert registry.get_spec("gpen-bfr-512").filename == "GPEN-BFR-512.pth"
+    assert registry.detector_spec("retinaface_resnet50") is R50
+    assert registry.detector_spec("retinaface_mobile0.25") is MOBILE
+    assert registry.get_spec("retinaface_mobile0.25") is MOBILE
+    assert R50.url.endswith("/detection_Resnet50_Final.pth")
+    assert R50.mirrors[0].endswith("/RetinaFace-R50.pth")
+    assert registry.spec_for_filename("RetinaFace-R50.pth") is R50
+    assert [s.name for s in registry.default_specs()] == ["GPEN-BFR-512", "RetinaFace-R50", "ParseNet"]
+    for spec in registry.all_specs():
+        # Nothing published: no invented sizes or digests.
+        assert spec.size_bytes is None and spec.sha256 is None
+        assert spec.url.startswith("https://")
+        assert spec.license_note
+    assert "non-commercial" in registry.get_spec("GPEN-BFR-256").license_note
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MOBILE.url = "x"  # type: ignore[misc]
+    with pytest.raises(ModelError, match="known models: GPEN-BFR-512"):
+        registry.get_spec("GPEN-BFR-1024")
+    with pytest.raises(ModelError, match="retinaface_resnet50"):
+        registry.detector_spec("dlib")
+
+
+def test_config_names_are_all_registered() -> None:
+    from gpen_watch import config
+
+    for name in config.MODEL_NAMES:
+        assert registry.get_spec(name).kind == "gpen"
+    for name in config.DETECTOR_NAMES:
+        assert registry.detector_spec(name).kind == "detector"
+
+
+def test_light_modules_do_not_import_torch() -> None:
+    code = (
+        "import sys, gpen_watch.modelstore.store, gpen_watch.modelstore.cli;"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- search folders -----------------------------------------------------------------------------
+
+
+def test_search_dirs_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = paths.model_cache_dir()
+    assert str(cache).startswith(str(tmp_path))
+    assert store.model_search_dirs(None) == [cache]
+    monkeypatch.setenv(store.ENV_MODEL_DIR, f"{tmp_path / 'e1'}{os.pathsep}{tmp_path / 'e2'}")
+    assert store.model_search_dirs(tmp_path / "x") == [tmp_path / "x", tmp_path / "e1", tmp_path / "e2", cache]
+    assert store.model_search_dirs(None, env={}) == [cache]
+
+
+def test_find_model_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    explicit, env_dir, cache = tmp_path / "explicit", tmp_path / "env", paths.model_cache_dir()
+    assert store.find_model(MOBILE, explicit) is None
+    for folder in (explicit, env_dir, cache):
+        folder.mkdir(parents=True)
+    (cache / MOBILE.filename).write_bytes(b"c")
+    assert store.find_model(MOBILE, explicit) == cache / MOBILE.filename
+    (env_dir / MOBILE.filename).write_bytes(b"e")
+    monkeypatch.setenv(store.ENV_MODEL_DIR, str(env_dir))
+    assert store.find_model(MOBILE, explicit) == env_dir / MOBILE.filename
+    (explicit / MOBILE.filename).write_bytes(b"x")
+    assert store.find_model(MOBILE, explicit) == explicit / MOBILE.filename
+    assert store.ensure_model(MOBILE, explicit, download=False) == explicit / MOBILE.filename
+    # GPEN's name for the same detector file is found too.
+    (env_dir / "RetinaFace-R50.pth").write_bytes(b"r")
+    assert store.find_model(R50, None) == env_dir / "RetinaFace-R50.pth"
+
+
+def test_ensure_model_missing_without_download(tmp_path: Path) -> None:
+    with pytest.raises(ModelError) as info:
+        store.ensure_model(PARSENET, tmp_path / "mine", download=False)
+    message = str(info.value)
+    assert PARSENET.filename in message and PARSENET.url in message
+    assert str(tmp_path / "mine") in message and str(paths.model_cache_dir()) in message
+    assert "gpen-watch models fetch ParseNet" in message
+
+
+# --- download -----------------------------------------------------------------------------------
+
+
+def test_download_ok(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = server
+    body = os.urandom(3 * 1024 * 1024 + 17)  # several chunks
+    (root / "w.pth").write_bytes(body)
+    dest = tmp_path / "models" / "w.pth"
+    out = download(
+        f"{base}/w.pth", dest, expected_size=len(body), sha256=hashlib.sha256(body).hexdigest().upper(),
+        progress=False,
+    )
+    assert out == dest and dest.read_bytes() == body
+    assert leftovers(dest.parent) == ["w.pth"]
+
+
+def test_download_progress_bar_when_forced(
+    server: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, root = server
+    (root / "w.pth").write_bytes(b"x" * 5000)
+    download(f"{base}/w.pth", tmp_path / "w.pth", progress="always")
+    assert "w.pth" in capsys.readouterr().err
+    download(f"{base}/w.pth", tmp_path / "w2.pth", progress=True)  # stderr is not a tty here
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("bad", ["size", "sha256"])
+def test_download_mismatch_leaves_nothing(server: tuple[str, Path], tmp_path: Path, bad: str) -> None:
+    base, root = server
+    body = b"weights" * 1000
+    (root / "w.pth").write_bytes(body)
+    dest = tmp_path / "models" / "w.pth"
+    kwargs = {"expected_size": len(body) + 1} if bad == "size" else {"sha256": "0" * 64}
+    with pytest.raises(DownloadError) as info:
+        download(f"{base}/w.pth", dest, progress=False, **kwargs)
+    assert f"{base}/w.pth" in str(info.value) and "w.pth" in str(info.value)
+    assert not info.value.network
+    assert leftovers(dest.parent) == []
+
+
+def test_failed_download_keeps_previous_file(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = server
+    (root / "w.pth").write_bytes(b"new")
+    dest = tmp_path / "w.pth"
+    dest.write_bytes(b"old")
+    with pytest.raises(DownloadError):
+        download(f"{base}/w.pth", dest, sha256="0" * 64, progress=False)
+    assert dest.read_bytes() == b"old"
+    assert leftovers(tmp_path) == ["w.pth", "www"]
+
+
+def test_download_cut_short(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = server
+    dest = tmp_path / "m" / "w.pth"
+    with pytest.raises(DownloadError, match="10 of 1000 bytes"):
+        download(f"{base}/short", dest, progress=False)
+    assert leftovers(dest.parent) == []
+
+
+def test_download_404_and_refused(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = server
+    dest = tmp_path / "m" / "w.pth"
+    for url, reason in ((f"{base}/missing.pth", "HTTP 404"), (refused_url(), "refused")):
+        with pytest.raises(DownloadError) as info:
+            download(url, dest, progress=False, timeout=5)
+        message = str(info.value)
+        assert url in message and reason in message
+        assert f"put it at {dest}" in message
+        assert info.value.network
+        assert leftovers(dest.parent) == []
+
+
+def test_download_rejects_other_schemes(tmp_path: Path) -> None:
+    (tmp_path / "src").write_bytes(b"x")
+    with pytest.raises(DownloadError, match="scheme"):
+        download((tmp_path / "src").as_uri(), tmp_path / "dst", progress=False)
+    assert not (tmp_path / "dst").exists()
+
+
+def test_download_removes_only_stale_parts(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = server
+    (root / "w.pth").write_bytes(b"x")
+    stale, fresh = tmp_path / "w.pth.part-dead", tmp_path / "w.pth.part-live"
+    stale.write_bytes(b"")
+    fresh.write_bytes(b"")
+    old = time.time() - 3 * 24 * 3600
+    os.utime(stale, (old, old))
+    download(f"{base}/w.pth", tmp_path / "w.pth", progress=False)
+    assert not stale.exists() and fresh.exists()
+
+
+def test_ensure_model_downloads_into_cache(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = server
+    (root / "det.pth").write_bytes(b"detector")
+    spec = dataclasses.replace(MOBILE, url=f"{base}/gone.pth", mirrors=(f"{base}/det.pth",))
+    path = store.ensure_model(spec, tmp_path / "explicit", progress=False)
+    # First URL 404s, the mirror works; downloads always go to the cache, never the explicit folder.
+    assert path == paths.model_cache_dir() / MOBILE.filename
+    assert path.read_bytes() == b"detector"
+    assert store.ensure_model(spec, tmp_path / "explicit", download=False) == path
+
+
+def test_ensure_model_download_failure_names_file_url_and_folders(
+    server: tuple[str, Path], tmp_path: Path
+) -> None:
+    base, _ = server
+    spec = dataclasses.replace(PARSENET, url=f"{base}/gone.pth", mirrors=(refused_url(),))
+    with pytest.raises(ModelError) as info:
+        store.ensure_model(spec, tmp_path / "offline", progress=False, timeout=5)
+    message = str(info.value)
+    assert PARSENET.filename in message
+    assert spec.url in message and spec.mirrors[0] in message
+    assert str(tmp_path / "offline") in message and str(paths.model_cache_dir()) in message
+    assert leftovers(paths.model_cache_dir()) == []
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def test_mobile_detector_roundtrip_strips_module_prefix(tmp_path: Path) -> None:
+    state = save_random(MOBILE, tmp_path / MOBILE.filename, prefix="module.")
+    assert all(k.startswith("module.") for k in torch.load(tmp_path / MOBILE.filename, weights_only=True))
+    assert set(verify.load_checkpoint(tmp_path / MOBILE.filename)) == set(state)
+    model = verify.load_detector("retinaface_mobile0.25", tmp_path, "cpu", download=False)
+    assert not model.training
+    assert_same_weights(model, state)
+    with torch.no_grad():
+        out = model(torch.zeros(1, 3, 64, 64))
+    assert len(out) == 3  # boxes, scores, landmarks
+
+
+def test_resnet50_detector_and_parsenet(big_models: tuple[Path, dict, dict]) -> None:
+    folder, r50_state, parse_state = big_models
+    detector = verify.load_detector("RetinaFace-R50", folder, download=False)
+    assert not detector.training
+    assert_same_weights(detector, r50_state)
+    parser = verify.load_parser(folder, download=False)
+    assert not parser.training
+    assert_same_weights(parser, parse_state)
+
+
+@pytest.mark.parametrize("wrap", ["params", "params_ema", "state_dict"])
+def test_container_unwrapped(tmp_path: Path, wrap: str) -> None:
+    state = save_random(MOBILE, tmp_path / MOBILE.filename, wrap=wrap)
+    assert_same_weights(verify.load_detector(MOBILE.name, tmp_path, download=False), state)
+
+
+def test_params_ema_preferred_over_params(tmp_path: Path) -> None:
+    ema, raw = {"w": torch.ones(2)}, {"w": torch.zeros(2)}
+    torch.save({"params": raw, "params_ema": ema}, tmp_path / "x.pth")
+    assert torch.equal(verify.load_checkpoint(tmp_path / "x.pth")["w"], torch.ones(2))
+
+
+def test_mismatch_names_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / MOBILE.filename
+    state = save_random(MOBILE, path)
+    key = next(k for k, v in state.items() if v.dim() == 4)
+
+    bad = dict(state)
+    bad[key] = torch.zeros(3, 3, 3, 3)
+    torch.save(bad, path)
+    with pytest.raises(ModelError) as info:
+        verify.load_detector(MOBILE.name, tmp_path, download=False)
+    message = str(info.value)
+    assert str(path) in message and key in message
+    assert str(tuple(state[key].shape)) in message and "(3, 3, 3, 3)" in message
+
+    bad = dict(state)
+    del bad[key]
+    torch.save(bad, path)
+    with pytest.raises(ModelError, match=f"missing key '{key}'") as info:
+        verify.load_detector(MOBILE.name, tmp_path, download=False)
+    assert str(path) in str(info.value)
+
+    bad = dict(state, extra_head=torch.zeros(1))
+    torch.save(bad, path)
+    with pytest.raises(ModelError, match="unexpected key 'extra_head'"):
+        verify.load_detector(MOBILE.name, tmp_path, download=False)
+
+
+def test_wrong_model_file(tmp_path: Path) -> None:
+    # A detector file where the parser belongs: every key differs.
+    save_random(MOBILE, tmp_path / PARSENET.filename)
+    with pytest.raises(ModelError, match="does not match the ParseNet architecture"):
+        verify.load_parser(tmp_path, download=False)
+
+
+class _RunsCode:
+    """Unpickling this creates the marker file, standing in for any code an attacker chooses."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("how", ["torch.save", "torch.save-legacy", "pickle"])
+def test_code_running_pickle_refused(tmp_path: Path, how: str) -> None:
+    marker = tmp_path / "pwned"
+    path = tmp_path / MOBILE.filename
+    payload = {"body.conv1.weight": _RunsCode(marker)}
+    if how == "pickle":
+        path.write_bytes(pickle.dumps(payload))
+    else:
+        torch.save(payload, path, _use_new_zipfile_serialization=how == "torch.save")
+    # The payload really would run under a plain unpickle of the same data...
+    if how == "pickle":
+        pickle.loads(path.read_bytes())
+        assert marker.exists()
+        marker.unlink()
+    with pytest.raises(ModelError) as info:
+        verify.load_detector(MOBILE.name, tmp_path, download=False)
+    # ...but not here.
+    assert not marker.exists()
+    message = str(info.value)
+    assert str(path) in message and "refused" in message
+    assert "weights_only=False" not in message
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_truncated_file(tmp_path: Path, legacy: bool) -> None:
+    path = tmp_path / MOBILE.filename
+    torch.manual_seed(0)
+    torch.save(
+        verify.build_model(MOBILE).state_dict(), path, _use_new_zipfile_serialization=not legacy
+    )
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelError) as info:
+        verify.load_detector(MOBILE.name, tmp_path, download=False)
+    message = str(info.value)
+    assert str(path) in message
+    assert "corrupt" in message
+    assert "gpen-watch models fetch RetinaFace-MobileNet0.25" in message
+
+
+@pytest.mark.parametrize("content", [b"", b"<html><body>Sign in to the hotel wifi</body></html>"])
+def test_not_a_checkpoint(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "custom.pth"
+    path.write_bytes(content)
+    with pytest.raises(ModelError, match="custom.pth") as info:
+        verify.load_checkpoint(path)
+    assert "delete it" in str(info.value)
+
+
+def test_non_state_dict_contents(tmp_path: Path) -> None:
+    torch.save([torch.zeros(1)], tmp_path / "a.pth")
+    with pytest.raises(ModelError, match="not a state dict"):
+        verify.load_checkpoint(tmp_path / "a.pth")
+    torch.save({"w": torch.zeros(1), "epoch": 3}, tmp_path / "b.pth")
+    with pytest.raises(ModelError, match="'epoch' is a int"):
+        verify.load_checkpoint(tmp_path / "b.pth")
+    torch.save({"module.w": torch.zeros(1), "w": torch.zeros(1)}, tmp_path / "c.pth")
+    with pytest.raises(ModelError, match="both with and without"):
+        verify.load_checkpoint(tmp_path / "c.pth")
+    with pytest.raises(ModelError, match="no such file"):
+        verify.load_checkpoint(tmp_path / "nope.pth")
+
+
+def test_missing_model_without_download(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="models fetch RetinaFace-R50"):
+        verify.load_detector("retinaface_resnet50", tmp_path, download=False)
+    with pytest.raises(ModelError, match="not a face detector"):
+        verify.load_detector("ParseNet", tmp_path, download=False)
+
+
+# --- GPEN (needs gpen_watch.restore.gpen_model) -------------------------------------------------
+
+
+def test_gpen_small_by_path(tmp_path: Path) -> None:
+    pytest.importorskip("gpen_watch.restore.gpen_model")
+    ref = torch.load(DATA / "gpen_ref_s64.pt", map_location="cpu", weights_only=True)
+    path = tmp_path / "tiny-gpen.pth"
+    torch.save(ref["state_dict"], path)
+    model = verify.load_gpen(path)
+    assert not model.training
+    assert_same_weights(model, ref["state_dict"])
+    # Loaded through the store (meta build + adopted tensors), it still computes the reference output.
+    with torch.no_grad():
+        out = model(ref["input"])
+    assert (out - ref["output"]).abs().max() <= 1e-4
+    assert_same_weights(verify.load_gpen(str(path)), ref["state_dict"])
+
+
+def test_gpen_256_by_name(tmp_path: Path) -> None:
+    gpen_model = pytest.importorskip("gpen_watch.restore.gpen_model")
+    spec = registry.get_spec("GPEN-BFR-256")
+    torch.manual_seed(0)
+    state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
+    assert len(state) == 144
+    torch.save(state, tmp_path / spec.filename)
+    model = verify.load_gpen("GPEN-BFR-256", tmp_path, download=False)
+    assert not model.training
+    assert_same_weights(model, state)
+    assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - 18.9) < 0.1
+    # The 512 file must hold the 512 layout: the 256 weights under its name are rejected.
+    os.replace(tmp_path / spec.filename, tmp_path / "GPEN-BFR-512.pth")
+    with pytest.raises(ModelError, match="GPEN-BFR-512.pth: does not match"):
+        verify.load_gpen("GPEN-BFR-512", tmp_path, download=False)
+
+
+def test_gpen_by_path_rejects_other_models(tmp_path: Path) -> None:
+    pytest.importorskip("gpen_watch.restore.gpen_model")
+    save_random(MOBILE, tmp_path / "det.pth")
+    with pytest.raises(ModelError, match="det.pth"):
+        verify.load_gpen(tmp_path / "det.pth")
+    with pytest.raises(ModelError, match="neither a GPEN model name"):
+        verify.load_gpen(tmp_path / "absent.pth")
+
+
+# --- `gpen-watch models` ------------------------------------------------------------------------
+
+
+def test_cli_list_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / MOBILE.filename).write_bytes(b"x" * 1234)
+    assert cli.main(["models", "list", "--model-dir", str(mine)]) == 0
+    out = capsys.readouterr().out
+    assert f"present at {mine / MOBILE.filename}" in out
+    assert "1,234 bytes" in out
+    assert "GPEN-BFR-512 (default)  [gpen]  missing" in out
+    assert "non-commercial" in out
+    assert cli.main(["models", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(paths.model_cache_dir())
+    assert cli.main(["models", "path", "retinaface_mobile0.25", "--model-dir", str(mine)]) == 0
+    assert capsys.readouterr().out.strip() == str(mine / MOBILE.filename)
+    assert cli.main(["models", "path", "ParseNet"]) == 2
+    assert "models fetch ParseNet" in capsys.readouterr().err
+    assert cli.main(["models", "path", "nonsense"]) == 2
+
+
+def test_cli_model_dir_from_config_and_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from_config, from_env, from_flag = tmp_path / "cfg", tmp_path / "env", tmp_path / "flag"
+    for folder in (from_config, from_env, from_flag):
+        folder.mkdir()
+        (folder / MOBILE.filename).write_bytes(b"x")
+    paths.config_file().parent.mkdir(parents=True)
+    paths.config_file().write_text(f'[restore]\nmodel_dir = "{from_config.as_posix()}"\n')
+    monkeypatch.setenv(store.ENV_MODEL_DIR, str(from_env))
+    cli.main(["models", "path", MOBILE.name])
+    assert capsys.readouterr().out.strip() == str(from_config / MOBILE.filename)
+    cli.main(["models", "path", MOBILE.name, "--model-dir", str(from_flag)])
+    assert capsys.readouterr().out.strip() == str(from_flag / MOBILE.filename)
+    paths.config_file().unlink()
+    cli.main(["models", "path", MOBILE.name])
+    assert capsys.readouterr().out.strip() == str(from_env / MOBILE.filename)
+
+
+def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save_random(MOBILE, tmp_path / MOBILE.filename, prefix="module.")
+    assert cli.main(["models", "verify", "--model-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"RetinaFace-MobileNet0.25: OK ({tmp_path / MOBILE.filename})" in out
+    assert "ParseNet: missing, skipped" in out
+    # Naming a missing model is an error.
+    assert cli.main(["models", "verify", "ParseNet", "--model-dir", str(tmp_path)]) == 2
+    capsys.readouterr()
+    data = (tmp_path / MOBILE.filename).read_bytes()
+    (tmp_path / MOBILE.filename).write_bytes(data[:1000])
+    assert cli.main(["models", "verify", MOBILE.name, "--model-dir", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "RetinaFace-MobileNet0.25: FAILED" in captured.out and "corrupt" in captured.out
+    assert "failed verification" in captured.err
+
+
+def test_cli_fetch(
+    server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, root = server
+    save_random(MOBILE, root / MOBILE.filename, prefix="module.")
+    (root / PARSENET.filename).write_bytes(b"<html>not weights</html>")
+    local = tuple(
+        dataclasses.replace(s, url=f"{base}/{s.filename}", mirrors=()) for s in registry.all_specs()
+    )
+    monkeypatch.setattr(registry, "MODELS", local)
+
+    assert cli.main(["models", "fetch", "retinaface_mobile0.25", "--no-progress"]) == 0
+    cached = paths.model_cache_dir() / MOBILE.filename
+    assert cached.read_bytes() == (root / MOBILE.filename).read_bytes()
+    assert f"saved to {cached}" in capsys.readouterr().out
+
+    assert cli.main(["models", "fetch", MOBILE.name]) == 0
+    assert f"present at {cached}" in capsys.readouterr().out
+
+    # A download that is not a valid ParseNet file is deleted, not left to break every run.
+    assert cli.main(["models", "fetch", "ParseNet", "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "ParseNet: FAILED" in captured.out and "could not fetch ParseNet" in captured.err
+    assert leftovers(paths.model_cache_dir()) == [MOBILE.filename]
+
+    # No names: the defaults. The GPEN and R50 files are not served (404), so those fail, naming their
+    # URL and the folders to put them in; with --no-verify the bogus ParseNet file is taken as is.
+    assert cli.main(["models", "fetch", "--no-progress", "--no-verify"]) == 2
+    out = capsys.readouterr().out
+    for name in ("GPEN-BFR-512", "RetinaFace-R50"):
+        assert f"{name}: FAILED" in out and registry.get_spec(name).url in out
+    assert str(paths.model_cache_dir()) in out
+    assert "ParseNet: saved to" in out
