@@ -1,0 +1,112 @@
+"""`gpen-watch status | pause | resume | stop`: talk to the running service over the control channel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from gpen_watch.service import control
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    if command == "status":
+        parser.add_argument("--json", action="store_true", help="print the raw status as JSON")
+    if command == "stop":
+        parser.add_argument("--no-wait", action="store_true", help="return at once instead of waiting for the exit")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the exit (default: 60)")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "status":
+        try:
+            status = control.request("status")
+        except control.NotRunning as exc:
+            if args.json:
+                print(json.dumps({"running": False}))
+            else:
+                print(str(exc))
+            return 3  # like `systemctl status` for a stopped unit: scripts can tell
+        print(json.dumps(status, indent=2) if args.json else format_status(status))
+        return 0
+    reply = control.request(command)
+    if not reply.get("ok"):
+        print(f"gpen-watch {command}: {reply.get('error', 'refused')}")
+        return 1
+    if command == "pause":
+        print(f"paused; {reply.get('in_flight', 0)} image(s) in flight will finish")
+    elif command == "resume":
+        print("resumed")
+    elif command == "stop":
+        pid = reply.get("pid")
+        if args.no_wait:
+            print(f"stopping (pid {pid})")
+            return 0
+        if _wait_gone(args.timeout):
+            print(f"stopped (pid {pid})")
+            return 0
+        print(f"asked pid {pid} to stop, but it still answers after {args.timeout:g} s")
+        return 1
+    return 0
+
+
+def _wait_gone(timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            control.request("ping", timeout=2.0)
+        except control.NotRunning:
+            return True
+        except control.ControlError:
+            pass  # shutting down mid-handshake
+        time.sleep(0.2)
+    return False
+
+
+def format_status(s: dict[str, Any]) -> str:
+    """The status reply as the lines `gpen-watch status` prints."""
+    lines = []
+    state = "paused" if s.get("paused") else ("stopping" if s.get("stopping") else "running")
+    lines.append(f"gpen-watch {s.get('version', '?')}: {state} (pid {s.get('pid')}, up {_duration(s.get('uptime_s', 0))})")
+    if s.get("problem"):
+        lines.append(f"PROBLEM: {s['problem']}")
+    q = s.get("queue", {})
+    lines.append(
+        f"queue: {q.get('queued', 0)} waiting, {q.get('running', 0)} running"
+        f"; done {q.get('done', 0)}, failed {q.get('failed', 0)}, unsupported {q.get('unsupported', 0)}"
+        + (f", duplicates {q['duplicate']}" if q.get("duplicate") else "")
+        + (f"; {s['settling']} file(s) settling" if s.get("settling") else "")
+    )
+    t = s.get("throughput", {})
+    lines.append(
+        f"this run: {t.get('images', 0)} image(s), {t.get('faces', 0)} face(s) restored"
+        f"; last minute {t.get('images_per_min', 0)} image(s)/min"
+        + (f"; {t['images_per_s']:.2f} images/s while busy" if t.get("images_per_s") else "")
+    )
+    lines.append("workers:")
+    for w in s.get("workers", []):
+        extra = f" pid {w['pid']}" if w.get("pid") else ""
+        line = (f"  {w['name']:<10} {w['device']:<28} {w['state']:<10} in flight {w['in_flight']}"
+                f"  done {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}")
+        lines.append(line)
+        if w.get("error"):
+            lines.append(f"             error: {w['error']}")
+    errors = s.get("last_errors", [])
+    if errors:
+        lines.append("last errors:")
+        for e in errors:
+            lines.append(f"  {e.get('when', '')}  {e.get('file', '')}: {e.get('error', '')}")
+    for folder in ("inboxes", "outbox", "failed"):
+        if s.get(folder):
+            value = ", ".join(s[folder]) if isinstance(s[folder], list) else s[folder]
+            lines.append(f"{folder}: {value}")
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"

@@ -1,0 +1,176 @@
+"""The control channel and the single-instance lock (in-process server; the service end to end is in test_daemon)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpen_watch import paths
+from gpen_watch.service import control, control_cli
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+
+
+@pytest.fixture(autouse=True)
+def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short_tmp: Path) -> None:
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache"),
+                     ("HOME", "home")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp))
+
+
+@pytest.fixture
+def short_tmp() -> Any:
+    # Unix socket paths must stay under ~100 bytes; pytest's tmp_path can be longer.
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="gw-")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def server() -> Any:
+    calls: list[dict[str, Any]] = []
+
+    def handler(req: dict[str, Any]) -> dict[str, Any]:
+        calls.append(req)
+        if req["cmd"] == "boom":
+            raise RuntimeError("handler bug")
+        return {"ok": True, "cmd": req["cmd"], "pid": os.getpid()}
+
+    srv = control.ControlServer(handler)
+    srv.start()
+    srv.calls = calls  # type: ignore[attr-defined]
+    yield srv
+    srv.close()
+
+
+def test_files_are_private(server: control.ControlServer) -> None:
+    folder = paths.runtime_dir()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    sock = folder / control.SOCKET_NAME
+    assert stat.S_ISSOCK(sock.stat().st_mode)
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    secret = folder / control.SECRET_NAME
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert json.loads(secret.read_text())["pid"] == os.getpid()
+
+
+def test_loose_runtime_dir_is_tightened(short_tmp: Path) -> None:
+    folder = paths.runtime_dir()
+    folder.mkdir(parents=True, mode=0o755)
+    folder.chmod(0o755)
+    control.private_dir()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_authenticated_client_gets_answers(server: control.ControlServer) -> None:
+    assert control.request("status") == {"ok": True, "cmd": "status", "pid": os.getpid()}
+    with control.ControlClient() as client:
+        assert client.request("pause")["cmd"] == "pause"
+        assert client.request("resume")["cmd"] == "resume"
+    assert [c["cmd"] for c in server.calls] == ["status", "pause", "resume"]  # type: ignore[attr-defined]
+    # A failing handler answers with the error and the channel stays up.
+    assert control.request("boom") == {"ok": False, "error": "RuntimeError: handler bug"}
+    assert control.request("status")["ok"]
+
+
+def _raw(address: str) -> tuple[socket.socket, Any]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(address.removeprefix("unix:"))
+    return s, s.makefile("rb")
+
+
+def test_client_without_the_secret_is_refused(server: control.ControlServer) -> None:
+    # Skips the handshake and sends a command straight away.
+    s, r = _raw(server.address)
+    hello = json.loads(r.readline())
+    assert "nonce" in hello and "token" not in json.dumps(hello)
+    s.sendall(b'{"cmd": "stop"}\n')
+    assert json.loads(r.readline()) == {"ok": False, "error": "authentication failed"}
+    assert r.readline() == b""  # closed
+    # A wrong answer to the challenge.
+    s, r = _raw(server.address)
+    r.readline()
+    s.sendall(json.dumps({"auth": "0" * 64}).encode() + b"\n")
+    assert json.loads(r.readline())["ok"] is False
+    assert r.readline() == b""
+    # Replaying an answer that was valid for another connection's nonce.
+    s, r = _raw(server.address)
+    nonce1 = json.loads(r.readline())["nonce"]
+    s2, r2 = _raw(server.address)
+    r2.readline()
+    s2.sendall(json.dumps({"auth": control._answer(server.token, nonce1)}).encode() + b"\n")
+    assert json.loads(r2.readline())["ok"] is False
+    assert not server.calls  # type: ignore[attr-defined]
+
+
+def test_a_wrong_secret_file_is_refused(server: control.ControlServer) -> None:
+    secret = paths.runtime_dir() / control.SECRET_NAME
+    info = json.loads(secret.read_text())
+    info["token"] = "f" * 64
+    secret.write_text(json.dumps(info))
+    with pytest.raises(control.ControlError, match="authentication failed"):
+        control.request("status")
+
+
+def test_no_service_says_not_running() -> None:
+    with pytest.raises(control.NotRunning, match="not running"):
+        control.request("status")
+
+
+def test_stale_socket_from_a_killed_service_says_not_running(server: control.ControlServer) -> None:
+    secret = paths.runtime_dir() / control.SECRET_NAME
+    text = secret.read_text()
+    server.close()
+    secret.write_text(text)  # as if the service had been SIGKILLed: files left behind
+    with pytest.raises(control.NotRunning):
+        control.request("status")
+
+
+def test_close_removes_the_files(server: control.ControlServer) -> None:
+    server.close()
+    assert not (paths.runtime_dir() / control.SOCKET_NAME).exists()
+    assert not (paths.runtime_dir() / control.SECRET_NAME).exists()
+
+
+def test_second_instance_is_refused_with_the_pid() -> None:
+    first = control.InstanceLock().acquire()
+    try:
+        with pytest.raises(control.AlreadyRunning, match=rf"already running \(pid {os.getpid()}"):
+            control.InstanceLock().acquire()
+    finally:
+        first.release()
+    control.InstanceLock().acquire().release()  # free again
+
+
+def test_status_cli_without_service(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpen_watch import cli
+
+    assert cli.main(["status"]) == 3
+    assert "not running" in capsys.readouterr().out
+
+
+def test_format_status() -> None:
+    text = control_cli.format_status({
+        "version": "0.1.0", "pid": 42, "uptime_s": 75, "paused": True,
+        "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
+        "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
+        "workers": [{"name": "cpu#0", "device": "cpu", "state": "busy", "in_flight": 1, "done": 10,
+                     "faces": 14, "restarts": 1, "pid": 43, "error": None}],
+        "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
+    })
+    assert "paused (pid 42, up 1m15s)" in text
+    assert "queue: 3 waiting, 1 running; done 10, failed 1, unsupported 2" in text
+    assert "cpu#0" in text and "restarts 1" in text
+    assert "a.jpg: truncated JPEG" in text
