@@ -1,0 +1,558 @@
+"""The durable job journal: every file that enters an inbox becomes a row here.
+
+Threading: a ``Journal`` holds one SQLite connection guarded by a lock, so any thread of the parent
+may call any method; each call is one short transaction. Other processes (``gpen-watch status``)
+may open the same file at the same time (WAL lets readers run beside the writer).
+
+Durability (WAL mode): most writes use ``synchronous=NORMAL`` - a commit survives the process being
+killed, and the database is never corrupted, but the last few commits may roll back on power loss
+or an OS crash. That is harmless for adds, claims, requeues and events: the files are still in the
+inbox and the start-up scan finds them again. The writes that come right before something
+irreversible on disk (``begin_commit`` before the output is linked into place, ``finish`` and
+``fail`` before the original is moved or deleted, ``set_original``) use ``synchronous=FULL``: the
+WAL is fsynced at commit, which also makes every earlier commit durable. So after any crash the
+journal is never behind the folders in a way that would redo a job or lose track of an original.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import stat as stat_mod
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from gpen_watch import paths
+from gpen_watch.errors import GpenWatchError
+from gpen_watch.journal import schema
+from gpen_watch.journal.schema import STATES
+
+HASH_CHUNK = 1 << 20
+
+ACTIVE = ("queued", "running")
+ENDED = ("done", "failed", "unsupported", "duplicate", "gone")
+# Outcomes for the original that leave it where it was: seeing the same file there again is not a
+# new drop. The in-progress markers count too (recovery finishes them).
+ORIGINAL_IN_PLACE = ("kept", "left", "archiving", "deleting", "setting-aside")
+ORIGINAL_IN_PROGRESS = ("archiving", "deleting", "setting-aside")
+
+
+def default_path() -> Path:
+    return paths.state_dir() / "journal.sqlite3"
+
+
+def hash_file(path: os.PathLike[str] | str) -> str:
+    """sha256 of a file's content, read in 1 MiB chunks.
+
+    Opens without following symlinks and without blocking (a FIFO swapped in after the caller's
+    lstat is refused, not waited on); anything but a regular file raises OSError.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    with open(fd, "rb", buffering=0) as f:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        digest = hashlib.sha256()
+        buf = bytearray(HASH_CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    source: Path
+    inbox: Path
+    rel: Path
+    size: int
+    mtime: float
+    sha256: str
+    state: str
+    attempts: int
+    worker: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    output: Path | None
+    faces: int | None
+    timings: dict[str, float]
+    error: str | None
+    notes: list[str]
+    duplicate_of: int | None
+    commit_ino: int | None
+    commit_size: int | None
+    original: str | None
+    original_path: Path | None
+
+
+@dataclass(frozen=True)
+class Event:
+    job_id: int
+    time: float
+    kind: str
+    worker: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What ``Journal.add`` did.
+
+    status "new": a queued job was created (``job``). "duplicate": the content matches a finished
+    job (``duplicate_of``); a job in state duplicate records the drop and ``message`` says so for
+    the user. "known": this very file already has a job (queued, running, or ended with the file
+    left in place) - nothing to do, ``job`` is that job.
+    """
+
+    status: Literal["new", "duplicate", "known"]
+    job: Job
+    duplicate_of: Job | None = None
+    message: str = ""
+    # Queued jobs for the same path whose content was replaced by this drop (now state gone).
+    superseded: list[int] = field(default_factory=list)
+
+    @property
+    def is_new(self) -> bool:
+        return self.status == "new"
+
+
+def _path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        source=Path(row["source"]),
+        inbox=Path(row["inbox"]),
+        rel=Path(row["rel"]),
+        size=row["size"],
+        mtime=row["mtime"],
+        sha256=row["sha256"],
+        state=row["state"],
+        attempts=row["attempts"],
+        worker=row["worker"],
+        created=row["created"],
+        started=row["started"],
+        finished=row["finished"],
+        output=_path(row["output"]),
+        faces=row["faces"],
+        timings=json.loads(row["timings"]) if row["timings"] else {},
+        error=row["error"],
+        notes=json.loads(row["notes"]) if row["notes"] else [],
+        duplicate_of=row["duplicate_of"],
+        commit_ino=row["commit_ino"],
+        commit_size=row["commit_size"],
+        original=row["original"],
+        original_path=_path(row["original_path"]),
+    )
+
+
+class Journal:
+    """The job journal. Open with ``Journal.open(path)``; close with ``close()`` or ``with``."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+        self.path = path
+        # Wall-clock (epoch seconds): times are shown to users and compared across restarts.
+        self._clock = clock
+
+    # --- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: os.PathLike[str] | str | None = None,
+        *,
+        readonly: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> Journal:
+        """Open (creating and migrating when needed) the journal at ``path`` (default: state dir)."""
+        path = Path(path) if path is not None else default_path()
+        try:
+            if readonly:
+                conn = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0,
+                    isolation_level=None, check_same_thread=False,
+                )
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 10000")
+            if not readonly:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise GpenWatchError(f"{path}: cannot use WAL mode (got {mode}); put the journal on a local disk")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                schema.migrate(conn, path)
+            else:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version != schema.VERSION:
+                    raise GpenWatchError(f"{path}: journal schema {version}, expected {schema.VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise GpenWatchError(
+                f"{path}: cannot open the journal ({exc}); if it is damaged, stop gpen-watch and move "
+                "the file aside - files still in the inboxes are picked up again"
+            ) from exc
+        return cls(conn, path, clock)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transactions -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction; ``durable`` fsyncs the WAL at commit (see the module docstring)."""
+        with self._lock:
+            conn = self._conn
+            if durable:
+                conn.execute("PRAGMA synchronous = FULL")
+            try:
+                # IMMEDIATE takes the write lock up front: read-then-update steps cannot interleave.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:  # an SQLite error may already have rolled it back
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                if durable:
+                    conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    def _event(self, conn: sqlite3.Connection, job_id: int, kind: str, detail: str | None = None,
+               worker: str | None = None) -> None:
+        conn.execute(
+            "INSERT INTO events (job_id, time, kind, worker, detail) VALUES (?, ?, ?, ?, ?)",
+            (job_id, self._clock(), kind, worker, detail),
+        )
+
+    @staticmethod
+    def _get(conn: sqlite3.Connection, job_id: int) -> Job | None:
+        row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _job(row) if row else None
+
+    # --- entering -----------------------------------------------------------------------------
+
+    def add(
+        self,
+        source: os.PathLike[str] | str,
+        inbox: os.PathLike[str] | str,
+        rel: os.PathLike[str] | str,
+        size: int,
+        mtime: float,
+        sha256: str,
+    ) -> AddResult:
+        """Record a settled file. See ``AddResult`` for the three outcomes.
+
+        A file is identified by content (sha256 + size): the same photo renamed or dropped again is
+        a duplicate of the finished job. The same path seen again with the same content is "known"
+        while its job is active or its original was left in place (keep policy, read-only inbox),
+        so rescans never create jobs twice. A queued job whose file was overwritten with new
+        content is superseded (state gone) by the new one.
+        """
+        src, now = os.fspath(source), self._clock()
+        with self._write() as conn:
+            superseded: list[int] = []
+            for row in conn.execute("SELECT * FROM jobs WHERE source = ? ORDER BY id DESC", (src,)).fetchall():
+                same = row["sha256"] == sha256 and row["size"] == size
+                if row["state"] in ACTIVE and same:
+                    return AddResult("known", _job(row))
+                if row["state"] == "queued":
+                    conn.execute(
+                        "UPDATE jobs SET state = 'gone', finished = ?, error = ? WHERE id = ?",
+                        (now, "replaced by new content before it was processed", row["id"]),
+                    )
+                    self._event(conn, row["id"], "superseded", "file replaced by new content")
+                    superseded.append(row["id"])
+                elif row["state"] in ENDED and same and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE):
+                    return AddResult("known", _job(row))
+
+            done = conn.execute(
+                "SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = 'done' ORDER BY id LIMIT 1",
+                (sha256, size),
+            ).fetchone()
+            values = (src, os.fspath(inbox), os.fspath(rel), size, mtime, sha256, now)
+            if done is not None:
+                message = f"already done: same content as {done['source']}, output {done['output']}"
+                cur = conn.execute(
+                    "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, finished,"
+                    " duplicate_of, notes, output) VALUES (?, ?, ?, ?, ?, ?, ?, 'duplicate', ?, ?, ?, ?)",
+                    (*values, now, done["id"], json.dumps([message]), done["output"]),
+                )
+                job_id = int(cur.lastrowid or 0)
+                self._event(conn, job_id, "duplicate", message)
+                return AddResult("duplicate", self._get(conn, job_id), _job(done), message, superseded)  # type: ignore[arg-type]
+            cur = conn.execute(
+                "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued')",
+                values,
+            )
+            job_id = int(cur.lastrowid or 0)
+            self._event(conn, job_id, "added", f"{size} bytes, sha256 {sha256[:12]}")
+            return AddResult("new", self._get(conn, job_id), None, "", superseded)  # type: ignore[arg-type]
+
+    # --- running ------------------------------------------------------------------------------
+
+    def claim(self, n: int, worker: str) -> list[Job]:
+        """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically."""
+        if n <= 0:
+            return []
+        now = self._clock()
+        with self._write() as conn:
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT ?", (n,)
+            ).fetchall()]
+            for job_id in ids:
+                conn.execute(
+                    "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?, started = ?"
+                    " WHERE id = ?",
+                    (worker, now, job_id),
+                )
+                attempt = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+                self._event(conn, job_id, "claimed", f"attempt {attempt} on {worker}", worker)
+            return [j for j in (self._get(conn, i) for i in ids) if j is not None]
+
+    def reserve_output(self, job_id: int, output: os.PathLike[str] | str) -> bool:
+        """Record the output name chosen for an active job, unless another active job holds it.
+
+        The name then stays with the job across requeues and restarts (it is not re-chosen).
+        Returns False when the name is taken (choose the next one) or the job is not active.
+        """
+        out = os.fspath(output)
+        with self._write() as conn:
+            taken = conn.execute(
+                "SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN ('queued', 'running')",
+                (out, job_id),
+            ).fetchone()
+            if taken:
+                return False
+            cur = conn.execute(
+                "UPDATE jobs SET output = ? WHERE id = ? AND state IN ('queued', 'running')", (out, job_id)
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "output-reserved", out)
+            return cur.rowcount == 1
+
+    def output_reserved(self, output: os.PathLike[str] | str, exclude_job: int | None = None) -> bool:
+        """Whether an active job other than ``exclude_job`` has reserved ``output``."""
+        rows = self._read(
+            "SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN ('queued', 'running') LIMIT 1",
+            (os.fspath(output), -1 if exclude_job is None else exclude_job),
+        )
+        return bool(rows)
+
+    def begin_commit(
+        self,
+        job_id: int,
+        output: os.PathLike[str] | str,
+        ino: int,
+        size: int,
+        faces: int = 0,
+        timings: dict[str, float] | None = None,
+        notes: Sequence[str] = (),
+    ) -> bool:
+        """Durably record that the fsynced temp file (inode ``ino``, ``size`` bytes) is about to be
+        linked to ``output``, with the worker's result, so recovery can finish the job after a crash.
+
+        Returns False when the job is no longer active (finished or ended by another path): the
+        caller must then discard its temp file instead of publishing it.
+        """
+        with self._write(durable=True) as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?"
+                " WHERE id = ? AND state IN ('queued', 'running')",
+                (os.fspath(output), ino, size, faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "committing", os.fspath(output))
+            return cur.rowcount == 1
+
+    def finish(
+        self,
+        job_id: int,
+        output: os.PathLike[str] | str,
+        faces: int = 0,
+        timings: dict[str, float] | None = None,
+        notes: Sequence[str] = (),
+    ) -> bool:
+        """Mark an active job done with its final output (durable). False if it was not active."""
+        now = self._clock()
+        with self._write(durable=True) as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'done', finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
+                " error = NULL WHERE id = ? AND state IN ('queued', 'running')",
+                (now, os.fspath(output), faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "finished", f"{faces} face(s) -> {os.fspath(output)}")
+            return cur.rowcount == 1
+
+    def fail(self, job_id: int, reason: str, kind: Literal["failed", "unsupported"] = "failed") -> bool:
+        """End an active job as failed or unsupported with a reason for the user (durable)."""
+        if kind not in ("failed", "unsupported"):
+            raise ValueError(f"kind must be failed or unsupported, not {kind!r}")
+        now = self._clock()
+        with self._write(durable=True) as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = ?, finished = ?, error = ? WHERE id = ? AND state IN ('queued', 'running')",
+                (kind, now, reason, job_id),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, kind, reason)
+            return cur.rowcount == 1
+
+    def requeue(self, job_id: int, reason: str) -> bool:
+        """Put a running job back in the queue (worker crashed, timed out, service stopping)."""
+        with self._write() as conn:
+            cur = conn.execute("UPDATE jobs SET state = 'queued' WHERE id = ? AND state = 'running'", (job_id,))
+            if cur.rowcount:
+                self._event(conn, job_id, "requeued", reason)
+            return cur.rowcount == 1
+
+    def requeue_running(self, reason: str, max_attempts: int | None = None) -> int:
+        """Requeue every running job (at start-up: left running by a crash). Returns how many.
+
+        With ``max_attempts``, a job that already had that many attempts fails instead (a file that
+        brings the whole service down must not do so forever). Run ``outbox.commit.recover`` first:
+        it finishes jobs whose output was already published.
+        """
+        now = self._clock()
+        with self._write(durable=True) as conn:
+            rows = conn.execute("SELECT id, attempts FROM jobs WHERE state = 'running'").fetchall()
+            requeued = 0
+            for row in rows:
+                if max_attempts is not None and row["attempts"] >= max_attempts:
+                    why = f"gave up after {row['attempts']} attempt(s); last: {reason}"
+                    conn.execute(
+                        "UPDATE jobs SET state = 'failed', finished = ?, error = ? WHERE id = ?", (now, why, row["id"])
+                    )
+                    self._event(conn, row["id"], "failed", why)
+                else:
+                    conn.execute("UPDATE jobs SET state = 'queued' WHERE id = ?", (row["id"],))
+                    self._event(conn, row["id"], "requeued", reason)
+                    requeued += 1
+            return requeued
+
+    def mark_gone(self, job_id: int, reason: str = "file disappeared before it was processed") -> bool:
+        """A queued job's file was deleted or moved away: end it as gone. No-op for other states."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'gone', finished = ?, error = ? WHERE id = ? AND state = 'queued'",
+                (self._clock(), reason, job_id),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "gone", reason)
+            return cur.rowcount == 1
+
+    def set_original(self, job_id: int, action: str, path: os.PathLike[str] | str | None = None) -> None:
+        """Record what happened (or is about to happen) to the original file (durable)."""
+        where = None if path is None else os.fspath(path)
+        with self._write(durable=True) as conn:
+            conn.execute("UPDATE jobs SET original = ?, original_path = ? WHERE id = ?", (action, where, job_id))
+            self._event(conn, job_id, "original", action + (f": {where}" if where else ""))
+
+    def log_event(self, job_id: int, kind: str, detail: str | None = None, worker: str | None = None) -> None:
+        """Add a free-form history entry (e.g. "oom: retrying at scale 0.5")."""
+        with self._write() as conn:
+            self._event(conn, job_id, kind, detail, worker)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job | None:
+        with self._lock:
+            return self._get(self._conn, job_id)
+
+    def jobs(self, state: str, limit: int | None = None) -> list[Job]:
+        """Jobs in ``state``, oldest first."""
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}")
+        rows = self._read(
+            "SELECT * FROM jobs WHERE state = ? ORDER BY id LIMIT ?", (state, -1 if limit is None else limit)
+        )
+        return [_job(r) for r in rows]
+
+    def active_for_source(self, source: os.PathLike[str] | str) -> list[Job]:
+        """Queued or running jobs for this inbox path (the watcher saw the file disappear)."""
+        rows = self._read(
+            "SELECT * FROM jobs WHERE source = ? AND state IN ('queued', 'running') ORDER BY id",
+            (os.fspath(source),),
+        )
+        return [_job(r) for r in rows]
+
+    def committing(self) -> list[Job]:
+        """Active jobs that recorded a commit token (their output may already be published)."""
+        rows = self._read(
+            "SELECT * FROM jobs WHERE state IN ('queued', 'running') AND commit_ino IS NOT NULL ORDER BY id"
+        )
+        return [_job(r) for r in rows]
+
+    def pending_originals(self) -> list[Job]:
+        """Ended jobs whose original still has to be archived/kept/deleted/set aside (recovery)."""
+        marks = ", ".join(f"'{m}'" for m in ORIGINAL_IN_PROGRESS)
+        rows = self._read(
+            "SELECT * FROM jobs WHERE state IN ('done', 'duplicate', 'failed', 'unsupported')"
+            f" AND (original IS NULL OR original IN ({marks})) ORDER BY id"
+        )
+        return [_job(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state (every state present, zero when none)."""
+        result = dict.fromkeys(STATES, 0)
+        for row in self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
+            result[row[0]] = row[1]
+        return result
+
+    def recent_errors(self, n: int = 10) -> list[Job]:
+        """The last ``n`` failed or unsupported jobs, newest first."""
+        rows = self._read(
+            "SELECT * FROM jobs WHERE state IN ('failed', 'unsupported') ORDER BY finished DESC, id DESC LIMIT ?",
+            (n,),
+        )
+        return [_job(r) for r in rows]
+
+    def done_since(self, since: float) -> tuple[int, int]:
+        """(images, faces) finished since ``since`` (epoch seconds)."""
+        row = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = 'done' AND finished >= ?", (since,)
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def done_today(self) -> int:
+        """Images finished since local midnight."""
+        midnight = datetime.fromtimestamp(self._clock()).replace(hour=0, minute=0, second=0, microsecond=0)
+        return self.done_since(midnight.timestamp())[0]
+
+    def history(self, job_id: int) -> list[Event]:
+        rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+        return [Event(r["job_id"], r["time"], r["kind"], r["worker"], r["detail"]) for r in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's own check ("ok" when healthy)."""
+        return str(self._read("PRAGMA integrity_check")[0][0])

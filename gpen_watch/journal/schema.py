@@ -1,0 +1,85 @@
+"""The journal's SQLite schema and its migrations.
+
+The version lives in ``PRAGMA user_version``. Each entry of ``MIGRATIONS`` takes the database from
+version ``i`` to ``i + 1``; a new release appends a step and never edits an old one, so a journal
+written by any earlier version opens. A journal from a *newer* version is refused rather than
+guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from gpen_watch.errors import GpenWatchError
+
+# Every state a job can be in. queued -> running -> done | failed | unsupported (or back to queued);
+# duplicate: same content as a finished job, not restored again; gone: the file vanished before
+# it was processed.
+STATES = ("queued", "running", "done", "failed", "unsupported", "duplicate", "gone")
+
+_V1 = f"""
+CREATE TABLE jobs (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    source        TEXT    NOT NULL,          -- absolute path of the file in the inbox
+    inbox         TEXT    NOT NULL,          -- the inbox folder it arrived in
+    rel           TEXT    NOT NULL,          -- path relative to the inbox (subfolder mirroring)
+    size          INTEGER NOT NULL,
+    mtime         REAL    NOT NULL,
+    sha256        TEXT    NOT NULL,
+    state         TEXT    NOT NULL CHECK (state IN ({", ".join(repr(s) for s in STATES)})),
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    worker        TEXT,
+    created       REAL    NOT NULL,
+    started       REAL,
+    finished      REAL,
+    -- Output path: reserved when the job is dispatched, kept once done (never re-chosen).
+    output        TEXT,
+    faces         INTEGER,
+    timings       TEXT,                      -- JSON object, seconds per stage
+    error         TEXT,
+    notes         TEXT,                      -- JSON list of strings for the user
+    duplicate_of  INTEGER REFERENCES jobs(id),
+    -- Commit token: inode and size of the fsynced temp output, recorded before it is linked into
+    -- place. After a crash, a final file with this inode and size is known to be ours and complete.
+    commit_ino    INTEGER,
+    commit_size   INTEGER,
+    -- What happened to the original after the job ended: NULL (not yet), an in-progress marker
+    -- ('archiving', 'deleting', 'setting-aside') or an outcome ('archived', 'kept', 'deleted',
+    -- 'set-aside', 'left', 'missing', 'replaced').
+    original      TEXT,
+    original_path TEXT                       -- where it went (archive or failed/ path)
+);
+CREATE INDEX jobs_state  ON jobs(state, id);
+CREATE INDEX jobs_hash   ON jobs(sha256, size);
+CREATE INDEX jobs_source ON jobs(source);
+CREATE INDEX jobs_output ON jobs(output);
+CREATE INDEX jobs_finished ON jobs(finished);
+
+CREATE TABLE events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id  INTEGER NOT NULL REFERENCES jobs(id),
+    time    REAL    NOT NULL,
+    kind    TEXT    NOT NULL,                -- added, claimed, requeued, finished, failed, ...
+    worker  TEXT,
+    detail  TEXT
+);
+CREATE INDEX events_job ON events(job_id, id);
+"""
+
+MIGRATIONS: list[str] = [_V1]
+VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, path: object) -> None:
+    """Bring the database at ``conn`` to ``VERSION``; each step is one transaction."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > VERSION:
+        raise GpenWatchError(
+            f"{path}: journal was written by a newer gpen-watch (schema {current}, this one knows "
+            f"{VERSION}); upgrade gpen-watch or move the file aside to start a fresh journal"
+        )
+    for version in range(current, VERSION):
+        # executescript commits first; wrap the step so a crash mid-migration leaves the old version.
+        conn.executescript(
+            "BEGIN IMMEDIATE;\n" + MIGRATIONS[version] + f"\nPRAGMA user_version = {version + 1};\nCOMMIT;"
+        )

@@ -1,0 +1,349 @@
+"""The job journal: states, duplicates, atomic claims, and surviving a SIGKILLed writer."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpen_watch.errors import GpenWatchError
+from gpen_watch.journal import Journal, hash_file, schema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def journal(tmp_path: Path):
+    j = Journal.open(tmp_path / "state" / "journal.sqlite3")
+    yield j
+    j.close()
+
+
+def add(j: Journal, name: str, content: str = "", size: int = 10, inbox: str = "/in"):
+    digest = hashlib.sha256((content or name).encode()).hexdigest()
+    return j.add(f"{inbox}/{name}", inbox, name, size, 1000.0, digest)
+
+
+def test_open_creates_wal_database_with_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "journal.sqlite3"
+    with Journal.open(path):
+        pass
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.VERSION
+    conn.close()
+    with Journal.open(path) as j:  # reopening does not migrate again
+        assert j.counts()["queued"] == 0
+        assert j.integrity_check() == "ok"
+
+
+def test_journal_from_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    Journal.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {schema.VERSION + 1}")
+    conn.close()
+    with pytest.raises(GpenWatchError, match="newer gpen-watch"):
+        Journal.open(path)
+
+
+def test_damaged_journal_is_reported_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(GpenWatchError, match="move the file aside"):
+        Journal.open(path)
+
+
+def test_add_creates_a_queued_job_with_history(journal: Journal) -> None:
+    r = add(journal, "a.jpg")
+    assert r.status == "new" and r.is_new
+    job = journal.get(r.job.id)
+    assert job is not None
+    assert job.state == "queued" and job.attempts == 0 and job.source == Path("/in/a.jpg")
+    assert job.rel == Path("a.jpg") and job.size == 10 and job.mtime == 1000.0
+    assert [e.kind for e in journal.history(job.id)] == ["added"]
+
+
+def test_same_file_seen_again_is_known_not_a_new_job(journal: Journal) -> None:
+    first = add(journal, "a.jpg")
+    again = add(journal, "a.jpg")
+    assert again.status == "known" and again.job.id == first.job.id
+    assert journal.counts()["queued"] == 1
+
+
+def test_same_photo_under_another_name_after_done_is_a_duplicate(journal: Journal) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    journal.claim(1, "w0")
+    journal.finish(first.job.id, "/out/a.jpg", faces=2, timings={"restore": 1.5}, notes=["ok"])
+    dup = add(journal, "copy of a.jpg", content="photo")
+    assert dup.status == "duplicate"
+    assert dup.duplicate_of is not None and dup.duplicate_of.id == first.job.id
+    assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
+    assert dup.job.state == "duplicate" and dup.job.duplicate_of == first.job.id
+    assert dup.job.notes == [dup.message]
+    # The duplicate file seen again by a rescan is not announced twice.
+    assert add(journal, "copy of a.jpg", content="photo").status == "known"
+
+
+def test_identical_content_while_first_is_still_queued_is_its_own_job(journal: Journal) -> None:
+    add(journal, "a.jpg", content="photo")
+    assert add(journal, "b.jpg", content="photo").status == "new"
+
+
+def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_known(journal: Journal) -> None:
+    a = add(journal, "a.jpg", content="A")
+    b = add(journal, "b.jpg", content="B")
+    journal.claim(2, "w0")
+    journal.finish(a.job.id, "/out/a.jpg")
+    journal.finish(b.job.id, "/out/b.jpg")
+    journal.set_original(a.job.id, "archived", "/originals/a.jpg")
+    journal.set_original(b.job.id, "kept", "/in/b.jpg")
+    assert add(journal, "a.jpg", content="A").status == "duplicate"  # user dropped it again
+    assert add(journal, "b.jpg", content="B").status == "known"  # still sitting there (keep policy)
+
+
+def test_failed_file_dropped_again_after_being_set_aside_is_retried(journal: Journal) -> None:
+    a = add(journal, "a.jpg")
+    journal.claim(1, "w0")
+    journal.fail(a.job.id, "truncated JPEG")
+    assert add(journal, "a.jpg").status == "known"  # still in the inbox, not yet set aside
+    journal.set_original(a.job.id, "set-aside", "/failed/a.jpg")
+    assert add(journal, "a.jpg").status == "new"
+
+
+def test_file_replaced_while_queued_supersedes_the_old_job(journal: Journal) -> None:
+    old = add(journal, "a.jpg", content="v1")
+    new = add(journal, "a.jpg", content="v2")
+    assert new.status == "new" and new.superseded == [old.job.id]
+    gone = journal.get(old.job.id)
+    assert gone is not None and gone.state == "gone" and "replaced" in (gone.error or "")
+
+
+def test_claim_moves_oldest_queued_to_running_and_counts_attempts(journal: Journal) -> None:
+    ids = [add(journal, f"{i}.jpg").job.id for i in range(5)]
+    claimed = journal.claim(2, "cuda:0")
+    assert [j.id for j in claimed] == ids[:2]
+    assert all(j.state == "running" and j.attempts == 1 and j.worker == "cuda:0" for j in claimed)
+    assert journal.claim(0, "x") == []
+    assert journal.counts() == {**journal.counts(), "queued": 3, "running": 2}
+    assert journal.history(ids[0])[-1].detail == "attempt 1 on cuda:0"
+
+
+def test_concurrent_claims_never_hand_out_a_job_twice(journal: Journal) -> None:
+    for i in range(200):
+        add(journal, f"{i}.jpg")
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def worker(name: str) -> None:
+        while batch := journal.claim(3, name):
+            with lock:
+                got.extend(j.id for j in batch)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(set(got)) and len(got) == 200
+
+
+def test_claims_from_two_processes_never_overlap(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    with Journal.open(path) as j:
+        for i in range(300):
+            add(j, f"{i}.jpg")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from gpen_watch.journal import Journal
+        j = Journal.open({str(path)!r})
+        while batch := j.claim(2, sys.argv[1]):
+            print(*[x.id for x in batch], flush=True)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"p{i}"], stdout=subprocess.PIPE, text=True, env=env)
+             for i in range(2)]
+    ids = [int(x) for p in procs for x in p.communicate(timeout=60)[0].split()]
+    assert sorted(ids) == list(range(1, 301))
+
+
+def test_transitions_and_their_guards(journal: Journal) -> None:
+    a, b, c, d = (add(journal, f"{n}.jpg").job.id for n in "abcd")
+    assert journal.finish(a, "/out/a.jpg")  # queued -> done is allowed (a late result after a requeue)
+    journal.claim(3, "w")  # b, c, d
+    assert journal.requeue(b, "worker crashed")
+    assert not journal.requeue(b, "again")  # only running jobs are requeued
+    assert journal.fail(c, "not a JPEG", kind="unsupported")
+    assert not journal.fail(c, "twice")
+    assert not journal.finish(c, "/out/c.jpg")  # ended jobs stay ended
+    assert journal.mark_gone(b)  # queued again, so it can go
+    assert not journal.mark_gone(d)  # running: the worker will find out
+    with pytest.raises(ValueError):
+        journal.fail(d, "x", kind="oops")  # type: ignore[arg-type]
+    states = {j: journal.get(j).state for j in (a, b, c, d)}  # type: ignore[union-attr]
+    assert states == {a: "done", b: "gone", c: "unsupported", d: "running"}
+    kinds = [e.kind for e in journal.history(b)]
+    assert kinds == ["added", "claimed", "requeued", "gone"]
+
+
+def test_requeue_running_after_crash_and_gives_up_after_max_attempts(journal: Journal) -> None:
+    a, b = add(journal, "a.jpg").job.id, add(journal, "b.jpg").job.id
+    journal.claim(2, "w")
+    journal.requeue(b, "x")
+    journal.claim(1, "w")  # b: attempt 2
+    assert journal.requeue_running("service restarted", max_attempts=2) == 1
+    assert journal.get(a).state == "queued"  # type: ignore[union-attr]
+    failed = journal.get(b)
+    assert failed is not None and failed.state == "failed" and "gave up after 2" in (failed.error or "")
+
+
+def test_output_reservations_are_exclusive_among_active_jobs(journal: Journal) -> None:
+    a, b = add(journal, "a.jpg").job.id, add(journal, "b.jpg").job.id
+    assert journal.reserve_output(a, "/out/x.jpg")
+    assert journal.output_reserved("/out/x.jpg")
+    assert not journal.output_reserved("/out/x.jpg", exclude_job=a)
+    assert not journal.reserve_output(b, "/out/x.jpg")
+    assert journal.reserve_output(b, "/out/x (1).jpg")
+    journal.claim(2, "w")
+    journal.finish(a, "/out/x.jpg")
+    assert not journal.output_reserved("/out/x.jpg")  # done: the file itself now holds the name
+    assert journal.get(a).output == Path("/out/x.jpg")  # type: ignore[union-attr]
+
+
+def test_status_queries(tmp_path: Path) -> None:
+    now = [time.mktime((2024, 5, 1, 12, 0, 0, 0, 0, -1))]
+    j = Journal.open(tmp_path / "j.sqlite3", clock=lambda: now[0])
+    ids = [add(j, f"{i}.jpg").job.id for i in range(4)]
+    j.claim(4, "w")
+    now[0] -= 86400  # yesterday
+    j.finish(ids[0], "/out/0.jpg", faces=1)
+    now[0] += 86400
+    j.finish(ids[1], "/out/1.jpg", faces=3)
+    j.fail(ids[2], "truncated JPEG")
+    now[0] += 1
+    j.fail(ids[3], "text file", kind="unsupported")
+    assert j.done_today() == 1
+    assert j.done_since(0) == (2, 4)
+    assert [x.id for x in j.recent_errors(5)] == [ids[3], ids[2]]
+    assert j.recent_errors(5)[1].error == "truncated JPEG"
+    counts = j.counts()
+    assert counts["done"] == 2 and counts["failed"] == 1 and counts["unsupported"] == 1
+    assert set(counts) == set(schema.STATES)
+    j.log_event(ids[1], "note", "oom: retrying at scale 0.5", worker="cuda:0")
+    assert j.history(ids[1])[-1].detail == "oom: retrying at scale 0.5"
+    j.close()
+
+
+def test_hash_file_streams_and_refuses_special_files(tmp_path: Path) -> None:
+    data = os.urandom(3 * (1 << 20) + 123)
+    f = tmp_path / "big.bin"
+    f.write_bytes(data)
+    assert hash_file(f) == hashlib.sha256(data).hexdigest()
+    link = tmp_path / "link.jpg"
+    link.symlink_to(f)
+    with pytest.raises(OSError):
+        hash_file(link)
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "pipe.jpg"
+        os.mkfifo(fifo)
+        with pytest.raises(OSError):
+            hash_file(fifo)  # refused at once, never blocks waiting for a writer
+
+
+# --- crash safety: a real writer process, SIGKILLed -----------------------------------------------
+
+_WRITER = textwrap.dedent(
+    """
+    import hashlib, sys
+    from gpen_watch.journal import Journal
+    j = Journal.open(sys.argv[1])
+    i = int(sys.argv[2])
+    while True:
+        i += 1
+        r = j.add(f"/in/{i}.jpg", "/in", f"{i}.jpg", i, 1.0, hashlib.sha256(str(i).encode()).hexdigest())
+        print("added", r.job.id, flush=True)
+        for job in j.claim(2, "w"):
+            print("claimed", job.id, flush=True)
+            if job.id % 3 == 0:
+                j.finish(job.id, f"/out/{job.id}.jpg", faces=1, timings={"restore": 0.1})
+                print("finished", job.id, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkilled_writer_leaves_a_consistent_journal_and_running_jobs_are_requeued(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    acknowledged: dict[int, str] = {}
+    start = 0
+    for round_ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(start)],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout is not None
+        lines = []
+        # Let it get some work done, then kill it wherever it happens to be.
+        while len(lines) < 40 + 17 * round_:
+            line = proc.stdout.readline()
+            assert line, "writer died on its own"
+            lines.append(line.split())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rest = proc.stdout.read().splitlines()
+        lines += [ln.split() for ln in rest if ln.strip()]
+        for kind, job_id in lines:
+            acknowledged[int(job_id)] = kind
+        start += 1000
+
+        with Journal.open(path) as j:
+            assert j.integrity_check() == "ok"
+            # Everything the writer saw committed is there, at least as far along.
+            order = {"added": 0, "claimed": 1, "finished": 2}
+            for job_id, kind in acknowledged.items():
+                job = j.get(job_id)
+                assert job is not None, f"job {job_id} lost"
+                seen = {"queued": 0, "running": 1, "done": 2}[job.state]
+                assert seen >= order[kind] or job.state == "queued" and kind == "claimed"
+            running = j.counts()["running"]
+            assert j.requeue_running("writer was killed") == running
+            assert j.counts()["running"] == 0
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    with Journal.open(path) as j:
+        job_id = add(j, "a.jpg").job.id
+    script = textwrap.dedent(
+        f"""
+        from gpen_watch.journal import Journal
+        j = Journal.open({str(path)!r})
+        with j._write() as conn:
+            n = 0
+            while True:
+                j._event(conn, {job_id}, "spam", "x" * 1000)
+                n += 1
+                if n == 5000:  # well past the page cache: pages are spilling into the WAL
+                    print("inside", flush=True)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Journal.open(path) as j:
+        assert j.integrity_check() == "ok"
+        assert [e.kind for e in j.history(job_id)] == ["added"]
+        assert add(j, "b.jpg").status == "new"  # and it is writable again
