@@ -1,0 +1,380 @@
+"""Watching the inboxes and reporting complete arrivals.
+
+Three sources feed one settle loop: watchdog events (inotify, FSEvents, ReadDirectoryChanges, or
+polling for network shares, where OS events miss writes made by other machines), a full scan at
+start-up (files that arrived while the service was down), and a periodic rescan (events get lost:
+inotify queue overflow, Windows buffer overflow, watch limits). A file is reported once, after it
+settled (see settle.py); it is reported again only if it changes afterwards.
+
+Threads: watchdog's own threads only put raw events on a queue. One thread of ours ("gpen-watch
+settle") does all the stat calls, scans and callbacks, so the callbacks are never called
+concurrently. They should be quick (put the arrival on a queue); a callback that raises is logged
+and the watcher carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.polling import PollingObserverVFS
+
+from gpen_watch.config import Config, InboxConfig
+from gpen_watch.watch.filters import InboxFilter, supported_extensions
+from gpen_watch.watch.settle import SettleTracker, open_check
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+# With settle_seconds = 0, a file that keeps changing would otherwise be re-checked in a busy loop.
+_MIN_CHECK_INTERVAL = 0.05
+_MAX_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A file that finished arriving in an inbox.
+
+    ``supported`` is False for files whose extension imaging does not read: they are still
+    reported, to be recorded and set aside as unsupported, never silently dropped.
+    """
+
+    path: Path
+    inbox: InboxConfig
+    rel: Path
+    size: int
+    mtime: float
+    supported: bool = True
+
+
+class _Handler(FileSystemEventHandler):
+    """Turns watchdog events into work items for the settle thread (no I/O here)."""
+
+    def __init__(self, put: Callable[[tuple[str, Path]], None]) -> None:
+        self._put = put
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        # Opens and read-only closes are our own hashing and the workers' reads: not changes.
+        if isinstance(event, (FileOpenedEvent, FileClosedNoWriteEvent)):
+            return
+        src = Path(os.fsdecode(event.src_path))
+        if event.event_type == "moved":
+            dest = Path(os.fsdecode(event.dest_path))
+            self._put(("gone", src))  # moved away or renamed: the old name is gone...
+            self._put(("dir" if event.is_directory else "path", dest))  # ...the new one arrives
+        elif event.event_type == "deleted":
+            self._put(("gone", src))
+        elif event.is_directory:
+            if event.event_type == "created":
+                self._put(("dir", src))  # a folder moved or copied in: its files arrive too
+        else:
+            self._put(("path", src))
+
+
+class Watcher:
+    """Watches ``inboxes`` and calls ``on_arrival(Arrival)`` for every settled file.
+
+    ``exclude``: the service's own folders (outbox, failed, archive), never taken even inside an
+    inbox. ``on_gone(path)``: called when a file that was reported disappears from the inbox
+    (deleted, or moved away - also by the service's own archiving; check the journal state).
+    Start with ``start()`` (or ``with``); ``stop()`` returns within about a second.
+    """
+
+    def __init__(
+        self,
+        inboxes: Sequence[InboxConfig],
+        on_arrival: Callable[[Arrival], None],
+        *,
+        settle_seconds: float = 1.0,
+        polling: bool = False,
+        poll_interval: float = 2.0,
+        rescan_seconds: float = 60.0,
+        exclude: Iterable[Path] = (),
+        on_gone: Callable[[Path], None] | None = None,
+        extensions: Iterable[str] | None = None,
+    ) -> None:
+        exts = frozenset(e.lower() for e in extensions) if extensions is not None else supported_extensions()
+        excluded = list(exclude)
+        seen: dict[str, InboxConfig] = {}
+        for inbox in inboxes:
+            seen.setdefault(os.path.normcase(os.path.abspath(inbox.path)), inbox)
+        pairs = [
+            (inbox, InboxFilter(Path(inbox.path), inbox.recursive, excluded, exts)) for inbox in seen.values()
+        ]
+        # Deepest first: a file in a nested inbox belongs to the nested one.
+        self._inboxes = sorted(pairs, key=lambda p: len(p[1].root.parts), reverse=True)
+        self._roots = {flt.root for _, flt in self._inboxes}
+        self._on_arrival = on_arrival
+        self._on_gone = on_gone
+        self._polling = polling
+        self._poll_interval = poll_interval
+        self._rescan_seconds = rescan_seconds
+        self._tracker = SettleTracker(settle_seconds)
+        self._emitted: dict[Path, tuple[int, float]] = {}
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._observer: Any = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._unwatched: list[tuple[InboxConfig, InboxFilter]] = []
+        self._handler = _Handler(self._queue.put)
+        self.scans = 0  # completed full scans (start-up included); for status and tests
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: Config,
+        on_arrival: Callable[[Arrival], None],
+        on_gone: Callable[[Path], None] | None = None,
+    ) -> Watcher:
+        from gpen_watch.outbox.naming import service_dirs
+
+        w = cfg.watch
+        return cls(
+            w.inboxes, on_arrival, settle_seconds=w.settle_seconds, polling=w.polling,
+            poll_interval=w.poll_interval, rescan_seconds=w.rescan_seconds, exclude=service_dirs(cfg),
+            on_gone=on_gone,
+        )
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        if self._polling:
+            # lstat: never follow a symlinked folder (loops, escaping the inbox).
+            self._observer = PollingObserverVFS(stat=os.lstat, listdir=os.scandir, polling_interval=self._poll_interval)
+        else:
+            self._observer = Observer()
+        self._observer.daemon = True
+        # Watch first, then scan: a file arriving in between is seen by one or the other.
+        for pair in self._inboxes:
+            self._watch(*pair)
+        self._observer.start()
+        self._thread = threading.Thread(target=self._run, name="gpen-watch settle", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop watching; no callback runs after this returns (unless one is stuck)."""
+        self._stopping.set()
+        self._queue.put(_STOP)
+        if self._observer is not None:
+            self._observer.stop()
+        deadline = time.monotonic() + timeout
+        if self._thread is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._observer is not None:
+            self._observer.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> Watcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def rescan_now(self) -> None:
+        """Ask for a full rescan at once (e.g. from the control channel)."""
+        self._queue.put(("rescan", None))
+
+    @property
+    def pending(self) -> int:
+        """Files seen but not yet settled."""
+        return len(self._tracker)
+
+    # --- the settle thread --------------------------------------------------------------------
+
+    def _watch(self, inbox: InboxConfig, flt: InboxFilter) -> bool:
+        if not flt.root.is_dir():
+            log.warning("inbox %s does not exist or is not a folder; will look again at the next rescan", flt.root)
+            self._unwatched.append((inbox, flt))
+            return False
+        try:
+            self._observer.schedule(self._handler, str(flt.root), recursive=inbox.recursive)
+        except OSError as exc:
+            # e.g. the inotify watch limit: the periodic rescan still finds every file, only later.
+            log.warning("cannot watch %s (%s); relying on rescans every %.0f s (consider watch.polling)",
+                        flt.root, exc, self._rescan_seconds)
+        return True
+
+    def _run(self) -> None:
+        self._guard(self._full_scan)
+        next_rescan = time.monotonic() + self._rescan_seconds
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            due = self._tracker.next_due()
+            deadline = min(next_rescan, math.inf if due is None else max(due, now + _MIN_CHECK_INTERVAL))
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - now))
+            except queue.Empty:
+                item = None
+            rescan = False
+            items = [] if item is None else [item]
+            while item is not None and len(items) < _MAX_BATCH:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for it in items:
+                if it is _STOP or self._stopping.is_set():
+                    return
+                kind, path = it
+                if kind == "rescan":
+                    rescan = True
+                else:
+                    self._guard(self._handle, kind, path)
+            if rescan or time.monotonic() >= next_rescan:
+                self._guard(self._full_scan)
+                next_rescan = time.monotonic() + self._rescan_seconds
+            self._guard(self._check_due)
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
+        # The settle thread must survive anything: a dead watcher silently stops taking photos.
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("watcher: unexpected error (carrying on)")
+
+    def _owner(self, path: Path) -> tuple[InboxConfig, InboxFilter, Path] | None:
+        for inbox, flt in self._inboxes:
+            rel = flt.relative(path)
+            if rel is not None:
+                return inbox, flt, rel
+        return None
+
+    def _handle(self, kind: str, path: Path) -> None:
+        if kind == "path":
+            self._observe(path)
+        elif kind == "dir":
+            owner = self._owner(path)
+            if owner is not None and owner[1].dir_reason(path) is None and path.is_dir() and not path.is_symlink():
+                self._scan(owner[0], owner[1], path)
+        elif kind == "gone":
+            self._vanished(path)
+
+    def _observe(self, path: Path, st: os.stat_result | None = None) -> None:
+        owner = self._owner(path)
+        if owner is None:
+            return
+        _, flt, _ = owner
+        try:
+            st = st or os.lstat(path)
+        except FileNotFoundError:
+            self._vanished(path)
+            return
+        except OSError:
+            return  # unreadable folder entry: the rescan tries again
+        if flt.ignore_reason(path, st) is not None:
+            self._tracker.forget(path)
+            if path in self._emitted:  # e.g. replaced by a symlink
+                self._vanished(path, check=False)
+            return
+        key = (st.st_size, st.st_mtime)
+        if self._emitted.get(path) == key:
+            return  # reported already and unchanged
+        if self._emitted.pop(path, None) is not None:
+            log.info("%s changed after it was taken; it will be taken again once it settles", path)
+        self._tracker.observe(path, *key)
+
+    def _vanished(self, path: Path, check: bool = True) -> None:
+        """``path`` (a file or a whole folder) left the inbox."""
+        if check and os.path.lexists(path):
+            # Late event: something is there again (recreated, or a rename onto it).
+            if os.path.isdir(path) and not os.path.islink(path):
+                self._handle("dir", path)
+            else:
+                self._observe(path)
+            return
+        self._tracker.forget(path)
+        self._tracker.forget_under(path)
+        gone = [p for p in self._emitted if p == path or path in p.parents]
+        for p in gone:
+            del self._emitted[p]
+            if self._on_gone is not None and not self._stopping.is_set():
+                self._guard(self._on_gone, p)
+
+    def _scan(self, inbox: InboxConfig, flt: InboxFilter, top: Path | None = None) -> set[Path] | None:
+        """Observe every candidate file under ``top`` (default: the inbox); None if unreadable."""
+        seen: set[Path] = set()
+        stack = [top or flt.root]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except OSError as exc:
+                if folder == flt.root:
+                    log.warning("cannot read inbox %s: %s", folder, exc)
+                    return None
+                continue
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    # Nested inboxes are scanned on their own account.
+                    if path not in self._roots and flt.skip_dir(path, entry.name) is None:
+                        stack.append(path)
+                    continue
+                owner = self._owner(path)
+                if owner is not None and owner[1] is flt:
+                    seen.add(path)
+                    self._observe(path, st)
+        return seen
+
+    def _full_scan(self) -> None:
+        for pair in list(self._unwatched):
+            self._unwatched.remove(pair)
+            if self._watch(*pair):
+                log.info("inbox %s is there now; watching it", pair[1].root)
+        unwatched = {id(flt) for _, flt in self._unwatched}
+        for inbox, flt in self._inboxes:
+            if id(flt) in unwatched or self._stopping.is_set():
+                continue
+            seen = self._scan(inbox, flt)
+            if seen is None:
+                continue  # unreadable right now (share offline?): that is not "everything was deleted"
+            for path in [p for p in self._emitted if p not in seen]:
+                owner = self._owner(path)
+                if owner is not None and owner[1] is flt:
+                    self._vanished(path)
+        self.scans += 1
+
+    def _check_due(self) -> None:
+        for path in self._tracker.due():
+            if self._stopping.is_set():
+                return
+            owner = self._owner(path)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                self._tracker.forget(path)
+                continue
+            if owner is None or owner[1].ignore_reason(path, st) is not None:
+                self._tracker.forget(path)
+                continue
+            if not self._tracker.confirm(path, st.st_size, st.st_mtime):
+                continue
+            verdict = open_check(path)
+            if verdict == "locked":
+                # Still held by the copying program (Windows): wait another settle period.
+                self._tracker.observe(path, st.st_size, st.st_mtime)
+                continue
+            if verdict == "gone":
+                continue
+            inbox, flt, rel = owner
+            self._emitted[path] = (st.st_size, st.st_mtime)
+            arrival = Arrival(path, inbox, rel, st.st_size, st.st_mtime, flt.is_supported(path))
+            self._guard(self._on_arrival, arrival)
