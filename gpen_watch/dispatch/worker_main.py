@@ -17,6 +17,7 @@ import importlib
 import logging
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -76,6 +77,11 @@ class _PipeLogHandler(logging.Handler):
 
 def main(conn: Connection, args: WorkerArgs) -> None:
     """Entry point of the worker process (the target of the spawn context's Process)."""
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides when workers stop
+    # (finishing the images they started), so the terminal's signals are not for us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # Before anything imports torch, numpy or OpenCV: pin the GPU and cap the thread pools.
     os.environ.update(args.slot.env)
     os.environ.update(args.env)

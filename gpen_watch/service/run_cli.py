@@ -1,0 +1,116 @@
+"""`gpen-watch run`: parse the options, set up logging and signals, run the service."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpen_watch import config, paths
+from gpen_watch.dispatch import protocol as P
+from gpen_watch.errors import ConfigError
+
+LOG_FILE = "gpen-watch.log"
+# Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
+RESTORER_ENV = "GPEN_WATCH_RESTORER"
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument("--no-tray", action="store_true", help="run without a tray icon (headless)")
+    parser.add_argument("--config", type=Path, default=None, metavar="PATH",
+                        help=f"config file (default: {paths.config_file()})")
+    parser.add_argument("--inbox", type=Path, action="append", default=None, metavar="DIR",
+                        help="folder to watch (repeat for several; replaces watch.inboxes)")
+    parser.add_argument("--outbox", type=Path, default=None, metavar="DIR", help="where results go")
+    parser.add_argument("--device", action="append", default=None, metavar="DEV",
+                        help="auto, cpu, cuda or cuda:N (repeat or comma-separate; workers.devices)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="workers per GPU, or CPU workers when there is no GPU")
+    parser.add_argument("--face-batch", type=int, default=None, metavar="N", help="faces per forward pass (0: auto)")
+    parser.add_argument("--max-side", type=int, default=None, metavar="N", help="pre-scale images longer than this")
+    parser.add_argument("--model", default=None, metavar="NAME|PATH", help="GPEN model name or .pth file")
+    parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR", help="folder with model files")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="set any config setting, e.g. --set watch.settle_seconds=2 (repeatable)")
+    parser.add_argument("--stop-grace", type=float, default=10.0, metavar="S",
+                        help="seconds in-flight images get to finish on stop (default: 10)")
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The command line as dotted config settings; --set comes last and wins."""
+    out: dict[str, Any] = {}
+    if args.inbox:
+        out["watch.inboxes"] = [_absolute(p) for p in args.inbox]
+    if args.outbox is not None:
+        out["watch.outbox"] = _absolute(args.outbox)
+    if args.device:
+        out["workers.devices"] = ",".join(args.device)
+    if args.workers is not None:
+        out["workers.workers_per_device"] = args.workers
+        out["workers.cpu_workers"] = args.workers
+    if args.face_batch is not None:
+        out["restore.face_batch"] = args.face_batch
+    if args.max_side is not None:
+        out["restore.max_side"] = args.max_side
+    if args.model is not None:
+        out["restore.model"] = args.model
+    if args.model_dir is not None:
+        out["restore.model_dir"] = _absolute(args.model_dir)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _absolute(path: Path) -> str:
+    # Relative to where the command was typed, not to wherever the service later looks from.
+    return str(path.expanduser().absolute())
+
+
+def setup_logging(verbose: bool) -> Path:
+    """Rotating log file in the user log folder, plus stderr when it is a terminal."""
+    folder = paths.log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOG_FILE
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3, encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    if sys.stderr is not None and sys.stderr.isatty():
+        term = logging.StreamHandler(sys.stderr)
+        term.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        root.addHandler(term)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpen_watch.service.daemon import Service
+
+    cfg = config.load(args.config, overrides(args))
+    log_path = setup_logging(getattr(args, "verbose", False))
+    log = logging.getLogger("gpen_watch.service")
+    if not args.no_tray:
+        log.info("tray icon not available yet; running headless")
+    factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
+    service = Service(cfg, factory=factory, stop_grace=args.stop_grace)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("%s received: stopping", signal.Signals(signum).name)
+        service.request_stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, on_signal)  # terminal closed
+    log.debug("logging to %s", log_path)
+    return service.run()

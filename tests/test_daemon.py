@@ -1,0 +1,353 @@
+"""`gpen-watch run` end to end: a real service subprocess, real watchdog observer, real worker processes.
+
+Most tests run the workers with the fake restorer (tests/fake_restorer.py, no torch, milliseconds
+per image) so that crashes, kills and restarts are cheap; the last ones run the real engine with
+tiny random-weight models (conftest.tiny_models) on real photos and broken files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpen_watch import paths
+from gpen_watch.journal import Journal
+from gpen_watch.service import control
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
+
+TESTS_DIR = Path(__file__).parent
+FAKE = "fake_restorer:FakeRestorer"
+START_TIMEOUT = 60.0
+
+
+class Service:
+    """One `gpen-watch run` subprocess on a temp inbox/outbox."""
+
+    def __init__(self, root: Path, *extra: str, fake: bool = True, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.inbox = root / "inbox"
+        self.outbox = root / "outbox"
+        self.failed = root / "failed"
+        self.originals = root / "originals"
+        self.extra = list(extra)
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
+        if fake:
+            self.env["GPEN_WATCH_RESTORER"] = FAKE
+        self.env.update(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
+                "--outbox", str(self.outbox), "--set", "watch.settle_seconds=0.2", "--stop-grace", "5",
+                *self.extra]
+
+    def start(self, wait: bool = True) -> Service:
+        self.runs += 1
+        self.stderr = self.root / f"stderr-{self.runs}.txt"
+        with open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(self.command(), env=self.env, stdout=subprocess.DEVNULL, stderr=err)
+        if wait:
+            self.wait(lambda s: s["workers"] and all(w["state"] in ("idle", "busy") for w in s["workers"]),
+                      START_TIMEOUT, "service ready")
+        return self
+
+    def status(self) -> dict[str, Any]:
+        return control.request("status")
+
+    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float = 30.0, what: str = "condition") -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"service exited with {self.proc.returncode} waiting for {what}\n{self.logs()}")
+            try:
+                last = self.status()
+                if cond(last):
+                    return last
+            except control.ControlError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.logs()}")
+
+    def wait_done(self, n: int, timeout: float = 30.0) -> dict[str, Any]:
+        return self.wait(lambda s: _finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+                         timeout, f"{n} jobs finished")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        control.request("stop")
+        rc = self.proc.wait(timeout)
+        return rc
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def logs(self) -> str:
+        log = paths.log_dir() / "gpen-watch.log"
+        text = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
+        err = self.stderr.read_text(errors="replace")[-3000:] if self.stderr.exists() else ""
+        return f"--- log ---\n{text}\n--- stderr ---\n{err}"
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _finished(s: dict[str, Any]) -> int:
+    q = s["queue"]
+    return q["done"] + q["failed"] + q["unsupported"] + q.get("duplicate", 0)
+
+
+@pytest.fixture
+def services(tmp_path: Path):  # type: ignore[no-untyped-def]
+    made: list[Service] = []
+
+    def make(*extra: str, **kw: Any) -> Service:
+        svc = Service(tmp_path, *extra, **kw)
+        made.append(svc)
+        return svc
+
+    yield make
+    for svc in made:
+        svc.close()
+
+
+def drop(folder: Path, name: str, data: bytes) -> Path:
+    """Write a file the way a careful copier does: under a temp name, then rename into place."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.part"
+    tmp.write_bytes(data)
+    path = folder / name
+    os.replace(tmp, path)
+    return path
+
+
+def files(folder: Path) -> list[str]:
+    if not folder.exists():
+        return []
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def assert_no_temps(*folders: Path) -> None:
+    for folder in folders:
+        temps = [f for f in files(folder) if "gpen-tmp" in f]
+        assert not temps, f"leftover temp files in {folder}: {temps}"
+
+
+# --- with the fake restorer ----------------------------------------------------------------------
+
+
+def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
+    svc = services("--set", "workers.cpu_workers=2")
+    svc.inbox.mkdir(parents=True)
+    svc.start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    drop(svc.inbox / "sub", "b.png", b"photo b")
+    drop(svc.inbox, "notes.txt", b"not a photo")
+    drop(svc.inbox, "bad.jpg", b"bad")  # the fake restorer fails names containing "bad"
+    s = svc.wait_done(4)
+    assert files(svc.outbox) == ["a.jpg", "sub/b.png"]
+    assert (svc.outbox / "sub" / "b.png").read_bytes() == b"photo b"
+    assert files(svc.originals) == ["a.jpg", "sub/b.png"]
+    assert files(svc.failed) == ["bad.jpg", "bad.jpg.error.txt", "notes.txt", "notes.txt.error.txt"]
+    assert "not an image" in (svc.failed / "bad.jpg.error.txt").read_text()
+    assert "unsupported file type (.txt)" in (svc.failed / "notes.txt.error.txt").read_text()
+    assert files(svc.inbox) == []
+    assert s["queue"]["done"] == 2 and s["queue"]["unsupported"] == 2
+    assert {e["file"] for e in s["last_errors"]} == {str(svc.inbox / "bad.jpg"), str(svc.inbox / "notes.txt")}
+    assert len(s["workers"]) == 2 and all(w["device"] == "cpu" for w in s["workers"])
+    assert s["torch_loaded"] is False
+    # The same photo dropped again is recognised, not redone.
+    drop(svc.inbox, "a-copy.jpg", b"photo a")
+    s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
+    assert files(svc.outbox) == ["a.jpg", "sub/b.png"]
+    # The CLI sees the same service.
+    out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], env=svc.env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "done 2" in out.stdout and "cpu#1" in out.stdout
+    assert svc.stop() == 0
+    assert_no_temps(svc.outbox, svc.failed, svc.originals)
+
+
+def test_second_instance_is_refused(services: Callable[..., Service]) -> None:
+    svc = services().start()
+    second = subprocess.run(svc.command(), env=svc.env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2
+    assert f"already running (pid {svc.status()['pid']}" in second.stderr
+    assert svc.status()["ok"]  # the first one is unharmed
+    assert svc.stop() == 0
+
+
+def test_control_files_are_private_and_stop_removes_them(services: Callable[..., Service]) -> None:
+    svc = services().start()
+    folder = paths.runtime_dir()
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert oct((folder / control.SOCKET_NAME).stat().st_mode & 0o777) == "0o600"
+    assert oct((folder / control.SECRET_NAME).stat().st_mode & 0o777) == "0o600"
+    out = subprocess.run([sys.executable, "-m", "gpen_watch", "stop"], env=svc.env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "stopped" in out.stdout
+    assert svc.proc is not None and svc.proc.wait(10) == 0
+    assert not (folder / control.SOCKET_NAME).exists() and not (folder / control.SECRET_NAME).exists()
+
+
+def test_pause_stops_new_work_and_resume_continues(services: Callable[..., Service]) -> None:
+    svc = services().start()
+    assert control.request("pause")["ok"]
+    drop(svc.inbox, "a.jpg", b"a")
+    svc.wait(lambda s: s["queue"]["queued"] == 1, what="queued while paused")
+    time.sleep(1.0)
+    s = svc.status()
+    assert s["paused"] and s["queue"]["queued"] == 1 and s["queue"]["done"] == 0
+    assert files(svc.outbox) == []
+    assert control.request("resume")["ok"]
+    svc.wait_done(1)
+    assert files(svc.outbox) == ["a.jpg"]
+    svc.stop()
+
+
+def test_files_dropped_while_down_are_processed_at_start(services: Callable[..., Service]) -> None:
+    svc = services()
+    for i in range(5):
+        drop(svc.inbox / ("deep" if i % 2 else ""), f"p{i}.jpg", f"photo {i}".encode())
+    svc.start()
+    svc.wait_done(5)
+    assert files(svc.outbox) == ["deep/p1.jpg", "deep/p3.jpg", "p0.jpg", "p2.jpg", "p4.jpg"]
+    svc.stop()
+
+
+def test_sigkilled_worker_mid_job_completes_once(services: Callable[..., Service]) -> None:
+    svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "2"}).start()
+    drop(svc.inbox, "slow.jpg", b"slow photo")
+    s = svc.wait(lambda s: s["workers"][0]["in_flight"] == 1, what="job in flight")
+    time.sleep(0.5)
+    os.kill(s["workers"][0]["pid"], signal.SIGKILL)
+    s = svc.wait_done(1)
+    assert s["queue"]["done"] == 1 and s["workers"][0]["restarts"] == 1
+    assert files(svc.outbox) == ["slow.jpg"]
+    svc.stop()
+    with Journal.open() as j:
+        job = j.jobs("done")[0]
+        kinds = [e.kind for e in j.history(job.id)]
+    assert "retry" in kinds and kinds.count("finished") == 1
+
+
+def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callable[..., Service]) -> None:
+    n = 6
+    svc = services("--set", "workers.images_in_flight=2", env={"FAKE_SLOW": "0.7"})
+    for i in range(n):
+        drop(svc.inbox, f"slow{i}.jpg", f"photo {i}".encode())
+    for _ in range(2):  # killed twice in the middle of the work
+        svc.start()
+        svc.wait(lambda s: s["queue"]["done"] >= 1 and s["queue"]["in_flight"] >= 1, what="work in flight")
+        svc.kill()
+    svc.start()
+    svc.wait_done(n, timeout=60)
+    svc.stop()
+    assert files(svc.outbox) == sorted(f"slow{i}.jpg" for i in range(n))
+    for i in range(n):
+        assert (svc.outbox / f"slow{i}.jpg").read_bytes() == f"photo {i}".encode()
+    assert files(svc.originals) == files(svc.outbox)
+    assert files(svc.inbox) == [] and files(svc.failed) == []
+    assert_no_temps(svc.outbox, svc.originals)
+    with Journal.open() as j:
+        counts = j.counts()
+    assert counts["done"] == n and sum(counts.values()) == n
+
+
+def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., Service]) -> None:
+    svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "30"}).start()
+    drop(svc.inbox, "slow.jpg", b"slow")
+    s = svc.wait(lambda s: s["queue"]["in_flight"] == 1, what="in flight")
+    worker_pid = s["workers"][0]["pid"]
+    assert svc.proc is not None
+    t0 = time.monotonic()
+    svc.proc.send_signal(signal.SIGTERM)
+    assert svc.proc.wait(20) == 0
+    assert time.monotonic() - t0 < 12  # grace 5 s, then the worker is killed
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker_pid, 0)
+    with Journal.open() as j:
+        assert j.counts()["queued"] == 1  # handed back, done at the next start
+    svc.env["FAKE_SLOW"] = "0"
+    svc.start()
+    svc.wait_done(1)
+    svc.stop()
+    assert files(svc.outbox) == ["slow.jpg"]
+
+
+def test_weights_error_is_reported_not_crash_looped(services: Callable[..., Service]) -> None:
+    svc = services(env={"FAKE_LOAD": "model_error"}).start(wait=False)
+    s = svc.wait(lambda s: s["workers"] and s["workers"][0]["state"] == "error", what="worker error")
+    assert "gpen-watch models fetch" in s["problem"]
+    drop(svc.inbox, "a.jpg", b"a")
+    s = svc.wait(lambda s: s["queue"]["queued"] == 1, what="queued")
+    assert s["workers"][0]["restarts"] == 0
+    svc.stop()
+    assert files(svc.inbox) == ["a.jpg"]  # nothing lost: it waits for working weights
+
+
+# --- with the real engine and tiny random models -------------------------------------------------
+
+
+def _bomb_png() -> bytes:
+    """A valid-looking PNG that declares 40000 x 40000 pixels (1.6 GP) in a few bytes."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+    ihdr = (40000).to_bytes(4, "big") * 2 + bytes([8, 2, 0, 0, 0])
+    idat = zlib.compress(b"\x00" * 1024)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_real_engine_restores_photos_and_sets_aside_broken_files(
+    services: Callable[..., Service], tiny_models: Any, grace_hopper_path: Path
+) -> None:
+    svc = services("--model", str(tiny_models.gpen), "--model-dir", str(tiny_models.model_dir),
+                   "--set", "restore.detector=retinaface_mobile0.25", "--set", "restore.use_parse=false",
+                   "--face-batch", "4", "--device", "cpu", fake=False)
+    photo = grace_hopper_path.read_bytes()
+    drop(svc.inbox, "grace.jpg", photo)  # dropped while down: taken by the start-up scan
+    svc.start()
+    drop(svc.inbox, "zero.jpg", b"")
+    drop(svc.inbox, "text.jpg", b"this is a text file, not a JPEG\n" * 10)
+    drop(svc.inbox, "corrupt.jpg", b"\xff\xd8\xff\xe0" + os.urandom(3000))
+    drop(svc.inbox, "bomb.png", _bomb_png())
+    s = svc.wait_done(5, timeout=180)
+    assert files(svc.outbox) == ["grace.jpg"]
+    out = (svc.outbox / "grace.jpg").read_bytes()
+    assert out[:2] == b"\xff\xd8" and out != photo
+    assert files(svc.originals) == ["grace.jpg"]
+    reasons = {name: (svc.failed / f"{name}.error.txt").read_text() for name in
+               ("zero.jpg", "text.jpg", "corrupt.jpg", "bomb.png")}
+    for name, text in reasons.items():
+        assert (svc.failed / name).exists(), name
+        assert "Reason:" in text and "unknown" not in text.split("Reason:")[1].splitlines()[0], text
+    assert "MP" in reasons["bomb.png"] or "large" in reasons["bomb.png"].lower()
+    assert s["queue"]["done"] == 1 and s["queue"]["failed"] + s["queue"]["unsupported"] == 4
+    # The service went on working after the bad files, and the parent never loaded torch.
+    assert s["workers"][0]["restarts"] == 0
+    assert s["torch_loaded"] is False
+    assert s["rss_peak_mb"] is None or s["rss_peak_mb"] < 300
+    drop(svc.inbox, "again.jpg", photo[:-2] + b"\xff\xd9")  # different bytes: a new job
+    svc.wait_done(6, timeout=120)
+    assert files(svc.outbox) == ["again.jpg", "grace.jpg"]
+    svc.stop()
+    assert_no_temps(svc.outbox, svc.failed, svc.originals)
