@@ -1,0 +1,390 @@
+"""Finishing a job durably: temp output -> final name -> journal done -> original archived/kept/deleted.
+
+The steps, in this order (``commit`` runs them all; each is also a function of its own):
+
+1. ``prepare``: choose the output name (or reuse the one the journal already holds for the job),
+   reserve it in the journal, create the folder. The worker writes to ``tmp_path(final, job id)``,
+   ``.<name>.gpen-tmp-<id>`` in the same folder (``FileJob.dst``).
+2. ``publish``: fsync the temp file; record in the journal (durably) the final name plus the temp
+   file's inode and size - the *commit token* - with the worker's result; link the temp file to the
+   final name (never overwriting: if the name was taken meanwhile, the next free one is used and
+   recorded); fsync the folder; remove the temp name; fsync again.
+3. ``Journal.finish``: the job is done (durable).
+4. ``dispose_original``: only now is the original archived (moved, collision-safe, mirroring the
+   subfolder), kept, or deleted - each recorded in the journal before and after.
+
+Recovery rules (``recover``, run once at start-up before any work is dispatched):
+
+* A job still queued/running with a commit token: if the final file exists with the token's inode
+  and size, it is our complete output -> the job is finished, not redone (a leftover temp name is
+  removed). If instead the temp file still has the token's inode and size, it was complete and
+  flushed before the token was written -> it is published now and the job finished. Otherwise
+  nothing was published.
+* Every other job left running is requeued (failing it once ``workers.max_attempts`` is reached).
+* Ended jobs whose original was not yet handled (or whose move/delete was interrupted) get it
+  handled now: done/duplicate per ``output.originals``, failed/unsupported set aside in failed/.
+  A move that had already linked the file into the archive just removes the inbox name.
+* Temp files (``.*.gpen-tmp-<id>``) in the outbox, failed and archive folders whose job is not
+  running are deleted: they are unfinished worker output or copies, never the only copy of anything.
+
+The original is only touched if it is still the file the job restored (same size and mtime; for
+delete, the same sha256 too). Otherwise it was replaced by a newer file, which is a job of its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpen_watch.config import Config
+from gpen_watch.errors import OutputError
+from gpen_watch.journal.journal import Job, Journal, hash_file
+from gpen_watch.outbox import durable, naming
+from gpen_watch.restore.api import FileJob, FileResult
+
+log = logging.getLogger(__name__)
+
+FINAL_ORIGINAL = ("archived", "kept", "deleted", "set-aside", "left", "missing", "replaced")
+
+
+@dataclass(frozen=True)
+class OriginalOutcome:
+    """What happened to the original: archived, kept, deleted, set-aside (in failed/), left (could
+    not be moved: ``detail`` says why), missing (no longer there), replaced (a different file is
+    there now)."""
+
+    action: str
+    path: Path | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """``output`` is None when the job was no longer active and the result was discarded."""
+
+    output: Path | None
+    original: OriginalOutcome | None = None
+
+
+@dataclass
+class Recovery:
+    finished: list[int] = field(default_factory=list)
+    requeued: int = 0
+    originals: int = 0
+    temps_removed: int = 0
+
+
+def load_job(journal: Journal, job_id: int) -> Job:
+    job = journal.get(job_id)
+    if job is None:
+        raise KeyError(f"no job {job_id} in {journal.path}")
+    return job
+
+
+# --- 1. prepare ---------------------------------------------------------------------------------
+
+
+def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None = None) -> tuple[Path, Path]:
+    """Reserve the output name for a claimed job and create its folder: returns (final, tmp).
+
+    A job that already holds a name (requeued, or after a restart) keeps it, as long as it is
+    still inside the configured outbox. Removes any temp file an earlier attempt left behind.
+    """
+    job = load_job(journal, job_id)
+    inbox = naming.find_inbox(cfg, job.inbox)
+    root = naming.outbox_root(cfg, inbox)
+    final = job.output
+    if final is None or not naming.inside(final, root):
+        while True:
+            final = naming.plan_output(
+                cfg, inbox, job.rel, today=today,
+                taken=lambda p: journal.output_reserved(p, exclude_job=job_id),
+            )
+            if journal.reserve_output(job_id, final):
+                break
+            if not journal.output_reserved(final, exclude_job=job_id):
+                raise OutputError(f"{job.source}: job {job_id} is not active; cannot reserve an output")
+    naming.ensure_dir(final.parent, root)
+    tmp = naming.tmp_path(final, job_id)
+    discard(tmp)
+    return final, tmp
+
+
+def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) -> FileJob:
+    """``prepare`` and build the worker's FileJob (dst is the temp name)."""
+    _, tmp = prepare(journal, job_id, cfg)
+    job = load_job(journal, job_id)
+    return FileJob(src=job.source, dst=tmp, format=cfg.output.format, jpeg_quality=cfg.output.jpeg_quality,
+                   scale=scale)
+
+
+def discard(tmp: Path | None) -> None:
+    """Remove a worker's temp output (failed, timed out, or no longer wanted)."""
+    if tmp is None:
+        return
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+# --- 2. publish ---------------------------------------------------------------------------------
+
+
+def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
+    """Make the worker's temp file (``result.dst``) the job's final output, durably.
+
+    Returns the final path (the reserved one, or the next free name if another file took it), or
+    None when the job is no longer active (then the temp file is left for the caller to discard).
+    Raises OutputError if the temp file is missing or cannot be placed.
+    """
+    job = load_job(journal, job_id)
+    if result.dst is None or job.output is None:
+        raise OutputError(f"{job.source}: no output to publish for job {job_id} (was it prepared?)")
+    tmp = Path(result.dst)
+    try:
+        durable.fsync_file(tmp)
+        st = os.stat(tmp)
+    except OSError as exc:
+        raise OutputError(f"{tmp}: worker reported success but its output cannot be read: {exc}") from exc
+    return _place_output(journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes)
+
+
+def _place_output(
+    journal: Journal, job: Job, tmp: Path, st: os.stat_result, *, faces: int, timings: dict[str, float],
+    notes: list[str],
+) -> Path | None:
+    assert job.output is not None
+    final = job.output
+
+    def record(dst: Path) -> bool:
+        return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes)
+
+    try:
+        return durable.place(
+            tmp, final.parent, final.name, before=record,
+            taken=lambda p: journal.output_reserved(p, exclude_job=job.id),
+        )
+    except OSError as exc:
+        raise OutputError(f"{final}: cannot move the result into place: {exc.strerror or exc}") from exc
+
+
+# --- 4. originals -------------------------------------------------------------------------------
+
+
+def _source_state(job: Job) -> str:
+    """"same" if the inbox file is still the one this job took, else "missing" or "changed"."""
+    try:
+        st = os.lstat(job.source)
+    except FileNotFoundError:
+        return "missing"
+    if not stat.S_ISREG(st.st_mode) or st.st_size != job.size or st.st_mtime != job.mtime:
+        return "changed"
+    return "same"
+
+
+def resume_move(journal: Journal, job: Job, marker: str, action: str) -> OriginalOutcome | None:
+    """Finish a move that a crash interrupted (journal says ``marker`` with its destination)."""
+    if job.original != marker or job.original_path is None:
+        return None
+    dest, src = job.original_path, job.source
+    if os.path.lexists(dest):
+        if os.path.lexists(src) and os.path.samefile(src, dest):
+            os.unlink(src)  # linked into place, old name not yet removed
+            durable.fsync_dir(src.parent)
+        if not os.path.lexists(src):
+            journal.set_original(job.id, action, dest)
+            return OriginalOutcome(action, dest)
+    return None
+
+
+def move_original(
+    journal: Journal,
+    job: Job,
+    directory: Path,
+    root: Path,
+    marker: str,
+    action: str,
+    taken: Callable[[Path], bool] | None = None,
+) -> OriginalOutcome:
+    """Move the original into ``directory`` (under ``root``) collision-safe, recording before and after.
+
+    ``taken`` rules out further names (failed/ also needs ``<name>.error.txt`` free). If the file
+    cannot be moved (read-only inbox, no permission) it is left where it is and that is recorded
+    as "left" with the reason.
+    """
+    resumed = resume_move(journal, job, marker, action)
+    if resumed is not None:
+        return resumed
+    state = _source_state(job)
+    if state != "same":
+        what = "missing" if state == "missing" else "replaced"
+        journal.set_original(job.id, what)
+        return OriginalOutcome(what)
+    try:
+        naming.ensure_dir(directory, root)
+        planned = naming.free_name(directory, naming.truncate_name(job.source.name), taken)
+        journal.set_original(job.id, marker, planned)
+        dest = durable.move_no_clobber(job.source, directory, planned.name, job.id, taken=taken)
+    except (OSError, OutputError) as exc:
+        why = f"could not move it to {directory}: {getattr(exc, 'strerror', None) or exc}"
+        journal.set_original(job.id, "left")
+        journal.log_event(job.id, "original-left", why)
+        log.warning("%s: %s; left in place", job.source, why)
+        return OriginalOutcome("left", job.source, why)
+    journal.set_original(job.id, action, dest)
+    return OriginalOutcome(action, dest)
+
+
+def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+    """Apply ``output.originals`` to a done (or duplicate) job's original. Idempotent."""
+    job = load_job(journal, job_id)
+    if job.original in FINAL_ORIGINAL:
+        return OriginalOutcome(job.original or "", job.original_path)
+    if job.state not in ("done", "duplicate"):
+        raise ValueError(f"job {job_id} is {job.state}; originals are handled only after success")
+    policy = cfg.output.originals
+    inbox = naming.find_inbox(cfg, job.inbox)
+    if job.original == "archiving" or (policy == "archive" and job.original is None):
+        root = naming.archive_root(cfg, inbox)
+        return move_original(journal, job, naming.mirror_dir(root, job.rel.parent), root, "archiving", "archived")
+    if job.original == "deleting" or (policy == "delete" and job.original is None):
+        return _delete_original(journal, job)
+    journal.set_original(job.id, "kept", job.source)
+    return OriginalOutcome("kept", job.source)
+
+
+def _delete_original(journal: Journal, job: Job) -> OriginalOutcome:
+    state = _source_state(job)
+    if state == "missing":
+        action = "deleted" if job.original == "deleting" else "missing"
+        journal.set_original(job.id, action)
+        return OriginalOutcome(action)
+    # Deleting is the one step that cannot be undone: only the exact content that was restored.
+    try:
+        same = state == "same" and hash_file(job.source) == job.sha256
+    except OSError:
+        same = False
+    if not same:
+        journal.set_original(job.id, "replaced")
+        return OriginalOutcome("replaced")
+    journal.set_original(job.id, "deleting", job.source)
+    try:
+        os.unlink(job.source)
+    except OSError as exc:
+        why = f"could not delete it: {exc.strerror or exc}"
+        journal.set_original(job.id, "left")
+        journal.log_event(job.id, "original-left", why)
+        return OriginalOutcome("left", job.source, why)
+    durable.fsync_dir(job.source.parent)
+    journal.set_original(job.id, "deleted")
+    return OriginalOutcome("deleted")
+
+
+# --- all steps ----------------------------------------------------------------------------------
+
+
+def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> CommitOutcome:
+    """Steps 2-4 for a successful FileResult: publish, finish, dispose of the original.
+
+    If the job is no longer active (another attempt finished it), the temp file is discarded and
+    ``output`` is None. OutputError (disk full, folder gone...) leaves the job running for the
+    caller to requeue or fail; nothing in the inbox has been touched.
+    """
+    final = publish(journal, job_id, result)
+    if final is None:
+        discard(Path(result.dst) if result.dst else None)
+        return CommitOutcome(None)
+    journal.finish(job_id, final, result.faces, result.timings, result.notes)
+    return CommitOutcome(final, dispose_original(journal, job_id, cfg))
+
+
+# --- start-up recovery --------------------------------------------------------------------------
+
+
+def _same_file(path: Path, ino: int | None, size: int | None) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_ino == ino and st.st_size == size
+
+
+def _resume_commit(journal: Journal, job: Job) -> Path | None:
+    """Finish a job whose output was (or can be) published before the crash; None if it cannot."""
+    assert job.output is not None
+    final, tmp = job.output, naming.tmp_path(job.output, job.id)
+    note = "finished after a restart (output was complete)"
+    if _same_file(final, job.commit_ino, job.commit_size):
+        if os.path.lexists(tmp) and os.path.samefile(tmp, final):
+            os.unlink(tmp)
+            durable.fsync_dir(final.parent)
+    elif _same_file(tmp, job.commit_ino, job.commit_size):
+        placed = _place_output(journal, job, tmp, os.lstat(tmp), faces=job.faces or 0, timings=job.timings,
+                               notes=job.notes)
+        if placed is None:
+            return None
+        final = placed
+    else:
+        return None
+    journal.finish(job.id, final, job.faces or 0, job.timings, [*job.notes, note])
+    return final
+
+
+def clean_stale_temps(journal: Journal, cfg: Config) -> int:
+    """Delete our temp files whose job is not running, under every folder the service writes to."""
+    removed = 0
+    for root in naming.service_dirs(cfg):
+        if not root.is_dir():
+            continue
+        for dirpath, _dirnames, filenames in os.walk(root):  # does not follow symlinks
+            for name in filenames:
+                job_id = naming.tmp_job_id(name)
+                if job_id is None:
+                    continue
+                job = journal.get(job_id)
+                if job is not None and job.state == "running":
+                    continue
+                path = Path(dirpath) / name
+                try:
+                    if stat.S_ISREG(os.lstat(path).st_mode):
+                        os.unlink(path)
+                        removed += 1
+                except FileNotFoundError:
+                    pass
+    return removed
+
+
+def recover(journal: Journal, cfg: Config) -> Recovery:
+    """Bring journal and folders back in line after a stop or crash (see the module docstring).
+
+    Call once at start-up, before dispatching: it also requeues the jobs left running.
+    """
+    from gpen_watch.outbox import failed  # failed imports this module
+
+    report = Recovery()
+    for job in journal.committing():
+        try:
+            if _resume_commit(journal, job) is not None:
+                report.finished.append(job.id)
+        except (OSError, OutputError) as exc:
+            log.warning("job %d: could not finish its commit after a restart: %s", job.id, exc)
+    report.requeued = journal.requeue_running(
+        "the service stopped while this job was running", max_attempts=cfg.workers.max_attempts
+    )
+    for job in journal.pending_originals():
+        try:
+            if job.state in ("done", "duplicate"):
+                dispose_original(journal, job.id, cfg)
+            else:
+                failed.set_aside(journal, job.id, cfg)
+            report.originals += 1
+        except (OSError, OutputError) as exc:
+            log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
+    report.temps_removed = clean_stale_temps(journal, cfg)
+    return report

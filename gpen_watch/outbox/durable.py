@@ -1,0 +1,138 @@
+"""File-system steps that survive a crash and never overwrite: fsync, link-into-place, move.
+
+No-overwrite comes from ``os.link`` (fails if the name exists, atomically) followed by unlinking
+the old name. File systems without hard links (FAT, some network shares) fall back to
+``os.rename``: on Windows it refuses to overwrite by itself; elsewhere the name is checked just
+before, which leaves a window of microseconds on such file systems only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from gpen_watch.outbox.naming import TMP_MARK, candidates
+
+# errno values meaning "this file system (or policy) does not do hard links here".
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS, errno.EINVAL}
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file's content to disk. Raises FileNotFoundError if it is not there."""
+    # Windows needs a writable handle to flush; POSIX is happy with a read-only one.
+    flags = (os.O_RDWR | getattr(os, "O_BINARY", 0)) if os.name == "nt" else os.O_RDONLY
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (a new or removed name) to disk, where the platform allows it."""
+    if os.name == "nt":
+        return  # directories cannot be opened for flushing; NTFS journals its metadata
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _no_links(exc: OSError) -> bool:
+    return exc.errno in _NO_LINKS or getattr(exc, "winerror", None) in (1, 50)
+
+
+def _rename_no_clobber(src: Path, dst: Path) -> None:
+    if os.name != "nt" and os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, "file exists", str(dst))
+    os.rename(src, dst)  # on Windows this raises FileExistsError itself
+
+
+def place(
+    src: Path,
+    directory: Path,
+    name: str,
+    *,
+    before: Callable[[Path], bool] | None = None,
+    taken: Callable[[Path], bool] | None = None,
+) -> Path | None:
+    """Give the file ``src`` the first free name of ``candidates(name)`` in ``directory`` (same
+    file system) and remove the ``src`` name, durably; no existing file is ever replaced.
+
+    ``before(dst)`` runs right before each attempt (to record the chosen name); if it returns
+    False nothing is placed and None is returned. ``taken(dst)`` skips reserved names.
+    """
+    for candidate in candidates(name):
+        dst = directory / candidate
+        if os.path.lexists(dst) or (taken is not None and taken(dst)):
+            continue
+        if before is not None and not before(dst):
+            return None
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            if not _no_links(exc):
+                raise
+            try:
+                _rename_no_clobber(src, dst)
+            except FileExistsError:
+                continue
+            fsync_dir(directory)
+            if Path(src).parent != directory:
+                fsync_dir(Path(src).parent)
+            return dst
+        # The new name must be on disk before the old one goes, or a crash could lose both.
+        fsync_dir(directory)
+        os.unlink(src)
+        fsync_dir(Path(src).parent)
+        return dst
+    raise FileExistsError(errno.EEXIST, "no free name", str(directory / name))
+
+
+def move_no_clobber(
+    src: Path, directory: Path, name: str, job_id: int, taken: Callable[[Path], bool] | None = None
+) -> Path:
+    """Move ``src`` into ``directory`` as ``name`` (or ``name (1)``...), durably, never overwriting.
+
+    Across file systems the file is copied to a temp name in ``directory`` first, flushed, placed,
+    and only then is ``src`` removed, so a crash leaves at least one complete copy.
+    """
+    try:
+        dst = place(src, directory, name, taken=taken)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    else:
+        assert dst is not None
+        return dst
+    tmp = directory / f".{name}{TMP_MARK}{job_id}"
+    shutil.copy2(src, tmp)
+    fsync_file(tmp)
+    dst = place(tmp, directory, name, taken=taken)
+    assert dst is not None
+    os.unlink(src)
+    fsync_dir(Path(src).parent)
+    return dst
+
+
+def write_text_durably(path: Path, text: str, job_id: int) -> None:
+    """Write a small text file so that it is either absent or complete (temp, flush, rename)."""
+    tmp = path.parent / f".{path.name}{TMP_MARK}{job_id}"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

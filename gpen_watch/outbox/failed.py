@@ -1,0 +1,104 @@
+"""Setting aside files that could not be restored: ``failed/`` beside the outbox.
+
+The original moves to ``failed/<subfolders>/<name>`` (collision-safe) and ``<name>.error.txt``
+beside it says why, when, after how many attempts, and which job. If the original cannot be moved
+(read-only inbox), it stays where it is, the error file says so, and the journal records "left".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from gpen_watch.config import Config
+from gpen_watch.errors import OutputError
+from gpen_watch.journal.journal import Job, Journal
+from gpen_watch.outbox import durable, naming
+from gpen_watch.outbox.commit import FINAL_ORIGINAL, OriginalOutcome, discard, load_job, move_original
+
+log = logging.getLogger(__name__)
+
+ERROR_SUFFIX = ".error.txt"
+
+
+def error_file(dest: Path) -> Path:
+    return dest.with_name(dest.name + ERROR_SUFFIX)
+
+
+def error_text(job: Job, where: str) -> str:
+    when = dt.datetime.fromtimestamp(job.finished or job.created).strftime("%Y-%m-%d %H:%M:%S")
+    what = (
+        "not a photo gpen-watch can read" if job.state == "unsupported" else "gpen-watch could not restore it"
+    )
+    return (
+        f"{job.source.name}: {what}.\n"
+        f"\n"
+        f"Reason:   {job.error or 'unknown'}\n"
+        f"Kind:     {job.state}\n"
+        f"From:     {job.source}\n"
+        f"When:     {when}\n"
+        f"Attempts: {job.attempts}\n"
+        f"Job:      {job.id}\n"
+        f"Original: {where}\n"
+    )
+
+
+def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+    """Move a failed/unsupported job's original to failed/ and write its error file. Idempotent.
+
+    The journal records "setting-aside" with the destination before the move, so a crash in
+    between is finished by ``commit.recover`` (which calls this again).
+    """
+    job = load_job(journal, job_id)
+    if job.state not in ("failed", "unsupported"):
+        raise ValueError(f"job {job_id} is {job.state}; only failed or unsupported jobs are set aside")
+    if job.original in FINAL_ORIGINAL:
+        return OriginalOutcome(job.original or "", job.original_path)
+    inbox = naming.find_inbox(cfg, job.inbox)
+    root = naming.failed_root(naming.outbox_root(cfg, inbox))
+    directory = naming.mirror_dir(root, job.rel.parent)
+
+    def error_file_taken(p: Path) -> bool:
+        return os.path.lexists(error_file(p))
+
+    outcome = move_original(journal, job, directory, root, "setting-aside", "set-aside", taken=error_file_taken)
+    job = load_job(journal, job_id)
+    if outcome.action == "set-aside" and outcome.path is not None:
+        where = f"moved here as {outcome.path.name}"
+        target = error_file(outcome.path)
+    elif outcome.action in ("left", "missing"):
+        if outcome.action == "left":
+            where = f"left in the inbox at {job.source} ({outcome.detail})"
+        else:
+            where = "no longer in the inbox (deleted or moved away before it could be set aside)"
+        target = naming.free_name(directory, naming.truncate_name(job.source.name) + ERROR_SUFFIX)
+    else:  # replaced: the inbox now holds a different file, which has a job of its own
+        return outcome
+    try:
+        naming.ensure_dir(directory, root)
+        durable.write_text_durably(target, error_text(job, where), job.id)
+    except (OSError, OutputError) as exc:
+        log.warning("%s: could not write %s: %s", job.source, target, exc)
+        journal.log_event(job.id, "error-file", f"could not write {target}: {exc}")
+    return outcome
+
+
+def fail(
+    journal: Journal,
+    job_id: int,
+    reason: str,
+    cfg: Config,
+    kind: Literal["failed", "unsupported"] = "failed",
+    tmp: Path | None = None,
+) -> OriginalOutcome | None:
+    """End a job as failed/unsupported (durable), discard its temp output, set the original aside.
+
+    Returns None when the job was no longer active (nothing done).
+    """
+    discard(tmp)
+    if not journal.fail(job_id, reason, kind):
+        return None
+    return set_aside(journal, job_id, cfg)

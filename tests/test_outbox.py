@@ -1,0 +1,552 @@
+"""Outbox: names that cannot escape or overwrite, crash-safe commits, and failed/ with reasons."""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
+from gpen_watch.errors import ConfigError, OutputError
+from gpen_watch.journal import Journal, hash_file
+from gpen_watch.outbox import commit, durable, failed, naming
+from gpen_watch.restore.api import FileResult
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+class Env:
+    def __init__(self, tmp_path: Path, **output: object) -> None:
+        self.root = tmp_path
+        self.inbox = tmp_path / "GPEN" / "inbox"
+        self.outbox = tmp_path / "GPEN" / "outbox"
+        self.failed = tmp_path / "GPEN" / "failed"
+        self.archive = tmp_path / "GPEN" / "originals"
+        self.inbox.mkdir(parents=True)
+        self.cfg = Config(
+            watch=WatchConfig(inboxes=[InboxConfig(self.inbox)], outbox=self.outbox),
+            output=OutputConfig(**output),  # type: ignore[arg-type]
+        )
+        self.journal = Journal.open(tmp_path / "state" / "journal.sqlite3")
+
+    def reopen(self) -> Journal:
+        """As after a crash: a new connection on the same file."""
+        self.journal.close()
+        self.journal = Journal.open(self.root / "state" / "journal.sqlite3")
+        return self.journal
+
+    def drop(self, rel: str, content: bytes = b"original photo") -> int:
+        path = self.inbox / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        st = path.stat()
+        r = self.journal.add(path, self.inbox, rel, st.st_size, st.st_mtime, hash_file(path))
+        return r.job.id
+
+    def run_worker(self, job_id: int, content: bytes = b"restored photo") -> FileResult:
+        """Claim, prepare, and write the result where a worker would."""
+        claimed = self.journal.claim(1, "w0")
+        assert [j.id for j in claimed] == [job_id]
+        fj = commit.file_job(self.journal, job_id, self.cfg)
+        fj.dst.write_bytes(content)
+        return FileResult(src=fj.src, ok=True, dst=fj.dst, faces=2, timings={"restore": 0.5}, notes=["2 faces"])
+
+    def files(self, folder: Path) -> list[str]:
+        if not folder.exists():
+            return []
+        return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    e = Env(tmp_path)
+    yield e
+    e.journal.close()
+
+
+# --- naming -------------------------------------------------------------------------------------
+
+
+def test_render_name_fields_and_format_extension() -> None:
+    day = dt.date(2024, 5, 1)
+    assert naming.render_name("{stem}{ext}", "IMG_1.JPG", today=day) == "IMG_1.JPG"
+    assert naming.render_name("{stem}{ext}", "IMG_1.JPG", fmt="png") == "IMG_1.png"
+    assert naming.render_name("{stem}_{model}_{date}{ext}", "a.jpg", model="GPEN-BFR-512", today=day) == (
+        "a_GPEN-BFR-512_2024-05-01.jpg"
+    )
+    assert naming.render_name("restored {name}", "a.tif", fmt="jpeg") == "restored a.tif"
+
+
+@pytest.mark.parametrize(
+    "src",
+    ["../../etc/passwd.jpg", "/etc/passwd.jpg", "..\\..\\win.ini.jpg", "a/../../b.jpg", "..", ".bashrc",
+     "nul\0byte.jpg", "new\nline.jpg"],
+)
+def test_names_can_never_leave_the_folder(src: str, tmp_path: Path) -> None:
+    name = naming.render_name("{stem}{ext}", src)
+    assert "/" not in name and "\\" not in name and "\0" not in name and "\n" not in name
+    assert not name.startswith(".") and name not in ("", ".", "..")
+    out = naming.free_name(tmp_path, name)
+    assert out.parent == tmp_path
+
+
+def test_injected_template_fields_are_refused() -> None:
+    for bad in ("{stem.__class__}", "{stem!r}", "{stem:>9999}", "{path}", "{0}", "{stem"):
+        with pytest.raises(ConfigError, match="output.name_template"):
+            naming.render_name(bad, "a.jpg")
+
+
+def test_long_names_are_cut_to_fit_with_their_extension() -> None:
+    name = naming.render_name("{stem}{ext}", "é" * 300 + ".jpeg")
+    assert len(name.encode()) <= naming.MAX_NAME_BYTES and name.endswith(".jpeg")
+    name.encode().decode()  # cut on a character boundary
+    tmp = naming.tmp_path(Path("/o") / name, 123456789)
+    assert len(tmp.name.encode()) <= 255 and naming.tmp_job_id(tmp.name) == 123456789
+    assert naming.tmp_job_id("photo.jpg") is None and naming.tmp_job_id(".x.gpen-tmp-") is None
+
+
+def test_free_name_never_reuses_an_existing_or_reserved_name(tmp_path: Path) -> None:
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    (tmp_path / "a (1).jpg").symlink_to(tmp_path / "nowhere")  # a dangling link still holds the name
+    reserved = {tmp_path / "a (2).jpg"}
+    assert naming.free_name(tmp_path, "a.jpg", taken=reserved.__contains__) == tmp_path / "a (3).jpg"
+    assert naming.free_name(tmp_path, "b.jpg") == tmp_path / "b.jpg"
+
+
+def test_output_mirrors_the_subfolder_under_the_right_outbox(tmp_path: Path) -> None:
+    own = InboxConfig(tmp_path / "scans", outbox=tmp_path / "scans-out")
+    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(tmp_path / "in"), own], outbox=tmp_path / "out"),
+                 output=OutputConfig(format="png"))
+    assert naming.plan_output(cfg, cfg.watch.inboxes[0], "2024/May/a.jpg") == tmp_path / "out/2024/May/a.png"
+    assert naming.plan_output(cfg, own, "a.jpg") == tmp_path / "scans-out/a.png"
+    assert naming.mirror_dir(tmp_path / "out", "../x/./../y") == tmp_path / "out/x/y"
+    dirs = naming.service_dirs(cfg)
+    assert tmp_path / "failed" in dirs and tmp_path / "originals" in dirs and tmp_path / "scans-out" in dirs
+    assert naming.find_inbox(cfg, tmp_path / "scans") is own
+    assert naming.find_inbox(cfg, tmp_path / "removed").path == tmp_path / "removed"
+
+
+def test_ensure_dir_refuses_a_symlinked_subfolder_leading_out(tmp_path: Path) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "sub").symlink_to(elsewhere)
+    with pytest.raises(OutputError, match="outside"):
+        naming.ensure_dir(out / "sub" / "deeper", out)
+    naming.ensure_dir(out / "fine" / "deeper", out)
+
+
+def test_output_name_is_reserved_in_the_journal_across_restarts(env: Env) -> None:
+    a, b, c = env.drop("a.jpg", b"A"), env.drop("x/a.jpg", b"B"), env.drop("again/a.jpg", b"C")
+    env.journal.claim(3, "w0")
+    final_a, _ = commit.prepare(env.journal, a, env.cfg)
+    env.reopen()  # restart before anything was written
+    again, _ = commit.prepare(env.journal, a, env.cfg)
+    assert again == final_a == env.outbox / "a.jpg"
+    assert commit.prepare(env.journal, b, env.cfg)[0] == env.outbox / "x" / "a.jpg"
+    assert commit.prepare(env.journal, c, env.cfg)[0] == env.outbox / "again" / "a.jpg"
+
+
+def test_two_jobs_with_the_same_output_name_get_different_names(env: Env) -> None:
+    env.cfg.output.name_template = "restored{ext}"
+    a, b = env.drop("a.jpg", b"A"), env.drop("b.jpg", b"B")
+    env.journal.claim(2, "w0")
+    fa, ta = commit.prepare(env.journal, a, env.cfg)
+    fb, tb = commit.prepare(env.journal, b, env.cfg)
+    assert (fa.name, fb.name) == ("restored.jpg", "restored (1).jpg")
+    assert ta.name == f".restored.jpg.gpen-tmp-{a}" and ta.parent == fa.parent
+
+
+# --- commit -------------------------------------------------------------------------------------
+
+
+def test_commit_publishes_finishes_then_archives_the_original(env: Env) -> None:
+    job_id = env.drop("2024/a.jpg")
+    result = env.run_worker(job_id)
+    outcome = commit.commit(env.journal, job_id, result, env.cfg)
+    assert outcome.output == env.outbox / "2024" / "a.jpg"
+    assert (env.outbox / "2024" / "a.jpg").read_bytes() == b"restored photo"
+    assert env.files(env.outbox) == ["2024/a.jpg"]  # temp name gone
+    assert outcome.original is not None and outcome.original.action == "archived"
+    assert env.files(env.archive) == ["2024/a.jpg"] and env.files(env.inbox) == []
+    job = env.journal.get(job_id)
+    assert job is not None and job.state == "done" and job.faces == 2 and job.timings == {"restore": 0.5}
+    assert job.original == "archived" and job.original_path == env.archive / "2024" / "a.jpg"
+    kinds = [e.kind for e in env.journal.history(job_id)]
+    assert kinds.index("committing") < kinds.index("finished") < kinds.index("original")
+
+
+def test_commit_never_overwrites_a_file_that_took_the_name_meanwhile(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    (env.outbox / "a.jpg").write_bytes(b"somebody else's file")
+    (env.archive).mkdir(parents=True)
+    (env.archive / "a.jpg").write_bytes(b"an older original")
+    outcome = commit.commit(env.journal, job_id, result, env.cfg)
+    assert outcome.output == env.outbox / "a (1).jpg"
+    assert (env.outbox / "a.jpg").read_bytes() == b"somebody else's file"
+    assert (env.archive / "a.jpg").read_bytes() == b"an older original"
+    assert (env.archive / "a (1).jpg").read_bytes() == b"original photo"
+    assert env.journal.get(job_id).output == env.outbox / "a (1).jpg"  # type: ignore[union-attr]
+
+
+def test_keep_and_delete_policies(tmp_path: Path) -> None:
+    keep = Env(tmp_path / "k", originals="keep")
+    job_id = keep.drop("a.jpg")
+    out = commit.commit(keep.journal, job_id, keep.run_worker(job_id), keep.cfg)
+    assert out.original is not None and out.original.action == "kept" and keep.files(keep.inbox) == ["a.jpg"]
+    # A rescan sees the kept original again: it is known, not a new job.
+    st = (keep.inbox / "a.jpg").stat()
+    again = keep.journal.add(keep.inbox / "a.jpg", keep.inbox, "a.jpg", st.st_size, st.st_mtime,
+                             hash_file(keep.inbox / "a.jpg"))
+    assert again.status == "known"
+
+    delete = Env(tmp_path / "d", originals="delete")
+    job_id = delete.drop("a.jpg")
+    out = commit.commit(delete.journal, job_id, delete.run_worker(job_id), delete.cfg)
+    assert out.original is not None and out.original.action == "deleted" and delete.files(delete.inbox) == []
+    assert delete.files(delete.outbox) == ["a.jpg"]
+
+
+def test_delete_spares_an_original_replaced_by_different_content(tmp_path: Path) -> None:
+    e = Env(tmp_path, originals="delete")
+    job_id = e.drop("a.jpg", b"first")
+    result = e.run_worker(job_id)
+    st = (e.inbox / "a.jpg").stat()
+    (e.inbox / "a.jpg").write_bytes(b"other")  # same size...
+    os.utime(e.inbox / "a.jpg", ns=(st.st_atime_ns, st.st_mtime_ns))  # ...and mtime: only the hash tells
+    out = commit.commit(e.journal, job_id, result, e.cfg)
+    assert out.original is not None and out.original.action == "replaced"
+    assert (e.inbox / "a.jpg").read_bytes() == b"other"
+
+
+def test_archive_leaves_a_replaced_or_missing_original_alone(env: Env) -> None:
+    a, b = env.drop("a.jpg"), env.drop("b.jpg", b"bee")
+    ra, rb = env.run_worker(a), env.run_worker(b)
+    (env.inbox / "a.jpg").write_bytes(b"a newer, longer photo")
+    (env.inbox / "b.jpg").unlink()
+    assert commit.commit(env.journal, a, ra, env.cfg).original.action == "replaced"  # type: ignore[union-attr]
+    assert commit.commit(env.journal, b, rb, env.cfg).original.action == "missing"  # type: ignore[union-attr]
+    assert env.files(env.inbox) == ["a.jpg"]
+
+
+def test_result_for_a_job_no_longer_active_is_discarded(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    env.journal.fail(job_id, "timed out")
+    assert commit.commit(env.journal, job_id, result, env.cfg).output is None
+    assert env.files(env.outbox) == []
+
+
+def test_missing_worker_output_is_an_output_error_and_nothing_moves(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    assert result.dst is not None
+    result.dst.unlink()
+    with pytest.raises(OutputError, match="cannot be read"):
+        commit.commit(env.journal, job_id, result, env.cfg)
+    assert env.files(env.inbox) == ["a.jpg"] and env.journal.get(job_id).state == "running"  # type: ignore[union-attr]
+
+
+# --- crashes between the steps: run the steps by hand, "crash" (reopen), recover ----------------
+
+
+def _assert_finished_once(env: Env, job_id: int, rel: str = "a.jpg") -> None:
+    job = env.journal.get(job_id)
+    assert job is not None and job.state == "done" and job.original == "archived"
+    assert env.files(env.outbox) == [rel] and (env.outbox / rel).read_bytes() == b"restored photo"
+    assert env.files(env.archive) == [rel] and env.files(env.inbox) == []
+
+
+def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    env.run_worker(job_id, b"half a resto")  # worker killed mid-write: partial temp file
+    env.reopen()
+    report = commit.recover(env.journal, env.cfg)
+    assert report.requeued == 1 and report.temps_removed == 1 and report.finished == []
+    assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
+    # Redone: the reserved name is reused, the output appears once.
+    result = env.run_worker(job_id)
+    commit.commit(env.journal, job_id, result, env.cfg)
+    _assert_finished_once(env, job_id)
+    assert env.journal.get(job_id).attempts == 2  # type: ignore[union-attr]
+
+
+def test_crash_after_token_before_link_publishes_the_complete_temp(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    assert result.dst is not None
+    durable.fsync_file(result.dst)
+    st = result.dst.stat()
+    env.journal.begin_commit(job_id, env.outbox / "a.jpg", st.st_ino, st.st_size, 2, {}, [])
+    env.reopen()
+    report = commit.recover(env.journal, env.cfg)
+    assert report.finished == [job_id] and report.requeued == 0
+    _assert_finished_once(env, job_id)
+
+
+def test_crash_after_link_before_temp_removed(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    assert result.dst is not None
+    st = result.dst.stat()
+    env.journal.begin_commit(job_id, env.outbox / "a.jpg", st.st_ino, st.st_size, 2, {}, [])
+    os.link(result.dst, env.outbox / "a.jpg")
+    env.reopen()
+    assert commit.recover(env.journal, env.cfg).finished == [job_id]
+    _assert_finished_once(env, job_id)
+    assert "finished after a restart" in env.journal.get(job_id).notes[-1]  # type: ignore[union-attr]
+
+
+def test_crash_after_publish_before_done_is_finished_not_redone(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    assert commit.publish(env.journal, job_id, env.run_worker(job_id)) == env.outbox / "a.jpg"
+    env.reopen()
+    report = commit.recover(env.journal, env.cfg)
+    assert report.finished == [job_id] and report.requeued == 0
+    _assert_finished_once(env, job_id)
+    assert env.journal.get(job_id).faces == 2  # the worker's result survived in the token  # type: ignore[union-attr]
+
+
+def test_crash_after_done_before_original_archived(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    final = commit.publish(env.journal, job_id, env.run_worker(job_id))
+    assert final is not None
+    env.journal.finish(job_id, final, 2)
+    env.reopen()
+    assert commit.recover(env.journal, env.cfg).originals == 1
+    _assert_finished_once(env, job_id)
+
+
+def test_crash_in_the_middle_of_archiving(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    final = commit.publish(env.journal, job_id, env.run_worker(job_id))
+    assert final is not None
+    env.journal.finish(job_id, final, 2)
+    dest = env.archive / "a.jpg"
+    dest.parent.mkdir(parents=True)
+    env.journal.set_original(job_id, "archiving", dest)
+    os.link(env.inbox / "a.jpg", dest)  # linked, but the inbox name not yet removed
+    env.reopen()
+    commit.recover(env.journal, env.cfg)
+    _assert_finished_once(env, job_id)
+
+
+def test_a_foreign_file_at_the_final_name_is_not_mistaken_for_our_output(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id, b"half")  # partial, never committed
+    (env.outbox / "a.jpg").write_bytes(b"restored photo")  # same size as ours would be, not ours
+    env.reopen()
+    report = commit.recover(env.journal, env.cfg)
+    assert report.finished == [] and report.requeued == 1
+    assert result.dst is not None and not result.dst.exists()
+
+
+_CRASHING_COMMIT = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from pathlib import Path
+    from gpen_watch.config import Config, InboxConfig, WatchConfig
+    from gpen_watch.journal import Journal
+    from gpen_watch.outbox import commit, durable
+    from gpen_watch.restore.api import FileResult
+
+    args = json.loads(sys.argv[1])
+    kill_at = args["kill_at"]
+    calls = 0
+
+    def crashing(fn):
+        def wrapper(*a, **kw):
+            global calls
+            calls += 1
+            if calls == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fn(*a, **kw)
+        return wrapper
+
+    for name in ("link", "unlink", "rename", "replace"):
+        setattr(os, name, crashing(getattr(os, name)))
+    for name in ("fsync_file", "fsync_dir"):
+        setattr(durable, name, crashing(getattr(durable, name)))
+    for name in ("begin_commit", "finish", "set_original"):
+        setattr(Journal, name, crashing(getattr(Journal, name)))
+
+    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(Path(args["inbox"]))], outbox=Path(args["outbox"])))
+    j = Journal.open(args["journal"])
+    result = FileResult(src=Path(args["src"]), ok=True, dst=Path(args["tmp"]), faces=1)
+    commit.commit(j, args["job"], result, cfg)
+    print("completed", calls, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_at_every_step_of_a_commit_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    """A real process is killed before each file-system or journal step of commit() in turn."""
+    kill_at = 1
+    while True:
+        e = Env(tmp_path / f"k{kill_at}")
+        job_id = e.drop("sub/a.jpg")
+        result = e.run_worker(job_id)
+        e.journal.close()
+        args = {"kill_at": kill_at, "inbox": str(e.inbox), "outbox": str(e.outbox), "src": str(result.src),
+                "journal": str(e.root / "state" / "journal.sqlite3"), "job": job_id, "tmp": str(result.dst)}
+        proc = subprocess.run([sys.executable, "-c", _CRASHING_COMMIT, json.dumps(args)], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+        completed = proc.returncode == 0
+        assert completed or proc.returncode == -signal.SIGKILL, proc.stderr
+        e.journal = Journal.open(e.root / "state" / "journal.sqlite3")
+        commit.recover(e.journal, e.cfg)
+        if e.journal.get(job_id).state == "queued":  # type: ignore[union-attr]
+            # Nothing was published: the job runs again, start to finish.
+            commit.commit(e.journal, job_id, e.run_worker(job_id), e.cfg)
+        _assert_finished_once(e, job_id, "sub/a.jpg")
+        assert e.journal.integrity_check() == "ok"
+        e.journal.close()
+        if completed:
+            break
+        kill_at += 1
+    print(f"commit interrupted at each of {kill_at - 1} steps")
+    assert kill_at > 8  # every step of the commit was interrupted once
+
+
+# --- failed/ ------------------------------------------------------------------------------------
+
+
+def test_failed_file_goes_to_failed_with_its_reason(env: Env) -> None:
+    job_id = env.drop("2024/bad.jpg", b"not really a jpeg")
+    result = env.run_worker(job_id)
+    outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg, tmp=result.dst)
+    assert outcome is not None and outcome.action == "set-aside"
+    assert env.files(env.failed) == ["2024/bad.jpg", "2024/bad.jpg.error.txt"]
+    assert env.files(env.inbox) == [] and env.files(env.outbox) == []
+    text = (env.failed / "2024" / "bad.jpg.error.txt").read_text()
+    assert "Reason:   truncated JPEG" in text and f"Job:      {job_id}" in text and "Attempts: 1" in text
+    assert "When:" in text and "moved here as bad.jpg" in text
+    job = env.journal.get(job_id)
+    assert job is not None and job.state == "failed" and job.original == "set-aside"
+    assert failed.fail(env.journal, job_id, "again", env.cfg) is None  # already ended
+
+
+def test_unsupported_file_and_name_collisions_in_failed(env: Env) -> None:
+    (env.failed).mkdir(parents=True)
+    (env.failed / "notes.txt").write_text("an earlier one")
+    (env.failed / "notes (1).txt.error.txt").write_text("orphan error file holds this name")
+    job_id = env.drop("notes.txt", b"hello")
+    outcome = failed.fail(env.journal, job_id, "not an image (text file)", env.cfg, kind="unsupported")
+    assert outcome is not None and outcome.path == env.failed / "notes (2).txt"
+    assert (env.failed / "notes (2).txt").read_bytes() == b"hello"
+    text = (env.failed / "notes (2).txt.error.txt").read_text()
+    assert "not a photo gpen-watch can read" in text and "Kind:     unsupported" in text
+    assert (env.failed / "notes.txt").read_text() == "an earlier one"
+
+
+def test_original_that_cannot_be_moved_is_left_and_that_is_recorded(env: Env, monkeypatch) -> None:
+    job_id = env.drop("a.jpg")
+
+    def read_only(*a, **kw):
+        raise PermissionError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(durable, "move_no_clobber", read_only)
+    outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
+    assert outcome is not None and outcome.action == "left" and "Read-only" in outcome.detail
+    assert env.files(env.inbox) == ["a.jpg"]
+    text = (env.failed / "a.jpg.error.txt").read_text()
+    assert "left in the inbox" in text and "Read-only" in text
+    job = env.journal.get(job_id)
+    assert job is not None and job.original == "left"
+    assert any(e.kind == "original-left" for e in env.journal.history(job_id))
+    # The rescan sees the file again: known, not retried forever.
+    st = (env.inbox / "a.jpg").stat()
+    assert env.journal.add(env.inbox / "a.jpg", env.inbox, "a.jpg", st.st_size, st.st_mtime,
+                           hash_file(env.inbox / "a.jpg")).status == "known"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions")
+def test_read_only_inbox_for_real(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    env.inbox.chmod(0o555)
+    try:
+        outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
+    finally:
+        env.inbox.chmod(0o755)
+    assert outcome is not None and outcome.action == "left" and env.files(env.inbox) == ["a.jpg"]
+
+
+def test_vanished_original_still_gets_an_error_file(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    (env.inbox / "a.jpg").unlink()
+    outcome = failed.fail(env.journal, job_id, "could not read", env.cfg)
+    assert outcome is not None and outcome.action == "missing"
+    assert "no longer in the inbox" in (env.failed / "a.jpg.error.txt").read_text()
+
+
+def test_crash_after_fail_before_set_aside_is_finished_by_recovery(env: Env) -> None:
+    job_id = env.drop("sub/bad.jpg")
+    env.journal.claim(1, "w0")
+    env.journal.fail(job_id, "decompression bomb")
+    env.reopen()
+    assert commit.recover(env.journal, env.cfg).originals == 1
+    assert env.files(env.failed) == ["sub/bad.jpg", "sub/bad.jpg.error.txt"]
+    assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
+
+
+def test_crash_mid_set_aside_after_the_move(env: Env) -> None:
+    job_id = env.drop("bad.jpg")
+    env.journal.claim(1, "w0")
+    env.journal.fail(job_id, "corrupt")
+    env.failed.mkdir(parents=True)
+    env.journal.set_original(job_id, "setting-aside", env.failed / "bad.jpg")
+    os.rename(env.inbox / "bad.jpg", env.failed / "bad.jpg")  # moved; error file not yet written
+    env.reopen()
+    commit.recover(env.journal, env.cfg)
+    assert env.files(env.failed) == ["bad.jpg", "bad.jpg.error.txt"]
+    assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
+
+
+def test_duplicate_drop_is_archived_like_a_done_one(env: Env) -> None:
+    first = env.drop("a.jpg")
+    commit.commit(env.journal, first, env.run_worker(first), env.cfg)
+    path = env.inbox / "copy.jpg"
+    path.write_bytes(b"original photo")
+    st = path.stat()
+    dup = env.journal.add(path, env.inbox, "copy.jpg", st.st_size, st.st_mtime, hash_file(path))
+    assert dup.status == "duplicate" and "output " + str(env.outbox / "a.jpg") in dup.message
+    assert commit.dispose_original(env.journal, dup.job.id, env.cfg).action == "archived"
+    assert env.files(env.archive) == ["a.jpg", "copy.jpg"] and env.files(env.outbox) == ["a.jpg"]
+
+
+def test_stale_temps_are_cleaned_but_not_those_of_running_jobs(env: Env) -> None:
+    running = env.drop("a.jpg")
+    env.run_worker(running)  # its temp file is live
+    (env.outbox / "sub").mkdir()
+    stale = env.outbox / "sub" / ".old.jpg.gpen-tmp-999"
+    stale.write_bytes(b"x")
+    keep = env.outbox / "sub" / ".hidden-user-file"
+    keep.write_bytes(b"y")
+    assert commit.clean_stale_temps(env.journal, env.cfg) == 1
+    assert not stale.exists() and keep.exists()
+    assert (env.outbox / f".a.jpg.gpen-tmp-{running}").exists()
+
+
+def test_parent_side_modules_do_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "import gpen_watch.journal, gpen_watch.watch.watcher, gpen_watch.outbox.commit, gpen_watch.outbox.failed\n"
+        "gpen_watch.watch.filters.supported_extensions()\n"
+        "print(sorted(m for m in ('torch', 'cv2', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert "torch" not in out, out
