@@ -15,7 +15,7 @@ What it does to an image depends on the file name:
     anything else: copies the file to dst and reports one face.
 
 FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError, "cuda_error"
-raises a CUDA-like RuntimeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
+raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker.
 """
 
@@ -38,6 +38,8 @@ class FakeRestorer:
         load = os.environ.get("FAKE_LOAD", "")
         if load == "model_error":
             raise ModelError("GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`")
+        if load == "bug":
+            raise AttributeError("'GPEN' object has no attribute 'size'")
         if load == "cuda_error":
             raise RuntimeError("CUDA error: no CUDA-capable device is detected")
         if load.startswith("sleep:"):

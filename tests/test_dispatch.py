@@ -230,6 +230,30 @@ def test_device_that_keeps_failing_is_retired_and_others_carry_on(tmp_path: Path
     assert p.problem() is None  # the CPU worker still works
 
 
+def test_exception_while_loading_stops_the_worker_after_three_tries(tmp_path: Path, pools: list[pool.Pool]) -> None:
+    p = make_pool(tmp_path, env={"FAKE_LOAD": "bug"})
+    pools.append(p)
+    run_until(p, lambda ev: p.snapshot()[0]["state"] == "error", limit=30)
+    assert "failed to start 3 times in a row" in p.snapshot()[0]["error"]
+    assert "AttributeError" in p.snapshot()[0]["error"]
+
+
+def test_worker_killed_while_loading_is_restarted_not_retired(tmp_path: Path, pools: list[pool.Pool]) -> None:
+    p = make_pool(tmp_path, env={"FAKE_LOAD": "sleep:30"})
+    pools.append(p)
+    pids = set()
+    for _ in range(3):
+        run_until(p, lambda ev: p.snapshot()[0]["state"] == "starting" and p.snapshot()[0]["pid"] not in pids)
+        pid = p.snapshot()[0]["pid"]
+        pids.add(pid)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)
+        run_until(p, lambda ev: p.snapshot()[0]["state"] != "starting")
+    snap = p.snapshot()[0]
+    assert snap["state"] == "restarting", snap
+    assert "exit signal 9" in snap["error"]
+
+
 def test_pause_hands_out_nothing_and_resume_continues(tmp_path: Path, pools: list[pool.Pool]) -> None:
     p = make_pool(tmp_path)
     pools.append(p)

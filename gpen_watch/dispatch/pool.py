@@ -11,9 +11,11 @@ Fault rules, in short:
   that merely shared the worker with it go through. Images it had not started are requeued free.
 * A worker whose oldest image shows no progress for ``workers.image_timeout`` is killed (hung).
 * Out of GPU memory: the image is retried alone at half the scale, down to MIN_OOM_SCALE.
-* Start failures back off; a worker that fails to start three times in a row is retired
-  (its GPU fell off the bus, its driver broke), and weights that cannot be loaded stop the worker
-  with the loader's message instead of crash-looping. ``resume`` gives both another try.
+* Start failures back off. A worker that fails to start three times in a row with a CUDA error
+  is retired (its GPU fell off the bus, its driver broke) and the others carry on; three Python
+  exceptions in a row while loading, or weights that cannot be loaded (at once), stop the worker
+  with the message instead of crash-looping. ``resume`` gives them another try. A worker killed
+  from outside while loading is simply restarted, more and more slowly.
 """
 
 from __future__ import annotations
@@ -351,15 +353,23 @@ class Pool:
             w.start_failures += 1
             self._pending.extendleft(f.task for f in flights)
             if fatal_kind == P.FATAL_MODEL:
+                # Missing or corrupt weights: every restart would fail the same way.
                 w.state, w.error = ERROR, reason
                 log.error("worker %s cannot load the models: %s", w.slot.name, reason)
                 return
-            if w.start_failures >= MAX_START_FAILURES:
+            if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FATAL_DEVICE:
                 w.state = RETIRED
-                w.error = f"failed to start {w.start_failures} times in a row: {reason}"
-                what = "its device may be gone" if w.slot.gpu_index is not None else "giving up on it"
-                log.error("worker %s retired (%s): %s", w.slot.name, what, w.error)
+                w.error = f"failed to start {w.start_failures} times in a row, device error: {reason}"
+                log.error("worker %s retired (its device may be gone; the others carry on): %s", w.slot.name, w.error)
                 return
+            if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FATAL_CRASH:
+                # An exception while loading is deterministic (a bug, a broken install): stop and say so.
+                w.state = ERROR
+                w.error = f"failed to start {w.start_failures} times in a row: {reason}"
+                log.error("worker %s stopped: %s", w.slot.name, w.error)
+                return
+            # Killed from outside while loading (OOM killer, a user): keep trying, more slowly.
+            w.error = f"failed to start ({reason})"
             w.state, w.restart_at = BACKOFF, now + min(MAX_BACKOFF, 2.0 ** (w.start_failures - 1))
             log.warning("worker %s failed to start (%s); retrying", w.slot.name, reason)
             return

@@ -98,7 +98,8 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     except ModelError as exc:
         _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
     except BaseException as exc:
-        kind = P.FATAL_DEVICE if args.slot.device != "cpu" else P.FATAL_CRASH
+        on_gpu = args.slot.device != "cpu"
+        kind = P.FATAL_DEVICE if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower()) else P.FATAL_CRASH
         _fatal(chan, kind, f"could not start the restorer: {type(exc).__name__}: {exc}",
                P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
     chan.send((P.READY, {"pid": os.getpid(), "device": args.slot.device, "threads": args.slot.threads}))

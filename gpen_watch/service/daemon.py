@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 OUTBOX_RETRY_S = 30.0
 # Longest sleep of the loop when nothing happens (deadlines inside the pool wake it earlier).
 IDLE_TICK_S = 5.0
+# Arrivals recorded per turn of the loop, so a thousand dropped files do not hold up results.
+MAX_ARRIVALS_PER_TURN = 200
 
 
 @dataclass
@@ -236,7 +238,7 @@ class Service:
                 self._on_event(event)
         leftover = self._pool.kill_all()
         self._requeue(leftover, "the service stopped before this job finished")
-        self._take_arrivals()  # record what arrived meanwhile (queued for the next start)
+        self._take_arrivals(limit=1 << 30)  # record what arrived meanwhile (queued for the next start)
 
     def _requeue(self, tasks: list[Task], reason: str) -> None:
         assert self._journal is not None
@@ -271,9 +273,9 @@ class Service:
         self.arrived(Arrival(path, Path(arrival.inbox.path), Path(arrival.rel), int(arrival.size),
                              float(arrival.mtime), unsupported))
 
-    def _take_arrivals(self) -> None:
+    def _take_arrivals(self, limit: int = MAX_ARRIVALS_PER_TURN) -> None:
         assert self._journal is not None
-        while True:
+        for _ in range(limit):
             try:
                 item = self._arrivals.get_nowait()
             except queue.Empty:
@@ -335,9 +337,12 @@ class Service:
             try:
                 tasks.append(Task(job.id, commit.file_job(self._journal, job.id, self.cfg)))
             except (OutputError, OSError) as exc:
+                if not _environmental(exc):
+                    # Something about this one file (its output name): it fails, the rest go on.
+                    failed.fail(self._journal, job.id, str(exc), self.cfg)
+                    continue
                 self._journal.requeue(job.id, f"outbox: {exc}")
                 self._outbox_trouble(str(exc))
-                self._maybe_queued = True
         if tasks:
             self._pool.submit(tasks)
             if self._problem and self._problem.startswith("outbox"):
@@ -362,16 +367,18 @@ class Service:
                 self._journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
                 log.warning("%s: %s", ev.task.job.src, ev.message)
         except OutputError as exc:
-            self._journal.requeue(ev.task.key, f"outbox: {exc}")
+            # Disk full, outbox read-only or gone: the original stays in the inbox and the job
+            # waits; new work is held back until the outbox takes writes again.
             commit.discard(ev.task.job.dst)
-            self._outbox_trouble(str(exc))
+            if self._journal.requeue(ev.task.key, f"outbox: {exc}"):
+                self._outbox_trouble(str(exc))
         except Exception as exc:
             # One job's bookkeeping must not stop the service; the job is retried later.
             log.exception("%s: could not record the result", ev.task.job.src)
-            self._journal.requeue(ev.task.key, f"internal error: {exc}")
             commit.discard(ev.task.job.dst)
-            self._maybe_queued = True
-            self._hold_until = time.monotonic() + OUTBOX_RETRY_S
+            if self._journal.requeue(ev.task.key, f"internal error: {exc}"):
+                self._maybe_queued = True
+                self._hold_until = time.monotonic() + OUTBOX_RETRY_S
 
     def _on_result(self, ev: PoolEvent) -> None:
         assert self._journal is not None and ev.result is not None
@@ -446,18 +453,34 @@ class Service:
             "failed": str(naming.failed_root(outbox)),
             # The parent must stay free of torch; tests assert on this.
             "torch_loaded": "torch" in sys.modules,
-            "rss_peak_mb": _peak_rss_mb(),
+            **_rss_mb(),
         }
 
 
-def _peak_rss_mb() -> float | None:
+def _environmental(exc: BaseException) -> bool:
+    """An error of the outbox as a whole (the OS refused a write), not of one file's name."""
+    return isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)
+
+
+def _rss_mb() -> dict[str, float | None]:
+    """This process's resident memory now and at its peak, in MB.
+
+    Read from /proc where there is one: getrusage's ru_maxrss survives exec on Linux, so a service
+    started by a big process (a test runner holding torch) would report that process's peak.
+    """
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        return {"rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+                "rss_peak_mb": round(int(fields["VmHWM"].split()[0]) / 1024, 1)}
+    except (OSError, KeyError, ValueError):
+        pass
     try:
         import resource
     except ImportError:  # Windows
-        return None
+        return {"rss_mb": None, "rss_peak_mb": None}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # kB on Linux, bytes on macOS.
-    return round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)
+    return {"rss_mb": None, "rss_peak_mb": round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)}
 
 
 def run_service(cfg: Config, **kwargs: Any) -> int:
