@@ -272,6 +272,36 @@ def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callabl
     assert counts["done"] == n and sum(counts.values()) == n
 
 
+def test_workers_killed_many_times_every_image_still_done_once(services: Callable[..., Service]) -> None:
+    n = 40
+    svc = services("--set", "workers.cpu_workers=2", "--set", "workers.max_attempts=10",
+                   env={"FAKE_SLOW": "0.1"}).start()
+    for i in range(n):
+        drop(svc.inbox / f"d{i % 3}", f"slow{i}.jpg", f"photo {i}".encode())
+    kills = 0
+    deadline = time.monotonic() + 60
+    while kills < 6 and time.monotonic() < deadline:
+        s = svc.status()
+        busy = [w for w in s["workers"] if w["state"] == "busy" and w["pid"]]
+        if busy and _finished(s) < n:
+            try:
+                os.kill(busy[kills % len(busy)]["pid"], signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.4)
+    s = svc.wait_done(n, timeout=90)
+    svc.stop()
+    assert kills >= 3
+    assert s["queue"]["done"] == n
+    assert sum(w["restarts"] for w in s["workers"]) >= 3
+    assert files(svc.outbox) == sorted(f"d{i % 3}/slow{i}.jpg" for i in range(n))
+    for i in range(n):
+        assert (svc.outbox / f"d{i % 3}" / f"slow{i}.jpg").read_bytes() == f"photo {i}".encode()
+    assert_no_temps(svc.outbox, svc.originals)
+    assert files(svc.failed) == []
+
+
 def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., Service]) -> None:
     svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "30"}).start()
     drop(svc.inbox, "slow.jpg", b"slow")
