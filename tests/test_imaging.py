@@ -1,0 +1,815 @@
+"""gpen_watch.imaging: decode/pre-scale and encode with metadata, on real files written to tmp_path."""
+
+from __future__ import annotations
+
+import errno
+import io
+import itertools
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from matplotlib import cbook
+from PIL import Image, ImageCms, ImageFile, JpegImagePlugin
+from skimage import data
+
+from gpen_watch.errors import InputError, OutputError
+from gpen_watch.imaging import load as load_mod
+from gpen_watch.imaging.load import (
+    SUPPORTED_EXTENSIONS,
+    BrokenImageError,
+    EmptyFileError,
+    ImageTooLargeError,
+    LoadedImage,
+    NotAnImageError,
+    UnsupportedFormatError,
+    load_image,
+    probe_image,
+)
+from gpen_watch.imaging.save import output_format, save_image
+
+TAG_MAKE, TAG_MODEL, TAG_DATETIME, TAG_ORIENTATION = 0x010F, 0x0110, 0x0132, 0x0112
+SRGB_ICC = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+
+# Pillow transpose that turns the stored pixels upright, per EXIF orientation (EXIF 2.3, 4.6.4).
+UPRIGHT_OP = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+# ... and its inverse, to make a stored image from an upright one.
+STORE_OP = {**UPRIGHT_OP, 6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def astronaut(w: int = 0, h: int = 0) -> Image.Image:
+    im = Image.fromarray(data.astronaut())
+    return im.resize((w, h), Image.Resampling.LANCZOS) if w else im
+
+
+def grace_hopper() -> Image.Image:
+    with cbook.get_sample_data("grace_hopper.jpg") as fh:
+        return Image.open(fh).convert("RGB")
+
+
+def upright_asymmetric() -> Image.Image:
+    """A non-square photo with a marked corner: every orientation maps it differently."""
+    arr = np.asarray(astronaut(72, 48)).copy()
+    arr[:6, :6] = (255, 0, 0)
+    return Image.fromarray(arr)
+
+
+def camera_exif(orientation: int | None = None) -> Image.Exif:
+    exif = Image.Exif()
+    exif[TAG_MAKE], exif[TAG_MODEL], exif[TAG_DATETIME] = "Canon", "EOS R5", "2021:05:06 07:08:09"
+    exif.get_ifd(0x8769)[0x9003] = "2021:05:06 07:08:09"  # DateTimeOriginal
+    if orientation is not None:
+        exif[TAG_ORIENTATION] = orientation
+    return exif
+
+
+def rgb_of(li: LoadedImage) -> np.ndarray:
+    return cv2.cvtColor(li.pixels, cv2.COLOR_BGR2RGB)
+
+
+def png_with_declared_size(path: Path, width: int, height: int) -> Path:
+    """A tiny real PNG whose IHDR (CRC fixed) claims another size: a decompression bomb header."""
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(path)
+    raw = bytearray(path.read_bytes())
+    raw[16:24] = struct.pack(">II", width, height)  # IHDR data starts at 16
+    raw[29:33] = struct.pack(">I", zlib.crc32(bytes(raw[12:29])))  # CRC over type + 13 data bytes
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def cmyk_icc_profile() -> bytes:
+    """A minimal ICC v2 CMYK printer profile (lut8 A2B0 to Lab), built here since none ships with the OS."""
+    from skimage.color import rgb2lab
+
+    def s15(x: float) -> bytes:
+        return struct.pack(">i", round(x * 65536))
+
+    text = b"gpen-watch test CMYK\x00"
+    desc = b"desc" + bytes(4) + struct.pack(">I", len(text)) + text + bytes(8) + bytes(3) + bytes(67)
+    wtpt = b"XYZ " + bytes(4) + s15(0.9642) + s15(1.0) + s15(0.8249)
+    corners = list(itertools.product([0.0, 1.0], repeat=4))  # first input varies slowest
+    rgb = np.array([[(1 - c) * (1 - k), (1 - m) * (1 - k), (1 - y) * (1 - k)] for c, m, y, k in corners])
+    lab = rgb2lab(rgb[None])[0]
+    clut = np.clip(np.round(np.stack([lab[:, 0] * 2.55, lab[:, 1] + 128, lab[:, 2] + 128], 1)), 0, 255)
+    ident = bytes(range(256))
+    a2b0 = (
+        b"mft1" + bytes(4) + bytes([4, 3, 2, 0]) + b"".join(s15(v) for v in (1, 0, 0, 0, 1, 0, 0, 0, 1))
+        + ident * 4 + clut.astype(np.uint8).tobytes() + ident * 3
+    )  # fmt: skip
+    tags = [(b"desc", desc), (b"wtpt", wtpt), (b"cprt", b"text" + bytes(4) + b"none\x00"), (b"A2B0", a2b0)]
+    start = 128 + 4 + 12 * len(tags)
+    table, body = struct.pack(">I", len(tags)), b""
+    for sig, blob in tags:
+        body += bytes(-(start + len(body)) % 4)
+        table += sig + struct.pack(">II", start + len(body), len(blob))
+        body += blob
+    header = (
+        struct.pack(">I", start + len(body)) + bytes(4) + struct.pack(">I", 0x02100000) + b"prtrCMYKLab "
+        + bytes(12) + b"acsp" + bytes(28) + s15(0.9642) + s15(1.0) + s15(0.8249)
+    ).ljust(128, b"\0")  # fmt: skip
+    return header + table + body
+
+
+# --- orientation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_png_exact(tmp_path: Path, orientation: int) -> None:
+    upright = upright_asymmetric()
+    stored = upright.transpose(STORE_OP[orientation]) if orientation > 1 else upright
+    src = tmp_path / "o.png"
+    stored.save(src, exif=camera_exif(orientation))
+
+    li = load_image(src)
+
+    assert np.array_equal(rgb_of(li), np.asarray(upright))
+    assert li.original_size == upright.size
+    assert li.orientation == orientation and li.oriented == (orientation != 1)
+    exif = Image.Exif()
+    exif.load(li.exif)
+    assert exif[TAG_ORIENTATION] == 1  # pixels are upright now
+    # Cross-check with Pillow's own interpretation.
+    from PIL import ImageOps
+
+    assert np.array_equal(np.asarray(ImageOps.exif_transpose(Image.open(src)).convert("RGB")), rgb_of(li))
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_jpeg(tmp_path: Path, orientation: int) -> None:
+    upright = upright_asymmetric()
+    stored = upright.transpose(STORE_OP[orientation]) if orientation > 1 else upright
+    src = tmp_path / "o.jpg"
+    stored.save(src, quality=98, subsampling=0, exif=camera_exif(orientation))
+
+    li = load_image(src)
+
+    diff = np.abs(rgb_of(li).astype(int) - np.asarray(upright).astype(int))
+    assert li.size == upright.size and diff.mean() < 3
+    assert tuple(int(v) for v in rgb_of(li)[2, 2]) == pytest.approx((255, 0, 0), abs=20)  # marked corner
+
+
+def set_orientation(path: Path, orientation: int) -> None:
+    """Patch the EXIF Orientation our writer stored as 1 (PNG eXIf or TIFF IFD0), fixing a PNG CRC."""
+    raw = bytearray(path.read_bytes())
+    patterns = {b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x01": 9, b"\x12\x01\x03\x00\x01\x00\x00\x00\x01\x00": 8}
+    hits = [(raw.index(p) + at) for p, at in patterns.items() if raw.count(p) == 1]
+    assert len(hits) == 1
+    raw[hits[0]] = orientation
+    if raw.startswith(b"\x89PNG"):
+        c = raw.index(b"eXIf")
+        n = struct.unpack(">I", raw[c - 4 : c])[0]
+        raw[c + 4 + n : c + 8 + n] = struct.pack(">I", zlib.crc32(bytes(raw[c : c + 4 + n])))
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("fmt", ["png", "tiff"])
+@pytest.mark.parametrize("orientation", [3, 6, 7])
+def test_orientation_applies_to_16bit_colour(tmp_path: Path, fmt: str, orientation: int) -> None:
+    arr = np.arange(20 * 30 * 3, dtype=np.uint16).reshape(20, 30, 3) * 7
+    src = tmp_path / "o16.png"
+    cv2.imwrite(str(src), arr)
+    li = load_image(src)
+    li.exif = camera_exif(1).tobytes()  # Pillow cannot write 16-bit colour: use our writer, then patch
+    stored_img = Image.fromarray(np.zeros((20, 30), np.uint8))
+    upright_shape = stored_img.transpose(UPRIGHT_OP[orientation]).size[::-1]
+    out = save_image(li, li.pixels, tmp_path / f"rotated.{fmt}", format=fmt)
+    set_orientation(out, orientation)
+
+    back = load_image(out)
+
+    assert back.pixels.dtype == np.uint16 and back.orientation == orientation
+    assert back.pixels.shape[:2] == upright_shape
+    expect = {3: np.rot90(arr, 2), 6: np.rot90(arr, -1), 7: np.rot90(arr, 2).swapaxes(0, 1)}[orientation]
+    assert np.array_equal(back.pixels, expect)
+
+
+# --- modes ---------------------------------------------------------------------------------------
+
+
+def test_grayscale_jpeg_loads_and_saves_as_gray(tmp_path: Path) -> None:
+    src = tmp_path / "gray.jpg"
+    grace_hopper().convert("L").save(src, quality=95)
+
+    li = load_image(src)
+    assert li.mode == "L" and li.is_gray and li.alpha is None
+    assert li.pixels.shape == (600, 512, 3) and li.pixels.dtype == np.uint8
+    assert np.array_equal(li.pixels[..., 0], li.pixels[..., 2])
+
+    tinted = li.pixels.copy()
+    tinted[..., 2] = np.clip(tinted[..., 2].astype(int) + 40, 0, 255)  # "restored" in colour
+    out = save_image(li, tinted, tmp_path / "out.jpg")
+    assert Image.open(out).mode == "L"
+
+
+def test_rgba_png_alpha_round_trip(tmp_path: Path) -> None:
+    rgb = np.asarray(astronaut(128, 96))
+    alpha = np.tile(np.linspace(0, 255, 128).astype(np.uint8), (96, 1))
+    src = tmp_path / "a.png"
+    Image.fromarray(np.dstack([rgb, alpha])).save(src)
+
+    li = load_image(src)
+    assert li.mode == "RGBA" and np.array_equal(li.alpha, alpha)
+    assert np.array_equal(rgb_of(li), rgb)
+
+    out = save_image(li, li.pixels, tmp_path / "out.png")
+    back = Image.open(out)
+    assert back.mode == "RGBA"
+    assert np.array_equal(np.asarray(back), np.dstack([rgb, alpha]))
+    # JPEG has no alpha: dropped, colours kept.
+    jpg = save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg")
+    assert Image.open(jpg).mode == "RGB"
+
+
+def test_la_png_keeps_alpha_and_gray(tmp_path: Path) -> None:
+    gray = np.asarray(grace_hopper().convert("L").resize((64, 75)))
+    alpha = np.full_like(gray, 128)
+    src = tmp_path / "la.png"
+    Image.fromarray(np.dstack([gray, alpha])).save(src)
+
+    li = load_image(src)
+    assert li.mode == "LA" and np.array_equal(li.alpha, alpha) and np.array_equal(li.pixels[..., 1], gray)
+    out = Image.open(save_image(li, li.pixels, tmp_path / "out.png"))
+    assert out.mode == "LA" and np.array_equal(np.asarray(out), np.dstack([gray, alpha]))
+
+
+def test_palette_with_and_without_transparency(tmp_path: Path) -> None:
+    pal = astronaut(64, 64).quantize(16)
+    idx = np.asarray(pal)
+    clear = int(idx[0, 0])
+    with_t = tmp_path / "pt.png"
+    pal.save(with_t, transparency=clear)
+    without = tmp_path / "p.png"
+    pal.save(without)
+
+    li = load_image(with_t)
+    assert li.mode == "P" and li.alpha is not None
+    assert np.array_equal(li.alpha == 0, idx == clear)
+    assert np.array_equal(rgb_of(li), np.asarray(pal.convert("RGB")))
+
+    li2 = load_image(without)
+    assert li2.mode == "P" and li2.alpha is None
+    assert np.array_equal(rgb_of(li2), np.asarray(pal.convert("RGB")))
+    assert Image.open(save_image(li, li.pixels, tmp_path / "out")).mode == "RGBA"
+
+
+@pytest.mark.parametrize("ext", [".png", ".tif"])
+def test_16bit_colour_round_trip(tmp_path: Path, ext: str) -> None:
+    base = np.asarray(astronaut(160, 120)).astype(np.uint16) * 256
+    arr = (base + np.arange(160, dtype=np.uint16)[None, :, None])[..., ::-1]  # BGR; low byte used too
+    src = tmp_path / f"c16{ext}"
+    cv2.imwrite(str(src), np.ascontiguousarray(arr))
+
+    li = load_image(src)
+    assert li.pixels.dtype == np.uint16 and li.bit_depth == 16 and li.mode == "RGB"
+    assert np.array_equal(li.pixels, arr)
+    assert li.bgr8.dtype == np.uint8 and abs(int(li.bgr8[5, 5, 0]) - round(arr[5, 5, 0] / 257)) <= 1
+
+    out = save_image(li, li.pixels, tmp_path / f"out{ext}")
+    assert np.array_equal(cv2.imread(str(out), cv2.IMREAD_UNCHANGED), arr)
+    assert np.array_equal(load_image(out).pixels, arr)
+
+
+@pytest.mark.parametrize("ext", [".png", ".tif"])
+def test_16bit_gray_and_rgba_round_trip(tmp_path: Path, ext: str) -> None:
+    gray = (np.asarray(grace_hopper().convert("L").resize((50, 60))).astype(np.uint16) * 257) + 3
+    src = tmp_path / f"g16{ext}"
+    cv2.imwrite(str(src), gray)
+    li = load_image(src)
+    assert li.pixels.dtype == np.uint16 and li.is_gray
+    out = Image.open(save_image(li, li.pixels, tmp_path / f"g_out{ext}"))
+    assert out.mode.startswith("I;16") and np.array_equal(np.asarray(out), gray)
+
+    bgra = np.dstack([np.stack([gray] * 3, -1), np.full_like(gray, 40000)])
+    src2 = tmp_path / f"a16{ext}"
+    cv2.imwrite(str(src2), bgra)
+    li2 = load_image(src2)
+    assert li2.alpha is not None and li2.alpha.dtype == np.uint16 and np.all(li2.alpha == 40000)
+    out2 = save_image(li2, li2.pixels, tmp_path / f"a_out{ext}")
+    assert np.array_equal(cv2.imread(str(out2), cv2.IMREAD_UNCHANGED), bgra)
+
+
+def test_cmyk_jpeg_plain_conversion(tmp_path: Path) -> None:
+    src = tmp_path / "cmyk.jpg"
+    grace_hopper().convert("CMYK").save(src, quality=95)
+
+    li = load_image(src)
+    assert li.mode == "CMYK" and li.format == "JPEG" and li.icc_profile is None
+    assert any("without colour management" in n and "no ICC profile" in n for n in li.notes)
+    diff = np.abs(rgb_of(li).astype(int) - np.asarray(grace_hopper()).astype(int))
+    assert diff.mean() < 4
+    assert Image.open(save_image(li, li.pixels, tmp_path / "out.jpg")).mode == "RGB"
+
+
+def test_cmyk_jpeg_with_icc_profile_is_colour_managed(tmp_path: Path) -> None:
+    icc = cmyk_icc_profile()
+    cmyk = np.zeros((16, 16, 4), np.uint8)
+    cmyk[:8, :, 0] = 255  # top: 100 % cyan; bottom: paper white
+    src = tmp_path / "cmyk_icc.jpg"
+    Image.fromarray(cmyk, "CMYK").save(src, quality=100, icc_profile=icc)
+
+    li = load_image(src)
+    assert any("using the embedded ICC profile" in n for n in li.notes)
+    assert li.icc_profile is not None
+    assert ImageCms.getProfileDescription(ImageCms.ImageCmsProfile(io.BytesIO(li.icc_profile))).startswith("sRGB")
+    naive = np.asarray(Image.open(src).convert("RGB"))
+    managed = rgb_of(li)
+    assert managed[12, 8].min() > 240  # white stays white
+    assert managed[4, 8, 0] - naive[4, 8, 0] > 20  # the profile's cyan is not the naive (0,255,255)
+
+
+def test_progressive_jpeg(tmp_path: Path) -> None:
+    src = tmp_path / "prog.jpg"
+    grace_hopper().save(src, quality=90, progressive=True)
+    assert Image.open(src).info.get("progressive")
+
+    li = load_image(src)
+    assert np.array_equal(rgb_of(li), np.asarray(Image.open(src).convert("RGB")))
+    small = load_image(src, max_side=150)
+    assert small.size == (128, 150)
+
+
+def test_jpeg_quality_and_subsampling_are_read_and_kept(tmp_path: Path) -> None:
+    src = tmp_path / "q.jpg"
+    grace_hopper().save(src, quality=80, subsampling=1)
+    li = load_image(src)
+    assert li.jpeg_quality == 80 and li.jpeg_subsampling == 1
+    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", jpeg_quality=93))
+    assert JpegImagePlugin.get_sampling(out) == 1
+    assert load_mod._estimate_jpeg_quality(out.quantization) == 93
+
+
+# --- metadata ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png", "webp", "tiff"])
+def test_icc_exif_dpi_carried_to_output(tmp_path: Path, fmt: str) -> None:
+    src = tmp_path / "meta.jpg"
+    grace_hopper().save(src, quality=92, exif=camera_exif(6), icc_profile=SRGB_ICC, dpi=(300, 300))
+
+    li = load_image(src)
+    out = Image.open(save_image(li, li.pixels, tmp_path / f"out.{fmt}", format=fmt))
+
+    assert out.format == fmt.upper() and out.size == (600, 512)  # rotated upright
+    assert out.info.get("icc_profile") == SRGB_ICC
+    exif = out.getexif()
+    assert (exif[TAG_MAKE], exif[TAG_MODEL], exif[TAG_DATETIME]) == ("Canon", "EOS R5", "2021:05:06 07:08:09")
+    assert exif.get_ifd(0x8769)[0x9003] == "2021:05:06 07:08:09"
+    assert exif[TAG_ORIENTATION] == 1  # already upright: viewers must not rotate again
+    if fmt != "webp":  # WebP has no resolution field
+        assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+    # Viewers agree: OpenCV honours Orientation and sees the same upright image.
+    seen = cv2.imread(str(out.filename), cv2.IMREAD_COLOR)
+    assert seen.shape == (512, 600, 3)
+
+
+def test_xmp_carried_with_orientation_reset(tmp_path: Path) -> None:
+    xmp = (
+        b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/"'
+        b' tiff:Orientation="8"><dc:title>Grandma 1962</dc:title></rdf:Description></rdf:RDF></x:xmpmeta>'
+    )
+    src = tmp_path / "xmp.jpg"
+    grace_hopper().save(src, exif=camera_exif(8), xmp=xmp)
+    li = load_image(src)
+    for fmt in ("jpeg", "png", "webp", "tiff"):
+        got = Image.open(save_image(li, li.pixels, tmp_path / f"x.{fmt}", format=fmt)).info.get("xmp")
+        got = got.encode() if isinstance(got, str) else got
+        assert b"Grandma 1962" in got and b'tiff:Orientation="1"' in got, fmt
+
+
+def test_oversized_exif_drops_makernote_for_jpeg(tmp_path: Path) -> None:
+    src = tmp_path / "big_exif.png"  # PNG allows any EXIF size; JPEG's APP1 holds 64 KiB
+    exif = camera_exif()
+    exif.get_ifd(0x8769)[0x927C] = b"\x01" * 70000  # MakerNote
+    astronaut(64, 64).save(src, exif=exif)
+    li = load_image(src)
+    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg"))
+    got = out.getexif()
+    assert got[TAG_MAKE] == "Canon" and 0x927C not in got.get_ifd(0x8769)
+
+
+def test_prescale_scales_dpi(tmp_path: Path) -> None:
+    src = tmp_path / "scan.png"
+    grace_hopper().save(src, dpi=(600, 600))
+    li = load_image(src, max_side=300)
+    assert li.scale == pytest.approx(0.5)
+    out = Image.open(save_image(li, li.pixels, tmp_path / "out.png"))
+    assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)  # same physical size
+
+
+# --- frames and pre-scale ------------------------------------------------------------------------
+
+
+def test_animated_gif_uses_first_frame_with_note(tmp_path: Path) -> None:
+    frames = [astronaut(64, 64), grace_hopper().resize((64, 64)), astronaut(64, 64).rotate(90)]
+    src = tmp_path / "anim.gif"
+    frames[0].save(src, save_all=True, append_images=frames[1:], duration=100, loop=0)
+
+    li = load_image(src)
+    assert li.format == "GIF" and li.size == (64, 64)
+    assert any("3 frames; only the first" in n for n in li.notes)
+    first = np.asarray(Image.open(src).convert("RGB"))
+    assert np.array_equal(rgb_of(li), first)
+    assert output_format("GIF") == "PNG"
+
+
+def test_multipage_tiff_and_animated_webp_notes(tmp_path: Path) -> None:
+    tif = tmp_path / "pages.tif"
+    astronaut(40, 30).save(tif, save_all=True, append_images=[grace_hopper().resize((40, 30))])
+    assert any("2 pages" in n for n in load_image(tif).notes)
+    webp = tmp_path / "anim.webp"
+    astronaut(40, 30).save(webp, save_all=True, append_images=[grace_hopper().resize((40, 30))], duration=50)
+    li = load_image(webp)
+    assert any("2 frames" in n for n in li.notes) and li.size == (40, 30)
+
+
+def test_prescale_decodes_jpeg_at_reduced_dct_scale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "big.jpg"
+    astronaut(2400, 1600).save(src, quality=92)
+    full = cv2.resize(load_image(src).pixels, (500, 333), interpolation=cv2.INTER_AREA)
+    shapes: list[tuple[int, ...]] = []
+    real_imdecode = cv2.imdecode
+
+    def spy(buf, flags):  # type: ignore[no-untyped-def]
+        out = real_imdecode(buf, flags)
+        shapes.append(out.shape)
+        return out
+
+    monkeypatch.setattr(cv2, "imdecode", spy)
+    li = load_image(src, max_side=500)
+
+    assert shapes == [(400, 600, 3)]  # DCT-decoded at 1/4: still >= the 500x333 target
+    assert li.size == (500, 333) and li.original_size == (2400, 1600)
+    assert li.scale == pytest.approx(500 / 2400)
+    assert "pre-scaled from 2400x1600 to 500x333" in li.notes
+    assert np.abs(full.astype(int) - li.pixels.astype(int)).mean() < 2
+
+
+def test_prescale_uses_pillow_draft_when_pillow_decodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "big_trailer.jpg"
+    astronaut(2400, 1600).save(src, quality=92)
+    with open(src, "ab") as fh:
+        fh.write(b"SAMSUNG-TRAILER" * 10)  # data after EOI: some phones append it; Pillow path
+    drafts: list[tuple] = []
+    real_draft = JpegImagePlugin.JpegImageFile.draft
+
+    def spy(self, mode, size):  # type: ignore[no-untyped-def]
+        result = real_draft(self, mode, size)
+        drafts.append((size, self.size))
+        return result
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy)
+    li = load_image(src, max_side=500)
+
+    assert drafts == [((500, 333), (600, 400))]  # decoded at 1/4 by Pillow's draft
+    assert li.size == (500, 333) and "pre-scaled from 2400x1600 to 500x333" in li.notes
+
+
+def test_jpeg_fast_path_matches_pillow(tmp_path: Path) -> None:
+    src = tmp_path / "gh.jpg"
+    grace_hopper().save(src, quality=90, subsampling=2)
+    li = load_image(src)
+    assert np.array_equal(li.pixels, cv2.cvtColor(np.asarray(Image.open(src)), cv2.COLOR_RGB2BGR))
+
+
+def test_prescale_with_rotation_and_alpha(tmp_path: Path) -> None:
+    src = tmp_path / "rot.jpg"
+    astronaut(1200, 800).save(src, exif=camera_exif(6))
+    li = load_image(src, max_side=300)
+    assert li.original_size == (800, 1200) and li.size == (200, 300)
+    assert "pre-scaled from 800x1200 to 200x300" in li.notes
+
+    png = tmp_path / "alpha.png"
+    Image.fromarray(np.dstack([np.asarray(astronaut(400, 200)), np.full((200, 400), 77, np.uint8)])).save(png)
+    li2 = load_image(png, max_side=100)
+    assert li2.size == (100, 50) and li2.alpha.shape == (50, 100) and np.all(li2.alpha == 77)
+
+
+def test_no_prescale_when_small_enough(tmp_path: Path) -> None:
+    src = tmp_path / "s.jpg"
+    grace_hopper().save(src)
+    li = load_image(src, max_side=600)
+    assert li.scale == 1.0 and li.size == (512, 600) and li.notes == []
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = png_with_declared_size(tmp_path / "bomb.png", 20000, 20000)
+    assert probe_image(src) == ("PNG", (20000, 20000))  # header only: cheap, no error
+
+    def no_decoding(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("pixels were decoded")
+
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
+    with pytest.raises(ImageTooLargeError) as err:
+        load_image(src)
+    assert err.value.reason == "image is 20000x20000 (400 MP), over the 200 MP limit"
+    assert err.value.kind == "failed" and isinstance(err.value, InputError)
+
+
+def test_megapixel_limit_is_ours_not_pillows(tmp_path: Path) -> None:
+    before = Image.MAX_IMAGE_PIXELS
+    src = tmp_path / "a.png"
+    astronaut().save(src)
+    with pytest.raises(ImageTooLargeError, match=r"512x512 \(0 MP\), over the 0.1 MP limit"):
+        load_image(src, max_megapixels=0.1)
+    # 190 MP: Image.open would raise DecompressionBombError (over 2 x 89.5 MP); our opener reads the
+    # header, and the refusal names our own limit.
+    big = png_with_declared_size(tmp_path / "big.png", 19000, 10000)
+    assert probe_image(big) == ("PNG", (19000, 10000))
+    with pytest.raises(ImageTooLargeError, match="19000x10000 \\(190 MP\\), over the 150 MP limit"):
+        load_image(big, max_megapixels=150)
+    assert Image.MAX_IMAGE_PIXELS == before
+
+
+def test_truncated_jpeg_refused(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jpg"
+    grace_hopper().save(whole, quality=95)
+    src = tmp_path / "cut.jpg"
+    src.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(BrokenImageError) as err:
+        load_image(src)
+    assert err.value.reason == "truncated JPEG: image data ends early"
+    with pytest.raises(BrokenImageError):
+        load_image(src, max_side=100)  # also through draft
+
+
+def test_truncated_png_refused(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.png"
+    astronaut().save(whole)
+    src = tmp_path / "cut.png"
+    src.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    with pytest.raises(BrokenImageError, match="PNG"):
+        load_image(src)
+
+
+def test_truncated_16bit_png_refused(tmp_path: Path) -> None:
+    whole = tmp_path / "w16.png"
+    cv2.imwrite(str(whole), (np.random.default_rng(0).random((200, 200, 3)) * 65535).astype(np.uint16))
+    src = tmp_path / "cut16.png"
+    src.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(BrokenImageError):
+        load_image(src)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Pillow warns about cut TIFF tags
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP"])
+def test_cut_anywhere_gives_a_clear_error(tmp_path: Path, fmt: str) -> None:
+    whole = tmp_path / "whole"
+    astronaut(96, 64).save(whole, format=fmt)
+    raw = whole.read_bytes()
+    for cut in sorted({1, 2, 5, 12, 20, 40, 100, 300, len(raw) // 2, len(raw) - 10}):
+        src = tmp_path / f"cut{cut}.{fmt.lower()}"
+        src.write_bytes(raw[:cut])
+        try:
+            load_image(src)
+        except InputError as exc:
+            assert exc.reason and str(src) in str(exc)
+        # Loading without an error is acceptable only if the data really was complete enough.
+
+
+def test_zero_byte_file(tmp_path: Path) -> None:
+    src = tmp_path / "empty.jpg"
+    src.touch()
+    with pytest.raises(EmptyFileError) as err:
+        load_image(src)
+    assert err.value.reason == "file is empty (0 bytes)" and err.value.kind == "unsupported"
+
+
+def test_random_bytes_named_jpg(tmp_path: Path) -> None:
+    src = tmp_path / "noise.jpg"
+    src.write_bytes(np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    with pytest.raises(NotAnImageError, match=r"not an image file \(unrecognised content\)"):
+        load_image(src)
+
+
+def test_text_file_named_jpg(tmp_path: Path) -> None:
+    src = tmp_path / "notes.jpg"
+    src.write_text("Shopping list:\n- milk\n- film for the Leica\n" * 20, encoding="utf-8")
+    with pytest.raises(NotAnImageError) as err:
+        probe_image(src)
+    assert err.value.reason == "not an image file (looks like text)"
+    with pytest.raises(NotAnImageError):
+        load_image(src)
+
+
+def test_png_that_is_really_a_jpeg(tmp_path: Path) -> None:
+    src = tmp_path / "photo.png"
+    grace_hopper().save(src, format="JPEG")
+    li = load_image(src)
+    assert li.format == "JPEG" and li.size == (512, 600)
+    assert output_format(li.format) == "JPEG"
+
+
+def test_directory_named_like_a_photo(tmp_path: Path) -> None:
+    folder = tmp_path / "photo.jpg"
+    folder.mkdir()
+    with pytest.raises(NotAnImageError, match="is a directory"):
+        load_image(folder)
+
+
+def test_fifo_is_not_a_regular_file(tmp_path: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this OS")
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)
+    with pytest.raises(NotAnImageError, match="not a regular file"):
+        load_image(fifo)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="file not found"):
+        load_image(tmp_path / "gone.jpg")
+
+
+def test_heic_without_pillow_heif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(load_mod, "_heif_registered", False)  # as if pillow-heif were absent
+    src = tmp_path / "iphone.heic"
+    src.write_bytes(struct.pack(">I", 24) + b"ftypheic" + bytes(4) + b"mif1heic" + bytes(200))
+    with pytest.raises(UnsupportedFormatError) as err:
+        load_image(src)
+    assert err.value.reason == "unsupported format HEIC (install pillow-heif to read it)"
+    assert err.value.kind == "unsupported"
+
+
+def test_raw_files_refused_by_name(tmp_path: Path) -> None:
+    src = tmp_path / "IMG_0001.CR2"
+    astronaut(64, 64).save(src, format="TIFF")  # a CR2 is TIFF-shaped; Pillow would read its preview
+    with pytest.raises(UnsupportedFormatError, match="camera RAW"):
+        load_image(src)
+
+
+def test_supported_extensions() -> None:
+    assert {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".heic", ".heif"} <= SUPPORTED_EXTENSIONS
+    assert all(e == e.lower() and e.startswith(".") for e in SUPPORTED_EXTENSIONS)
+
+
+def test_probe_reads_header_only(tmp_path: Path) -> None:
+    src = tmp_path / "p.webp"
+    astronaut(300, 200).save(src, quality=80)
+    assert probe_image(src) == ("WEBP", (300, 200))
+
+
+# --- saving --------------------------------------------------------------------------------------
+
+
+def test_output_format_mapping() -> None:
+    assert output_format("JPEG") == "JPEG" and output_format("MPO") == "JPEG"
+    assert output_format("TIFF", "png") == "PNG" and output_format("PNG", "jpg") == "JPEG"
+    assert output_format("HEIF") == "JPEG" and output_format("GIF") == "PNG" and output_format("BMP") == "BMP"
+    with pytest.raises(ValueError, match="unknown output format"):
+        output_format("PNG", "jxl")
+
+
+@pytest.mark.parametrize("out", ["same", "jpeg", "png", "webp", "tiff"])
+@pytest.mark.parametrize("mode", ["L", "LA", "RGB", "RGBA", "P"])
+@pytest.mark.parametrize("depth", [8, 16])
+def test_every_mode_writes_to_every_format(tmp_path: Path, mode: str, out: str, depth: int) -> None:
+    photo = astronaut(48, 32)
+    im = photo.quantize(16) if mode == "P" else photo.convert(mode)
+    if "A" in mode:
+        alpha = np.full((32, 48), 255, np.uint8)
+        alpha[:, :10] = 0
+        im.putalpha(Image.fromarray(alpha))
+    src = tmp_path / "src.png"
+    im.save(src)
+    li = load_image(src)
+    pixels = li.pixels if depth == 8 else li.pixels.astype(np.uint16) * 257
+
+    back = load_image(save_image(li, pixels, tmp_path / "out", format=out))
+
+    assert back.size == (48, 32)
+    keeps_16 = depth == 16 and back.format in ("PNG", "TIFF")
+    assert back.pixels.dtype == (np.uint16 if keeps_16 else np.uint8)
+    if mode in ("L", "LA") and back.format != "WEBP" and not (mode == "LA" and keeps_16):
+        assert back.is_gray
+    if "A" in mode and back.format != "JPEG":
+        assert back.alpha is not None and int(back.alpha[:, :10].max()) == 0
+
+
+def test_save_does_not_overwrite_a_different_file(tmp_path: Path) -> None:
+    src = tmp_path / "in.png"
+    astronaut(64, 64).save(src)
+    li = load_image(src)
+    dst = tmp_path / "out.png"
+    dst.write_bytes(b"someone else's file")
+
+    with pytest.raises(OutputError, match="out.png: a different file already exists"):
+        save_image(li, li.pixels, dst)
+    assert dst.read_bytes() == b"someone else's file"
+    assert save_image(li, li.pixels, dst, overwrite=True) == dst
+    assert np.array_equal(load_image(dst).pixels, li.pixels)
+    save_image(li, li.pixels, dst)  # identical content already there: fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.png", "out.png"]
+
+
+@pytest.mark.parametrize(
+    ("where", "err", "reason"),
+    [("fsync", errno.ENOSPC, "disk full"), ("open", errno.EACCES, "permission denied"),
+     ("write", errno.EROFS, "read-only file system")],
+)  # fmt: skip
+def test_save_failure_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, err: int, reason: str
+) -> None:
+    src = tmp_path / "in.jpg"
+    grace_hopper().save(src)
+    li = load_image(src)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+
+    def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(err, os.strerror(err))
+
+    if where == "open":
+        monkeypatch.setattr(os, "open", fail)
+    elif where == "fsync":
+        monkeypatch.setattr(os, "fsync", fail)
+    else:
+        import gpen_watch.imaging.save as save_mod
+
+        real = save_mod._write_synced
+
+        def half_written(tmp: Path, data: bytes) -> None:
+            real(tmp, data[:100])  # the temp exists, then the disk goes read-only
+            fail()
+
+        monkeypatch.setattr(save_mod, "_write_synced", half_written)
+    with pytest.raises(OutputError) as exc:
+        save_image(li, li.pixels, out_dir / "r.jpg")
+    assert str(out_dir) in str(exc.value) and "r.jpg" in str(exc.value) and reason in str(exc.value)
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions")
+def test_save_into_read_only_folder(tmp_path: Path) -> None:
+    src = tmp_path / "in.jpg"
+    grace_hopper().save(src)
+    li = load_image(src)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(OutputError, match="permission denied") as err:
+            save_image(li, li.pixels, ro / "r.jpg")
+        assert str(ro) in str(err.value)
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_save_onto_a_directory(tmp_path: Path) -> None:
+    src = tmp_path / "in.jpg"
+    grace_hopper().save(src)
+    li = load_image(src)
+    (tmp_path / "taken.jpg").mkdir()
+    with pytest.raises(OutputError, match="is a directory"):
+        save_image(li, li.pixels, tmp_path / "taken.jpg")
+
+
+def test_saved_file_permissions_follow_umask(tmp_path: Path) -> None:
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
+    src = tmp_path / "in.png"
+    astronaut(32, 32).save(src)
+    li = load_image(src)
+    old = os.umask(0o022)
+    try:
+        out = save_image(li, li.pixels, tmp_path / "o.png")
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_save_rejects_bad_pixels(tmp_path: Path) -> None:
+    src = tmp_path / "in.png"
+    astronaut(32, 32).save(src)
+    li = load_image(src)
+    with pytest.raises(ValueError, match="BGR"):
+        save_image(li, li.pixels[..., 0], tmp_path / "o.png")
+    with pytest.raises(ValueError, match="uint8 or uint16"):
+        save_image(li, li.pixels.astype(np.float32), tmp_path / "o.png")
+
+
+def test_imaging_does_not_import_torch() -> None:
+    code = "import sys, gpen_watch.imaging.load, gpen_watch.imaging.save; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
