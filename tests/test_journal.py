@@ -347,3 +347,22 @@ def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
         assert j.integrity_check() == "ok"
         assert [e.kind for e in j.history(job_id)] == ["added"]
         assert add(j, "b.jpg").status == "new"  # and it is writable again
+
+
+def test_file_dropped_again_after_it_went_missing_is_a_new_job(journal: Journal) -> None:
+    first = add(journal, "a.jpg")
+    assert journal.mark_gone(first.job.id)
+    again = add(journal, "a.jpg")
+    assert again.status == "new" and again.job.id != first.job.id
+
+
+def test_status_reader_opens_read_only_beside_the_running_writer(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    with Journal.open(path) as writer:
+        add(writer, "a.jpg")
+        with Journal.open(path, readonly=True) as reader:
+            assert reader.counts()["queued"] == 1
+            add(writer, "b.jpg")
+            assert reader.counts()["queued"] == 2  # sees the writer's commits (WAL)
+            with pytest.raises(sqlite3.OperationalError):
+                reader.claim(1, "nope")

@@ -39,6 +39,8 @@ HASH_CHUNK = 1 << 20
 
 ACTIVE = ("queued", "running")
 ENDED = ("done", "failed", "unsupported", "duplicate", "gone")
+# Ended jobs whose file was dealt with (a gone job's file was not: seeing it again is a new drop).
+SETTLED = ("done", "failed", "unsupported", "duplicate")
 # Outcomes for the original that leave it where it was: seeing the same file there again is not a
 # new drop. The in-progress markers count too (recovery finishes them).
 ORIGINAL_IN_PLACE = ("kept", "left", "archiving", "deleting", "setting-aside")
@@ -291,7 +293,7 @@ class Journal:
                     )
                     self._event(conn, row["id"], "superseded", "file replaced by new content")
                     superseded.append(row["id"])
-                elif row["state"] in ENDED and same and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE):
+                elif row["state"] in SETTLED and same and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE):
                     return AddResult("known", _job(row))
 
             done = conn.execute(

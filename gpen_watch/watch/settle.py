@@ -57,7 +57,8 @@ class SettleTracker:
 
     def forget_under(self, folder: Path) -> list[Path]:
         """Drop every tracked path inside ``folder`` (it was deleted or moved away)."""
-        gone = [p for p in self._seen if p == folder or folder in p.parents]
+        prefix = str(folder) + os.sep
+        gone = [p for p in self._seen if p == folder or str(p).startswith(prefix)]
         for p in gone:
             del self._seen[p]
         return gone

@@ -295,9 +295,14 @@ class Watcher:
             else:
                 self._observe(path)
             return
-        self._tracker.forget(path)
-        self._tracker.forget_under(path)
-        gone = [p for p in self._emitted if p == path or path in p.parents]
+        # A file is the common case; only a folder needs the (linear) prefix search.
+        if path in self._tracker or path in self._emitted:
+            self._tracker.forget(path)
+            gone = [path] if path in self._emitted else []
+        else:
+            self._tracker.forget_under(path)
+            prefix = str(path) + os.sep
+            gone = [p for p in self._emitted if str(p).startswith(prefix)]
         for p in gone:
             del self._emitted[p]
             if self._on_gone is not None and not self._stopping.is_set():
