@@ -14,7 +14,8 @@ What it does to an image depends on the file name:
     bad       returns a failed result ("not an image")
     anything else: copies the file to dst and reports one face.
 
-FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError, "cuda_error"
+FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (with
+"model_error_while:PATH" only while PATH exists), "cuda_error"
 raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker.
 """
@@ -36,7 +37,10 @@ from gpen_watch.restore.api import FileJob, FileResult
 class FakeRestorer:
     def __init__(self, cfg: object, device: str, threads: int | None = None) -> None:
         load = os.environ.get("FAKE_LOAD", "")
-        if load == "model_error":
+        if load.startswith("model_error_while:"):
+            if Path(load.partition(":")[2]).exists():
+                raise ModelError("GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`")
+        elif load == "model_error":
             raise ModelError("GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`")
         if load == "bug":
             raise AttributeError("'GPEN' object has no attribute 'size'")

@@ -323,15 +323,24 @@ def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., 
     assert files(svc.outbox) == ["slow.jpg"]
 
 
-def test_weights_error_is_reported_not_crash_looped(services: Callable[..., Service]) -> None:
-    svc = services(env={"FAKE_LOAD": "model_error"}).start(wait=False)
+def test_weights_error_is_reported_not_crash_looped_and_resume_retries(
+    services: Callable[..., Service], tmp_path: Path
+) -> None:
+    missing = tmp_path / "weights-missing"
+    missing.touch()
+    svc = services(env={"FAKE_LOAD": f"model_error_while:{missing}"}).start(wait=False)
     s = svc.wait(lambda s: s["workers"] and s["workers"][0]["state"] == "error", what="worker error")
     assert "gpen-watch models fetch" in s["problem"]
     drop(svc.inbox, "a.jpg", b"a")
     s = svc.wait(lambda s: s["queue"]["queued"] == 1, what="queued")
-    assert s["workers"][0]["restarts"] == 0
-    svc.stop()
+    time.sleep(1.0)
+    assert svc.status()["workers"][0]["restarts"] == 0 and svc.status()["queue"]["queued"] == 1
     assert files(svc.inbox) == ["a.jpg"]  # nothing lost: it waits for working weights
+    missing.unlink()  # the user fetched the weights
+    assert control.request("resume")["ok"]
+    s = svc.wait_done(1)
+    assert s["problem"] is None and files(svc.outbox) == ["a.jpg"]
+    svc.stop()
 
 
 # --- with the real engine and tiny random models -------------------------------------------------
@@ -376,8 +385,27 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
     assert s["workers"][0]["restarts"] == 0
     assert s["torch_loaded"] is False
     assert s["rss_peak_mb"] is None or s["rss_peak_mb"] < 300
-    drop(svc.inbox, "again.jpg", photo[:-2] + b"\xff\xd9")  # different bytes: a new job
+    drop(svc.inbox, "again.jpg", photo + b"\0")  # different bytes (after the end marker): a new job
     svc.wait_done(6, timeout=120)
     assert files(svc.outbox) == ["again.jpg", "grace.jpg"]
     svc.stop()
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
+
+
+def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
+    services: Callable[..., Service], tiny_models: Any, tmp_path: Path
+) -> None:
+    bad = tmp_path / "models" / "broken.pth"
+    bad.parent.mkdir()
+    bad.write_bytes(tiny_models.gpen.read_bytes()[:5000])  # a download cut short
+    svc = services("--model", str(bad), "--model-dir", str(tiny_models.model_dir),
+                   "--set", "restore.detector=retinaface_mobile0.25", "--set", "restore.use_parse=false",
+                   fake=False)
+    drop(svc.inbox, "a.jpg", b"\xff\xd8 not decoded: no worker runs")
+    svc.start(wait=False)
+    s = svc.wait(lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 90, "worker error")
+    assert str(bad) in s["problem"]
+    s = svc.wait(lambda s: s["queue"]["queued"] == 1, what="photo queued")
+    assert s["workers"][0]["restarts"] == 0
+    svc.stop()
+    assert files(svc.inbox) == ["a.jpg"] and files(svc.failed) == []

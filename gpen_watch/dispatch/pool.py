@@ -212,6 +212,17 @@ class Pool:
                 w.state, w.restart_at = BACKOFF, now
         self._dispatch()
 
+    def take_back_stranded(self) -> list[Task]:
+        """Tasks waiting for a worker when no worker can come (all stopped by errors or retired).
+
+        The service puts them back in the journal's queue, so status shows them as waiting, not
+        running, and they go out again once a worker is back (``resume``, a restart)."""
+        if any(w.state in (STARTING, READY, BACKOFF) for w in self._workers):
+            return []
+        tasks = list(self._pending)
+        self._pending.clear()
+        return tasks
+
     def in_flight(self) -> int:
         return sum(len(w.flights) for w in self._workers)
 

@@ -174,6 +174,9 @@ class ControlServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Requests being answered; close() lets them finish so that a `stop` gets its reply.
+        self._busy = 0
+        self._idle = threading.Condition()
         self.address = ""
 
     def start(self) -> None:
@@ -208,8 +211,10 @@ class ControlServer:
         self._thread.start()
         log.debug("control channel on %s", self.address)
 
-    def close(self) -> None:
+    def close(self, wait: float = 3.0) -> None:
         self._stop.set()
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, timeout=wait)
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         if self._thread is not None:
@@ -263,7 +268,14 @@ class ControlServer:
                         request = _recv(reader)
                     except EOFError:
                         return
-                    _send(conn, self._handle(request))
+                    with self._idle:
+                        self._busy += 1
+                    try:
+                        _send(conn, self._handle(request))
+                    finally:
+                        with self._idle:
+                            self._busy -= 1
+                            self._idle.notify_all()
             except (OSError, EOFError, ValueError) as exc:
                 log.debug("control client dropped: %s", exc)
             finally:

@@ -113,6 +113,7 @@ class Service:
         self._arrivals: queue.Queue[Arrival | Path] = queue.Queue()
         self._requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
         self._stop = threading.Event()
+        self._closed = threading.Event()  # the loop no longer answers requests
         self._stop_deadline: float | None = None
         self._pool: Pool | None = None
         self._journal: Journal | None = None
@@ -155,6 +156,8 @@ class Service:
             return {"ok": True, "pid": os.getpid()}
         if cmd not in ("status", "pause", "resume"):
             return {"ok": False, "error": f"unknown command {cmd!r}; use status, pause, resume or stop"}
+        if self._closed.is_set():
+            return {"ok": False, "error": "the service is stopping"}
         fut: Future[dict[str, Any]] = Future()
         self._requests.put((request, fut))
         self._wake()
@@ -192,6 +195,8 @@ class Service:
             self._loop()
             self._shutdown()
         finally:
+            self._closed.set()
+            self._refuse_requests()
             if self._watcher is not None:
                 self._stop_watcher()
             if self._pool is not None and self._pool.alive():
@@ -219,6 +224,9 @@ class Service:
             self._tp.busy(self._pool.in_flight() > 0)
             for event in self._pool.poll(self._tick()):
                 self._on_event(event)
+            stranded = self._pool.take_back_stranded()
+            if stranded:
+                self._requeue(stranded, "no worker can run it: " + (self._pool.problem() or "no worker"))
 
     def _tick(self) -> float:
         if self._hold_until and self._arrivals.empty():
@@ -242,11 +250,12 @@ class Service:
 
     def _requeue(self, tasks: list[Task], reason: str) -> None:
         assert self._journal is not None
+        self._maybe_queued = True
         for t in tasks:
             commit.discard(t.job.dst)
             self._journal.requeue(t.key, reason)
         if tasks:
-            log.info("%d job(s) handed back to the queue for the next start", len(tasks))
+            log.info("%d job(s) handed back to the queue", len(tasks))
 
     # --- watcher --------------------------------------------------------------------------------
 
@@ -411,6 +420,14 @@ class Service:
                 log.exception("control command failed")
                 fut.set_result({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
 
+    def _refuse_requests(self) -> None:
+        while True:
+            try:
+                _request, fut = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            fut.set_result({"ok": False, "error": "the service is stopping"})
+
     def _command(self, cmd: str) -> dict[str, Any]:
         assert self._pool is not None
         if cmd == "pause":
@@ -420,6 +437,7 @@ class Service:
             return {"ok": True, "in_flight": self._pool.in_flight()}
         if cmd == "resume":
             self._paused = False
+            self._maybe_queued = True
             self._pool.resume()
             log.info("resumed")
             return {"ok": True}
