@@ -186,6 +186,20 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
 
+def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., Service]) -> None:
+    svc = services().start()
+    chunks = [bytes([65 + i]) * 1000 for i in range(12)]
+    with open(svc.inbox / "slow-copy.jpg", "wb") as f:  # written in place, no rename
+        for chunk in chunks:
+            f.write(chunk)
+            f.flush()
+            time.sleep(0.1)  # each write is well inside the 0.2 s settle time
+            assert svc.status()["queue"]["queued"] + svc.status()["queue"]["done"] == 0
+    svc.wait_done(1)
+    assert (svc.outbox / "slow-copy.jpg").read_bytes() == b"".join(chunks)
+    svc.stop()
+
+
 def test_second_instance_is_refused(services: Callable[..., Service]) -> None:
     svc = services().start()
     second = subprocess.run(svc.command(), env=svc.env, capture_output=True, text=True, timeout=60)
