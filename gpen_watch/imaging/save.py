@@ -36,6 +36,8 @@ _SAME_FALLBACK = {"HEIF": "JPEG", "HEIC": "JPEG", "AVIF": "JPEG"}
 _WRITABLE_SAME = frozenset({"JPEG", "PNG", "WEBP", "TIFF", "BMP"})
 
 OUTPUT_SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif", "BMP": ".bmp"}
+# Other spellings users have for the same formats; a name keeps its own when it already fits.
+_SUFFIX_ALIASES = {"JPEG": (".jpeg", ".jpe", ".jfif"), "TIFF": (".tiff",)}
 
 _JPEG_MAX_EXIF = 65533  # payload of one APP1 segment; Pillow refuses more
 _TAG_ORIENTATION = 0x0112
@@ -55,6 +57,16 @@ def output_format(source_format: str, requested: str = "same") -> str:
     if src in _WRITABLE_SAME:
         return src
     return _SAME_FALLBACK.get(src, "PNG")
+
+
+def matching_suffix(fmt: str, suffix: str) -> str:
+    """``suffix`` if it names format ``fmt`` (as written by save_image), else the usual one.
+
+    A PNG that arrived named ``.jpg`` is written as PNG, so its result must be named ``.png``.
+    """
+    if suffix.lower() == OUTPUT_SUFFIXES[fmt] or suffix.lower() in _SUFFIX_ALIASES.get(fmt, ()):
+        return suffix
+    return OUTPUT_SUFFIXES[fmt]
 
 
 def save_image(

@@ -39,4 +39,6 @@ class FileResult:
     timings: dict[str, float] = field(default_factory=dict)
     width: int = 0
     height: int = 0
+    # Format actually written ("JPEG", "PNG"...): a file's content, not its name, decides "same".
+    format: str | None = None
     out_of_memory: bool = False

@@ -1,0 +1,96 @@
+"""The GPU-side stage: aligned face crops in, restored crops (and parse masks) out, in batches."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpen_watch.restore.device import Placement
+from gpen_watch.restore.gpen_model import prepare_for_inference
+
+log = logging.getLogger(__name__)
+
+# ParseNet classes that are not face: background, hat, both neck classes and cloth. Pasting those
+# back would replace the photo's own hair edge, collar or background with the generator's guess.
+_NOT_FACE = (0, 14, 16, 17, 18)
+_PARSE_SIZE = 512
+
+
+class OutOfMemory(RuntimeError):
+    """Even one face did not fit on the device."""
+
+
+class FaceEnhancer:
+    """Runs GPEN (and optionally ParseNet) on (F, S, S, 3) BGR uint8 crops."""
+
+    def __init__(
+        self,
+        gpen: nn.Module,
+        size: int,
+        place: Placement,
+        face_batch: int,
+        parser: nn.Module | None = None,
+    ) -> None:
+        self.size = size
+        self.place = place
+        self.face_batch = max(1, face_batch)
+        self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
+        self.parser = parser.to(place.device).eval() if parser is not None else None
+        self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
+        self._not_face[list(_NOT_FACE)] = True
+
+    def enhance(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None."""
+        faces: list[np.ndarray] = []
+        masks: list[np.ndarray] = []
+        start = 0
+        while start < len(crops):
+            chunk = crops[start : start + self.face_batch]
+            try:
+                out, mask = self._run(chunk)
+            except torch.cuda.OutOfMemoryError as exc:
+                if self.face_batch == 1:
+                    raise OutOfMemory(str(exc)) from exc
+                # Keep the smaller batch for the rest of this worker's life: memory rarely comes back.
+                self.face_batch = max(1, self.face_batch // 2)
+                log.warning("out of GPU memory; face batch lowered to %d", self.face_batch)
+                torch.cuda.empty_cache()
+                continue
+            faces.append(out)
+            if mask is not None:
+                masks.append(mask)
+            start += len(chunk)
+        restored = np.concatenate(faces) if faces else crops[:0].copy()
+        return restored, (np.concatenate(masks) if masks else None)
+
+    def _run(self, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        dev = self.place.device
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
+            # BGR uint8 (N,S,S,3) -> RGB float (N,3,S,S) in [-1, 1], as GPEN was trained.
+            x = x.flip(-1).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
+            y = self.gpen(x)  # fp32 out, whatever the autocast inside
+            if self.parser is not None:
+                with self.gpen.autocast():
+                    mask = self._parse(y)
+            else:
+                mask = None
+            y = y.clamp_(-1, 1).add_(1).mul_(127.5).round_()
+            out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
+            return out, (mask.float().cpu().numpy() if mask is not None else None)
+
+    def _parse(self, y: torch.Tensor) -> torch.Tensor:
+        """Face-region mask (N,S,S) in {0,1} from ParseNet run on the restored faces."""
+        inp = y.float().clamp(-1, 1)
+        if inp.shape[-1] != _PARSE_SIZE:
+            inp = F.interpolate(inp, size=(_PARSE_SIZE, _PARSE_SIZE), mode="bilinear", align_corners=False)
+        logits = self.parser(inp)[0]  # (N, 19, 512, 512)
+        labels = logits.argmax(dim=1)
+        face = (~self._not_face[labels]).float().unsqueeze(1)
+        if face.shape[-1] != self.size:
+            face = F.interpolate(face, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        return face[:, 0]

@@ -1,0 +1,310 @@
+"""The restoration engine used by `gpen-watch restore` and by every daemon worker.
+
+Models are loaded once. Files flow through three overlapping stages so the device never waits for
+the CPU when there are cores to spare:
+
+    decode pool (threads)  ->  device loop (this thread)            ->  finish pool (threads)
+    read, orient, pre-scale    detect, align, GPEN on face batches      paste back, encode, write
+
+Faces of several photos share one generator batch; a photo is handed to the finish pool as soon
+as all of its faces are back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.errors import GpenWatchError, InputError
+from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
+from gpen_watch.imaging.save import output_format, save_image
+from gpen_watch.restore import align, paste
+from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.detect import Face, FaceDetector
+from gpen_watch.restore.device import Placement, auto_face_batch, placement, set_threads
+from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Work:
+    """One photo on its way through the stages."""
+
+    job: FileJob
+    result: FileResult
+    image: LoadedImage | None = None
+    faces: list[Face] = field(default_factory=list)
+    crops: np.ndarray | None = None  # (F,S,S,3) uint8
+    affines: np.ndarray | None = None  # (F,2,3)
+    restored: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    pending: int = 0  # faces not yet restored
+
+
+class Restorer:
+    """Warm models plus the staged pipeline. Not thread-safe: one caller at a time."""
+
+    def __init__(
+        self,
+        cfg: RestoreConfig,
+        device: str | None = None,
+        threads: int | None = None,
+        io_threads: int | None = None,
+        download: bool = True,
+        detector: FaceDetector | None = None,
+    ) -> None:
+        from gpen_watch.modelstore import verify
+
+        self.cfg = cfg
+        self.threads = set_threads(threads)
+        self.place: Placement = placement(device or cfg.device, cfg.precision, cfg.channels_last)
+        dev = self.place.device
+        t0 = time.perf_counter()
+        gpen = verify.load_gpen(cfg.model, model_dir=cfg.model_dir, device=str(dev), download=download)
+        self.size = int(gpen.config.size)
+        parser = None
+        if cfg.use_parse:
+            parser = verify.load_parser(cfg.model_dir, device=str(dev), download=download)
+        if detector is None:
+            net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=download)
+            detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
+        self.detector = detector
+        batch = cfg.face_batch or auto_face_batch(self.size, self.place)
+        self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser)
+        self.load_seconds = time.perf_counter() - t0
+        # CPU stages mostly run in OpenCV/Pillow code that releases the GIL.
+        n_io = io_threads or max(2, min(8, (os.cpu_count() or 2)))
+        self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
+        self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
+        log.info(
+            "restorer ready on %s (%s, face batch %d, %d threads) in %.1f s",
+            dev,
+            self.place.precision,
+            batch,
+            self.threads,
+            self.load_seconds,
+        )
+
+    @property
+    def face_batch(self) -> int:
+        return self.enhancer.face_batch
+
+    def close(self) -> None:
+        self._decode_pool.shutdown(wait=True, cancel_futures=True)
+        self._finish_pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Restorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- pipeline -------------------------------------------------------------------------------
+
+    def restore_files(self, jobs: Iterable[FileJob], prefetch: int = 4) -> Iterator[FileResult]:
+        """Restore each job's file; results are yielded as photos finish (not in job order)."""
+        todo = iter(jobs)
+        decoding: deque[Future[_Work]] = deque()
+        ready: list[_Work] = []  # detected and aligned, faces waiting for the generator
+        finishing: set[Future[FileResult]] = set()
+        exhausted = False
+
+        def refill() -> None:
+            nonlocal exhausted
+            while not exhausted and len(decoding) < prefetch:
+                job = next(todo, None)
+                if job is None:
+                    exhausted = True
+                    return
+                decoding.append(self._decode_pool.submit(self._decode, job))
+
+        refill()
+        while decoding or ready or finishing:
+            # Absorb decoded photos; wait for the next one only while a batch is not yet full.
+            while decoding and (decoding[0].done() or self._queued_faces(ready) < self.face_batch):
+                work = decoding.popleft().result()
+                refill()
+                if work.image is not None:
+                    self._detect_and_align(work)
+                if work.pending:
+                    ready.append(work)
+                else:
+                    finishing.add(self._finish_pool.submit(self._finish, work))
+            if ready:
+                for work in self._run_batch(ready):
+                    finishing.add(self._finish_pool.submit(self._finish, work))
+                ready = [w for w in ready if w.pending]
+            if finishing:
+                idle = not decoding and not ready
+                done, _ = wait(finishing, timeout=None if idle else 0, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    finishing.discard(fut)
+                    yield fut.result()
+
+    def restore_paths(self, pairs: Iterable[tuple[os.PathLike, os.PathLike]], **kw: object) -> Iterator[FileResult]:
+        from pathlib import Path
+
+        return self.restore_files((FileJob(Path(s), Path(d), **kw) for s, d in pairs))  # type: ignore[arg-type]
+
+    # --- stages ---------------------------------------------------------------------------------
+
+    def _decode(self, job: FileJob) -> _Work:
+        result = FileResult(src=job.src, ok=False)
+        work = _Work(job, result)
+        t0 = time.perf_counter()
+        try:
+            max_side = self._max_side(job)
+            image = load_image(job.src, max_side=max_side, max_megapixels=self.cfg.max_megapixels)
+        except InputError as exc:
+            result.error, result.error_kind = exc.reason, getattr(exc, "kind", "failed")
+            return work
+        except Exception as exc:  # noqa: BLE001 - any decoder bug must become a per-file failure
+            log.exception("unexpected error reading %s", job.src)
+            result.error, result.error_kind = f"cannot read image: {exc}", "failed"
+            return work
+        result.timings["decode"] = time.perf_counter() - t0
+        result.notes.extend(image.notes)
+        result.height, result.width = image.pixels.shape[:2]
+        work.image = image
+        return work
+
+    def _max_side(self, job: FileJob) -> int:
+        """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
+        if job.scale >= 1.0:
+            return self.cfg.max_side
+        _fmt, (w, h) = probe_image(job.src)
+        long_side = max(w, h) if not self.cfg.max_side else min(max(w, h), self.cfg.max_side)
+        return max(64, int(long_side * job.scale))
+
+    def _detect_and_align(self, work: _Work) -> None:
+        image = work.image
+        assert image is not None
+        t0 = time.perf_counter()
+        try:
+            faces = self.detector.detect([image.bgr8])[0]
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            self._fail(work, "out of GPU memory while detecting faces", oom=True)
+            return
+        t1 = time.perf_counter()
+        faces = [f for f in faces if f.size >= self.cfg.min_face]
+        work.faces = faces
+        work.result.timings["detect"] = t1 - t0
+        if faces:
+            landmarks = np.stack([f.landmarks for f in faces]).astype(np.float32)
+            work.crops, work.affines = align.align_faces(image.bgr8, landmarks, self.size)
+            work.pending = len(faces)
+        work.result.timings["align"] = time.perf_counter() - t1
+        work.result.faces = len(faces)
+
+    @staticmethod
+    def _queued_faces(ready: list[_Work]) -> int:
+        return sum(w.pending for w in ready)
+
+    def _run_batch(self, ready: list[_Work]) -> list[_Work]:
+        """Restore up to face_batch queued faces (taken from the oldest photos first)."""
+        take: list[tuple[_Work, int, int]] = []  # (work, first face index, count)
+        room = self.face_batch
+        for work in ready:
+            if room <= 0:
+                break
+            first = len(work.faces) - work.pending
+            n = min(work.pending, room)
+            take.append((work, first, n))
+            room -= n
+        crops = np.concatenate([w.crops[a : a + n] for w, a, n in take])  # type: ignore[index]
+        t0 = time.perf_counter()
+        try:
+            restored, masks = self.enhancer.enhance(crops)
+        except OutOfMemory:
+            for work, _, _ in take:
+                self._fail(work, "out of GPU memory restoring faces even one at a time", oom=True)
+            return [w for w, _, _ in take]
+        except Exception as exc:  # noqa: BLE001 - a model error fails these photos, not the worker
+            log.exception("restoring a batch of %d faces failed", len(crops))
+            for work, _, _ in take:
+                self._fail(work, f"face restoration failed: {exc}")
+            return [w for w, _, _ in take]
+        per_face = (time.perf_counter() - t0) / len(crops)
+        finished = []
+        pos = 0
+        for work, _, n in take:
+            work.restored.append(restored[pos : pos + n])
+            if masks is not None:
+                work.masks.append(masks[pos : pos + n])
+            pos += n
+            work.pending -= n
+            work.result.timings["restore"] = work.result.timings.get("restore", 0.0) + per_face * n
+            if work.pending == 0:
+                finished.append(work)
+        return finished
+
+    def _fail(self, work: _Work, reason: str, oom: bool = False) -> None:
+        work.result.error, work.result.error_kind = reason, "failed"
+        work.result.out_of_memory = oom
+        work.pending = 0
+        work.image = None
+
+    def _finish(self, work: _Work) -> FileResult:
+        result, image, job = work.result, work.image, work.job
+        if image is None:
+            return result
+        try:
+            t0 = time.perf_counter()
+            if work.faces:
+                faces = np.concatenate(work.restored)
+                masks = self._paste_masks(work)
+                pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
+            else:
+                pixels = image.pixels
+                result.notes.append("no face found; image passed through unchanged")
+            t1 = time.perf_counter()
+            result.timings["paste"] = t1 - t0
+            result.format = output_format(image.format, job.format)
+            if not work.faces and _can_copy_verbatim(image, job):
+                # Bit-identical pass-through: re-encoding would only cost quality.
+                _copy_file(job.src, job.dst)
+            else:
+                save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
+            result.timings["encode"] = time.perf_counter() - t1
+        except GpenWatchError as exc:
+            result.error, result.error_kind = str(exc), "failed"
+            return result
+        except Exception as exc:  # noqa: BLE001 - report, never take the worker down
+            log.exception("unexpected error finishing %s", job.src)
+            result.error, result.error_kind = f"cannot write result: {exc}", "failed"
+            return result
+        result.ok, result.dst = True, job.dst
+        return result
+
+    @staticmethod
+    def _paste_masks(work: _Work) -> np.ndarray | None:
+        """Raw parse masks (paste_faces softens them), or None for its own feathered mask."""
+        return np.concatenate(work.masks) if work.masks else None
+
+
+def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
+    return image.scale == 1.0 and job.format in ("same", image.format.lower()) and not image.oriented
+
+
+def _copy_file(src: os.PathLike, dst: os.PathLike) -> None:
+    from gpen_watch.errors import OutputError
+
+    try:
+        with open(src, "rb") as fin, open(dst, "xb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+            fout.flush()
+            os.fsync(fout.fileno())
+    except OSError as exc:
+        raise OutputError(f"{dst}: cannot write: {exc.strerror or exc}") from exc

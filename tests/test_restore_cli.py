@@ -1,0 +1,140 @@
+"""`gpen-watch restore` end to end, as a user runs it: a real subprocess, real photos, tiny models."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from conftest import TinyModels, cli_env
+from PIL import Image, ImageCms
+
+EXIF_MAKE, EXIF_ORIENTATION = 0x010F, 0x0112
+
+
+def run_cli(models: TinyModels, *args: str, extra: tuple[str, ...] = ("--no-parse",)) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "gpen_watch", "restore", *args, "--model", str(models.gpen),
+           "--detector", "retinaface_mobile0.25", "--device", "cpu", "--no-download", "--no-progress", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(models), timeout=300)
+
+
+@pytest.fixture()
+def album(tmp_path: Path, astronaut_bgr: np.ndarray, grace_hopper_path: Path) -> Path:
+    """A folder of real photos in the forms users have: rotated JPEG with EXIF+ICC, RGBA, gray, 16-bit."""
+    d = tmp_path / "album"
+    (d / "trip").mkdir(parents=True)
+    rgb = Image.fromarray(astronaut_bgr[:, :, ::-1].copy())
+    rgb.save(d / "astronaut.png")
+    hopper = Image.open(grace_hopper_path)
+    exif = Image.Exif()
+    exif[EXIF_MAKE] = "TestCam"
+    exif[EXIF_ORIENTATION] = 6  # stored sideways; viewers rotate it 90 degrees clockwise
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    hopper.transpose(Image.Transpose.ROTATE_90).save(d / "trip" / "hopper.jpg", exif=exif, icc_profile=icc, quality=92)
+    rgba = rgb.convert("RGBA")
+    alpha = np.full((512, 512), 255, np.uint8)
+    alpha[:40] = 0
+    rgba.putalpha(Image.fromarray(alpha))
+    rgba.save(d / "trip" / "cutout.png")
+    rgb.convert("L").save(d / "gray.jpg", quality=90)
+    cv2.imwrite(str(d / "deep.png"), (astronaut_bgr.astype(np.uint16) * 257))
+    return d
+
+
+def test_folder_restore_keeps_size_orientation_metadata(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    before = {p: p.read_bytes() for p in album.rglob("*") if p.is_file()}
+    proc = run_cli(tiny_models, str(album), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "restored 5 of 5 images" in proc.stdout
+    assert "images/s" in proc.stdout
+    # Inputs untouched.
+    assert {p: p.read_bytes() for p in album.rglob("*") if p.is_file()} == before
+
+    hopper = Image.open(out / "trip" / "hopper.jpg")
+    assert hopper.format == "JPEG"
+    assert hopper.size == (512, 600)  # upright: the EXIF rotation was applied
+    exif = hopper.getexif()
+    assert exif.get(EXIF_MAKE) == "TestCam"
+    assert exif.get(EXIF_ORIENTATION, 1) == 1
+    assert hopper.info.get("icc_profile")
+
+    cutout = Image.open(out / "trip" / "cutout.png")
+    assert cutout.mode == "RGBA"
+    assert np.array(cutout)[:40, :, 3].max() == 0 and np.array(cutout)[100:, :, 3].min() == 255
+
+    assert Image.open(out / "gray.jpg").mode == "L"
+    deep = cv2.imread(str(out / "deep.png"), cv2.IMREAD_UNCHANGED)
+    assert deep.dtype == np.uint16 and deep.shape == (512, 512, 3)
+    assert Image.open(out / "astronaut.png").size == (512, 512)
+
+
+def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), str(album / "gray.jpg"), "-o", str(out),
+                   "--format", "webp", "--quality", "80")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["astronaut.webp", "gray.webp"]
+    assert Image.open(out / "astronaut.webp").format == "WEBP"
+
+
+def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "astronaut.png").write_bytes(b"mine")
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(out))
+    assert (out / "astronaut.png").read_bytes() == b"mine"
+    assert "exists" in proc.stderr
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(out), "--overwrite")
+    assert proc.returncode == 0
+    assert Image.open(out / "astronaut.png").size == (512, 512)
+
+
+def test_bad_inputs_are_reported_and_others_restored(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    notes = album / "notes.jpg"
+    notes.write_text("shopping list\n")
+    fake_png = album / "really_a_jpeg.png"
+    buf = io.BytesIO()
+    Image.open(album / "astronaut.png").convert("RGB").save(buf, "JPEG")
+    fake_png.write_bytes(buf.getvalue())
+    (album / "zero.jpg").write_bytes(b"")
+    out = tmp_path / "out"
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), str(notes), str(fake_png), str(album / "zero.jpg"),
+                   str(tmp_path / "missing.jpg"), "-o", str(out))
+    assert proc.returncode == 1
+    text = proc.stdout + proc.stderr
+    assert "missing.jpg: no such file or folder" in text
+    assert "notes.jpg: not an image" in text
+    assert "zero.jpg:" in text and "empty" in text
+    # The PNG that is really a JPEG is restored, and named for what it is.
+    assert (out / "really_a_jpeg.jpg").exists() and not (out / "really_a_jpeg.png").exists()
+    assert (out / "astronaut.png").exists()
+    assert not list(out.glob(".*gpen-tmp*"))
+
+
+def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None:
+    env_models = TinyModels(tmp_path / "empty", tmp_path / "empty" / "none.pth")
+    (tmp_path / "empty").mkdir()
+    cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album / "astronaut.png"), "-o", str(tmp_path / "o"),
+           "--model-dir", str(tmp_path / "empty"), "--device", "cpu", "--no-download"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(env_models), timeout=120)
+    assert proc.returncode == 2
+    assert "GPEN-BFR-512.pth" in proc.stderr
+    assert "https://" in proc.stderr
+    assert str(tmp_path / "empty") in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_output_folder_problems(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(blocker / "out"))
+    assert proc.returncode == 2
+    assert "cannot create output folder" in proc.stderr
+    # Writing results into the input folder itself would replace the inputs: refused.
+    proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(album))
+    assert proc.returncode == 2 and "replace the input" in proc.stderr

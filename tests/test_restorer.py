@@ -1,0 +1,156 @@
+"""The restoration engine on real photos with tiny random-weight models loaded through the store.
+
+The detector is the one edge replaced here (untrained detector weights find no real faces): a
+detector that reports the reference landmarks of the two photos, so restoration, paste-back and
+batching run on real face geometry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from conftest import TinyModels, tiny_restore_config
+
+from gpen_watch.restore.api import FileJob
+from gpen_watch.restore.detect import Face
+from gpen_watch.restore.restorer import Restorer
+
+
+class KnownFaces:
+    """Reports the reference faces of images whose size matches (no network involved)."""
+
+    def __init__(self, landmarks: dict) -> None:
+        self.by_shape = {}
+        for entry in landmarks.values():
+            h, w, _ = entry["image_shape_hwc"]
+            faces = [
+                Face(np.array(box, dtype=np.float32), score, np.array(lm, dtype=np.float32))
+                for box, score, lm in zip(entry["boxes_xyxy"], entry["scores"], entry["landmarks5_xy"])
+            ]
+            self.by_shape[(h, w)] = (faces, entry["boxes_xyxy"])
+
+    def detect(self, images: list[np.ndarray]) -> list[list[Face]]:
+        return [self.by_shape.get(img.shape[:2], ([], None))[0] for img in images]
+
+
+@pytest.fixture()
+def photos(tmp_path: Path, astronaut_bgr: np.ndarray, grace_hopper_path: Path) -> list[Path]:
+    a = tmp_path / "in" / "astronaut.png"
+    a.parent.mkdir()
+    cv2.imwrite(str(a), astronaut_bgr)
+    g = tmp_path / "in" / "grace_hopper.jpg"
+    g.write_bytes(grace_hopper_path.read_bytes())
+    return [a, g]
+
+
+def _restorer(models: TinyModels, landmarks: dict, **changes: object) -> Restorer:
+    cfg = tiny_restore_config(models, **changes)
+    return Restorer(cfg, threads=2, detector=KnownFaces(landmarks))
+
+
+def test_restores_faces_and_leaves_the_rest(tiny_models: TinyModels, landmarks: dict, photos: list[Path],
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    with _restorer(tiny_models, landmarks) as r:
+        results = {res.src.name: res for res in r.restore_files(FileJob(p, out / p.name) for p in photos)}
+    assert set(results) == {"astronaut.png", "grace_hopper.jpg"}
+    res = results["astronaut.png"]
+    assert res.ok and res.faces == 1 and res.format == "PNG"
+    assert {"decode", "detect", "align", "restore", "paste", "encode"} <= set(res.timings)
+    before = cv2.imread(str(photos[0]))
+    after = cv2.imread(str(out / "astronaut.png"))
+    assert after.shape == before.shape
+    x1, y1, x2, y2 = (int(v) for v in landmarks["skimage.data.astronaut"]["boxes_xyxy"][0])
+    # The face was replaced by the (random) generator's output...
+    assert np.abs(after[y1:y2, x1:x2].astype(int) - before[y1:y2, x1:x2]).mean() > 10
+    # ...and the photo away from it is untouched (PNG is lossless).
+    assert np.array_equal(after[400:], before[400:])
+    assert np.array_equal(after[:, 420:], before[:, 420:])
+    assert results["grace_hopper.jpg"].ok and results["grace_hopper.jpg"].faces == 1
+
+
+def test_faces_of_several_photos_share_a_batch(tiny_models: TinyModels, landmarks: dict,
+                                               photos: list[Path], tmp_path: Path) -> None:
+    """Batch size 2 with one face per photo: both photos' faces go through one forward pass."""
+    calls: list[int] = []
+    with _restorer(tiny_models, landmarks, face_batch=2) as r:
+        real = r.enhancer.enhance
+
+        def spy(crops: np.ndarray):  # noqa: ANN202
+            calls.append(len(crops))
+            return real(crops)
+
+        r.enhancer.enhance = spy  # type: ignore[method-assign]
+        jobs = [FileJob(p, tmp_path / f"b-{p.name}") for p in photos]
+        results = list(r.restore_files(jobs))
+    assert all(res.ok for res in results)
+    assert calls == [2]
+
+
+def test_batched_result_equals_one_at_a_time(tiny_models: TinyModels, landmarks: dict,
+                                             photos: list[Path], tmp_path: Path) -> None:
+    outs = {}
+    for batch in (1, 4):
+        d = tmp_path / f"b{batch}"
+        d.mkdir()
+        with _restorer(tiny_models, landmarks, face_batch=batch) as r:
+            assert all(res.ok for res in r.restore_files(FileJob(p, d / p.name) for p in photos))
+        outs[batch] = cv2.imread(str(d / "astronaut.png")).astype(int)
+    assert np.abs(outs[1] - outs[4]).max() <= 1
+
+
+def test_photo_without_face_is_copied_bit_for_bit(tiny_models: TinyModels, landmarks: dict,
+                                                  tmp_path: Path) -> None:
+    src = tmp_path / "landscape.jpg"
+    rng = np.random.default_rng(0)
+    cv2.imwrite(str(src), rng.integers(0, 255, (300, 400, 3), dtype=np.uint8))
+    dst = tmp_path / "out.jpg"
+    with _restorer(tiny_models, landmarks) as r:
+        (res,) = list(r.restore_files([FileJob(src, dst)]))
+    assert res.ok and res.faces == 0
+    assert any("no face" in n for n in res.notes)
+    assert dst.read_bytes() == src.read_bytes()
+
+
+def test_bad_files_fail_with_reasons_and_the_rest_go_on(tiny_models: TinyModels, landmarks: dict,
+                                                        photos: list[Path], tmp_path: Path) -> None:
+    text = tmp_path / "notes.jpg"
+    text.write_text("this is not a photo\n" * 20)
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "cut.jpg"
+    truncated.write_bytes(photos[1].read_bytes()[:5000])
+    jobs = [FileJob(p, tmp_path / f"o-{p.name}") for p in [text, photos[0], empty, truncated]]
+    with _restorer(tiny_models, landmarks) as r:
+        results = {res.src.name: res for res in r.restore_files(jobs)}
+    assert results["astronaut.png"].ok
+    assert results["notes.jpg"].error_kind == "unsupported" and "not an image" in results["notes.jpg"].error
+    assert not results["empty.png"].ok and "empty" in results["empty.png"].error
+    assert results["cut.jpg"].error_kind == "failed" and "truncated" in results["cut.jpg"].error.lower()
+    assert not any((tmp_path / f"o-{n}").exists() for n in ["notes.jpg", "empty.png", "cut.jpg"])
+
+
+def test_prescale_and_retry_scale(tiny_models: TinyModels, landmarks: dict, tmp_path: Path) -> None:
+    src = tmp_path / "big.png"
+    cv2.imwrite(str(src), np.full((1200, 1600, 3), 128, np.uint8))
+    with _restorer(tiny_models, landmarks, max_side=800) as r:
+        (res,) = list(r.restore_files([FileJob(src, tmp_path / "a.png")]))
+        (half,) = list(r.restore_files([FileJob(src, tmp_path / "b.png", scale=0.5)]))
+    assert (res.width, res.height) == (800, 600)
+    assert any("pre-scaled" in n for n in res.notes)
+    assert cv2.imread(str(tmp_path / "a.png")).shape == (600, 800, 3)
+    assert (half.width, half.height) == (400, 300)
+
+
+def test_parse_mask_path(tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path],
+                         tmp_path: Path) -> None:
+    """ParseNet (random weights, full size) runs on the restored faces and drives the paste mask."""
+    cfg = tiny_restore_config(tiny_models_with_parser, use_parse=True)
+    with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
+        assert r.enhancer.parser is not None
+        (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "p.png")]))
+    assert res.ok and res.faces == 1
