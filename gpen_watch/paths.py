@@ -5,6 +5,9 @@ Tests redirect everything through the XDG_* variables (Linux) rather than a glob
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from pathlib import Path
 
 import platformdirs
@@ -37,11 +40,16 @@ def log_dir() -> Path:
 
 
 def runtime_dir() -> Path:
-    """Per-user folder for the control socket and lock (not world-readable)."""
-    try:
-        return Path(platformdirs.user_runtime_dir(APP, appauthor=False))
-    except Exception:  # pragma: no cover - platforms without a runtime dir
+    """Per-user folder for the control socket (not world-readable).
+
+    Without XDG_RUNTIME_DIR (ssh sessions, cron, containers) platformdirs warns on every call and
+    guesses /run/user/<uid>, which may not exist; the state dir is private to the user as well.
+    """
+    if sys.platform.startswith("linux") and not os.environ.get("XDG_RUNTIME_DIR"):
         return state_dir() / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir(APP, appauthor=False))
 
 
 def pictures_dir() -> Path:

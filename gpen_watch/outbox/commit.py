@@ -20,7 +20,8 @@ Recovery rules (``recover``, run once at start-up before any work is dispatched)
   removed). If instead the temp file still has the token's inode and size, it was complete and
   flushed before the token was written -> it is published now and the job finished. Otherwise
   nothing was published.
-* Every other job left running is requeued (failing it once ``workers.max_attempts`` is reached).
+* Every other job left running is requeued, however often: the parent never decodes a photo, so
+  no photo can bring the service down (photos that crash workers are given up by the pool).
 * Ended jobs whose original was not yet handled (or whose move/delete was interrupted) get it
   handled now: done/duplicate per ``output.originals``, failed/unsupported set aside in failed/.
   A move that had already linked the file into the archive just removes the inbox name.
@@ -374,9 +375,10 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
                 report.finished.append(job.id)
         except (OSError, OutputError) as exc:
             log.warning("job %d: could not finish its commit after a restart: %s", job.id, exc)
-    report.requeued = journal.requeue_running(
-        "the service stopped while this job was running", max_attempts=cfg.workers.max_attempts
-    )
+    # No attempt limit here: the parent never decodes a photo, so no photo can take the service
+    # down, and a job in flight across a few restarts or reboots must not be given up for that.
+    # Photos that crash workers are counted and given up by the pool.
+    report.requeued = journal.requeue_running("the service stopped while this job was running")
     for job in journal.pending_originals():
         try:
             if job.state in ("done", "duplicate"):
