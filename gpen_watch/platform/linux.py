@@ -1,0 +1,46 @@
+"""Linux (and the BSDs): xdg-open, notify-send, XDG autostart or a systemd user unit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from gpen_watch.platform import linux_login
+from gpen_watch.platform.login_common import LoginOptions, LoginResult, LoginStatus
+
+
+def open_path(path: Path) -> None:
+    """Show a folder in the file manager or open a file with its default application."""
+    opener = shutil.which("xdg-open")
+    if opener is None:
+        raise OSError("xdg-open not found (install xdg-utils)")
+    # Detached and not waited for: some openers stay until the application they started quits.
+    subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def notify(title: str, message: str) -> bool:
+    """Through notify-send (libnotify) when the tray backend has no notifications (xorg)."""
+    sender = shutil.which("notify-send")
+    if sender is None:
+        return False
+    subprocess.Popen([sender, "--app-name=gpen-watch", title, message], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return True
+
+
+def install_login(options: LoginOptions) -> LoginResult:
+    return linux_login.install(options)
+
+
+def uninstall_login() -> LoginResult:
+    return linux_login.uninstall()
+
+
+def login_status() -> LoginStatus:
+    return linux_login.status()
+
+
+def login_enabled() -> bool:
+    return linux_login.enabled()

@@ -1,0 +1,138 @@
+"""Pieces every login backend shares: the options, the results, the command it runs, templates.
+
+Start-at-login files are generated from templates in ``packaging/`` with the absolute path of the
+interpreter running now, so a login starts the same environment (venv, conda, pipx) the user
+installed from, whatever PATH the login session has.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+
+from gpen_watch.errors import GpenWatchError
+from gpen_watch.platform import resources
+
+# Written into every file install makes; uninstall removes only files that carry it, so a file the
+# user wrote by hand under the same name is never deleted.
+MARKER = "Written by `gpen-watch service install`; `gpen-watch service uninstall` removes it."
+
+# A status note for a login file that differs from what install would write now.
+STALE = ("written for another Python or gpen-watch version than this one; "
+         "`gpen-watch service install` brings it up to date")
+
+# (exit status, combined output) of an external command; tests pass a fake.
+Runner = Callable[[Sequence[str]], tuple[int, str]]
+
+
+class LoginError(GpenWatchError):
+    """Start at login cannot be installed or removed (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class LoginOptions:
+    # Linux only: a systemd user unit instead of an XDG autostart entry.
+    systemd: bool = False
+    # Run headless (`gpen-watch run --no-tray`): for servers and sessions without a tray.
+    no_tray: bool = False
+    python: str = field(default_factory=lambda: sys.executable)
+    # macOS: load the agent with launchctl now (which starts it). The tray passes False: it is
+    # the running instance, and a second one would only find the lock taken.
+    load_now: bool = True
+
+    def command(self) -> list[str]:
+        """What login runs: this interpreter, as a module, so no console script or PATH is needed."""
+        argv = [str(Path(self.python).absolute()), "-m", "gpen_watch", "run"]
+        if self.no_tray:
+            argv.append("--no-tray")
+        return argv
+
+
+@dataclass
+class LoginResult:
+    changed: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    def say(self, message: str) -> None:
+        self.messages.append(message)
+
+
+@dataclass(frozen=True)
+class LoginStatus:
+    installed: bool
+    kind: str | None = None  # "xdg-autostart", "systemd", "launchagent", "run-key"
+    location: str | None = None  # file, or registry value
+    command: str | None = None  # what it runs, as written there
+    notes: tuple[str, ...] = ()
+
+
+def render(template: str, **values: str) -> str:
+    """Fill ``packaging/<template>`` (string.Template ${names}; a missing name is an error)."""
+    text = resources.require("packaging", *template.split("/")).read_text(encoding="utf-8")
+    return Template(text).substitute(marker=MARKER, **values)
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` atomically; False when the file already says exactly that (install twice)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        pass  # unreadable: replace it below (only ever called on files that are ours)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def is_ours(path: Path) -> bool:
+    try:
+        return MARKER in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def check_replaceable(path: Path) -> None:
+    """Refuse to overwrite a file of the same name that gpen-watch did not write."""
+    if path.exists() and not is_ours(path):
+        raise LoginError(f"{path} exists and was not written by gpen-watch; move it away first")
+
+
+def remove_if_ours(path: Path, result: LoginResult) -> None:
+    if not path.exists():
+        return
+    if not is_ours(path):
+        result.say(f"left {path} alone: it was not written by gpen-watch")
+        return
+    path.unlink()
+    result.changed = True
+    result.say(f"removed {path}")
+
+
+def run_command(argv: Sequence[str]) -> tuple[int, str]:
+    """Run a short system command (systemctl, launchctl); never raises, 127 when it is missing."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return 127, f"{argv[0]}: not found"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, str(exc)
+    return done.returncode, (done.stdout + done.stderr).strip()

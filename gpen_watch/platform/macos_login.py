@@ -1,0 +1,114 @@
+"""Start at login on macOS: a LaunchAgent in ~/Library/LaunchAgents, loaded with launchctl.
+
+launchd starts every agent in that folder at login (RunAtLoad). KeepAlive with SuccessfulExit
+false restarts gpen-watch after a crash, while Quit (exit status 0) stays quit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from gpen_watch import paths
+from gpen_watch.platform.login_common import (
+    STALE,
+    LoginOptions,
+    LoginResult,
+    LoginStatus,
+    Runner,
+    check_replaceable,
+    is_ours,
+    remove_if_ours,
+    render,
+    run_command,
+    write_if_changed,
+)
+
+LABEL = "org.gpen-watch.gpen-watch"
+
+
+def agent_file() -> Path:
+    return Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+
+
+def _domain() -> str:
+    return f"gui/{os.getuid()}"  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+
+
+def plist(options: LoginOptions) -> str:
+    arguments = "\n".join(f"\t\t<string>{escape(a)}</string>" for a in options.command())
+    # Where launchd sends output the service's own log cannot catch (a crash before logging starts).
+    log = paths.log_dir() / "launchd.log"
+    return render("macos/gpen-watch.plist", label=LABEL, arguments=arguments, log=escape(str(log)))
+
+
+def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
+    result = LoginResult()
+    path = agent_file()
+    check_replaceable(path)
+    if write_if_changed(path, plist(options)):
+        result.changed = True
+        result.say(f"wrote {path}")
+    loaded = _loaded(run)
+    if options.load_now and (result.changed or not loaded):
+        if loaded:
+            run(["launchctl", "bootout", f"{_domain()}/{LABEL}"])  # reload the changed file
+        rc, out = run(["launchctl", "bootstrap", _domain(), str(path)])
+        if rc == 0:
+            result.changed = True
+            result.say("loaded with launchctl: gpen-watch is starting")
+        else:
+            result.say(f"note: launchctl bootstrap failed ({out or rc}); it starts at your next login")
+    else:
+        result.say("gpen-watch starts at your next login")
+    if not result.changed:
+        result.messages.insert(0, "already installed; nothing changed")
+    return result
+
+
+def uninstall(run: Runner = run_command) -> LoginResult:
+    result = LoginResult()
+    path = agent_file()
+    if not path.exists():
+        result.say("start at login was not installed")
+        return result
+    if not is_ours(path):
+        remove_if_ours(path, result)  # says it was left alone
+        return result
+    # bootout stops the job. When that job is this very process (the tray's toggle in an instance
+    # launchd started), removing the file is enough: it is not started again at the next login.
+    if _loaded(run) and os.environ.get("XPC_SERVICE_NAME") != LABEL:
+        rc, out = run(["launchctl", "bootout", f"{_domain()}/{LABEL}"])
+        if rc == 0:
+            result.say("unloaded from launchd")
+        else:
+            result.say(f"note: launchctl bootout failed ({out or rc})")
+    remove_if_ours(path, result)
+    return result
+
+
+def status(run: Runner = run_command) -> LoginStatus:
+    path = agent_file()
+    if not is_ours(path):
+        return LoginStatus(False)
+    import plistlib
+
+    try:
+        data = plistlib.loads(path.read_bytes())
+        command = " ".join(data.get("ProgramArguments", []))
+    except Exception as exc:  # a damaged file is still ours to report
+        command = f"(unreadable: {exc})"
+    notes = [] if _loaded(run) else ["not loaded in launchd now; it loads at your next login"]
+    if path.read_text(encoding="utf-8", errors="replace") not in [plist(LoginOptions(no_tray=n)) for n in (False, True)]:
+        notes.append(STALE)
+    return LoginStatus(True, "launchagent", str(path), command, tuple(notes))
+
+
+def enabled() -> bool:
+    return is_ours(agent_file())
+
+
+def _loaded(run: Runner) -> bool:
+    rc, _ = run(["launchctl", "print", f"{_domain()}/{LABEL}"])
+    return rc == 0

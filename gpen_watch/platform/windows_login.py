@@ -1,0 +1,112 @@
+"""Start at login on Windows: a value under HKCU\\...\\CurrentVersion\\Run.
+
+The value runs ``pythonw.exe -m gpen_watch run``: pythonw has no console window, so nothing pops up
+at login; gpen-watch then logs to its log file only. Nothing needs administrator rights.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Protocol
+
+from gpen_watch.platform.login_common import STALE, LoginError, LoginOptions, LoginResult, LoginStatus
+
+RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
+VALUE_NAME = "gpen-watch"
+# What marks a value as ours (the user may have one of the same name pointing elsewhere).
+SIGNATURE = "-m gpen_watch run"
+
+
+class RunKey(Protocol):
+    """The HKCU Run key: the real registry, or a dict in tests."""
+
+    def get(self, name: str) -> str | None: ...
+    def set(self, name: str, value: str) -> None: ...
+    def delete(self, name: str) -> None: ...
+
+
+class RegistryRunKey:
+    def get(self, name: str) -> str | None:
+        import winreg  # Windows only, imported when used
+
+        try:
+            with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY) as key:
+                value, _kind = winreg.QueryValueEx(key, name)
+        except FileNotFoundError:
+            return None
+        return str(value)
+
+    def set(self, name: str, value: str) -> None:
+        import winreg
+
+        with winreg.CreateKeyEx(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
+            winreg.SetValueEx(key, name, 0, winreg.REG_SZ, value)
+
+    def delete(self, name: str) -> None:
+        import winreg
+
+        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
+            winreg.DeleteValue(key, name)
+
+
+def windowless(python: str) -> str:
+    """pythonw.exe beside python.exe (venvs have both), else the interpreter itself."""
+    path = Path(python)
+    if path.name.lower() == "python.exe":
+        candidate = path.with_name("pythonw.exe")
+        if candidate.exists():
+            return str(candidate)
+    return str(path)
+
+
+def command_line(options: LoginOptions) -> str:
+    argv = options.command()
+    argv[0] = windowless(argv[0])
+    return subprocess.list2cmdline(argv)
+
+
+def install(options: LoginOptions, key: RunKey | None = None) -> LoginResult:
+    key = key or RegistryRunKey()
+    result = LoginResult()
+    value = command_line(options)
+    current = key.get(VALUE_NAME)
+    if current is not None and SIGNATURE not in current:
+        raise LoginError(f"HKCU\\{RUN_KEY}\\{VALUE_NAME} exists and does not run gpen-watch ({current}); "
+                         "remove it first")
+    if current == value:
+        result.say("already installed; nothing changed")
+    else:
+        key.set(VALUE_NAME, value)
+        result.changed = True
+        result.say(f"set HKCU\\{RUN_KEY}\\{VALUE_NAME} = {value}")
+    result.say("gpen-watch starts at your next login")
+    return result
+
+
+def uninstall(key: RunKey | None = None) -> LoginResult:
+    key = key or RegistryRunKey()
+    result = LoginResult()
+    current = key.get(VALUE_NAME)
+    if current is None:
+        result.say("start at login was not installed")
+    elif SIGNATURE not in current:
+        result.say(f"left HKCU\\{RUN_KEY}\\{VALUE_NAME} alone: it does not run gpen-watch")
+    else:
+        key.delete(VALUE_NAME)
+        result.changed = True
+        result.say(f"removed HKCU\\{RUN_KEY}\\{VALUE_NAME}")
+    return result
+
+
+def status(key: RunKey | None = None) -> LoginStatus:
+    current = (key or RegistryRunKey()).get(VALUE_NAME)
+    if current is None or SIGNATURE not in current:
+        return LoginStatus(False)
+    fresh = [command_line(LoginOptions(no_tray=n)) for n in (False, True)]
+    notes = () if current in fresh else (STALE,)
+    return LoginStatus(True, "run-key", f"HKCU\\{RUN_KEY}\\{VALUE_NAME}", current, notes)
+
+
+def enabled(key: RunKey | None = None) -> bool:
+    return status(key).installed

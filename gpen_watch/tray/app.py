@@ -1,0 +1,333 @@
+"""`gpen-watch run` with a tray icon: the icon on the main thread, the service in background threads.
+
+The main thread must run the tray's event loop (macOS allows GUI work on no other), so the service
+loop moves to a thread of its own and a poller thread asks it for its status about once a second,
+samples the GPUs through NVML and updates the icon, its title and its menu when they change.
+
+Lifetimes: Quit (or SIGTERM, or `gpen-watch stop`) stops the service; when the service has
+finished its work in flight and returned, the icon goes. If the icon's loop ends first (the display
+went away at logout), the service is stopped too: it belonged to that session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gpen_watch import paths
+from gpen_watch import platform as platforms
+from gpen_watch.config import Config
+from gpen_watch.errors import GpenWatchError
+from gpen_watch.outbox.naming import failed_root
+from gpen_watch.platform.login_common import LoginOptions
+from gpen_watch.tray import icon as icons
+from gpen_watch.tray import menu as menus
+from gpen_watch.tray import model
+from gpen_watch.tray.backend import Backend, TrayUnavailable, load, prepare
+from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
+from gpen_watch.tray.notices import Notice, NoticeTracker
+
+if TYPE_CHECKING:
+    from gpen_watch.service.daemon import Service
+
+log = logging.getLogger("gpen_watch.tray")
+
+POLL_S = 1.0
+# An open GTK/AppIndicator menu is rebuilt when its text changes; GPU readings alone change every
+# second, so lines that differ only in them are refreshed at most this often.
+GPU_MENU_REFRESH_S = 3.0
+LOG_FILE = "gpen-watch.log"  # as in gpen_watch.service.run_cli
+
+
+class ServiceLike(Protocol):
+    """What the tray needs of gpen_watch.service.daemon.Service (tests pass a stand-in)."""
+
+    ready: threading.Event
+
+    def run(self) -> int: ...
+    def control(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    def request_stop(self) -> None: ...
+
+
+def run_with_tray(service: Service, cfg: Config, *, log_path: Path | None = None) -> int:
+    """Run ``service`` with a tray icon until it stops; headless (one log line why) if none can be shown.
+
+    Call it on the main thread, after the signal handlers are set; it returns service.run()'s
+    exit status and raises what service.run() raises (AlreadyRunning, ConfigError...).
+    """
+    try:
+        backend = load()
+    except TrayUnavailable as exc:
+        log.warning("no tray icon: %s; running headless", exc)
+        return service.run()
+    return TrayApp(service, cfg, backend, log_path=log_path).run()
+
+
+class TrayApp:
+    def __init__(
+        self,
+        service: ServiceLike,
+        cfg: Config,
+        backend: Backend,
+        *,
+        log_path: Path | None = None,
+        platform: ModuleType | None = None,
+        gpus: NvmlMonitor | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.service = service
+        self.cfg = cfg
+        self.backend = backend
+        self.log_path = log_path or paths.log_dir() / LOG_FILE
+        self.platform = platform or platforms.current()
+        self.gpus = gpus or NvmlMonitor()
+        self.poll_s = poll_s
+        self.base = icons.load_base()
+        self._icon: Any = None
+        self._kick = threading.Event()  # refresh now (after a click), or wake up to finish
+        self._service_done = threading.Event()
+        self._quitting = False
+        self._stopping = False
+        self._rc = 0
+        self._error: BaseException | None = None
+        self._last_status: dict[str, Any] | None = None
+        self._notices = NoticeTracker()
+        self._threads: list[threading.Thread] = []
+        self._setup_lock = threading.Lock()
+        self._icon_dead = False  # the backend failed: nothing more to show
+        # What the icon shows now; compared with each new view so only changes reach the backend.
+        self._view = model.view_from_status(None, login_enabled=self._login_enabled())
+        self._shown_key: tuple[str, str] | None = None
+        self._shown_title = ""
+        self._shown_menu: list[model.Entry] | None = None
+        self._menu_gpus_at = 0.0
+
+    # --- life -----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        view = self._view
+        try:
+            self._icon = self.backend.pystray.Icon(
+                "gpen-watch", icons.render(self.base, model.badge(view)), model.title(view),
+                menu=self._build_menu(self._entries(view)))
+            prepare(self._icon, self.backend)
+        except Exception as exc:  # the backend could not make its window or indicator
+            log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
+            return self.service.run()
+        self._shown_key, self._shown_title, self._shown_menu = model.icon_key(view), model.title(view), self._entries(view)
+        try:
+            self._icon.run(setup=self._setup)
+        except Exception as exc:
+            # The backend failed inside its loop (the gtk backend without a D-Bus session bus).
+            with self._setup_lock:
+                self._icon_dead = True
+                started = bool(self._threads)
+            if not started:
+                self._release_setup_thread()
+                log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
+                return self.service.run()
+            log.warning("the tray icon failed (%s); the service goes on without it", exc)
+        else:
+            if not self._service_done.is_set() and not self._quitting:
+                # Normally the icon goes only after the service stopped: the display went away.
+                log.warning("the tray icon's event loop ended (display gone?); stopping the service")
+                self.service.request_stop()
+        for t in self._threads:
+            t.join()
+        if self._error is not None:
+            raise self._error
+        return self._rc
+
+    def _release_setup_thread(self) -> None:
+        """pystray's setup thread waits (not as a daemon) for a loop that never started: let it go."""
+        try:
+            self._icon._mark_ready()  # it calls _setup, which sees _icon_dead and returns
+        except Exception:
+            pass
+
+    def _setup(self, icon: Any) -> None:
+        """Runs in pystray's setup thread once the loop is up: show the icon, start the threads."""
+        with self._setup_lock:
+            if self._icon_dead:
+                return
+            try:
+                icon.visible = True
+                log.info("tray icon shown (pystray %s backend%s)", self.backend.name,
+                         "" if self.backend.has_menu else "; no menu: click the icon to pause or resume")
+            except Exception:
+                log.exception("showing the tray icon failed")
+            for name, target in (("service", self._run_service), ("tray-poll", self._poll)):
+                t = threading.Thread(target=target, name=f"gpen-watch-{name}", daemon=name != "service")
+                self._threads.append(t)
+                t.start()
+
+    def _run_service(self) -> None:
+        try:
+            self._rc = self.service.run()
+        except BaseException as exc:  # re-raised on the main thread, where the CLI reports it
+            self._error = exc
+        finally:
+            self._service_done.set()
+            self._kick.set()
+            if not self._icon_dead:
+                try:
+                    self._icon.stop()
+                except Exception:
+                    log.debug("stopping the tray icon failed", exc_info=True)
+
+    def _poll(self) -> None:
+        try:
+            while not self._service_done.is_set() and not self._icon_dead:
+                try:
+                    self.refresh()
+                except Exception:
+                    log.exception("tray update failed")
+                self._kick.wait(self.poll_s)
+                self._kick.clear()
+        finally:
+            self.gpus.close()
+
+    # --- showing ----------------------------------------------------------------------------------
+
+    def refresh(self) -> model.TrayView:
+        view = model.view_from_status(self._status(), self._sample_gpus(), login_enabled=self._login_enabled(),
+                                      stopping=self._quitting or self._stopping)
+        self.show(view)
+        for notice in self._notices.update(view):
+            self._notify(notice)
+        return view
+
+    def show(self, view: model.TrayView, now: float | None = None) -> None:
+        """Push what changed to the backend: icon image, title, menu."""
+        now = time.monotonic() if now is None else now
+        self._view = view
+        key = model.icon_key(view)
+        if key != self._shown_key:
+            self._icon.icon = icons.render(self.base, model.badge(view))
+            self._shown_key = key
+        title = model.title(view)
+        if title != self._shown_title:
+            self._icon.title = title
+            self._shown_title = title
+        entries = self._entries(view)
+        if entries != self._shown_menu:
+            if _without_gpus(entries) != _without_gpus(self._shown_menu) or now - self._menu_gpus_at >= GPU_MENU_REFRESH_S:
+                self._icon.menu = self._build_menu(entries)
+                self._shown_menu = entries
+                self._menu_gpus_at = now
+
+    def _entries(self, view: model.TrayView) -> list[model.Entry]:
+        names = [i.path.name or str(i.path) for i in self.cfg.watch.inboxes]
+        return model.menu(view, inbox_names=names, has_menu=self.backend.has_menu)
+
+    def _build_menu(self, entries: list[model.Entry]) -> Any:
+        return menus.build(self.backend.pystray, entries, self.on_action)
+
+    def _status(self) -> dict[str, Any] | None:
+        if not self.service.ready.is_set():
+            return None
+        reply = self.service.control({"cmd": "status"})
+        if reply.get("ok"):
+            self._last_status = reply
+        elif "stopping" in str(reply.get("error", "")):
+            self._stopping = True
+        return self._last_status
+
+    def _sample_gpus(self) -> list[GpuSample]:
+        gpus = self.gpus.sample()
+        if not gpus and self.gpus.reason:
+            log.info("tray: CPU mode (%s)", self.gpus.reason)
+            self.gpus.reason = None  # said once
+        return gpus
+
+    def _login_enabled(self) -> bool:
+        try:
+            return bool(self.platform.login_enabled())
+        except Exception:
+            return False
+
+    def _notify(self, notice: Notice) -> None:
+        log.info("%s: %s", notice.title, notice.message)
+        try:
+            if self.backend.has_notification and self._icon is not None:
+                self._icon.notify(notice.message, notice.title)
+            else:
+                self.platform.notify(notice.title, notice.message)
+        except Exception as exc:
+            log.debug("notification not shown: %s", exc)
+
+    # --- clicks -------------------------------------------------------------------------------------
+
+    def on_action(self, action: str) -> None:
+        """A menu item (or, without a menu, the icon) was clicked. Runs on the GUI thread: no waiting."""
+        name, _, arg = action.partition(":")
+        handlers: dict[str, Callable[[], None]] = {
+            "toggle_pause": lambda: _in_background(self._toggle_pause),
+            "open_inbox": lambda: self._open(self.cfg.watch.inboxes[int(arg or 0)].path),
+            "open_outbox": lambda: self._open(self.cfg.watch.outbox),
+            "open_failed": lambda: self._open(failed_root(self.cfg.watch.outbox)),
+            "open_log": lambda: self._open(self.log_path if self.log_path.exists() else self.log_path.parent),
+            "toggle_login": lambda: _in_background(self._toggle_login),
+            "quit": self.quit,
+        }
+        handler = handlers.get(name)
+        if handler is None:
+            log.error("tray: unknown action %r", action)
+            return
+        handler()
+
+    def quit(self) -> None:
+        log.info("Quit chosen in the tray: stopping")
+        self._quitting = True
+        self.service.request_stop()
+        self._kick.set()
+
+    def _toggle_pause(self) -> None:
+        cmd = "resume" if self._view.paused else "pause"
+        reply = self.service.control({"cmd": cmd})
+        if not reply.get("ok"):
+            log.warning("tray: %s refused: %s", cmd, reply.get("error"))
+        self._kick.set()
+
+    def _toggle_login(self) -> None:
+        try:
+            if self.platform.login_enabled():
+                result = self.platform.uninstall_login()
+            else:
+                # This instance is running: install for the next login without starting another.
+                result = self.platform.install_login(LoginOptions(load_now=False))
+        except (GpenWatchError, OSError) as exc:
+            log.error("start at login: %s", exc)
+            self._notify(Notice("gpen-watch: start at login", str(exc)))
+        else:
+            for line in result.messages:
+                log.info("start at login: %s", line)
+        self._kick.set()
+
+    def _open(self, path: Path) -> None:
+        try:
+            if path == failed_root(self.cfg.watch.outbox):
+                path.mkdir(parents=True, exist_ok=True)  # made on the first failure; show it empty
+            self.platform.open_path(path)
+        except OSError as exc:
+            log.error("cannot open %s: %s", path, exc)
+            self._notify(Notice("gpen-watch", f"cannot open {path}: {exc}"))
+
+
+def _without_gpus(entries: list[model.Entry] | None) -> list[model.Entry] | None:
+    """The menu minus its GPU lines (which change with every reading)."""
+    if entries is None:
+        return None
+    return [e for e in entries if not e.live]
+
+
+def _in_background(fn: Callable[[], None]) -> None:
+    # Control requests wait for the service loop (up to seconds when it is busy): never on the GUI
+    # thread, whose menus would freeze meanwhile.
+    threading.Thread(target=fn, name="gpen-watch-tray-action", daemon=True).start()
+

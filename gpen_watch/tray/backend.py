@@ -1,0 +1,97 @@
+"""Choosing the tray backend, or saying in one sentence why there is none.
+
+pystray picks its backend when it is imported: appindicator, then gtk, then xorg on Linux (the
+first two need the system's PyGObject, which a venv cannot see unless created with
+--system-site-packages), darwin on macOS, win32 on Windows; PYSTRAY_BACKEND forces one. Importing
+it connects to the display, so everything that can fail is tried here, before the service starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# At login the tray may start before the panel that hosts it: wait this long for one to appear.
+TRAY_WAIT_S = 10.0
+
+LINUX_HINT = ("for a tray with a menu install python3-gi and gir1.2-ayatanaappindicator3-0.1, use a venv "
+              "made with --system-site-packages, and set PYSTRAY_BACKEND=appindicator")
+
+
+class TrayUnavailable(Exception):
+    """No tray icon can be shown here; the message says why (one log line)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "appindicator", "gtk", "xorg", "darwin", "win32"
+    pystray: ModuleType
+    has_menu: bool
+    has_notification: bool
+
+
+def load(environ: Mapping[str, str] | None = None, platform: str = sys.platform,
+         tray_wait_s: float = TRAY_WAIT_S) -> Backend:
+    """Import pystray and check it can show an icon; raises TrayUnavailable otherwise."""
+    environ = os.environ if environ is None else environ
+    x11 = platform not in ("darwin", "win32", "cygwin")
+    if x11 and not environ.get("DISPLAY") and not environ.get("WAYLAND_DISPLAY"):
+        raise TrayUnavailable("no display (DISPLAY and WAYLAND_DISPLAY are not set)")
+    try:
+        import pystray
+    except Exception as exc:  # ImportError, or Xlib's display errors raised while importing
+        reason = f"no usable tray backend ({type(exc).__name__}: {exc})"
+        raise TrayUnavailable(f"{reason}; {LINUX_HINT}" if x11 else reason) from None
+    name = pystray.Icon.__module__.rpartition("._")[2]
+    if name == "xorg":
+        _wait_for_x_tray(tray_wait_s)
+    if name == "dummy":
+        raise TrayUnavailable("PYSTRAY_BACKEND=dummy")
+    return Backend(name, pystray, bool(pystray.Icon.HAS_MENU), bool(pystray.Icon.HAS_NOTIFICATION))
+
+
+def prepare(icon: Any, backend: Backend) -> None:
+    """Backend-specific fixes, applied to a new icon before its loop runs (on the main thread)."""
+    if backend.name == "xorg":
+        _xorg_enable_clicks(icon)
+
+
+def _xorg_enable_clicks(icon: Any) -> None:
+    """pystray 0.19's xorg backend handles ButtonPress but never asks X for it (pystray issue #151):
+    without this, clicks on the icon do nothing, and a click is the only input that backend has."""
+    try:
+        import Xlib.X
+
+        window, display = icon._window, icon._display
+        window.change_attributes(
+            event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask | Xlib.X.ButtonPressMask)
+        display.flush()
+    except Exception as exc:  # a pystray with other internals: it may have fixed this itself
+        log.debug("could not enable clicks on the xorg tray icon: %s", exc)
+
+
+def _wait_for_x_tray(wait_s: float) -> None:
+    """The xorg backend docks only into a running system tray (XEmbed); without one it is invisible."""
+    import Xlib.display
+
+    display = Xlib.display.Display()
+    try:
+        selection = f"_NET_SYSTEM_TRAY_S{display.get_default_screen()}"
+        atom = display.intern_atom(selection)
+        deadline = time.monotonic() + wait_s
+        while display.get_selection_owner(atom) == 0:  # X.NONE
+            if time.monotonic() >= deadline:
+                raise TrayUnavailable(
+                    f"no system tray on display {display.get_display_name()} (nothing owns {selection} "
+                    f"after {wait_s:g} s; GNOME needs the AppIndicator extension); {LINUX_HINT}")
+            time.sleep(0.25)
+    finally:
+        display.close()

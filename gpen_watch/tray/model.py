@@ -1,0 +1,213 @@
+"""What the tray shows, as plain data: service status + GPU samples -> state, badge, title, menu.
+
+Nothing here touches pystray or Pillow, so every rule is a unit test away: app.py turns a
+TrayView into pixels and native menu items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpen_watch.tray.gpu import GpuSample
+
+# idle/working/paused/error are what the user cares about; starting/stopping are the moments around
+# them (models loading, images in flight finishing after Quit).
+State = Literal["starting", "idle", "working", "paused", "error", "stopping"]
+
+# Badge fill and text colours per state: green idle, blue working, amber paused, red error, grey
+# for the transient ones. Chosen to be told apart at 16 px and by most colour-blind users (blue and
+# amber differ in lightness, not only hue).
+BADGE_COLOURS: dict[State, tuple[str, str]] = {
+    "idle": ("#2e7d32", "#ffffff"),
+    "working": ("#1565c0", "#ffffff"),
+    "paused": ("#f9a825", "#000000"),
+    "error": ("#c62828", "#ffffff"),
+    "starting": ("#757575", "#ffffff"),
+    "stopping": ("#757575", "#ffffff"),
+}
+
+STATE_WORDS: dict[State, str] = {
+    "starting": "starting",
+    "idle": "idle",
+    "working": "working",
+    "paused": "paused",
+    "error": "needs attention",
+    "stopping": "stopping",
+}
+
+MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 backend: 64 with NUL)
+MAX_LINE = 70  # a menu line wider than this makes the whole menu too wide
+
+
+@dataclass(frozen=True)
+class TrayView:
+    state: State
+    queue_depth: int  # waiting + being restored
+    paused: bool = False
+    problem: str | None = None
+    # Images finished today (journal), or since start when the service does not report that.
+    done: int = 0
+    done_today: bool = True
+    restored_total: int = 0  # since start, for "batch finished" notifications
+    failed_total: int = 0
+    gpus: tuple[GpuSample, ...] = ()
+    cpu_mode: bool = True
+    login_enabled: bool = False
+
+
+@dataclass(frozen=True)
+class Badge:
+    text: str  # "" draws a plain dot
+    fill: str
+    ink: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One menu item. ``action`` names what app.py does on click (None: an information line)."""
+
+    text: str
+    action: str | None = None
+    checked: bool | None = None  # None: not a checkbox
+    default: bool = False  # what a plain click on the icon does
+    separator: bool = False
+    live: bool = False  # a reading that changes on every poll (GPU lines)
+
+
+SEPARATOR = Entry("", separator=True)
+
+
+def view_from_status(
+    status: dict[str, Any] | None,
+    gpus: list[GpuSample] | tuple[GpuSample, ...] = (),
+    *,
+    login_enabled: bool = False,
+    stopping: bool = False,
+) -> TrayView:
+    """Build the view from a `status` reply (None while the service starts)."""
+    gpus = tuple(gpus)
+    if status is None:
+        return TrayView("stopping" if stopping else "starting", 0, gpus=gpus, cpu_mode=not gpus,
+                        login_enabled=login_enabled)
+    queue = status.get("queue") or {}
+    depth = int(queue.get("queued", 0)) + int(queue.get("running", 0))
+    paused = bool(status.get("paused"))
+    problem = status.get("problem") or None
+    throughput = status.get("throughput") or {}
+    if stopping or status.get("stopping"):
+        state: State = "stopping"
+    elif problem:
+        state = "error"
+    elif paused:
+        state = "paused"
+    elif depth > 0:
+        state = "working"
+    else:
+        state = "idle"
+    workers = status.get("workers") or []
+    # CPU mode: no GPU to show, or every worker runs on the CPU (workers.devices = ["cpu"]).
+    cpu_mode = not gpus or (bool(workers) and all(str(w.get("device", "")).startswith("cpu") for w in workers))
+    has_today = "done_today" in status
+    return TrayView(
+        state=state,
+        queue_depth=depth,
+        paused=paused,
+        problem=problem,
+        done=int(status["done_today"] if has_today else throughput.get("images", 0)),
+        done_today=has_today,
+        restored_total=int(throughput.get("images", 0)),
+        failed_total=int(throughput.get("failed", 0)),
+        gpus=gpus,
+        cpu_mode=cpu_mode,
+        login_enabled=login_enabled,
+    )
+
+
+def badge(view: TrayView) -> Badge:
+    fill, ink = BADGE_COLOURS[view.state]
+    return Badge(badge_text(view.queue_depth), fill, ink)
+
+
+def badge_text(depth: int) -> str:
+    """Queue depth as at most three characters: 0 shows no number, over 99 shows 99+."""
+    if depth <= 0:
+        return ""
+    return str(depth) if depth <= 99 else "99+"
+
+
+def icon_key(view: TrayView) -> tuple[State, str]:
+    """What the icon image depends on: it is redrawn only when this changes."""
+    return view.state, badge_text(view.queue_depth)
+
+
+def headline(view: TrayView) -> str:
+    """State in words, with the queue: "working: 12 in the queue"."""
+    word = STATE_WORDS[view.state]
+    if view.state in ("starting", "stopping"):
+        return word
+    if view.queue_depth == 0:
+        return f"{word}: queue empty" if view.state != "error" else word
+    return f"{word}: {view.queue_depth} in the queue"
+
+
+def title(view: TrayView) -> str:
+    """Tooltip / window name. On the xorg backend this is the only text the user can get."""
+    text = f"gpen-watch: {headline(view)}"
+    if view.problem:
+        text += f" - {view.problem}"
+    return _clip(text, MAX_TITLE)
+
+
+def gpu_line(g: GpuSample) -> str:
+    """"NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C" (readings the GPU does not give are left out)."""
+    parts = []
+    if g.util_percent is not None:
+        parts.append(f"{g.util_percent}%")
+    if g.mem_used is not None and g.mem_total:
+        parts.append(f"{g.mem_used / 2**30:.1f}/{g.mem_total / 2**30:.1f} GiB")
+    if g.temp_c is not None:
+        parts.append(f"{g.temp_c} °C")
+    return _clip(f"{g.name}: {', '.join(parts) or 'no readings'}", MAX_LINE)
+
+
+def summary_lines(view: TrayView) -> list[str]:
+    lines = [headline(view).capitalize()]
+    if view.problem:
+        lines.append(_clip(f"Problem: {view.problem}", MAX_LINE))
+    lines.append(f"Restored {'today' if view.done_today else 'since start'}: {view.done}")
+    return lines
+
+
+def device_lines(view: TrayView) -> list[str]:
+    if view.cpu_mode:
+        return ["CPU mode" + ("" if view.gpus else " (no NVIDIA GPU)")]
+    return [gpu_line(g) for g in view.gpus]
+
+
+def menu(view: TrayView, *, inbox_names: list[str] | tuple[str, ...] = ("inbox",),
+         has_menu: bool = True) -> list[Entry]:
+    """The menu, top to bottom. Without a menu (xorg), a click on the icon toggles pause."""
+    entries = [Entry(line) for line in summary_lines(view)]
+    entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
+    entries.append(SEPARATOR)
+    entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=not has_menu))
+    entries.append(SEPARATOR)
+    if len(inbox_names) == 1:
+        entries.append(Entry("Open inbox", "open_inbox:0"))
+    else:
+        entries += [Entry(_clip(f"Open inbox: {name}", MAX_LINE), f"open_inbox:{i}")
+                    for i, name in enumerate(inbox_names)]
+    entries += [
+        Entry("Open outbox", "open_outbox", default=has_menu),
+        Entry("Open failed folder", "open_failed"),
+        Entry("Open log", "open_log"),
+        SEPARATOR,
+        Entry("Start at login", "toggle_login", checked=view.login_enabled),
+        Entry("Quit", "quit"),
+    ]
+    return entries
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
