@@ -124,6 +124,7 @@ def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
         other = wants_link(GRAPHICAL if options.no_tray else HEADLESS)
         if _is_our_link(other):
             other.unlink()
+            _rmdir_if_empty(other.parent)
             result.changed = True
         if _link(wants_link(target), path):
             result.changed = True
@@ -186,7 +187,7 @@ def _remove_systemd(result: LoginResult, run: Runner) -> None:
         if _is_our_link(link):
             link.unlink()
             changed = True
-            _rmdir_if_empty(link.parent)
+        _rmdir_if_empty(link.parent)
     if is_ours(unit_file()):
         changed = True
     remove_if_ours(unit_file(), result)

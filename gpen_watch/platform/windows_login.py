@@ -67,7 +67,7 @@ def command_line(options: LoginOptions) -> str:
 
 
 def install(options: LoginOptions, key: RunKey | None = None) -> LoginResult:
-    key = key or RegistryRunKey()
+    key = RegistryRunKey() if key is None else key
     result = LoginResult()
     value = command_line(options)
     current = key.get(VALUE_NAME)
@@ -85,7 +85,7 @@ def install(options: LoginOptions, key: RunKey | None = None) -> LoginResult:
 
 
 def uninstall(key: RunKey | None = None) -> LoginResult:
-    key = key or RegistryRunKey()
+    key = RegistryRunKey() if key is None else key
     result = LoginResult()
     current = key.get(VALUE_NAME)
     if current is None:
@@ -100,7 +100,7 @@ def uninstall(key: RunKey | None = None) -> LoginResult:
 
 
 def status(key: RunKey | None = None) -> LoginStatus:
-    current = (key or RegistryRunKey()).get(VALUE_NAME)
+    current = (RegistryRunKey() if key is None else key).get(VALUE_NAME)
     if current is None or SIGNATURE not in current:
         return LoginStatus(False)
     fresh = [command_line(LoginOptions(no_tray=n)) for n in (False, True)]

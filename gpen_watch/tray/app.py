@@ -137,7 +137,9 @@ class TrayApp:
                 # Normally the icon goes only after the service stopped: the display went away.
                 log.warning("the tray icon's event loop ended (display gone?); stopping the service")
                 self.service.request_stop()
-        for t in self._threads:
+        with self._setup_lock:  # _setup may still be starting them
+            threads = list(self._threads)
+        for t in threads:
             t.join()
         if self._error is not None:
             raise self._error

@@ -1,0 +1,434 @@
+"""The tray app with a stand-in pystray and service: what reaches the icon, what clicks do, lifetimes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from test_tray_gpu import FakeNvml
+
+from gpen_watch.config import Config, InboxConfig
+from gpen_watch.errors import GpenWatchError
+from gpen_watch.platform.login_common import LoginOptions, LoginResult
+from gpen_watch.tray import app as tray_app
+from gpen_watch.tray import model
+from gpen_watch.tray.app import TrayApp, run_with_tray
+from gpen_watch.tray.backend import Backend
+from gpen_watch.tray.gpu import NvmlMonitor
+
+# --- stand-ins -------------------------------------------------------------------------------------
+
+
+class FakeMenuItem:
+    def __init__(self, text: str, action: Callable[..., None] | None, checked: Any = None, enabled: bool = True,
+                 default: bool = False) -> None:
+        self.text, self.action, self.enabled, self.default = text, action, enabled, default
+        self.checked = checked(self) if checked is not None else None
+
+
+class FakeMenu:
+    SEPARATOR = FakeMenuItem("----", None)
+
+    def __init__(self, *items: FakeMenuItem) -> None:
+        self.items = items
+
+
+class FakeIcon:
+    """Records what the app pushes; run() calls setup and waits for stop(), like a backend's loop."""
+
+    HAS_MENU = True
+    HAS_NOTIFICATION = True
+    fail_in_loop: Exception | None = None
+    loop_ends_after: float | None = None  # the loop ends by itself (display gone)
+    made: list[FakeIcon] = []
+
+    def __init__(self, name: str, icon: Any, title: str, menu: FakeMenu) -> None:
+        self.images = [icon]
+        self.titles = [title]
+        self.menus = [menu]
+        self.notices: list[tuple[str, str]] = []
+        self.visible = False
+        self._stopped = threading.Event()
+        FakeIcon.made.append(self)
+
+    @property
+    def icon(self) -> Any:
+        return self.images[-1]
+
+    @icon.setter
+    def icon(self, value: Any) -> None:
+        self.images.append(value)
+
+    @property
+    def title(self) -> str:
+        return self.titles[-1]
+
+    @title.setter
+    def title(self, value: str) -> None:
+        self.titles.append(value)
+
+    @property
+    def menu(self) -> FakeMenu:
+        return self.menus[-1]
+
+    @menu.setter
+    def menu(self, value: FakeMenu) -> None:
+        self.menus.append(value)
+
+    def run(self, setup: Callable[[Any], None]) -> None:
+        if self.fail_in_loop is not None:
+            raise self.fail_in_loop
+        threading.Thread(target=setup, args=(self,)).start()
+        self._stopped.wait(self.loop_ends_after)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def notify(self, message: str, title: str | None = None) -> None:
+        self.notices.append((title or "", message))
+
+    def __call__(self) -> None:  # a plain click: the default item, as pystray does
+        item = next(i for i in self.menu.items if i.default)
+        assert item.action is not None
+        item.action(self, item)
+
+    def item(self, text: str) -> FakeMenuItem:
+        return next(i for i in self.menu.items if i.text == text)
+
+    def click(self, text: str) -> None:
+        item = self.item(text)
+        assert item.action is not None
+        item.action(self, item)
+
+
+def fake_backend(*, has_menu: bool = True, has_notification: bool = True, **icon_attrs: Any) -> Backend:
+    icon_cls = type("Icon", (FakeIcon,), {"HAS_MENU": has_menu, "HAS_NOTIFICATION": has_notification, **icon_attrs})
+    pystray = SimpleNamespace(Icon=icon_cls, Menu=FakeMenu, MenuItem=FakeMenuItem)
+    return Backend("fake", pystray, has_menu, has_notification)  # type: ignore[arg-type]
+
+
+class FakeService:
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.ready = threading.Event()
+        self.stop_requested = threading.Event()
+        self.fail = fail
+        self.paused = False
+        self.queued = 0
+        self.images = 0
+        self.failed = 0
+        self.problem: str | None = None
+        self.commands: list[str] = []
+        self.ran_on: str | None = None
+
+    def run(self) -> int:
+        self.ran_on = threading.current_thread().name
+        if self.fail is not None:
+            raise self.fail
+        self.ready.set()
+        self.stop_requested.wait(30)
+        return 0
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        cmd = request["cmd"]
+        self.commands.append(cmd)
+        if cmd in ("pause", "resume"):
+            self.paused = cmd == "pause"
+            return {"ok": True}
+        return {"ok": True, "paused": self.paused, "stopping": False, "problem": self.problem,
+                "queue": {"queued": self.queued, "running": 0},
+                "throughput": {"images": self.images, "failed": self.failed},
+                "workers": [{"device": "cuda:0 (NVIDIA A100)"}], "done_today": self.images}
+
+
+class FakePlatform:
+    def __init__(self) -> None:
+        self.opened: list[Path] = []
+        self.notices: list[tuple[str, str]] = []
+        self.login = False
+        self.login_options: list[LoginOptions] = []
+
+    def open_path(self, path: Path) -> None:
+        self.opened.append(path)
+
+    def notify(self, title: str, message: str) -> bool:
+        self.notices.append((title, message))
+        return True
+
+    def login_enabled(self) -> bool:
+        return self.login
+
+    def install_login(self, options: LoginOptions) -> LoginResult:
+        self.login_options.append(options)
+        self.login = True
+        return LoginResult(True, ["installed"])
+
+    def uninstall_login(self) -> LoginResult:
+        self.login = False
+        return LoginResult(True, ["removed"])
+
+
+class Running:
+    """A TrayApp running on a thread of its own (the main thread in real use)."""
+
+    def __init__(self, tmp_path: Path, service: FakeService | None = None, **backend_kw: Any) -> None:
+        FakeIcon.made.clear()
+        self.service = service or FakeService()
+        self.platform = FakePlatform()
+        self.cfg = Config()
+        self.cfg.watch.inboxes = [InboxConfig(tmp_path / "inbox")]
+        self.cfg.watch.outbox = tmp_path / "outbox"
+        self.nvml = FakeNvml(["NVIDIA A100"])
+        self.app = TrayApp(self.service, self.cfg, fake_backend(**backend_kw), log_path=tmp_path / "logs" / "x.log",
+                           platform=self.platform, gpus=NvmlMonitor(self.nvml, environ={}), poll_s=0.02)  # type: ignore[arg-type]
+        self.result: list[Any] = []
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result.append(self.app.run())
+        except BaseException as exc:
+            self.result.append(exc)
+
+    @property
+    def icon(self) -> FakeIcon:
+        wait_for(lambda: FakeIcon.made, "icon made")
+        return FakeIcon.made[-1]
+
+    def stop(self) -> Any:
+        self.service.request_stop()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+        return self.result[0]
+
+
+def wait_for(cond: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def running(tmp_path: Path):  # type: ignore[no-untyped-def]
+    made: list[Running] = []
+
+    def start(*args: Any, **kw: Any) -> Running:
+        r = Running(tmp_path, *args, **kw)
+        made.append(r)
+        return r
+
+    yield start
+    for r in made:
+        r.service.request_stop()
+        r.thread.join(10)
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_service_runs_in_a_background_thread_and_the_icon_follows_it(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: icon.titles[-1] == "gpen-watch: idle: queue empty", "idle title")
+    assert icon.visible and r.service.ran_on == "gpen-watch-service"
+    assert icon.titles[0] == "gpen-watch: starting"
+    r.service.queued = 3
+    wait_for(lambda: icon.titles[-1] == "gpen-watch: working: 3 in the queue", "working title")
+    assert r.stop() == 0
+    assert icon._stopped.is_set()
+
+
+def test_icon_is_redrawn_only_when_state_or_badge_change(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    r.service.queued = 3
+    wait_for(lambda: icon.titles[-1].endswith("3 in the queue"), "3 queued")
+    drawn = len(icon.images)
+    r.service.images = 5  # done today and GPU readings change: no new image
+    wait_for(lambda: any(i.text == "Restored today: 5" for i in icon.menu.items), "menu shows 5 done")
+    time.sleep(0.1)
+    assert len(icon.images) == drawn
+    r.service.queued = 4
+    wait_for(lambda: len(icon.images) == drawn + 1, "redraw for 4")
+    r.service.paused = True
+    wait_for(lambda: len(icon.images) == drawn + 2, "redraw for paused")
+    time.sleep(0.1)
+    assert len(icon.images) == drawn + 2
+    r.stop()
+
+
+def test_menu_shows_status_and_gpu_lines(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    r.service.queued, r.service.images = 2, 7
+    wait_for(lambda: any(i.text == "Restored today: 7" for i in icon.menu.items), "status lines")
+    texts = [i.text for i in icon.menu.items]
+    assert texts[:3] == ["Working: 2 in the queue", "Restored today: 7", "NVIDIA A100: 40%, 1.0/80.0 GiB, 50 °C"]
+    assert not icon.item("Working: 2 in the queue").enabled
+    r.stop()
+    assert r.nvml.shutdowns == 1  # NVML closed when the tray ends
+
+
+def test_pause_toggle_is_a_checkbox_that_pauses_and_resumes(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: idle"), "idle")
+    assert icon.item("Pause").checked is False
+    icon.click("Pause")
+    wait_for(lambda: icon.item("Pause").checked is True, "checked")
+    assert "pause" in r.service.commands and icon.titles[-1] == "gpen-watch: paused: queue empty"
+    icon.click("Pause")
+    wait_for(lambda: icon.item("Pause").checked is False, "unchecked")
+    assert "resume" in r.service.commands
+    r.stop()
+
+
+def test_without_a_menu_clicking_the_icon_toggles_pause(running: Callable[..., Running]) -> None:
+    r = running(has_menu=False)
+    icon = r.icon
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: idle"), "idle")
+    icon()
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: paused"), "paused by a click")
+    icon()
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: idle"), "resumed by a click")
+    r.stop()
+
+
+def test_open_items_open_the_folders_and_the_log(running: Callable[..., Running], tmp_path: Path) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    for text in ("Open inbox", "Open outbox", "Open failed folder", "Open log"):
+        icon.click(text)
+    failed = tmp_path / "failed"  # beside the outbox (outbox.naming.failed_root)
+    assert r.platform.opened == [tmp_path / "inbox", tmp_path / "outbox", failed, tmp_path / "logs"]
+    assert failed.is_dir()  # made so there is something to show
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "x.log").write_text("log\n")
+    icon.click("Open log")
+    assert r.platform.opened[-1] == tmp_path / "logs" / "x.log"
+    r.stop()
+
+
+def test_start_at_login_toggle(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: icon.item("Start at login").checked is False, "unchecked")
+    icon.click("Start at login")
+    wait_for(lambda: icon.item("Start at login").checked is True, "checked")
+    # The running tray installs for the next login without starting a second instance now.
+    assert r.platform.login_options == [LoginOptions(load_now=False)]
+    icon.click("Start at login")
+    wait_for(lambda: icon.item("Start at login").checked is False, "unchecked again")
+    r.stop()
+
+
+def test_quit_stops_the_service_gracefully_then_the_icon(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    icon.click("Quit")
+    r.thread.join(10)
+    assert r.result == [0] and r.service.stop_requested.is_set() and icon._stopped.is_set()
+
+
+def test_notifications_batch_finished_and_problems(running: Callable[..., Running]) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: idle"), "idle")
+    r.service.queued = 3
+    wait_for(lambda: icon.titles[-1].startswith("gpen-watch: working"), "working")
+    r.service.queued, r.service.images, r.service.failed = 0, 2, 1
+    wait_for(lambda: icon.notices, "batch notice")
+    assert icon.notices == [("gpen-watch: batch finished", "2 photos restored, 1 failed (see the failed folder)")]
+    r.service.problem = "outbox: [Errno 30] Read-only file system: '/x'; retrying every 30 s"
+    wait_for(lambda: len(icon.notices) == 2, "problem notice")
+    assert icon.notices[1][0] == "gpen-watch: cannot write to the outbox"
+    time.sleep(0.1)
+    assert len(icon.notices) == 2
+    r.stop()
+
+
+def test_notifications_fall_back_to_the_platform(running: Callable[..., Running]) -> None:
+    r = running(has_notification=False)
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    r.service.problem = "cpu#0: GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`"
+    wait_for(lambda: r.platform.notices, "platform notice")
+    assert r.platform.notices[0][0] == "gpen-watch: model weights missing"
+    r.stop()
+
+
+def test_service_errors_reach_the_caller(running: Callable[..., Running]) -> None:
+    r = running(FakeService(fail=GpenWatchError("gpen-watch is already running (pid 42)")))
+    r.thread.join(10)
+    assert isinstance(r.result[0], GpenWatchError)
+    assert r.icon._stopped.is_set()
+
+
+def test_backend_failing_in_its_loop_runs_headless(running: Callable[..., Running],
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "gpen_watch.tray")
+    r = running(fail_in_loop=RuntimeError("Could not connect: No such file or directory"))
+    wait_for(lambda: r.service.ready.is_set(), "service running")
+    assert r.stop() == 0
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert lines == ["no tray icon: the fake backend failed (Could not connect: No such file or directory); "
+                     "running headless"]
+
+
+def test_icon_loop_ending_on_its_own_stops_the_service(running: Callable[..., Running],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    r = running(loop_ends_after=0.3)
+    r.thread.join(10)
+    assert r.result == [0] and r.service.stop_requested.is_set()
+    assert any("event loop ended" in rec.getMessage() for rec in caplog.records)
+
+
+def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None:
+    app = TrayApp(FakeService(), Config(), fake_backend(), platform=FakePlatform(),  # type: ignore[arg-type]
+                  gpus=NvmlMonitor(FakeNvml([]), environ={}))
+    app._icon = FakeIcon("x", None, "", FakeMenu())
+    st = {"ok": True, "queue": {"queued": 1}, "workers": [{"device": "cuda:0"}]}
+
+    def view(util: int, queued: int = 1) -> model.TrayView:
+        from gpen_watch.tray.gpu import GpuSample
+
+        return model.view_from_status({**st, "queue": {"queued": queued}}, [GpuSample(0, "A", util, 1, 2**30, 40)])
+
+    app.show(view(10), now=100.0)
+    menus = len(app._icon.menus)
+    app.show(view(11), now=101.0)
+    assert len(app._icon.menus) == menus  # only a reading changed: wait
+    app.show(view(12, queued=2), now=101.5)
+    assert len(app._icon.menus) == menus + 1  # something else changed: at once
+    app.show(view(13, queued=2), now=101.6)
+    app.show(view(14, queued=2), now=101.6 + tray_app.GPU_MENU_REFRESH_S)
+    assert len(app._icon.menus) == menus + 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="DISPLAY is how X11/Wayland desktops are found")
+def test_run_with_tray_without_a_display_runs_headless_with_one_log_line(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    caplog.set_level(logging.INFO)
+    service = FakeService()
+    threading.Timer(0.2, service.request_stop).start()
+    assert run_with_tray(service, Config()) == 0  # type: ignore[arg-type]
+    assert service.ran_on == threading.current_thread().name
+    assert [r.getMessage() for r in caplog.records] == [
+        "no tray icon: no display (DISPLAY and WAYLAND_DISPLAY are not set); running headless"]

@@ -1,0 +1,222 @@
+"""The tray's icon and menu model as plain data: state, badge, title, menu entries, notices, pixels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from gpen_watch.tray import icon, model
+from gpen_watch.tray.gpu import GpuSample
+from gpen_watch.tray.notices import NoticeTracker, batch_message, problem_kind
+
+
+def status(queued: int = 0, running: int = 0, *, paused: bool = False, problem: str | None = None,
+           images: int = 0, failed: int = 0, devices: tuple[str, ...] = ("cpu",), **extra: Any) -> dict[str, Any]:
+    return {
+        "ok": True, "paused": paused, "stopping": False, "problem": problem,
+        "queue": {"queued": queued, "running": running, "done": images, "failed": failed, "in_flight": running},
+        "throughput": {"images": images, "faces": images, "failed": failed},
+        "workers": [{"name": d, "device": d, "state": "idle"} for d in devices],
+        **extra,
+    }
+
+
+H200 = GpuSample(0, "NVIDIA H200", 87, int(12.3 * 2**30), int(139.8 * 2**30), 64)
+
+
+@pytest.mark.parametrize("st, state", [
+    (status(), "idle"),
+    (status(queued=3), "working"),
+    (status(running=1), "working"),
+    (status(queued=3, paused=True), "paused"),
+    (status(paused=True), "paused"),
+    (status(queued=2, problem="outbox: [Errno 28] No space left on device; retrying every 30 s"), "error"),
+    (status(paused=True, problem="cpu#0: GPEN-BFR-512: weights not found"), "error"),
+    (status(stopping=True), "stopping"),
+    (None, "starting"),
+])
+def test_state_from_status(st: dict[str, Any] | None, state: str) -> None:
+    assert model.view_from_status(st).state == state
+
+
+def test_queue_depth_counts_waiting_and_running() -> None:
+    view = model.view_from_status(status(queued=5, running=2))
+    assert view.queue_depth == 7
+    assert model.badge(view) == model.Badge("7", *model.BADGE_COLOURS["working"])
+
+
+@pytest.mark.parametrize("depth, text", [(0, ""), (1, "1"), (9, "9"), (42, "42"), (99, "99"), (100, "99+"),
+                                         (12345, "99+")])
+def test_badge_text(depth: int, text: str) -> None:
+    assert model.badge_text(depth) == text
+
+
+def test_each_state_has_its_own_colour() -> None:
+    fills = {model.BADGE_COLOURS[s][0] for s in ("idle", "working", "paused", "error")}
+    assert len(fills) == 4
+
+
+def test_icon_key_changes_only_with_state_or_badge() -> None:
+    a = model.view_from_status(status(queued=3, images=1), [H200])
+    b = model.view_from_status(status(queued=3, images=2), [GpuSample(0, "NVIDIA H200", 12, 1, 2, 40)])
+    assert model.icon_key(a) == model.icon_key(b) == ("working", "3")
+    assert model.icon_key(model.view_from_status(status(queued=4))) == ("working", "4")
+    assert model.icon_key(model.view_from_status(status(queued=3, paused=True))) == ("paused", "3")
+    # Past 99 the badge stays "99+": no redraw for every file of a big drop.
+    assert model.icon_key(model.view_from_status(status(queued=150))) == model.icon_key(
+        model.view_from_status(status(queued=151)))
+
+
+def test_title_says_state_and_depth_and_fits_a_windows_tooltip() -> None:
+    assert model.title(model.view_from_status(status())) == "gpen-watch: idle: queue empty"
+    assert model.title(model.view_from_status(status(queued=12))) == "gpen-watch: working: 12 in the queue"
+    assert model.title(model.view_from_status(status(queued=2, paused=True))) == "gpen-watch: paused: 2 in the queue"
+    assert model.title(model.view_from_status(None)) == "gpen-watch: starting"
+    long = model.title(model.view_from_status(status(problem="outbox: " + "x" * 200)))
+    assert long.startswith("gpen-watch: needs attention - outbox: ") and len(long) <= model.MAX_TITLE
+
+
+def texts(entries: list[model.Entry]) -> list[str]:
+    return ["---" if e.separator else e.text for e in entries]
+
+
+def test_menu_with_a_gpu() -> None:
+    view = model.view_from_status(status(queued=3, devices=("cuda:0 (NVIDIA H200)",), done_today=17), [H200],
+                                  login_enabled=True)
+    entries = model.menu(view)
+    assert texts(entries) == [
+        "Working: 3 in the queue",
+        "Restored today: 17",
+        "NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C",
+        "---",
+        "Pause",
+        "---",
+        "Open inbox", "Open outbox", "Open failed folder", "Open log",
+        "---",
+        "Start at login",
+        "Quit",
+    ]
+    by_text = {e.text: e for e in entries}
+    assert all(by_text[t].action is None for t in texts(entries)[:3])  # information only
+    assert by_text["NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C"].live
+    assert by_text["Pause"].checked is False and by_text["Pause"].action == "toggle_pause"
+    assert by_text["Start at login"].checked is True
+    assert by_text["Quit"].action == "quit"
+    # With a menu a plain click opens the outbox (Windows, GTK); the menu does the rest.
+    assert [e.text for e in entries if e.default] == ["Open outbox"]
+
+
+def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
+    view = model.view_from_status(status(queued=2, paused=True, problem="outbox: read-only file system"))
+    lines = texts(model.menu(view))
+    assert lines[:4] == ["Needs attention: 2 in the queue", "Problem: outbox: read-only file system",
+                         "Restored since start: 0", "CPU mode (no NVIDIA GPU)"]
+    assert next(e for e in model.menu(view) if e.text == "Pause").checked is True
+
+
+def test_cpu_mode_when_every_worker_runs_on_the_cpu_even_with_a_gpu() -> None:
+    view = model.view_from_status(status(devices=("cpu",)), [H200])
+    assert view.cpu_mode and model.device_lines(view) == ["CPU mode"]
+
+
+def test_gpu_line_leaves_out_what_the_gpu_does_not_report() -> None:
+    assert model.gpu_line(GpuSample(1, "Tesla T4", None, 2**30, 16 * 2**30, None)) == "Tesla T4: 1.0/16.0 GiB"
+    assert model.gpu_line(GpuSample(1, "Tesla T4")) == "Tesla T4: no readings"
+
+
+def test_without_a_menu_a_click_toggles_pause() -> None:
+    entries = model.menu(model.view_from_status(status()), has_menu=False)
+    assert [e.action for e in entries if e.default] == ["toggle_pause"]
+
+
+def test_several_inboxes_get_one_item_each() -> None:
+    entries = model.menu(model.view_from_status(status()), inbox_names=["scans", "phone"])
+    assert [(e.text, e.action) for e in entries if (e.action or "").startswith("open_inbox")] == [
+        ("Open inbox: scans", "open_inbox:0"), ("Open inbox: phone", "open_inbox:1")]
+
+
+# --- notices ------------------------------------------------------------------------------------
+
+
+def test_batch_finished_notice_counts_only_that_batch() -> None:
+    t = NoticeTracker()
+    assert t.update(model.view_from_status(status(images=10, failed=1))) == []  # baseline at start
+    assert t.update(model.view_from_status(status(queued=4, images=10, failed=1))) == []
+    assert t.update(model.view_from_status(status(queued=1, running=1, images=12, failed=1))) == []
+    (notice,) = t.update(model.view_from_status(status(images=13, failed=2)))
+    assert notice.message == "3 photos restored, 1 failed (see the failed folder)"
+    assert t.update(model.view_from_status(status(images=13, failed=2))) == []  # said once
+
+
+def test_no_batch_notice_while_paused_with_work_waiting() -> None:
+    t = NoticeTracker()
+    t.update(model.view_from_status(status()))
+    assert t.update(model.view_from_status(status(queued=3, paused=True))) == []
+    assert t.update(model.view_from_status(status(queued=3, paused=True))) == []
+    (notice,) = t.update(model.view_from_status(status(images=3)))
+    assert notice.message == "3 photos restored"
+
+
+def test_problem_notice_once_per_problem() -> None:
+    t = NoticeTracker()
+    weights = "cpu#0: GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`"
+    (n,) = t.update(model.view_from_status(status(problem=weights)))
+    assert n.title == "gpen-watch: model weights missing" and n.message == weights
+    assert t.update(model.view_from_status(status(problem=weights))) == []
+    assert t.update(model.view_from_status(status())) == []
+    (n,) = t.update(model.view_from_status(status(problem="outbox: [Errno 30] Read-only file system")))
+    assert n.title == "gpen-watch: cannot write to the outbox"
+
+
+def test_problem_kinds_and_batch_message() -> None:
+    assert problem_kind(None) is None
+    assert problem_kind("outbox: disk full") == "outbox"
+    assert problem_kind("cuda:0: model file is corrupt") == "weights"
+    assert problem_kind("cuda:0: CUDA error: no CUDA-capable device") == "other"
+    assert batch_message(1, 0) == "1 photo restored"
+
+
+# --- pixels -------------------------------------------------------------------------------------
+
+
+def _near(rgb: tuple[int, ...], hex_colour: str, tol: int = 12) -> bool:
+    want = tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return all(abs(a - b) <= tol for a, b in zip(rgb, want))
+
+
+def count_colour(image: Image.Image, hex_colour: str, box: tuple[int, int, int, int] | None = None) -> int:
+    region = image.convert("RGB").crop(box) if box else image.convert("RGB")
+    data = region.tobytes()
+    return sum(1 for px in zip(data[0::3], data[1::3], data[2::3]) if _near(px, hex_colour))
+
+
+@pytest.mark.parametrize("state", ["idle", "working", "paused", "error"])
+def test_icon_badge_has_the_state_colour_in_the_lower_right(state: str) -> None:
+    base = icon.load_base()
+    view = model.TrayView(state, 5)  # type: ignore[arg-type]
+    image = icon.render(base, model.badge(view))
+    assert image.size == (icon.SIZE, icon.SIZE) and image.mode == "RGBA"
+    fill = model.BADGE_COLOURS[state][0]  # type: ignore[index]
+    half = icon.SIZE // 2
+    assert count_colour(image, fill, (half, half, icon.SIZE, icon.SIZE)) > 150
+    assert count_colour(image, fill, (0, 0, half // 2, half // 2)) == 0  # the face is left alone
+    assert count_colour(base, fill) < 10
+
+
+def test_icon_numbers_differ_and_99_plus_fits() -> None:
+    base = icon.load_base()
+    a = icon.render(base, model.Badge("3", "#1565c0", "#ffffff"))
+    b = icon.render(base, model.Badge("12", "#1565c0", "#ffffff"))
+    c = icon.render(base, model.Badge("99+", "#1565c0", "#ffffff"))
+    assert a.tobytes() != b.tobytes() != c.tobytes()
+    # The pill is as wide as the icon at most, and its ink is inside it.
+    assert count_colour(c, "#ffffff", (icon.SIZE // 2, icon.SIZE // 2, icon.SIZE, icon.SIZE)) > 40
+
+
+def test_icon_asset_is_found() -> None:
+    from gpen_watch.platform import resources
+
+    path = resources.find(*icon.ICON_FILE)
+    assert path is not None and Image.open(path).size == (256, 256)
