@@ -48,6 +48,7 @@ class FakeIcon:
     fail_in_loop: Exception | None = None
     loop_ends_after: float | None = None  # the loop ends by itself (display gone)
     made: list[FakeIcon] = []
+    violations: list[str] = []
 
     def __init__(self, name: str, icon: Any, title: str, menu: FakeMenu) -> None:
         self.images = [icon]
@@ -58,13 +59,25 @@ class FakeIcon:
         self._stopped = threading.Event()
         FakeIcon.made.append(self)
 
+    def _call(self, record: list[Any], value: Any) -> None:
+        # Like pystray's xorg backend, which shares one reply queue between callers: the app must
+        # never call from two threads at once, nor after the icon stopped.
+        if getattr(self, "_busy", False):
+            FakeIcon.violations.append("two threads called the icon at once")
+        if self._stopped.is_set():
+            FakeIcon.violations.append("called after stop()")
+        self._busy = True
+        time.sleep(0.002)
+        record.append(value)
+        self._busy = False
+
     @property
     def icon(self) -> Any:
         return self.images[-1]
 
     @icon.setter
     def icon(self, value: Any) -> None:
-        self.images.append(value)
+        self._call(self.images, value)
 
     @property
     def title(self) -> str:
@@ -72,7 +85,7 @@ class FakeIcon:
 
     @title.setter
     def title(self, value: str) -> None:
-        self.titles.append(value)
+        self._call(self.titles, value)
 
     @property
     def menu(self) -> FakeMenu:
@@ -80,7 +93,7 @@ class FakeIcon:
 
     @menu.setter
     def menu(self, value: FakeMenu) -> None:
-        self.menus.append(value)
+        self._call(self.menus, value)
 
     def run(self, setup: Callable[[Any], None]) -> None:
         if self.fail_in_loop is not None:
@@ -92,7 +105,7 @@ class FakeIcon:
         self._stopped.set()
 
     def notify(self, message: str, title: str | None = None) -> None:
-        self.notices.append((title or "", message))
+        self._call(self.notices, (title or "", message))
 
     def __call__(self) -> None:  # a plain click: the default item, as pystray does
         item = next(i for i in self.menu.items if i.default)
@@ -231,10 +244,12 @@ def running(tmp_path: Path):  # type: ignore[no-untyped-def]
         made.append(r)
         return r
 
+    FakeIcon.violations.clear()
     yield start
     for r in made:
         r.service.request_stop()
         r.thread.join(10)
+    assert FakeIcon.violations == []
 
 
 # --- tests ---------------------------------------------------------------------------------------
@@ -312,14 +327,16 @@ def test_open_items_open_the_folders_and_the_log(running: Callable[..., Running]
     r = running()
     icon = r.icon
     wait_for(lambda: r.service.ready.is_set(), "ready")
-    for text in ("Open inbox", "Open outbox", "Open failed folder", "Open log"):
-        icon.click(text)
+    for n, text in enumerate(("Open inbox", "Open outbox", "Open failed folder", "Open log"), 1):
+        icon.click(text)  # done on a thread of its own: never on the GUI thread
+        wait_for(lambda n=n: len(r.platform.opened) == n, text)
     failed = tmp_path / "failed"  # beside the outbox (outbox.naming.failed_root)
     assert r.platform.opened == [tmp_path / "inbox", tmp_path / "outbox", failed, tmp_path / "logs"]
     assert failed.is_dir()  # made so there is something to show
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "x.log").write_text("log\n")
     icon.click("Open log")
+    wait_for(lambda: len(r.platform.opened) == 5, "open log")
     assert r.platform.opened[-1] == tmp_path / "logs" / "x.log"
     r.stop()
 

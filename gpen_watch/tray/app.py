@@ -28,7 +28,7 @@ from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
-from gpen_watch.tray.backend import Backend, TrayUnavailable, load, prepare
+from gpen_watch.tray.backend import Backend, Hooks, TrayUnavailable, load, prepare
 from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
 from gpen_watch.tray.notices import Notice, NoticeTracker
 
@@ -41,6 +41,8 @@ POLL_S = 1.0
 # An open GTK/AppIndicator menu is rebuilt when its text changes; GPU readings alone change every
 # second, so lines that differ only in them are refreshed at most this often.
 GPU_MENU_REFRESH_S = 3.0
+# How long the service thread waits to stop the icon when another thread is stuck in a call to it.
+ICON_STOP_WAIT_S = 5.0
 LOG_FILE = "gpen-watch.log"  # as in gpen_watch.service.run_cli
 
 
@@ -89,6 +91,11 @@ class TrayApp:
         self.poll_s = poll_s
         self.base = icons.load_base()
         self._icon: Any = None
+        self._hooks = Hooks()
+        # Our threads reach the icon one at a time, through the backend's hooks (the xorg backend
+        # takes calls only on its loop thread, see tray/xorg.py), and not at all once it is gone.
+        self._icon_lock = threading.Lock()
+        self._icon_dead = False
         self._kick = threading.Event()  # refresh now (after a click), or wake up to finish
         self._service_done = threading.Event()
         self._quitting = False
@@ -97,9 +104,9 @@ class TrayApp:
         self._error: BaseException | None = None
         self._last_status: dict[str, Any] | None = None
         self._notices = NoticeTracker()
-        self._threads: list[threading.Thread] = []
         self._setup_lock = threading.Lock()
-        self._icon_dead = False  # the backend failed: nothing more to show
+        self._service_thread: threading.Thread | None = None
+        self._poll_thread: threading.Thread | None = None
         # What the icon shows now; compared with each new view so only changes reach the backend.
         self._view = model.view_from_status(None, login_enabled=self._login_enabled())
         self._shown_key: tuple[str, str] | None = None
@@ -111,36 +118,42 @@ class TrayApp:
 
     def run(self) -> int:
         view = self._view
+        entries = self._entries(view)
         try:
             self._icon = self.backend.pystray.Icon(
                 "gpen-watch", icons.render(self.base, model.badge(view)), model.title(view),
-                menu=self._build_menu(self._entries(view)))
-            prepare(self._icon, self.backend)
+                menu=self._build_menu(entries))
+            self._hooks = prepare(self._icon, self.backend)
         except Exception as exc:  # the backend could not make its window or indicator
             log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
             return self.service.run()
-        self._shown_key, self._shown_title, self._shown_menu = model.icon_key(view), model.title(view), self._entries(view)
+        self._shown_key, self._shown_title, self._shown_menu = model.icon_key(view), model.title(view), entries
         try:
             self._icon.run(setup=self._setup)
         except Exception as exc:
             # The backend failed inside its loop (the gtk backend without a D-Bus session bus).
             with self._setup_lock:
                 self._icon_dead = True
-                started = bool(self._threads)
+                started = self._service_thread is not None
             if not started:
                 self._release_setup_thread()
+                self._hooks.close()
                 log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
                 return self.service.run()
             log.warning("the tray icon failed (%s); the service goes on without it", exc)
         else:
+            self._icon_dead = True
             if not self._service_done.is_set() and not self._quitting:
                 # Normally the icon goes only after the service stopped: the display went away.
                 log.warning("the tray icon's event loop ended (display gone?); stopping the service")
                 self.service.request_stop()
-        with self._setup_lock:  # _setup may still be starting them
-            threads = list(self._threads)
-        for t in threads:
-            t.join()
+        with self._setup_lock:  # _setup may still be starting the threads
+            service_thread, poll_thread = self._service_thread, self._poll_thread
+        if service_thread is not None:
+            service_thread.join()
+        if poll_thread is not None:
+            poll_thread.join(ICON_STOP_WAIT_S)  # a daemon: never holds up the exit
+        self._hooks.close()
         if self._error is not None:
             raise self._error
         return self._rc
@@ -158,15 +171,15 @@ class TrayApp:
             if self._icon_dead:
                 return
             try:
-                icon.visible = True
+                self._with_icon(lambda icon: setattr(icon, "visible", True))
                 log.info("tray icon shown (pystray %s backend%s)", self.backend.name,
                          "" if self.backend.has_menu else "; no menu: click the icon to pause or resume")
             except Exception:
                 log.exception("showing the tray icon failed")
-            for name, target in (("service", self._run_service), ("tray-poll", self._poll)):
-                t = threading.Thread(target=target, name=f"gpen-watch-{name}", daemon=name != "service")
-                self._threads.append(t)
-                t.start()
+            self._service_thread = threading.Thread(target=self._run_service, name="gpen-watch-service")
+            self._poll_thread = threading.Thread(target=self._poll, name="gpen-watch-tray-poll", daemon=True)
+            self._service_thread.start()
+            self._poll_thread.start()
 
     def _run_service(self) -> None:
         try:
@@ -176,11 +189,20 @@ class TrayApp:
         finally:
             self._service_done.set()
             self._kick.set()
+            self._stop_icon()
+
+    def _stop_icon(self) -> None:
+        if not self._icon_lock.acquire(timeout=ICON_STOP_WAIT_S):
+            log.debug("tray icon busy; not stopping it")
+            return
+        try:
             if not self._icon_dead:
-                try:
-                    self._icon.stop()
-                except Exception:
-                    log.debug("stopping the tray icon failed", exc_info=True)
+                self._icon_dead = True
+                self._hooks.submit(self._icon.stop)
+        except Exception:
+            log.debug("stopping the tray icon failed", exc_info=True)
+        finally:
+            self._icon_lock.release()
 
     def _poll(self) -> None:
         try:
@@ -193,6 +215,12 @@ class TrayApp:
                 self._kick.clear()
         finally:
             self.gpus.close()
+
+    def _with_icon(self, call: Callable[[Any], None]) -> None:
+        with self._icon_lock:
+            if not self._icon_dead:
+                icon = self._icon
+                self._hooks.submit(lambda: call(icon))
 
     # --- showing ----------------------------------------------------------------------------------
 
@@ -210,16 +238,19 @@ class TrayApp:
         self._view = view
         key = model.icon_key(view)
         if key != self._shown_key:
-            self._icon.icon = icons.render(self.base, model.badge(view))
+            image = icons.render(self.base, model.badge(view))
+            self._with_icon(lambda icon: setattr(icon, "icon", image))
             self._shown_key = key
         title = model.title(view)
         if title != self._shown_title:
-            self._icon.title = title
+            self._with_icon(lambda icon: setattr(icon, "title", title))
             self._shown_title = title
         entries = self._entries(view)
         if entries != self._shown_menu:
-            if _without_gpus(entries) != _without_gpus(self._shown_menu) or now - self._menu_gpus_at >= GPU_MENU_REFRESH_S:
-                self._icon.menu = self._build_menu(entries)
+            readings_only = _without_readings(entries) == _without_readings(self._shown_menu)
+            if not readings_only or now - self._menu_gpus_at >= GPU_MENU_REFRESH_S:
+                built = self._build_menu(entries)
+                self._with_icon(lambda icon: setattr(icon, "menu", built))
                 self._shown_menu = entries
                 self._menu_gpus_at = now
 
@@ -254,10 +285,11 @@ class TrayApp:
             return False
 
     def _notify(self, notice: Notice) -> None:
+        """Show a notice (from our threads only: it may wait for the GUI thread)."""
         log.info("%s: %s", notice.title, notice.message)
         try:
-            if self.backend.has_notification and self._icon is not None:
-                self._icon.notify(notice.message, notice.title)
+            if self.backend.has_notification:
+                self._with_icon(lambda icon: icon.notify(notice.message, notice.title))
             else:
                 self.platform.notify(notice.title, notice.message)
         except Exception as exc:
@@ -266,22 +298,26 @@ class TrayApp:
     # --- clicks -------------------------------------------------------------------------------------
 
     def on_action(self, action: str) -> None:
-        """A menu item (or, without a menu, the icon) was clicked. Runs on the GUI thread: no waiting."""
+        """A menu item (or, without a menu, the icon) was clicked.
+
+        Runs on the GUI thread, which must not wait: control requests wait for the service loop, and
+        calls into the icon wait for this very thread. So everything but Quit runs on a thread.
+        """
         name, _, arg = action.partition(":")
         handlers: dict[str, Callable[[], None]] = {
-            "toggle_pause": lambda: _in_background(self._toggle_pause),
+            "toggle_pause": self._toggle_pause,
             "open_inbox": lambda: self._open(self.cfg.watch.inboxes[int(arg or 0)].path),
             "open_outbox": lambda: self._open(self.cfg.watch.outbox),
             "open_failed": lambda: self._open(failed_root(self.cfg.watch.outbox)),
             "open_log": lambda: self._open(self.log_path if self.log_path.exists() else self.log_path.parent),
-            "toggle_login": lambda: _in_background(self._toggle_login),
-            "quit": self.quit,
+            "toggle_login": self._toggle_login,
         }
-        handler = handlers.get(name)
-        if handler is None:
+        if name == "quit":
+            self.quit()
+        elif name in handlers:
+            threading.Thread(target=handlers[name], name=f"gpen-watch-tray-{name}", daemon=True).start()
+        else:
             log.error("tray: unknown action %r", action)
-            return
-        handler()
 
     def quit(self) -> None:
         log.info("Quit chosen in the tray: stopping")
@@ -321,15 +357,8 @@ class TrayApp:
             self._notify(Notice("gpen-watch", f"cannot open {path}: {exc}"))
 
 
-def _without_gpus(entries: list[model.Entry] | None) -> list[model.Entry] | None:
+def _without_readings(entries: list[model.Entry] | None) -> list[model.Entry] | None:
     """The menu minus its GPU lines (which change with every reading)."""
     if entries is None:
         return None
     return [e for e in entries if not e.live]
-
-
-def _in_background(fn: Callable[[], None]) -> None:
-    # Control requests wait for the service loop (up to seconds when it is busy): never on the GUI
-    # thread, whose menus would freeze meanwhile.
-    threading.Thread(target=fn, name="gpen-watch-tray-action", daemon=True).start()
-

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -38,11 +38,11 @@ class Backend:
     has_notification: bool
 
 
-def load(environ: Mapping[str, str] | None = None, platform: str = sys.platform,
-         tray_wait_s: float = TRAY_WAIT_S) -> Backend:
+def load(environ: Mapping[str, str] | None = None, platform: str | None = None,
+         tray_wait_s: float | None = None) -> Backend:
     """Import pystray and check it can show an icon; raises TrayUnavailable otherwise."""
     environ = os.environ if environ is None else environ
-    x11 = platform not in ("darwin", "win32", "cygwin")
+    x11 = (platform or sys.platform) not in ("darwin", "win32", "cygwin")
     if x11 and not environ.get("DISPLAY") and not environ.get("WAYLAND_DISPLAY"):
         raise TrayUnavailable("no display (DISPLAY and WAYLAND_DISPLAY are not set)")
     try:
@@ -52,30 +52,47 @@ def load(environ: Mapping[str, str] | None = None, platform: str = sys.platform,
         raise TrayUnavailable(f"{reason}; {LINUX_HINT}" if x11 else reason) from None
     name = pystray.Icon.__module__.rpartition("._")[2]
     if name == "xorg":
-        _wait_for_x_tray(tray_wait_s)
+        _wait_for_x_tray(TRAY_WAIT_S if tray_wait_s is None else tray_wait_s)
     if name == "dummy":
         raise TrayUnavailable("PYSTRAY_BACKEND=dummy")
     return Backend(name, pystray, bool(pystray.Icon.HAS_MENU), bool(pystray.Icon.HAS_NOTIFICATION))
 
 
-def prepare(icon: Any, backend: Backend) -> None:
-    """Backend-specific fixes, applied to a new icon before its loop runs (on the main thread)."""
-    if backend.name == "xorg":
-        _xorg_enable_clicks(icon)
+class Hooks:
+    """How the app's threads reach the icon; most backends take calls from any thread."""
+
+    def submit(self, call: Callable[[], None]) -> None:
+        call()
+
+    def close(self) -> None:
+        pass
 
 
-def _xorg_enable_clicks(icon: Any) -> None:
-    """pystray 0.19's xorg backend handles ButtonPress but never asks X for it (pystray issue #151):
-    without this, clicks on the icon do nothing, and a click is the only input that backend has."""
-    try:
-        import Xlib.X
+class XorgHooks(Hooks):
+    def __init__(self, icon: Any) -> None:
+        from gpen_watch.tray import xorg
 
-        window, display = icon._window, icon._display
-        window.change_attributes(
-            event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask | Xlib.X.ButtonPressMask)
-        display.flush()
-    except Exception as exc:  # a pystray with other internals: it may have fixed this itself
-        log.debug("could not enable clicks on the xorg tray icon: %s", exc)
+        xorg.enable_clicks(icon)
+        self._runner: Any = None
+        try:
+            self._runner = xorg.LoopRunner(icon)
+        except Exception as exc:  # pystray internals changed: call it directly, as documented
+            log.debug("xorg tray calls go directly to pystray: %s", exc)
+
+    def submit(self, call: Callable[[], None]) -> None:
+        if self._runner is None:
+            call()
+        else:
+            self._runner.submit(call)
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+
+
+def prepare(icon: Any, backend: Backend) -> Hooks:
+    """Backend-specific fixes for a new icon, applied before its loop runs (on the main thread)."""
+    return XorgHooks(icon) if backend.name == "xorg" else Hooks()
 
 
 def _wait_for_x_tray(wait_s: float) -> None:
