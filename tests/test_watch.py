@@ -351,6 +351,38 @@ def test_each_file_is_reported_once_across_rescans_and_again_when_changed(inbox:
     assert [a.size for a in col.arrivals] == [1, 2]
 
 
+def test_hidden_photo_is_left_alone_and_reported_once(inbox: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A dot name is never taken, but a photo under one is reported in the log once per path, after it
+    settles; other hidden and temp names (and files in hidden folders) are not reported at all."""
+    caplog.set_level("INFO", logger="gpen_watch.watch.watcher")
+    col = Collector()
+    (inbox / ".before.jpg").write_bytes(b"1")
+    with make_watcher(inbox, col, rescan_seconds=0.1) as w:
+        (inbox / ".after.png").write_bytes(b"2")
+        (inbox / ".x.jpg.part").write_bytes(b"3")
+        (inbox / ".DS_Store").write_bytes(b"4")
+        (inbox / ".cache").mkdir()
+        (inbox / ".cache" / ".deep.jpg").write_bytes(b"5")
+        (inbox / "sentinel.jpg").write_bytes(b"s")
+        wait_until(lambda: col.has("sentinel.jpg"))
+        scans = w.scans
+        wait_until(lambda: w.scans >= scans + 3)
+
+        def noted() -> list[str]:
+            return sorted(r.getMessage().split(":")[0].rsplit("/", 1)[-1] for r in caplog.records
+                          if "hidden files" in r.getMessage())
+
+        wait_until(lambda: noted() == [".after.png", ".before.jpg"])
+        os.unlink(inbox / ".before.jpg")  # gone, then back: a new file, reported again
+        wait_until(lambda: w.scans >= scans + 5)
+        (inbox / ".before.jpg").write_bytes(b"1")
+        wait_until(lambda: noted() == [".after.png", ".before.jpg", ".before.jpg"])
+        wait_until(lambda: w.scans >= scans + 8)
+        assert noted() == [".after.png", ".before.jpg", ".before.jpg"]
+    assert col.names() == ["sentinel.jpg"] and col.gone == []
+    assert (inbox / ".after.png").read_bytes() == b"2"
+
+
 def test_periodic_rescan_finds_files_whose_events_were_lost(inbox: Path) -> None:
     # A polling observer that never polls stands in for an observer that dropped its events.
     col = Collector()

@@ -122,6 +122,8 @@ class Watcher:
         self._rescan_seconds = rescan_seconds
         self._tracker = SettleTracker(settle_seconds)
         self._emitted: dict[Path, tuple[int, float]] = {}
+        # Hidden photos (".name.jpg") already reported in the log: once per path while it stays.
+        self._noted_hidden: set[Path] = set()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._observer: Any = None
         self._thread: threading.Thread | None = None
@@ -275,9 +277,13 @@ class Watcher:
         except OSError:
             return  # unreadable folder entry: the rescan tries again
         if flt.ignore_reason(path, st) is not None:
-            self._tracker.forget(path)
             if path in self._emitted:  # e.g. replaced by a symlink
+                self._tracker.forget(path)
                 self._vanished(path, check=False)
+            elif self._hidden_photo(path, st, flt) and path not in self._noted_hidden:
+                self._tracker.observe(path, st.st_size, st.st_mtime)  # reported once it settles
+            else:
+                self._tracker.forget(path)
             return
         key = (st.st_size, st.st_mtime)
         if self._emitted.get(path) == key:
@@ -295,6 +301,7 @@ class Watcher:
             else:
                 self._observe(path)
             return
+        self._noted_hidden.discard(path)
         # A file is the common case; only a folder needs the (linear) prefix search.
         if path in self._tracker or path in self._emitted:
             self._tracker.forget(path)
@@ -302,6 +309,7 @@ class Watcher:
         else:
             self._tracker.forget_under(path)
             prefix = str(path) + os.sep
+            self._noted_hidden = {p for p in self._noted_hidden if not str(p).startswith(prefix)}
             gone = [p for p in self._emitted if str(p).startswith(prefix)]
         for p in gone:
             del self._emitted[p]
@@ -357,6 +365,22 @@ class Watcher:
                     self._vanished(path)
         self.scans += 1
 
+    @staticmethod
+    def _hidden_photo(path: Path, st: os.stat_result, flt: InboxFilter) -> bool:
+        """A regular file with a photo's extension whose own name starts with a dot.
+
+        Such files are not taken (dot names are hidden files, and most sync tools' temp files),
+        but unlike other temp names they may well be a user's photo, so each is reported once in
+        the log after it settles. Files in hidden folders are not walked and not reported.
+        """
+        return (path.name.startswith(".") and stat.S_ISREG(st.st_mode) and flt.is_supported(path)
+                and flt.dir_reason(path.parent) is None)
+
+    def _note_hidden(self, path: Path) -> None:
+        self._noted_hidden.add(path)
+        log.info("%s: not taken: names starting with a dot are hidden files; rename it without the dot "
+                 "to have it restored", path)
+
     def _check_due(self) -> None:
         for path in self._tracker.due():
             if self._stopping.is_set():
@@ -368,6 +392,10 @@ class Watcher:
                 self._tracker.forget(path)
                 continue
             if owner is None or owner[1].ignore_reason(path, st) is not None:
+                if owner is not None and self._hidden_photo(path, st, owner[1]):
+                    if self._tracker.confirm(path, st.st_size, st.st_mtime):
+                        self._note_hidden(path)
+                    continue
                 self._tracker.forget(path)
                 continue
             if not self._tracker.confirm(path, st.st_size, st.st_mtime):
