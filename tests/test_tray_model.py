@@ -142,12 +142,23 @@ def test_several_inboxes_get_one_item_each() -> None:
 
 def test_batch_finished_notice_counts_only_that_batch() -> None:
     t = NoticeTracker()
-    assert t.update(model.view_from_status(status(images=10, failed=1))) == []  # baseline at start
+    assert t.update(model.view_from_status(None)) == []  # starting
+    assert t.update(model.view_from_status(status())) == []  # nothing done yet
+    assert t.update(model.view_from_status(status(queued=3, running=1, images=6))) == []
+    (notice,) = t.update(model.view_from_status(status(images=10, failed=1)))
+    assert notice.message == "10 photos restored, 1 failed (see the failed folder)"
     assert t.update(model.view_from_status(status(queued=4, images=10, failed=1))) == []
     assert t.update(model.view_from_status(status(queued=1, running=1, images=12, failed=1))) == []
     (notice,) = t.update(model.view_from_status(status(images=13, failed=2)))
     assert notice.message == "3 photos restored, 1 failed (see the failed folder)"
     assert t.update(model.view_from_status(status(images=13, failed=2))) == []  # said once
+
+
+def test_a_batch_between_two_polls_is_still_announced() -> None:
+    t = NoticeTracker()
+    t.update(model.view_from_status(status()))
+    (notice,) = t.update(model.view_from_status(status(images=2)))
+    assert notice.message == "2 photos restored"
 
 
 def test_no_batch_notice_while_paused_with_work_waiting() -> None:

@@ -54,7 +54,8 @@ args = parser.parse_args(sys.argv[1:])
 cfg = config.load(args.config, run_cli.overrides(args))
 log_path = run_cli.setup_logging(True)
 service = Service(cfg, factory=os.environ["GPEN_WATCH_RESTORER"], stop_grace=args.stop_grace)
-signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
+for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as run_cli does
+    signal.signal(signum, lambda *_: service.request_stop())
 sys.exit(run_with_tray(service, cfg, log_path=log_path))
 """
 

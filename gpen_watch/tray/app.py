@@ -140,7 +140,11 @@ class TrayApp:
                 self._hooks.close()
                 log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
                 return self.service.run()
-            log.warning("the tray icon failed (%s); the service goes on without it", exc)
+            if self._service_done.is_set() or self._quitting:
+                # pystray's gtk backend fails while finishing when no notification daemon runs.
+                log.debug("the tray icon failed while stopping: %s", exc)
+            else:
+                log.warning("the tray icon failed (%s); the service goes on without it", exc)
         else:
             self._icon_dead = True
             if not self._service_done.is_set() and not self._quitting:
@@ -171,6 +175,7 @@ class TrayApp:
             if self._icon_dead:
                 return
             try:
+                self._hooks.loop_started()
                 self._with_icon(lambda icon: setattr(icon, "visible", True))
                 log.info("tray icon shown (pystray %s backend%s)", self.backend.name,
                          "" if self.backend.has_menu else "; no menu: click the icon to pause or resume")

@@ -61,6 +61,9 @@ def load(environ: Mapping[str, str] | None = None, platform: str | None = None,
 class Hooks:
     """How the app's threads reach the icon; most backends take calls from any thread."""
 
+    def loop_started(self) -> None:
+        """Called from pystray's setup thread once the backend's loop runs."""
+
     def submit(self, call: Callable[[], None]) -> None:
         call()
 
@@ -90,9 +93,35 @@ class XorgHooks(Hooks):
             self._runner.close()
 
 
+class GLibHooks(Hooks):
+    """gtk and appindicator: pystray sets SIGINT back to the default (die at once) when its GLib loop
+    starts; gpen-watch's handler stops gracefully (images in flight finish), so it is put back."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self._sigint = signal.getsignal(signal.SIGINT)  # on the main thread, before the loop
+
+    def loop_started(self) -> None:
+        import signal
+
+        from gi.repository import GLib  # loaded by pystray already
+
+        def restore() -> bool:  # runs on the loop (main) thread, the only one that may set handlers
+            if callable(self._sigint):
+                signal.signal(signal.SIGINT, self._sigint)
+            return False  # once
+
+        GLib.idle_add(restore)
+
+
 def prepare(icon: Any, backend: Backend) -> Hooks:
     """Backend-specific fixes for a new icon, applied before its loop runs (on the main thread)."""
-    return XorgHooks(icon) if backend.name == "xorg" else Hooks()
+    if backend.name == "xorg":
+        return XorgHooks(icon)
+    if backend.name in ("gtk", "appindicator"):
+        return GLibHooks()
+    return Hooks()
 
 
 def _wait_for_x_tray(wait_s: float) -> None:

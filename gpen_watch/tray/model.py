@@ -37,7 +37,9 @@ STATE_WORDS: dict[State, str] = {
 }
 
 MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 backend: 64 with NUL)
-MAX_LINE = 70  # a menu line wider than this makes the whole menu too wide
+MAX_LINE = 64  # a menu line wider than this makes the whole menu too wide
+# The problem line is cut shorter: the whole text is in the title, the notification and the log.
+MAX_PROBLEM = 48
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def gpu_line(g: GpuSample) -> str:
 def summary_lines(view: TrayView) -> list[str]:
     lines = [headline(view).capitalize()]
     if view.problem:
-        lines.append(_clip(f"Problem: {view.problem}", MAX_LINE))
+        lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
     lines.append(f"Restored {'today' if view.done_today else 'since start'}: {view.done}")
     return lines
 

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 from gpen_watch.tray.model import TrayView
 
+PROBLEM_TITLES = {
+    "weights": "gpen-watch: model weights missing",
+    "outbox": "gpen-watch: cannot write to the outbox",
+    "other": "gpen-watch needs attention",
+}
+
 
 @dataclass(frozen=True)
 class Notice:
@@ -22,11 +28,10 @@ class Notice:
 class NoticeTracker:
     """Feed it every view; it answers with the notices that view calls for."""
 
-    _busy: bool = False
-    _restored_at_start: int = 0
-    _failed_at_start: int = 0
+    # Totals when the queue last ran empty; the service counts from 0 when it starts, with the tray.
+    _restored_base: int = 0
+    _failed_base: int = 0
     _problem_kind: str | None = None
-    _seen: bool = False
 
     def update(self, view: TrayView) -> list[Notice]:
         if view.state in ("starting", "stopping"):
@@ -36,33 +41,15 @@ class NoticeTracker:
         if kind is not None and kind != self._problem_kind and view.problem:
             notices.append(Notice(PROBLEM_TITLES[kind], view.problem))
         self._problem_kind = kind
-        if not self._seen:
-            # The first view sets the baseline: a restart with nothing queued says nothing.
-            self._seen = True
-            self._start_batch(view)
-            self._busy = view.queue_depth > 0
-            return notices
-        if view.queue_depth > 0 and not self._busy:
-            self._busy = True
-            self._start_batch(view)
-        elif view.queue_depth == 0 and self._busy:
-            self._busy = False
-            restored = view.restored_total - self._restored_at_start
-            failed = view.failed_total - self._failed_at_start
-            if restored or failed:
+        if view.queue_depth == 0:
+            # The queue is empty: whatever finished since it last was is one batch (also a batch
+            # that came and went between two polls).
+            restored = view.restored_total - self._restored_base
+            failed = view.failed_total - self._failed_base
+            if restored > 0 or failed > 0:
                 notices.append(Notice("gpen-watch: batch finished", batch_message(restored, failed)))
+            self._restored_base, self._failed_base = view.restored_total, view.failed_total
         return notices
-
-    def _start_batch(self, view: TrayView) -> None:
-        self._restored_at_start = view.restored_total
-        self._failed_at_start = view.failed_total
-
-
-PROBLEM_TITLES = {
-    "weights": "gpen-watch: model weights missing",
-    "outbox": "gpen-watch: cannot write to the outbox",
-    "other": "gpen-watch needs attention",
-}
 
 
 def problem_kind(problem: str | None) -> str | None:
