@@ -201,6 +201,24 @@ def test_commit_never_overwrites_a_file_that_took_the_name_meanwhile(env: Env) -
     assert env.journal.get(job_id).output == env.outbox / "a (1).jpg"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("dropped", "fmt", "output"), [
+    ("really-a-jpeg.png", "JPEG", "really-a-jpeg.jpg"),  # content decides the format, and so the name
+    ("anim.gif", "PNG", "anim.png"),  # an animated GIF is written as PNG
+    ("a.JPEG", "JPEG", "a.JPEG"),  # a name that already fits keeps its spelling
+    ("scan.tiff", "TIFF", "scan.tiff"),
+    ("anim2.gif", "GIF", "anim2.gif"),  # copied as it was: a format we do not write keeps its name
+    ("b.jpg", None, "b.jpg"),  # the worker did not say
+])
+def test_output_is_named_after_the_format_written(env: Env, dropped: str, fmt: str | None, output: str) -> None:
+    job_id = env.drop(dropped)
+    result = env.run_worker(job_id)
+    result.format = fmt
+    outcome = commit.commit(env.journal, job_id, result, env.cfg)
+    assert outcome.output == env.outbox / output
+    assert env.files(env.outbox) == [output]
+    assert env.journal.get(job_id).output == env.outbox / output  # type: ignore[union-attr]
+
+
 def test_keep_and_delete_policies(tmp_path: Path) -> None:
     keep = Env(tmp_path / "k", originals="keep")
     job_id = keep.drop("a.jpg")

@@ -116,6 +116,21 @@ def test_photo_without_face_is_copied_bit_for_bit(tiny_models: TinyModels, landm
     assert dst.read_bytes() == src.read_bytes()
 
 
+def test_verbatim_copy_reports_the_format_it_holds(tiny_models: TinyModels, landmarks: dict,
+                                                   tmp_path: Path) -> None:
+    """A faceless animated GIF is copied as it is: the result must say GIF (callers name the output
+    after the format), not the PNG a re-encode would have produced."""
+    from PIL import Image
+
+    src = tmp_path / "anim.gif"
+    frames = [Image.new("RGB", (64, 48), c) for c in ("red", "blue")]
+    frames[0].save(src, save_all=True, append_images=frames[1:])
+    with _restorer(tiny_models, landmarks) as r:
+        (res,) = list(r.restore_files([FileJob(src, tmp_path / "out.gif")]))
+    assert res.ok and res.faces == 0 and res.format == "GIF"
+    assert (tmp_path / "out.gif").read_bytes() == src.read_bytes()
+
+
 def test_bad_files_fail_with_reasons_and_the_rest_go_on(tiny_models: TinyModels, landmarks: dict,
                                                         photos: list[Path], tmp_path: Path) -> None:
     text = tmp_path / "notes.jpg"

@@ -153,12 +153,29 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
         st = os.stat(tmp)
     except OSError as exc:
         raise OutputError(f"{tmp}: worker reported success but its output cannot be read: {exc}") from exc
-    return _place_output(journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes)
+    name = output_name(job.output.name, result.format)
+    return _place_output(journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes,
+                         name=name)
+
+
+def output_name(name: str, fmt: str | None) -> str:
+    """``name`` with the extension of the format the worker actually wrote.
+
+    The name is chosen before the photo is decoded, from its extension; the content decides the
+    format ("same"): a JPEG named .png is written as JPEG, an animated GIF as PNG. A result must not
+    be named as something it is not, so the extension follows the content.
+    """
+    from gpen_watch.imaging.save import OUTPUT_SUFFIXES, matching_suffix
+
+    if not fmt or fmt not in OUTPUT_SUFFIXES:
+        return name  # unknown to us (a verbatim copy of a GIF...): the source's own name fits it
+    stem, ext = os.path.splitext(name)
+    return naming.truncate_name(stem + matching_suffix(fmt, ext))
 
 
 def _place_output(
     journal: Journal, job: Job, tmp: Path, st: os.stat_result, *, faces: int, timings: dict[str, float],
-    notes: list[str],
+    notes: list[str], name: str | None = None,
 ) -> Path | None:
     assert job.output is not None
     final = job.output
@@ -168,7 +185,7 @@ def _place_output(
 
     try:
         return durable.place(
-            tmp, final.parent, final.name, before=record,
+            tmp, final.parent, name or final.name, before=record,
             taken=lambda p: journal.output_reserved(p, exclude_job=job.id),
         )
     except OSError as exc:

@@ -275,6 +275,7 @@ class Restorer:
             if not work.faces and _can_copy_verbatim(image, job):
                 # Bit-identical pass-through: re-encoding would only cost quality.
                 _copy_file(job.src, job.dst)
+                result.format = image.format  # what the file holds (a GIF stays a GIF)
             else:
                 save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
             result.timings["encode"] = time.perf_counter() - t1
