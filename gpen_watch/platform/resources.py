@@ -1,11 +1,12 @@
 """Finding the files that live beside the package: login templates (packaging/) and icons (assets/).
 
 From a source checkout or an editable install they sit next to the gpen_watch folder. An installed
-wheel carries them as data files under ``<prefix>/share/gpen-watch/``.
+wheel carries them as data files under ``<prefix>/share/gpen-watch/`` (pyproject's data-files).
 """
 
 from __future__ import annotations
 
+import site
 import sys
 from pathlib import Path
 
@@ -13,7 +14,9 @@ APP = "gpen-watch"
 
 
 def search_roots() -> list[Path]:
-    return [Path(__file__).resolve().parents[2], Path(sys.prefix) / "share" / APP]
+    # The checkout, then where pip puts data files: the environment, or ~/.local for --user.
+    return [Path(__file__).resolve().parents[2], Path(sys.prefix) / "share" / APP,
+            Path(site.getuserbase()) / "share" / APP]
 
 
 def find(*parts: str) -> Path | None:

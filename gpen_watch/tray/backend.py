@@ -115,12 +115,48 @@ class GLibHooks(Hooks):
         GLib.idle_add(restore)
 
 
+class AppKitHooks(Hooks):
+    """darwin: AppKit objects may be used from the main thread only, and pystray's darwin backend
+    calls them from whichever thread sets a property; so calls are sent to the main run loop.
+    pystray also routes SIGINT to NSApp.terminate (exit at once); gpen-watch's own handlers (graceful
+    stop) are put back, through PyObjC's Mach-port signals so they run inside the Cocoa loop.
+    Not run on a Mac by the test suite (it needs AppKit)."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self._handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def loop_started(self) -> None:
+        def restore() -> None:
+            from PyObjCTools import MachSignals
+
+            for signum, handler in self._handlers.items():
+                if callable(handler):
+                    MachSignals.signal(signum, lambda n, h=handler: h(n, None))
+
+        self.submit(restore)
+
+    def submit(self, call: Callable[[], None]) -> None:
+        from PyObjCTools import AppHelper
+
+        def guarded() -> None:  # an exception must not reach the Cocoa loop
+            try:
+                call()
+            except Exception:
+                log.exception("tray icon update failed")
+
+        AppHelper.callAfter(guarded)
+
+
 def prepare(icon: Any, backend: Backend) -> Hooks:
     """Backend-specific fixes for a new icon, applied before its loop runs (on the main thread)."""
     if backend.name == "xorg":
         return XorgHooks(icon)
     if backend.name in ("gtk", "appindicator"):
         return GLibHooks()
+    if backend.name == "darwin":
+        return AppKitHooks()
     return Hooks()
 
 
