@@ -306,7 +306,10 @@ def test_platform_modules_by_name() -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI acts on this machine's platform")
-def test_service_cli_install_status_uninstall(isolated_user_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_service_cli_install_status_uninstall(isolated_user_dirs: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls()
+    monkeypatch.setattr(linux_login, "run_command", calls)  # not the real user's systemd
     before = tree(isolated_user_dirs)
     assert main(["service", "status"]) == 3
     assert "not installed" in capsys.readouterr().out
@@ -324,3 +327,4 @@ def test_service_cli_install_status_uninstall(isolated_user_dirs: Path, capsys: 
     assert main(["service", "uninstall"]) == 0
     assert "removed" in capsys.readouterr().out
     assert tree(isolated_user_dirs) == before
+    assert calls.calls == [["systemctl", "--user", "daemon-reload"]] * 2  # after install, after uninstall

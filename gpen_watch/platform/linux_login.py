@@ -111,7 +111,8 @@ def unit(options: LoginOptions) -> str:
 # --- doing -------------------------------------------------------------------------------------
 
 
-def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
+def install(options: LoginOptions, run: Runner | None = None) -> LoginResult:
+    run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
     if options.systemd:
         path = unit_file()
@@ -146,7 +147,8 @@ def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
     return result
 
 
-def uninstall(run: Runner = run_command) -> LoginResult:
+def uninstall(run: Runner | None = None) -> LoginResult:
+    run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
     _remove_desktop(result)
     _remove_systemd(result, run)

@@ -43,7 +43,8 @@ def plist(options: LoginOptions) -> str:
     return render("macos/gpen-watch.plist", label=LABEL, arguments=arguments, log=escape(str(log)))
 
 
-def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
+def install(options: LoginOptions, run: Runner | None = None) -> LoginResult:
+    run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
     path = agent_file()
     check_replaceable(path)
@@ -67,7 +68,8 @@ def install(options: LoginOptions, run: Runner = run_command) -> LoginResult:
     return result
 
 
-def uninstall(run: Runner = run_command) -> LoginResult:
+def uninstall(run: Runner | None = None) -> LoginResult:
+    run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
     path = agent_file()
     if not path.exists():
@@ -88,7 +90,8 @@ def uninstall(run: Runner = run_command) -> LoginResult:
     return result
 
 
-def status(run: Runner = run_command) -> LoginStatus:
+def status(run: Runner | None = None) -> LoginStatus:
+    run = run or run_command  # looked up now, so tests can replace it
     path = agent_file()
     if not is_ours(path):
         return LoginStatus(False)
