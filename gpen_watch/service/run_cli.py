@@ -99,8 +99,6 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.load(args.config, overrides(args))
     log_path = setup_logging(getattr(args, "verbose", False))
     log = logging.getLogger("gpen_watch.service")
-    if not args.no_tray:
-        log.info("tray icon not available yet; running headless")
     factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
     service = Service(cfg, factory=factory, stop_grace=args.stop_grace)
 
@@ -113,4 +111,9 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, on_signal)  # terminal closed
     log.debug("logging to %s", log_path)
-    return service.run()
+    if args.no_tray:
+        return service.run()
+    # Imported here: pystray and Pillow are loaded only when there is a tray to draw.
+    from gpen_watch.tray.app import run_with_tray
+
+    return run_with_tray(service, cfg, log_path=log_path)
