@@ -26,3 +26,9 @@ class ModelError(GpenWatchError):
 
 class OutputError(GpenWatchError):
     """An output cannot be written (folder not writable, disk full...)."""
+
+
+class OutboxUnavailable(OutputError):
+    """The output folder refuses writes for now (disk full, read-only, gone, no permission).
+
+    Not the photo's fault: callers keep the photo waiting in the inbox instead of failing it."""

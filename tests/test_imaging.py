@@ -19,7 +19,7 @@ from matplotlib import cbook
 from PIL import Image, ImageCms, ImageFile, JpegImagePlugin
 from skimage import data
 
-from gpen_watch.errors import InputError, OutputError
+from gpen_watch.errors import InputError, OutboxUnavailable, OutputError
 from gpen_watch.imaging import load as load_mod
 from gpen_watch.imaging.load import (
     SUPPORTED_EXTENSIONS,
@@ -757,7 +757,18 @@ def test_save_failure_leaves_no_temp(
     with pytest.raises(OutputError) as exc:
         save_image(li, li.pixels, out_dir / "r.jpg")
     assert str(out_dir) in str(exc.value) and "r.jpg" in str(exc.value) and reason in str(exc.value)
+    # The folder refuses writes as a whole: the caller holds the photo rather than failing it.
+    assert isinstance(exc.value, OutboxUnavailable)
     assert list(out_dir.iterdir()) == []
+
+
+def test_write_error_tells_a_refusing_folder_from_a_bad_name(tmp_path: Path) -> None:
+    from gpen_watch.imaging.save import write_error
+
+    for err in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.ENOENT, errno.EIO):
+        assert isinstance(write_error(tmp_path / "a.jpg", OSError(err, os.strerror(err))), OutboxUnavailable)
+    e = write_error(tmp_path / "a.jpg", OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG)))
+    assert type(e) is OutputError and "file name too long" in str(e)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions")

@@ -131,6 +131,21 @@ def test_verbatim_copy_reports_the_format_it_holds(tiny_models: TinyModels, land
     assert (tmp_path / "out.gif").read_bytes() == src.read_bytes()
 
 
+def test_output_folder_refusing_writes_is_not_the_photos_fault(tiny_models: TinyModels, landmarks: dict,
+                                                                photos: list[Path], tmp_path: Path) -> None:
+    """A write the output folder refuses (here: it is gone) comes back as error_kind "outbox", for
+    the restored path (encode) and the verbatim-copy path (no face) alike; callers hold such photos."""
+    src = tmp_path / "landscape.jpg"
+    cv2.imwrite(str(src), np.random.default_rng(1).integers(0, 255, (300, 400, 3), dtype=np.uint8))
+    gone = tmp_path / "gone"
+    with _restorer(tiny_models, landmarks) as r:
+        results = list(r.restore_files([FileJob(photos[0], gone / "a.png"), FileJob(src, gone / "b.jpg")]))
+    assert sorted(res.faces for res in results) == [0, 1]
+    for res in results:
+        assert not res.ok and res.error_kind == "outbox", res
+        assert "folder does not exist" in (res.error or "")
+
+
 def test_bad_files_fail_with_reasons_and_the_rest_go_on(tiny_models: TinyModels, landmarks: dict,
                                                         photos: list[Path], tmp_path: Path) -> None:
     text = tmp_path / "notes.jpg"

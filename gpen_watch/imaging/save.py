@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 from PIL import Image, PngImagePlugin, TiffImagePlugin
 
-from gpen_watch.errors import OutputError
+from gpen_watch.errors import OutboxUnavailable, OutputError
 from gpen_watch.imaging.load import GRAY_MODES, LoadedImage
 
 log = logging.getLogger(__name__)
@@ -372,7 +372,7 @@ def _write_atomic(dst: Path, data: bytes, overwrite: bool) -> Path:
     except BaseException as exc:
         _remove_quietly(tmp)
         if isinstance(exc, OSError):
-            raise OutputError(f"cannot write {dst.name} in {folder}: {_os_reason(exc)}") from exc
+            raise write_error(dst, exc) from exc
         raise
     _fsync_dir(folder)
     return dst
@@ -445,6 +445,20 @@ _REASONS = {
     errno.ENOENT: "folder does not exist",
     errno.ENAMETOOLONG: "file name too long",
 }
+
+
+# errno values meaning the folder refuses writes as a whole for now, not that this one file is wrong.
+_UNAVAILABLE = {errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
+                errno.EIO}
+
+
+def write_error(dst: os.PathLike[str] | str, exc: OSError) -> OutputError:
+    """The error to raise when writing ``dst`` failed with ``exc``: OutboxUnavailable when the folder
+    refuses writes (full, read-only, gone, no permission), so the caller can hold the photo rather
+    than fail it; a plain OutputError otherwise (name too long...)."""
+    dst = Path(dst)
+    cls = OutboxUnavailable if exc.errno in _UNAVAILABLE else OutputError
+    return cls(f"cannot write {dst.name} in {dst.parent}: {_os_reason(exc)}")
 
 
 def _os_reason(exc: OSError) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import GpenWatchError, InputError
+from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.save import output_format, save_image
 from gpen_watch.restore import align, paste
@@ -280,7 +280,7 @@ class Restorer:
                 save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
             result.timings["encode"] = time.perf_counter() - t1
         except GpenWatchError as exc:
-            result.error, result.error_kind = str(exc), "failed"
+            result.error, result.error_kind = str(exc), "outbox" if isinstance(exc, OutboxUnavailable) else "failed"
             return result
         except Exception as exc:  # noqa: BLE001 - report, never take the worker down
             log.exception("unexpected error finishing %s", job.src)
@@ -300,7 +300,7 @@ def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
 
 
 def _copy_file(src: os.PathLike, dst: os.PathLike) -> None:
-    from gpen_watch.errors import OutputError
+    from gpen_watch.imaging.save import write_error
 
     try:
         with open(src, "rb") as fin, open(dst, "xb") as fout:
@@ -308,4 +308,4 @@ def _copy_file(src: os.PathLike, dst: os.PathLike) -> None:
             fout.flush()
             os.fsync(fout.fileno())
     except OSError as exc:
-        raise OutputError(f"{dst}: cannot write: {exc.strerror or exc}") from exc
+        raise write_error(dst, exc) from exc

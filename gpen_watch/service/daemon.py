@@ -400,6 +400,13 @@ class Service:
             notes = f" ({'; '.join(res.notes)})" if res.notes else ""
             log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
             return
+        if res.error_kind == "outbox":
+            # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
+            # in the inbox, queued, and new work is held back until the outbox takes writes again.
+            commit.discard(res.dst or task.job.dst)
+            if self._journal.requeue(task.key, f"outbox: {res.error}"):
+                self._outbox_trouble(res.error or "cannot write")
+            return
         kind = "unsupported" if res.error_kind == "unsupported" else "failed"
         reason = res.error or "unknown error"
         self._tp.failed += 1
@@ -438,6 +445,7 @@ class Service:
         if cmd == "resume":
             self._paused = False
             self._maybe_queued = True
+            self._hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
             self._pool.resume()
             log.info("resumed")
             return {"ok": True}
