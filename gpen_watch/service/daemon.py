@@ -470,6 +470,7 @@ class Service:
             "stopping": self._stop.is_set(),
             "problem": self._problem or self._pool.problem(),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
+            "done_today": self._journal.done_today(),
             "settling": self._watcher.pending if self._watcher is not None else 0,
             "throughput": self._tp.summary(),
             "workers": self._pool.snapshot(),
