@@ -6,6 +6,8 @@ What it does to an image depends on the file name:
 
     crash     SIGKILLs its own process (every time)
     crash1    SIGKILLs its own process the first time only (a marker file beside it remembers)
+    halfwrite1  the first time, writes half the output to dst and SIGKILLs its own process; after
+              that it writes dst without overwriting (as the real engine does)
     hang      sleeps forever
     oom       always reports out of memory
     oom1      reports out of memory unless scale <= 0.5
@@ -64,6 +66,19 @@ class FakeRestorer:
                 os.kill(os.getpid(), signal.SIGKILL)
         elif "crash" in name:
             os.kill(os.getpid(), signal.SIGKILL)
+        if "halfwrite1" in name:
+            marker = Path(str(job.src) + ".crashed")
+            data = job.src.read_bytes()
+            with open(job.dst, "xb") as f:  # never overwrite, like the engine's writers
+                if not marker.exists():
+                    marker.write_text("x")
+                    f.write(data[: len(data) // 2])
+                    f.flush()
+                    # ...and the image writer's own temp, as a kill inside save_image leaves it.
+                    (job.dst.parent / f".{job.dst.name}.tmp-0123abcd").write_bytes(data[:10])
+                    os.kill(os.getpid(), signal.SIGKILL)
+                f.write(data)
+            return FileResult(job.src, ok=True, dst=job.dst, faces=1)
         if "hang" in name:
             time.sleep(3600)
         if "oom1" in name and job.scale > 0.5:

@@ -164,6 +164,23 @@ def test_poison_image_gives_up_after_max_attempts_and_companions_survive(
     assert gave_up.message == "worker crashed 2 times while restoring this image (exit signal 9, SIGKILL)"
 
 
+def test_output_half_written_by_a_killed_worker_is_removed_before_the_retry(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
+    """A worker killed mid-write leaves a partial temp output; the retry must not find it there (the
+    engine never overwrites, so the photo would fail on a worker crash that was not its fault)."""
+    p = make_pool(tmp_path, images_in_flight=1, max_attempts=3)
+    pools.append(p)
+    (task,) = make_tasks(tmp_path, ["halfwrite1.jpg"])
+    p.submit([task])
+    events = run_until(p, finished(1), limit=60)
+    done = [e for e in events if e.kind == pool.DONE]
+    assert done and done[0].result is not None and done[0].result.ok, events
+    assert task.job.dst.read_bytes() == task.job.src.read_bytes()
+    assert [e.kind for e in events].count(pool.RETRY) == 1
+    assert sorted(q.name for q in task.job.dst.parent.iterdir()) == [task.job.dst.name]  # no writer temp
+
+
 def test_hung_worker_is_killed_after_the_timeout(tmp_path: Path, pools: list[pool.Pool]) -> None:
     p = make_pool(tmp_path, image_timeout=1.0, max_attempts=1, images_in_flight=1)
     pools.append(p)

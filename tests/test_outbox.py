@@ -114,6 +114,9 @@ def test_long_names_are_cut_to_fit_with_their_extension() -> None:
     tmp = naming.tmp_path(Path("/o") / name, 123456789)
     assert len(tmp.name.encode()) <= 255 and naming.tmp_job_id(tmp.name) == 123456789
     assert naming.tmp_job_id("photo.jpg") is None and naming.tmp_job_id(".x.gpen-tmp-") is None
+    # The image writer's temp for a worker's temp output (left by a worker killed while saving).
+    assert naming.tmp_job_id(f".{tmp.name}.tmp-0a1b2c3d") == 123456789
+    assert naming.tmp_job_id(f".{tmp.name}.tmp-zz") is None
 
 
 def test_free_name_never_reuses_an_existing_or_reserved_name(tmp_path: Path) -> None:
@@ -299,6 +302,18 @@ def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
     commit.commit(env.journal, job_id, result, env.cfg)
     _assert_finished_once(env, job_id)
     assert env.journal.get(job_id).attempts == 2  # type: ignore[union-attr]
+
+
+def test_recovery_removes_the_image_writers_temp_left_by_a_killed_worker(env: Env) -> None:
+    job_id = env.drop("a.jpg")
+    env.journal.claim(1, "w0")
+    fj = commit.file_job(env.journal, job_id, env.cfg)
+    writer_tmp = fj.dst.parent / f".{fj.dst.name}.tmp-0a1b2c3d"  # save_image was writing this
+    writer_tmp.write_bytes(b"half an enc")
+    env.reopen()
+    report = commit.recover(env.journal, env.cfg)
+    assert report.requeued == 1 and report.temps_removed == 1
+    assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
 
 
 def test_crash_after_token_before_link_publishes_the_complete_temp(env: Env) -> None:

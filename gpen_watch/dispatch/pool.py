@@ -20,8 +20,10 @@ Fault rules, in short:
 
 from __future__ import annotations
 
+import glob
 import logging
 import multiprocessing as mp
+import os
 import signal
 import threading
 import time
@@ -29,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 from gpen_watch.config import RestoreConfig, WorkerConfig
@@ -352,6 +355,11 @@ class Pool:
         w.flights.clear()
         w.exclusive = False
         now = self._clock()
+        for f in flights:
+            # The process is gone (reaped): whatever it left at the temp output is partial, and the
+            # engine's writers never overwrite, so the retry would fail on it. dst is the caller's
+            # temp name for this task only (FileJob), never a user's file.
+            _discard(Path(f.task.job.dst))
 
         if was == STOPPING or self._stopping:
             self._pending.extendleft(f.task for f in flights)
@@ -576,6 +584,17 @@ class Pool:
         if not self._workers:
             return "no worker configured"
         return None
+
+
+def _discard(dst: Path) -> None:
+    """Remove a task's partial temp output, and the image writer's temp for it (".<name>.tmp-<hex>")."""
+    for path in (dst, *dst.parent.glob(f".{glob.escape(dst.name)}.tmp-????????")):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # e.g. a read-only outbox: the service's own checks will report it
+            log.debug("could not remove %s: %s", path, exc)
 
 
 def describe_exit(code: int | None) -> str:

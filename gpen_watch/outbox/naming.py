@@ -33,7 +33,9 @@ FORMAT_SUFFIX = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "tiff": ".tif"}
 MAX_NAME_BYTES = 200
 MAX_COLLISIONS = 10_000
 TMP_MARK = ".gpen-tmp-"
-_TMP_RE = re.compile(r"^\..+\.gpen-tmp-(\d+)$", re.DOTALL)
+# The worker's temp output, and the image writer's own temp beside it while it writes that one
+# (imaging.save: ".<dst name>.tmp-<8 hex>"), which a killed worker can leave behind.
+_TMP_RE = re.compile(r"^\..+\.gpen-tmp-(\d+)(?:\.tmp-[0-9a-f]{8})?$", re.DOTALL)
 
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
 _WINDOWS_BAD = set('<>:"|?*')

@@ -1,0 +1,176 @@
+"""Fault scenarios as plain functions, so pytest runs them small and ``stress`` runs them long.
+
+Each takes a root folder, a random generator and sizes, drives a real service, asserts the invariant
+and returns a dict of figures for the report (kills made, where they landed, restarts, timings).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import inputs
+from .harness import COPY, Service, finished, write_atomic
+from .invariants import Ledger, check
+
+
+def drop_photos(svc: Service, ledger: Ledger, n: int, start: int = 0, folders: int = 3, prefix: str = "p") -> None:
+    """n distinct small JPEGs, spread over a few subfolders."""
+    for i in range(start, start + n):
+        rel = f"{'' if i % folders == 0 else f'd{i % folders}/'}{prefix}{i}.jpg"
+        data = inputs.jpeg(64, 64, seed=i)
+        write_atomic(svc.inbox / rel, data)
+        ledger.add(rel, data, {"done"})
+
+
+def workers_killed_at_random(root: Path, rng: random.Random, images: int = 60, kills: int = 12,
+                             timeout: float = 240.0) -> dict[str, Any]:
+    """SIGKILL a random worker at random moments (loading, between images, mid-image, mid-write)
+    until ``kills`` kills landed; every image must still be done exactly once."""
+    svc = Service(root, "--set", "workers.cpu_workers=2", "--set", "workers.images_in_flight=3",
+                  "--set", "workers.max_attempts=1000", restorer=COPY,
+                  env={"FAKE_LOAD": "sleep:0.3", "HOSTILE_DELAY": "0.02,0.15", "HOSTILE_SLOW_WRITE": "4,0.02"})
+    ledger = Ledger(svc.inbox)
+    where: Counter[str] = Counter()
+    more = 0
+    try:
+        svc.start()
+        drop_photos(svc, ledger, images)
+        deadline = time.monotonic() + timeout
+        while sum(where.values()) < kills and time.monotonic() < deadline:
+            time.sleep(rng.uniform(0.05, 0.6))
+            s = svc.status()
+            if finished(s) >= len(ledger.drops):
+                # Everything done before enough kills landed: keep the workers busy.
+                drop_photos(svc, ledger, 10, start=images + 10 * more, prefix="more")
+                more += 1
+                continue
+            alive = [w for w in s["workers"] if w["pid"]]
+            if not alive:
+                continue
+            victim = rng.choice(alive)
+            try:
+                os.kill(victim["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            where[victim["state"]] += 1  # starting (loading), busy (mid-image or mid-write), idle
+        s = svc.wait_idle(ledger.jobs_expected(), timeout=timeout)
+        assert svc.stop() == 0
+        report = check(svc, ledger)
+    finally:
+        svc.close()
+    assert sum(where.values()) >= kills, f"only {dict(where)} kills landed"
+    assert report.counts.get("done", 0) == ledger.jobs_expected()
+    return {"kills": dict(where), "restarts": sum(w["restarts"] for w in s["workers"]), "images": report.outputs}
+
+
+def service_killed_at_random(root: Path, rng: random.Random, restarts: int = 4, images: int = 30,
+                             timeout: float = 240.0) -> dict[str, Any]:
+    """SIGKILL the whole service at random moments (starting, recovering, committing...) and start it
+    again, dropping more files while it is down; the queue must resume with nothing lost or doubled."""
+    svc = Service(root, "--set", "workers.images_in_flight=3", restorer=COPY,
+                  env={"HOSTILE_DELAY": "0.01,0.1", "HOSTILE_SLOW_WRITE": "3,0.02"})
+    ledger = Ledger(svc.inbox)
+    killed_after: list[float] = []
+    try:
+        drop_photos(svc, ledger, images)
+        # Not every file is a photo: failures and set-asides must survive the kills too.
+        for i in range(3):
+            write_atomic(svc.inbox / f"bad{i}.jpg", f"bad {i}".encode())  # the stand-in fails these
+            ledger.add(f"bad{i}.jpg", f"bad {i}".encode(), {"unsupported"}, "not an image")
+            write_atomic(svc.inbox / f"notes{i}.txt", f"notes {i}".encode())
+            ledger.add(f"notes{i}.txt", f"notes {i}".encode(), {"unsupported"}, "unsupported file type")
+        for r in range(restarts):
+            svc.start(wait=False)
+            delay = rng.uniform(0.3, 3.0)
+            time.sleep(delay)
+            svc.kill()
+            killed_after.append(round(delay, 2))
+            # Dropped while it is down: some new, some copies of photos that may be done already.
+            drop_photos(svc, ledger, 3, start=1000 + 3 * r, prefix="late")
+            if r % 2:
+                src = rng.randrange(images)
+                data = inputs.jpeg(64, 64, seed=src)
+                rel = f"copy-of-{src}-{r}.jpg"
+                write_atomic(svc.inbox / rel, data)
+                ledger.add(rel, data, {"done", "duplicate"})
+        svc.start()
+        svc.wait_idle(ledger.jobs_expected(), timeout=timeout)
+        assert svc.stop() == 0
+        report = check(svc, ledger)
+    finally:
+        svc.close()
+    return {"restarts": restarts, "killed_after_s": killed_after, "counts": report.counts}
+
+
+def status_cli(env: dict[str, str], timeout: float = 30.0) -> tuple[float, str]:
+    """`gpen-watch status` in a subprocess: (seconds it took, its output)."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    took = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr
+    return took, out.stdout
+
+
+def load(root: Path, images: int = 1000, workers: int = 2, timeout: float = 600.0,
+         restorer: str | None = COPY, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Drop ``images`` small photos at once; all must be done exactly once while status stays quick."""
+    svc = Service(root, "--set", f"workers.cpu_workers={workers}", "--set", "workers.images_in_flight=8",
+                  *extra, restorer=restorer)
+    ledger = Ledger(svc.inbox)
+    latencies: list[float] = []
+    cli: list[float] = []
+    peak_rss = 0.0
+    max_settling = 0
+    try:
+        svc.start()
+        t0 = time.monotonic()
+        for i in range(images):
+            rel = f"batch{i % 10}/img{i:05d}.jpg"
+            data = inputs.jpeg(48, 48, seed=100000 + i)
+            path = svc.inbox / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)  # in place, as a bulk copy does
+            ledger.add(rel, data, {"done"})
+        dropped = time.monotonic() - t0
+        last_cli = 0.0
+        while True:
+            q0 = time.monotonic()
+            s = svc.status()
+            latencies.append(time.monotonic() - q0)
+            peak_rss = max(peak_rss, s.get("rss_peak_mb") or 0.0)
+            max_settling = max(max_settling, s["settling"])
+            q = s["queue"]
+            if finished(s) >= images and q["queued"] == q["running"] == q["in_flight"] == 0:
+                break
+            if time.monotonic() - t0 > timeout:
+                raise AssertionError(f"load not done in {timeout} s: {s['queue']}\n{svc.logs()}")
+            if time.monotonic() - last_cli > 3.0:
+                took, text = status_cli(svc.env)
+                cli.append(took)
+                assert "queue" in text
+                last_cli = time.monotonic()
+            time.sleep(0.2)
+        elapsed = time.monotonic() - t0
+        s = svc.status()
+        assert s["torch_loaded"] is False
+        assert svc.stop() == 0
+        report = check(svc, ledger)
+    finally:
+        svc.close()
+    assert report.counts.get("done", 0) == images
+    return {
+        "images": images, "dropped_in_s": round(dropped, 1), "all_done_in_s": round(elapsed, 1),
+        "images_per_s": round(images / elapsed, 1), "parent_rss_peak_mb": peak_rss,
+        "status_max_s": round(max(latencies), 3), "status_median_s": round(sorted(latencies)[len(latencies) // 2], 3),
+        "status_cli_max_s": round(max(cli), 2) if cli else None, "status_calls": len(latencies),
+        "max_settling": max_settling,
+    }
