@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
 
 from gpen_watch.errors import ConfigError, GpenWatchError
 from gpen_watch.restore.gpen_model import resolve_precision
+
+log = logging.getLogger(__name__)
 
 # Rough activation memory of one face through the generator, fp32, measured as the growth of peak
 # allocated memory per extra face in a batch; half precision needs about half.
@@ -67,3 +72,43 @@ def auto_face_batch(size: int, place: Placement) -> int:
     if place.half:
         per_face //= 2
     return int(max(1, min(64, (free // 2) // per_face)))
+
+
+# glibc <malloc.h> parameter numbers for mallopt().
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_MAX = -4
+# Environment settings that mean the user tunes malloc themselves.
+_USER_MALLOC_ENV = ("GLIBC_TUNABLES", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+_malloc_tuned: bool | None = None
+
+
+def tune_malloc_for_inference() -> bool:
+    """Make glibc keep and reuse freed activation memory; True when applied (once per process).
+
+    A CPU forward pass allocates and frees tensors of tens to hundreds of MB. glibc serves blocks
+    over its mmap threshold with fresh mmaps and returns them at free, so every pass faults every
+    page in again: GPEN-256 at batch 4 took ~90k page faults per face and 0.19 s a face (2 threads).
+    With mmap off for large blocks (they come from the heap) and no trimming of the heap's top,
+    the same pages are reused: 0 faults and 0.11 s a face at batch 1-16 (measured; see
+    docs/benchmarks.md). The heap then stays at its peak size, which a worker that restores photo
+    after photo reaches again anyway. Skipped off glibc and when the user set malloc variables.
+    Equivalent environment for a process started fresh: MALLOC_MMAP_MAX_=0
+    MALLOC_TRIM_THRESHOLD_=2147483647.
+    """
+    global _malloc_tuned
+    if _malloc_tuned is not None:
+        return _malloc_tuned
+    _malloc_tuned = False
+    if not sys.platform.startswith("linux") or any(v in os.environ for v in _USER_MALLOC_ENV):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: different allocator
+            return False
+        ok = libc.mallopt(_M_MMAP_MAX, 0) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
+    except (OSError, AttributeError):
+        return False
+    _malloc_tuned = ok
+    if ok:
+        log.debug("glibc malloc tuned for inference (no mmap for large blocks, no heap trimming)")
+    return ok
