@@ -1,0 +1,189 @@
+"""``python -m gpen_watch.bench``: build the photo set and models, run the modes interleaved, report.
+
+Every mode sees the same photos and the same model files. Runs are interleaved (the order of the
+modes rotates each round) so background load on a shared machine hits every mode alike, and the
+report gives medians over ``--repeat`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.bench import report
+from gpen_watch.bench.photos import build_photo_set, find_solvay
+from gpen_watch.bench.results import ModeRun, ModeSummary
+from gpen_watch.bench.spec import RunSpec
+
+MODES = ("upstream", "warm-loop", "engine", "daemon")
+FACES_NOTE = (
+    "Faces: the models have random weights (real architectures, same compute), so the detector finds "
+    "no real faces. Face positions come from known landmarks scaled with each photo; the detector "
+    "network still runs on every photo, so its cost is counted."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gpen_watch.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small CI-sized run: 3 photos of 2 MP, one round")
+    p.add_argument("--model-size", type=int, choices=[256, 512], help="GPEN-BFR size (default: 256 on CPU, 512 on GPU)")
+    p.add_argument("--images", type=int, help="photos in the set (default 12; --quick 3)")
+    p.add_argument("--megapixels", type=float, help="size of each photo (default 12; --quick 2)")
+    p.add_argument("--out", type=Path, help="results folder (default results/bench-<date>/)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the report gives medians")
+    p.add_argument("--workers", default=None,
+                   help="daemon CPU worker counts to compare, e.g. 1,2 (default: 1,2 on CPU; --quick: 1)")
+    p.add_argument("--parse", action="store_true", help="also run ParseNet for the paste masks (all modes)")
+    p.add_argument("--face-batch", type=int, default=0, help="engine face batch (0: its own choice)")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="engine and daemon precision (restore.precision; modes 1-2 stay fp32)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for modes 1-3 (default: all cores)")
+    p.add_argument("--solvay", type=Path, help="path of Solvay_conference_1927.png (default: ../shared/data)")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds allowed for one mode's run")
+    p.add_argument("--tiny", action="store_true", help="tiny GPEN and MobileNet detector (tests only)")
+    p.add_argument("--keep", action="store_true", help="keep the photos, models and outputs (printed path)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import torch
+
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    gpus = list(range(torch.cuda.device_count())) if device.startswith("cuda") else []
+    size = args.model_size or (512 if gpus else 256)
+    images = args.images or (3 if args.quick else 12)
+    megapixels = args.megapixels or (2.0 if args.quick else 12.0)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(MODES)}", file=sys.stderr)
+        return 2
+    worker_counts = [int(w) for w in (args.workers or ("1" if args.quick or gpus else "1,2")).split(",")]
+    out = args.out or Path("results") / f"bench-{dt.date.today().isoformat()}"
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpen-bench-"))
+    try:
+        return _run(args, out, work, device, gpus, size, images, megapixels, modes, worker_counts)
+    finally:
+        if args.keep:
+            print(f"kept photos, models and outputs in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: list[int], size: int,
+         images: int, megapixels: float, modes: list[str], worker_counts: list[int]) -> int:
+    from gpen_watch.bench.models import write_models
+
+    what = "tiny test models" if args.tiny else f"GPEN-BFR-{size} and RetinaFace-R50 models"
+    print(f"building {images} photos of ~{megapixels:g} MP and {what} with random weights in {work}")
+    photos = build_photo_set(work / "photos", images, megapixels, args.solvay or find_solvay())
+    photos.save(work / "photos.json")
+    models = write_models(work / "models", size, parse=args.parse, tiny=args.tiny)
+    spec = RunSpec(models, work / "photos.json", work / "out", device=device, face_batch=args.face_batch,
+                   threads=args.threads, precision=args.precision)
+    spec.save(work / "spec.json")
+    for note in photos.notes:
+        print(f"note: {note}")
+    print(FACES_NOTE)
+    runs = _expand(modes, worker_counts)
+    results: dict[str, list[ModeRun]] = {m: [] for m in runs}
+    started = time.time()
+    for rnd in range(args.repeat):
+        order = runs[rnd % len(runs):] + runs[: rnd % len(runs)]
+        for mode in order:
+            t0 = time.perf_counter()
+            run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}")
+            results[mode].append(run)
+            print(f"round {rnd + 1}/{args.repeat} {report.label(mode)}: {run.images_per_s:.3f} images/s, "
+                  f"{run.faces_per_s:.2f} faces/s ({run.ok}/{run.images} photos in {run.wall_s:.1f} s; "
+                  f"{time.perf_counter() - t0:.0f} s with start-up)", flush=True)
+    summaries = [ModeSummary(m, results[m]) for m in runs if results[m]]
+    text = report.table(summaries)
+    meta = _meta(args, device, size, photos, started, spec)
+    headline = _headline(summaries)
+    print()
+    print(text)
+    print(headline)
+    (out / "table.txt").write_text(f"{text}\n{headline}\n")
+    report.write_json(out / "results.json", summaries, {**meta, "headline": headline, "table": text})
+    report.plot(out / "throughput.png", summaries,
+                f"gpen-watch benchmark, {meta['machine']}, GPEN-{size}, {images} photos of ~{megapixels:g} MP, "
+                f"median of {args.repeat}")
+    print(f"wrote {out / 'results.json'}, {out / 'throughput.png'}, {out / 'table.txt'}")
+    return 0
+
+
+def _expand(modes: list[str], worker_counts: list[int]) -> list[str]:
+    out: list[str] = []
+    for m in modes:
+        out += [f"daemon-{n}w" for n in worker_counts] if m == "daemon" else [m]
+    return out
+
+
+def _run_one(mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: float, tag: str) -> ModeRun:
+    from gpen_watch.bench import runner
+
+    out_dir = spec.out_root / tag / mode
+    if mode == "upstream":
+        return runner.run_upstream(spec, work / "spec.json", out_dir, gpus, timeout)
+    if mode.startswith("daemon-"):
+        from gpen_watch.bench.daemon_mode import run_daemon
+
+        return run_daemon(spec, work / "daemon" / tag / mode, int(mode.split("-")[1].rstrip("w")), timeout)
+    return runner.run_in_child(mode, work / "spec.json", out_dir, work, timeout)
+
+
+def _headline(summaries: list[ModeSummary]) -> str:
+    ratio = report.ratios(summaries)
+    parts = [f"{report.label(m.mode)} {ratio[m.mode]:.1f}x" for m in summaries
+             if m.mode != report.BASELINE and ratio[m.mode] is not None]
+    return ("images/s relative to (1): " + "; ".join(parts)) if parts else ""
+
+
+def _meta(args: argparse.Namespace, device: str, size: int, photos: Any, started: float, spec: RunSpec) -> dict:
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else None
+    return {
+        "date": dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+        "machine": gpu or f"{cores}-core {platform.machine()} CPU",
+        "cpu": _cpu_name(),
+        "cores": cores,
+        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "torch": torch.__version__,
+        "device": device,
+        "model": spec.models.gpen if not args.tiny else "tiny",
+        "model_size": size,
+        "detector": spec.models.detector,
+        "parse": spec.models.use_parse,
+        "precision": spec.precision,
+        "photos": [{"name": p.path.name, "width": p.width, "height": p.height, "faces": p.faces}
+                   for p in photos.photos],
+        "faces_total": photos.total_faces,
+        "repeat": args.repeat,
+        "notes": [FACES_NOTE, *photos.notes],
+        "command": " ".join(["python -m gpen_watch.bench", *sys.argv[1:]]),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

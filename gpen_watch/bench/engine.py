@@ -1,0 +1,114 @@
+"""The gpen-watch engine (``Restorer``) as the benchmark runs it: known faces, instrumented stages.
+
+Used in-process by modes 2-3 (through ``gpen_watch.bench.child``) and inside the daemon's workers
+(through ``gpen_watch.bench.factory``), so the engine is built the same way in both.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.bench.known_faces import FaceTable, KnownFaces
+from gpen_watch.bench.photos import PhotoSet
+from gpen_watch.bench.results import ModeRun
+from gpen_watch.bench.spec import RunSpec
+from gpen_watch.bench.stages import StageClock, peak_rss_mb, watch_prescale
+from gpen_watch.config import RestoreConfig
+
+
+def make_restorer(
+    cfg: RestoreConfig,
+    table: FaceTable,
+    device: str | None = None,
+    threads: int | None = None,
+    io_threads: int | None = None,
+    clock: StageClock | None = None,
+) -> Any:
+    """A Restorer whose detector network runs but whose faces come from ``table``.
+
+    With ``clock``, the generator's and the detector's wall time are summed into it
+    ("generator", "detector") and the pre-scale resize is timed apart from decoding.
+    """
+    from gpen_watch.modelstore import verify
+    from gpen_watch.restore.detect import FaceDetector
+    from gpen_watch.restore.device import resolve_device
+    from gpen_watch.restore.restorer import Restorer
+
+    dev = resolve_device(device or cfg.device)
+    net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False)
+    network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
+    detector = KnownFaces(network, table)
+    restorer = Restorer(cfg, device=device, threads=threads, io_threads=io_threads, download=False,
+                        detector=detector)
+    if clock is not None:
+        restorer.enhancer.enhance = clock.wrap("generator", restorer.enhancer.enhance)
+        network.detect = clock.wrap("detector", network.detect)  # type: ignore[method-assign]
+        watch_prescale(clock)
+    return restorer
+
+
+def split_timings(timings: dict[str, float], prescale: float) -> dict[str, float]:
+    """Engine timings with the pre-scale share moved out of "decode"."""
+    out = dict(timings)
+    if prescale:
+        out["decode"] = max(0.0, out.get("decode", 0.0) - prescale)
+        out["prescale"] = out.get("prescale", 0.0) + prescale
+    return out
+
+
+def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
+    """Mode 3: all photos through one warm ``Restorer.restore_files`` call (the `restore` path)."""
+    from gpen_watch.restore.api import FileJob
+
+    photos = PhotoSet.load(spec.photo_set)
+    clock = StageClock()
+    t0 = time.perf_counter()
+    restorer = make_restorer(spec.restore_config(), FaceTable(photos.faces), spec.device, spec.threads,
+                             spec.io_threads, clock)
+    load_s = time.perf_counter() - t0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [FileJob(p.path, out_dir / p.path.name, jpeg_quality=spec.jpeg_quality) for p in photos.photos]
+    stages = StageClock()
+    ok = faces = 0
+    c1, t1 = time.process_time(), time.perf_counter()
+    with restorer:
+        for res in restorer.restore_files(jobs):
+            for stage, seconds in res.timings.items():
+                stages.add(stage, seconds)
+            if res.ok:
+                ok += 1
+                faces += res.faces
+    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+    totals = split_timings(stages.totals, clock.totals.get("prescale", 0.0))
+    return ModeRun(
+        mode="engine", images=len(jobs), ok=ok, faces=faces, wall_s=wall, load_s=load_s, stages=totals,
+        generator_s=clock.totals.get("generator", 0.0), detect_s=clock.totals.get("detector", 0.0),
+        cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
+        settings={"face_batch": restorer.face_batch, "threads": restorer.threads,
+                  "precision": restorer.place.precision, "device": str(restorer.place.device)},
+    )
+
+
+def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
+    """Mode 2: one warm process, the upstream recipe photo after photo (one face at a time, fp32)."""
+    from gpen_watch.bench.upstream import UpstreamStyle
+
+    photos = PhotoSet.load(spec.photo_set)
+    pipeline = UpstreamStyle(spec)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ok = faces = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    for p in photos.photos:
+        faces += pipeline.restore(p.path, out_dir / p.path.name)
+        ok += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    import torch
+
+    return ModeRun(
+        mode="warm-loop", images=len(photos.photos), ok=ok, faces=faces, wall_s=wall, load_s=pipeline.load_s,
+        stages=pipeline.clock.totals, generator_s=pipeline.generator.totals.get("generator", 0.0),
+        detect_s=pipeline.clock.totals.get("detect", 0.0), cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
+        settings={"face_batch": 1, "threads": torch.get_num_threads(), "precision": "fp32"},
+    )

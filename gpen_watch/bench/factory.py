@@ -1,0 +1,80 @@
+"""Restorer factory for the daemon's workers in benchmark mode 4.
+
+The daemon loads its workers' restorer from ``GPEN_WATCH_RESTORER`` ("module:attr"); the benchmark
+points it here so workers run the real engine with the photo set's known faces, and append what
+they measured (stage timings per photo, generator and detector time) to a JSON-lines file per
+worker for the benchmark to add up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.bench.engine import make_restorer, split_timings
+from gpen_watch.bench.known_faces import FaceTable
+from gpen_watch.bench.photos import PhotoSet
+from gpen_watch.bench.stages import StageClock
+from gpen_watch.config import RestoreConfig
+from gpen_watch.restore.api import FileJob, FileResult
+
+FACTORY = "gpen_watch.bench.factory:bench_restorer"
+PHOTOS_ENV = "GPEN_BENCH_PHOTOS"  # the PhotoSet JSON
+LOG_ENV = "GPEN_BENCH_LOG"  # folder for the workers' measurements
+
+
+class _Measured:
+    """A Restorer that writes one line per result (and its clocks so far) to its log."""
+
+    def __init__(self, restorer: Any, clock: StageClock, log: Path) -> None:
+        self.restorer = restorer
+        self.clock = clock
+        self.log = log
+
+    def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
+        for res in self.restorer.restore_files(jobs):
+            prescale = self.clock.totals.get("prescale", 0.0)
+            line = {
+                "src": str(res.src), "ok": res.ok, "faces": res.faces, "timings": res.timings, "at": time.time(),
+                "clock": dict(self.clock.totals), "prescale_total": prescale,
+            }
+            with self.log.open("a") as fh:
+                fh.write(json.dumps(line) + "\n")
+            yield res
+
+    def close(self) -> None:
+        self.restorer.close()
+
+
+def bench_restorer(cfg: RestoreConfig, device: str, threads: int | None = None) -> _Measured:
+    photos = PhotoSet.load(Path(os.environ[PHOTOS_ENV]))
+    clock = StageClock()
+    restorer = make_restorer(cfg, FaceTable(photos.faces), device, threads, clock=clock)
+    log = Path(os.environ[LOG_ENV]) / f"worker-{os.getpid()}.jsonl"
+    return _Measured(restorer, clock, log)
+
+
+def read_worker_logs(folder: Path) -> tuple[dict[str, float], float, float, int, int]:
+    """(stage totals, generator s, detector s, photos ok, faces) over all workers' logs."""
+    stages = StageClock()
+    generator = detector = 0.0
+    ok = faces = 0
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        for line in lines:
+            for k, v in line["timings"].items():
+                stages.add(k, v)
+            ok += bool(line["ok"])
+            faces += line["faces"] if line["ok"] else 0
+        if lines:
+            last = lines[-1]["clock"]
+            generator += last.get("generator", 0.0)
+            detector += last.get("detector", 0.0)
+            stages.add("_prescale", last.get("prescale", 0.0))
+    totals = dict(stages.totals)
+    prescale = totals.pop("_prescale", 0.0)
+    return split_timings(totals, prescale), generator, detector, ok, faces

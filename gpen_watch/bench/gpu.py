@@ -1,0 +1,325 @@
+"""``python -m gpen_watch.bench.gpu``: the prepared GPU measurements, in one call of a few minutes.
+
+Not run on the development machine (no GPU there); written so a session with a GPU can run it once
+and paste the result into docs/benchmarks.md. Everything is measured in order of importance and
+written as it goes (``gpu.json``, ``gpu.md`` in ``--out``), so a run cut short by ``--budget`` still
+reports what it got; what the budget left out is listed as skipped.
+
+1. GPEN-BFR-512 model-only faces/s (random weights: same compute), eager, batch 1..64, for
+   bf16 / fp16 / fp32 with channels_last; channels_last off at a few batch sizes; cudnn.benchmark
+   off vs on.
+2. Output difference of bf16 / fp16 / TF32 against strict fp32 on the 8-bit output (max, mean).
+3. End to end: the engine (``restore`` path, its defaults on this GPU) and the warm one-face loop on
+   a photo set of ``--images`` 12 MP photos, images/s and faces/s, and the ratio of the engine's
+   faces/s to the best model-only figure.
+4. RetinaFace-R50 detection at ~1000 px: fp32, channels_last, fp16 autocast.
+5. torch.compile (default mode, and "reduce-overhead", which uses CUDA graphs) at two batch sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PRECISIONS = ("bf16", "fp16", "fp32")
+# --dry-run: the same code paths on the CPU with small sizes, to check the script without a GPU.
+DRY = {"on": False}
+
+
+def _device() -> str:
+    return "cpu" if DRY["on"] else "cuda"
+
+
+def _sync() -> None:
+    import torch
+
+    if not DRY["on"]:
+        torch.cuda.synchronize()
+
+
+def _autocast(dtype: Any) -> Any:
+    import contextlib
+
+    import torch
+
+    if dtype is None or (DRY["on"] and dtype == torch.float16):
+        return contextlib.nullcontext()
+    return torch.autocast(_device(), dtype=dtype)
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+class Recorder:
+    """Results so far, rewritten to disk after every measurement."""
+
+    def __init__(self, out: Path, meta: dict[str, Any]) -> None:
+        self.out = out
+        self.data: dict[str, Any] = {**meta, "model_only": [], "precision_diff": [], "end_to_end": [],
+                                     "detector": [], "skipped": []}
+
+    def add(self, section: str, row: dict[str, Any]) -> None:
+        self.data[section].append(row)
+        print(json.dumps({section: row}), flush=True)
+        self.save()
+
+    def save(self) -> None:
+        (self.out / "gpu.json").write_text(json.dumps(self.data, indent=1))
+        (self.out / "gpu.md").write_text(markdown(self.data))
+
+
+def time_call(fn: Callable[[], Any], min_time: float = 0.6, warmup: int = 3) -> float:
+    """Seconds per call on the GPU (synchronised), after warm-up."""
+    if DRY["on"]:
+        min_time, warmup = 0.0, 1
+    for _ in range(warmup):
+        fn()
+    _sync()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        for _ in range(max(1, n)):  # doubling chunks: few synchronisations
+            fn()
+        n += max(1, n)
+        _sync()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time and n >= 3:
+            return elapsed / n
+
+
+def gpen_call(model: Any, precision: str, x: Any, compiled: Any = None) -> Callable[[], Any]:
+    import torch
+
+    net = compiled or model
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+    def run() -> Any:
+        with torch.inference_mode(), _autocast(dtype):
+            return net(x)
+
+    return run
+
+
+def model_only(rec: Recorder, budget: Budget, size: int) -> tuple[dict[bool, Any], float]:
+    """Sections 1-2; returns the models (by channels_last) and the best faces/s seen."""
+    import torch
+
+    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen, prepare_for_inference
+
+    torch.manual_seed(0)
+    base = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
+    models = {cl: prepare_for_inference(copy.deepcopy(base), _device(), "fp32", cl).model for cl in (True, False)}
+    torch.backends.cudnn.benchmark = True
+    best = 0.0
+
+    def measure(precision: str, cl: bool, batch: int, note: str = "") -> None:
+        nonlocal best
+        x = torch.rand(batch, 3, size, size, device=_device()) * 2 - 1
+        if cl:
+            x = x.contiguous(memory_format=torch.channels_last)
+        try:
+            sec = time_call(gpen_call(models[cl], precision, x))
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            rec.add("model_only", {"precision": precision, "channels_last": cl, "batch": batch, "oom": True})
+            return
+        fps = batch / sec
+        best = max(best, fps)
+        rec.add("model_only", {"precision": precision, "channels_last": cl, "batch": batch,
+                               "cudnn_benchmark": torch.backends.cudnn.benchmark, "compile": note or "eager",
+                               "faces_per_s": round(fps, 1), "ms_per_batch": round(sec * 1000, 2),
+                               "peak_mem_gb": None if DRY["on"] else round(torch.cuda.max_memory_allocated() / 2**30, 2)})
+
+    for precision in PRECISIONS:
+        for batch in BATCHES[:2] if DRY["on"] else BATCHES:
+            if budget.left() < 60:
+                rec.add("skipped", {"what": f"model-only {precision} batch {batch}+", "why": "budget"})
+                break
+            measure(precision, True, batch)
+    for precision in PRECISIONS:
+        for batch in (2,) if DRY["on"] else (8, 32, 64):
+            if budget.left() > 60:
+                measure(precision, False, batch)
+    torch.backends.cudnn.benchmark = False
+    for batch in (2,) if DRY["on"] else (8, 32):
+        measure("bf16", True, batch)
+    torch.backends.cudnn.benchmark = True
+    precision_diff(rec, models[True], size)
+    return models, best
+
+
+def precision_diff(rec: Recorder, model: Any, size: int) -> None:
+    import torch
+
+    torch.manual_seed(1)
+    n = 2 if DRY["on"] else 8
+    x = (torch.rand(n, 3, size, size, device=_device()) * 2 - 1).contiguous(memory_format=torch.channels_last)
+
+    def out8(precision: str, tf32: bool) -> Any:
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        y = gpen_call(model, precision, x)().float()
+        return y.clamp(-1, 1).add(1).mul(127.5).round()
+
+    ref = out8("fp32", False)
+    for name, precision, tf32 in (("tf32", "fp32", True), ("bf16", "bf16", True), ("fp16", "fp16", True)):
+        y = out8(precision, tf32)
+        d = (y - ref).abs()
+        rec.add("precision_diff", {"precision": name, "max_abs_8bit": float(d.max()), "mean_abs_8bit": float(d.mean()),
+                                   "nonfinite": int((~torch.isfinite(y)).sum())})
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def compile_modes(rec: Recorder, budget: Budget, models: dict[bool, Any], size: int) -> None:
+    import torch
+
+    for mode in ("default", "reduce-overhead"):
+        for batch in (8, 32):
+            if budget.left() < 150 or DRY["on"]:
+                why = "dry run" if DRY["on"] else "budget"
+                rec.add("skipped", {"what": f"torch.compile {mode} batch {batch}", "why": why})
+                continue
+            x = (torch.rand(batch, 3, size, size, device=_device()) * 2 - 1).contiguous(
+                memory_format=torch.channels_last)
+            t0 = time.perf_counter()
+            try:
+                compiled = torch.compile(models[True], mode=None if mode == "default" else mode, dynamic=False)
+                run = gpen_call(models[True], "bf16", x, compiled)
+                run()
+                _sync()
+                compile_s = time.perf_counter() - t0
+                sec = time_call(run)
+            except Exception as exc:  # noqa: BLE001 - a compiler failure is a result, not a crash
+                rec.add("model_only", {"precision": "bf16", "channels_last": True, "batch": batch,
+                                       "compile": mode, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                continue
+            rec.add("model_only", {"precision": "bf16", "channels_last": True, "batch": batch, "compile": mode,
+                                   "faces_per_s": round(batch / sec, 1), "ms_per_batch": round(sec * 1000, 2),
+                                   "compile_s": round(compile_s, 1)})
+
+
+def detector(rec: Recorder, budget: Budget) -> None:
+    import torch
+    from facexlib.detection.retinaface import RetinaFace
+
+    if budget.left() < 60 or DRY["on"]:
+        rec.add("skipped", {"what": "detector", "why": "dry run" if DRY["on"] else "budget"})
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = RetinaFace(network_name="resnet50", half=False, device=torch.device(_device())).eval()
+    x = torch.rand(1, 3, 768, 1024, device=_device()) * 255 - 117
+    for name, cl, dtype in (("fp32", False, None), ("fp32 channels_last", True, None),
+                            ("fp16 autocast channels_last", True, torch.float16)):
+        model = net.to(memory_format=torch.channels_last) if cl else net
+        xi = x.contiguous(memory_format=torch.channels_last) if cl else x
+
+        def run(model: Any = model, xi: Any = xi, dtype: Any = dtype) -> Any:
+            with torch.inference_mode(), _autocast(dtype):
+                return model(xi)
+
+        rec.add("detector", {"variant": name, "input": "1024x768", "ms_per_image": round(time_call(run) * 1000, 2)})
+
+
+def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model_only: float) -> None:
+    from gpen_watch.bench import runner
+    from gpen_watch.bench.models import write_models
+    from gpen_watch.bench.photos import build_photo_set, find_solvay
+    from gpen_watch.bench.spec import RunSpec
+
+    if budget.left() < 120:
+        rec.add("skipped", {"what": "end-to-end", "why": "budget"})
+        return
+    work = Path(tempfile.mkdtemp(prefix="gpen-gpu-bench-"))
+    photos = build_photo_set(work / "photos", images, 0.3 if DRY["on"] else 12.0, find_solvay())
+    photos.save(work / "photos.json")
+    models = write_models(work / "models", size, tiny=DRY["on"])
+    spec = RunSpec(models, work / "photos.json", work / "out", device=_device())
+    spec.save(work / "spec.json")
+    for mode in ("engine", "warm-loop"):
+        if budget.left() < 60:
+            rec.add("skipped", {"what": f"end-to-end {mode}", "why": "budget"})
+            continue
+        run = runner.run_in_child(mode, work / "spec.json", work / "out" / mode, work, timeout=max(60, budget.left()))
+        rec.add("end_to_end", {"mode": mode, "photos": run.ok, "faces": run.faces, "wall_s": round(run.wall_s, 2),
+                               "images_per_s": round(run.images_per_s, 2), "faces_per_s": round(run.faces_per_s, 1),
+                               "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
+                               if best_model_only else None,
+                               "generator_busy": round(run.generator_busy, 3), "settings": run.settings,
+                               "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1)
+                                                      for k, v in run.stages.items()},
+                               "rss_mb": run.rss_parent_mb})
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = [f"GPU: {data.get('gpu')}, torch {data.get('torch')}, CUDA {data.get('cuda')}, {data.get('date')}", ""]
+    rows = [r for r in data["model_only"] if "faces_per_s" in r]
+    if rows:
+        lines += ["GPEN model-only faces/s (eager unless stated):", "",
+                  "| precision | channels_last | compile | cudnn.benchmark | " + " | ".join(f"b{b}" for b in BATCHES) + " |",
+                  "|---|---|---|---|" + "---|" * len(BATCHES)]
+        keys = sorted({(r["precision"], r["channels_last"], r.get("compile", "eager"), r.get("cudnn_benchmark", True))
+                       for r in rows}, key=str)
+        for key in keys:
+            cells = {r["batch"]: r["faces_per_s"] for r in rows
+                     if (r["precision"], r["channels_last"], r.get("compile", "eager"), r.get("cudnn_benchmark", True)) == key}
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | "
+                         + " | ".join(str(cells.get(b, "")) for b in BATCHES) + " |")
+        lines.append("")
+    for section in ("precision_diff", "end_to_end", "detector", "skipped"):
+        if data[section]:
+            lines.append(f"{section}:")
+            lines += [f"- {json.dumps(r)}" for r in data[section]]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpen_watch.bench.gpu", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path("results") / f"gpu-{dt.date.today().isoformat()}")
+    p.add_argument("--budget", type=float, default=420, help="seconds for everything (default 420)")
+    p.add_argument("--images", type=int, default=24, help="12 MP photos for the end-to-end run (default 24)")
+    p.add_argument("--model-size", type=int, choices=[256, 512], default=512)
+    p.add_argument("--dry-run", action="store_true", help="check the script on the CPU with tiny sizes")
+    args = p.parse_args(argv)
+    import torch
+
+    DRY["on"] = args.dry_run
+    if args.dry_run:
+        args.model_size, args.images = 256, 2
+    elif not torch.cuda.is_available():
+        print("no CUDA device: this script measures a GPU", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(args.budget)
+    rec = Recorder(args.out, {"date": dt.datetime.now().isoformat(timespec="seconds"),
+                              "gpu": "dry run on CPU" if DRY["on"] else torch.cuda.get_device_name(0),
+                              "torch": torch.__version__,
+                              "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+                              "model": f"GPEN-BFR-{args.model_size} (random weights)"})
+    models, best = model_only(rec, budget, args.model_size)
+    end_to_end(rec, budget, args.images, args.model_size, best)
+    detector(rec, budget)
+    compile_modes(rec, budget, models, args.model_size)
+    rec.save()
+    print(markdown(rec.data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Real model architectures with random weights, saved where the model store looks for them.
+
+Real weights cannot be downloaded everywhere (and are not needed: the compute is the same). Files
+are written the way the released ones are stored and then loaded through the same store code path
+users take, so loading costs count too.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# A GPEN small enough for the benchmark's own test: size 64, 1/16 of the channels.
+TINY_GPEN = dict(size=64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.0625)
+
+
+@dataclass(frozen=True)
+class BenchModels:
+    model_dir: Path
+    gpen: str  # registry name ("GPEN-BFR-256") or a .pth path
+    detector: str  # restore.detector value
+    use_parse: bool
+    size: int
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "model_dir": str(self.model_dir)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BenchModels:
+        return cls(**{**data, "model_dir": Path(data["model_dir"])})
+
+
+def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool = False) -> BenchModels:
+    """Save GPEN-BFR-<size> (or a tiny GPEN), RetinaFace-R50 (tiny: MobileNet) and optionally ParseNet."""
+    import torch
+
+    from gpen_watch.modelstore import registry
+    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, GPENConfig, build_gpen
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    if tiny:
+        gpen_path = folder / "bench-tiny-gpen-64.pth"
+        torch.save(build_gpen(GPENConfig(**TINY_GPEN)).state_dict(), gpen_path)
+        gpen, size = str(gpen_path), TINY_GPEN["size"]
+    else:
+        gpen = f"GPEN-BFR-{size}"
+        torch.save(build_gpen(GPEN_CONFIGS[gpen]).state_dict(), folder / registry.get_spec(gpen).filename)
+    detector = "retinaface_mobile0.25" if tiny else "retinaface_resnet50"
+    spec = registry.detector_spec(detector)
+    from facexlib.detection.retinaface import RetinaFace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchvision's pretrained=False deprecation noise
+        det = RetinaFace(network_name=spec.arch, half=False, device=torch.device("cpu"))
+    # The released files carry DataParallel's "module." prefix; store them the same way.
+    torch.save({f"module.{k}": v for k, v in det.state_dict().items()}, folder / spec.filename)
+    if parse:
+        from facexlib.parsing.parsenet import ParseNet
+
+        torch.save(ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),
+                   folder / registry.parser_spec().filename)
+    return BenchModels(folder, gpen, detector, parse, size)

@@ -1,0 +1,63 @@
+"""What every benchmark mode is given: models, photo set and the knobs, as one JSON-able record.
+
+Modes run in fresh processes (so each starts with a clean heap and its own peak RSS), and the spec
+travels to them as a file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gpen_watch.bench.models import BenchModels
+
+
+@dataclass
+class RunSpec:
+    models: BenchModels
+    photo_set: Path  # PhotoSet JSON
+    out_root: Path  # each run writes its outputs in a folder below
+    device: str = "cpu"
+    max_side: int = 4096
+    detect_max_side: int = 1000
+    # 0: the engine's own choice (restore.face_batch = 0).
+    face_batch: int = 0
+    # None: the engine's own choice (all cores).
+    threads: int | None = None
+    io_threads: int | None = None
+    jpeg_quality: int = 95
+    # The engine's restore.precision (modes 3-4); modes 1-2 are always fp32, like upstream.
+    precision: str = "auto"
+
+    def save(self, path: Path) -> None:
+        data = asdict(self)
+        data["models"] = self.models.to_dict()
+        data["photo_set"] = str(self.photo_set)
+        data["out_root"] = str(self.out_root)
+        path.write_text(json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> RunSpec:
+        data = json.loads(Path(path).read_text())
+        data["models"] = BenchModels.from_dict(data["models"])
+        data["photo_set"] = Path(data["photo_set"])
+        data["out_root"] = Path(data["out_root"])
+        return cls(**data)
+
+    def restore_config(self):  # noqa: ANN201 - RestoreConfig, imported lazily
+        """The engine's RestoreConfig for these models and knobs (everything else at its default)."""
+        from gpen_watch.config import RestoreConfig
+
+        m = self.models
+        return RestoreConfig(
+            model=m.gpen,
+            detector=m.detector,
+            use_parse=m.use_parse,
+            model_dir=m.model_dir,
+            device=self.device,
+            face_batch=self.face_batch,
+            max_side=self.max_side,
+            detect_max_side=self.detect_max_side,
+            precision=self.precision,  # type: ignore[arg-type]
+        )

@@ -1,0 +1,85 @@
+"""The benchmark in its quickest form, so it keeps working: tiny models, two small photos, modes 2-3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpen_watch.bench import solvay
+from gpen_watch.bench.known_faces import FaceTable
+from gpen_watch.bench.photos import build_photo_set, find_solvay
+
+
+def test_known_faces_follow_the_photo_size(tmp_path: Path) -> None:
+    photos = build_photo_set(tmp_path / "p", 3, 0.2, solvay=tmp_path / "absent.png")
+    assert [p.source for p in photos.photos] == ["astronaut", "grace-hopper", "astronaut"]
+    assert any("Solvay" in n for n in photos.notes)
+    assert len({p.path.read_bytes() for p in photos.photos}) == 3  # no duplicates for the journal
+    table = FaceTable(photos.faces)
+    small = table.faces_for(512, 512)
+    big = table.faces_for(2048, 2048)
+    assert len(small) == 1 and np.allclose(big[0].landmarks, small[0].landmarks * 4, atol=1e-3)
+    assert np.allclose(small[0].landmarks[0], [205.0, 101.7], atol=0.05)
+    assert table.faces_for(500, 900) == []  # no source has that shape
+
+
+def test_solvay_marks_are_inside_the_photo() -> None:
+    lm = solvay.landmarks()
+    assert lm.shape == (29, 5, 2)
+    w, h = solvay.SIZE_WH
+    assert (lm[..., 0] > 0).all() and (lm[..., 0] < w).all() and (lm[..., 1] > 0).all() and (lm[..., 1] < h).all()
+    # Eyes level and left of right, mouth below the eyes.
+    assert (lm[:, 0, 0] < lm[:, 1, 0]).all() and (lm[:, 3, 1] > lm[:, 0, 1]).all()
+    path = find_solvay()
+    if path is not None:  # the shared photo is the one the marks were made on
+        import cv2
+
+        assert cv2.imread(str(path)).shape[1::-1] == solvay.SIZE_WH
+
+
+@pytest.mark.timeout(120)
+def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
+    from gpen_watch.bench.cli import main
+
+    out = tmp_path / "results"
+    rc = main(["--quick", "--tiny", "--images", "2", "--megapixels", "0.3", "--modes", "warm-loop,engine",
+               "--out", str(out), "--solvay", str(tmp_path / "absent.png")])
+    assert rc == 0
+    data = json.loads((out / "results.json").read_text())
+    assert set(data["modes"]) == {"warm-loop", "engine"}
+    for mode in data["modes"].values():
+        (run,) = mode["runs"]
+        assert run["ok"] == run["images"] == 2
+        assert run["faces"] == 2  # one known face per portrait
+        assert mode["median"]["images_per_s"] > 0
+        assert {"decode", "detect", "align", "restore", "paste", "encode"} <= set(run["stages"])
+    assert "known landmarks" in " ".join(data["notes"])
+    assert (out / "throughput.png").stat().st_size > 1000
+    assert "engine" in (out / "table.txt").read_text()
+
+
+def test_prepared_detection_equals_direct_detection() -> None:
+    """The engine shrinks photos for the detector on its decode threads (``prepare``); the benchmark
+    counts on that path costing and finding the same as ``detect`` on the photo itself."""
+    import torch
+    from facexlib.detection.retinaface import RetinaFace
+
+    from gpen_watch.restore.detect import FaceDetector
+
+    torch.manual_seed(0)
+    net = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    with torch.no_grad():  # sharpen the random class head so a few boxes pass the threshold
+        for head in net.ClassHead:
+            head.conv1x1.weight.mul_(20000)
+            head.conv1x1.bias.zero_()
+    det = FaceDetector(net.eval(), torch.device("cpu"), max_side=320)
+    rng = np.random.default_rng(5)
+    img = np.kron(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8), np.ones((8, 8, 1), np.uint8))
+    prepared = det.prepare(img)
+    assert prepared.shape == (512, 640) and max(prepared.small.shape[:2]) == 320
+    direct, split = det.detect([img])[0], det.detect([prepared])[0]
+    assert direct and len(direct) == len(split)
+    np.testing.assert_allclose([f.box for f in direct], [f.box for f in split])
