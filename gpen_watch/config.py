@@ -262,12 +262,17 @@ def _validate_template(template: str) -> None:
 
     allowed = {"stem", "ext", "name", "date", "model"}
     try:
-        fields = [f for _, f, _, _ in Formatter().parse(template) if f is not None]
+        fields = [(f, spec, conv) for _, f, spec, conv in Formatter().parse(template) if f is not None]
     except ValueError as exc:
         raise ConfigError(f"output.name_template: {exc}") from None
-    for f in fields:
+    for f, spec, conv in fields:
         if f not in allowed:
             raise ConfigError(f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}")
+        # The same rule as outbox.naming at render time: checked here, or the service would start
+        # and then stop at the first photo.
+        if spec or conv:
+            raise ConfigError(f"output.name_template: only plain fields like {{{f}}} are allowed "
+                              "(no conversion or format spec)")
     if "/" in template.replace("{", "").replace("}", "") or "\\" in template or ".." in template:
         raise ConfigError("output.name_template: must be a file name, not a path")
 

@@ -102,9 +102,15 @@ def test_names_can_never_leave_the_folder(src: str, tmp_path: Path) -> None:
 
 
 def test_injected_template_fields_are_refused() -> None:
-    for bad in ("{stem.__class__}", "{stem!r}", "{stem:>9999}", "{path}", "{0}", "{stem"):
+    from gpen_watch import config
+
+    for bad in ("{stem.__class__}", "{stem!r}", "{stem:>9999}", "{path}", "{0}", "{stem", "{stem!s:>5}{ext}"):
         with pytest.raises(ConfigError, match="output.name_template"):
             naming.render_name(bad, "a.jpg")
+        # ...and already when the config is loaded: a template accepted there and refused per photo
+        # let the service start and then stop at the first photo.
+        with pytest.raises(ConfigError, match="output.name_template"):
+            config.load(Path("/nonexistent.toml"), {"output.name_template": bad})
 
 
 def test_long_names_are_cut_to_fit_with_their_extension() -> None:
