@@ -637,6 +637,46 @@ def test_fifo_is_not_a_regular_file(tmp_path: Path) -> None:
         load_image(fifo)
 
 
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="needs O_NOFOLLOW")
+def test_symlink_is_not_followed(tmp_path: Path) -> None:
+    """A link swapped into an inbox after the watcher looked must not make the worker read (and
+    restore, and publish) whatever it points to."""
+    target = tmp_path / "elsewhere.jpg"
+    grace_hopper().save(target)
+    link = tmp_path / "link.jpg"
+    link.symlink_to(target)
+    for fn in (load_image, probe_image):
+        with pytest.raises(NotAnImageError, match="symbolic link"):
+            fn(link)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
+def test_fifo_swapped_in_after_the_check_is_not_waited_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The open itself refuses what is not a regular file, without blocking: a FIFO that replaced the
+    photo between the check and the open must not hang the worker."""
+    import threading
+
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(load_mod, "_check_path", lambda path: None)  # the swap happens right after it
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_image(fifo)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome.append(exc)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(5.0)
+    if t.is_alive():
+        with open(fifo, "wb"):  # release the blocked open so the thread can end
+            pass
+        pytest.fail("load_image blocked opening a FIFO")
+    assert isinstance(outcome[0], NotAnImageError) and "not a regular file" in str(outcome[0])
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found"):
         load_image(tmp_path / "gone.jpg")

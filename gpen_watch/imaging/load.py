@@ -20,6 +20,7 @@ DCT scaling (Pillow ``draft`` / OpenCV IMREAD_REDUCED_*) only offers 1/2, 1/4, 1
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -187,11 +188,15 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
 
 def _check_path(path: Path) -> None:
     try:
-        st = path.stat()
+        # lstat: a link is refused, not followed (a hot folder is not allowed to point elsewhere;
+        # `gpen-watch restore` resolves the links a user names on the command line).
+        st = path.lstat() if _NOFOLLOW else path.stat()
     except FileNotFoundError as exc:
         raise ImageInputError(path, "file not found (moved or deleted?)") from exc
     except OSError as exc:
         raise ImageInputError(path, f"cannot access file: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise NotAnImageError(path, "is a symbolic link (not followed)")
     if stat.S_ISDIR(st.st_mode):
         raise NotAnImageError(path, "is a directory")
     if not stat.S_ISREG(st.st_mode):
@@ -204,13 +209,28 @@ def _check_path(path: Path) -> None:
         )
 
 
+# Open without following a link and without blocking (a FIFO would block until a writer came), then
+# check what was opened: the file may have been swapped since _check_path looked at it.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
 def _open_file(path: Path) -> IO[bytes]:
     try:
-        return open(path, "rb")
+        fd = os.open(path, _OPEN_FLAGS)
     except PermissionError as exc:
         raise ImageInputError(path, "cannot read file: permission denied") from exc
     except OSError as exc:
+        if exc.errno == errno.ELOOP and _NOFOLLOW:
+            raise NotAnImageError(path, "is a symbolic link (not followed)") from exc
         raise ImageInputError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAnImageError(path, "not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _check_megapixels(path: Path, size: tuple[int, int], max_megapixels: float) -> None:
