@@ -104,7 +104,10 @@ def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: lis
         order = runs[rnd % len(runs):] + runs[: rnd % len(runs)]
         for mode in order:
             t0 = time.perf_counter()
+            load_before = _load()
             run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}")
+            # Other jobs on a shared machine slow a run down; the load average shows when they did.
+            run.settings["load_avg_1m"] = [load_before, _load()]
             results[mode].append(run)
             print(f"round {rnd + 1}/{args.repeat} {report.label(mode)}: {run.images_per_s:.3f} images/s, "
                   f"{run.faces_per_s:.2f} faces/s ({run.ok}/{run.images} photos in {run.wall_s:.1f} s; "
@@ -187,3 +190,7 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None

@@ -72,7 +72,7 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
     jobs = [FileJob(p.path, out_dir / p.path.name, jpeg_quality=spec.jpeg_quality) for p in photos.photos]
     stages = StageClock()
     ok = faces = 0
-    c1, t1 = time.process_time(), time.perf_counter()
+    f1, c1, t1 = _minor_faults(), time.process_time(), time.perf_counter()
     with restorer:
         for res in restorer.restore_files(jobs):
             for stage, seconds in res.timings.items():
@@ -86,8 +86,9 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
         mode="engine", images=len(jobs), ok=ok, faces=faces, wall_s=wall, load_s=load_s, stages=totals,
         generator_s=clock.totals.get("generator", 0.0), detect_s=clock.totals.get("detector", 0.0),
         cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
-        settings={"face_batch": restorer.face_batch, "threads": restorer.threads,
-                  "precision": restorer.place.precision, "device": str(restorer.place.device)},
+        settings={"face_batch": restorer.face_batch, "threads": restorer.threads, "io_threads": restorer.io_threads,
+                  "precision": restorer.place.precision, "device": str(restorer.place.device),
+                  "malloc_tuned": _malloc_tuned(), "minor_page_faults": _minor_faults() - f1},
     )
 
 
@@ -99,7 +100,7 @@ def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
     pipeline = UpstreamStyle(spec)
     out_dir.mkdir(parents=True, exist_ok=True)
     ok = faces = 0
-    c0, t0 = time.process_time(), time.perf_counter()
+    f0, c0, t0 = _minor_faults(), time.process_time(), time.perf_counter()
     for p in photos.photos:
         faces += pipeline.restore(p.path, out_dir / p.path.name)
         ok += 1
@@ -110,5 +111,19 @@ def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
         mode="warm-loop", images=len(photos.photos), ok=ok, faces=faces, wall_s=wall, load_s=pipeline.load_s,
         stages=pipeline.clock.totals, generator_s=pipeline.generator.totals.get("generator", 0.0),
         detect_s=pipeline.clock.totals.get("detect", 0.0), cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
-        settings={"face_batch": 1, "threads": torch.get_num_threads(), "precision": "fp32"},
+        settings={"face_batch": 1, "threads": torch.get_num_threads(), "precision": "fp32",
+                  "malloc_tuned": _malloc_tuned(), "minor_page_faults": _minor_faults() - f0},
     )
+
+
+def _minor_faults() -> int:
+    """Minor page faults of this process so far: shows whether the allocator reuses memory."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _malloc_tuned() -> bool:
+    from gpen_watch.restore import device
+
+    return bool(getattr(device, "_malloc_tuned", False))

@@ -35,7 +35,7 @@ def ratios(summaries: list[ModeSummary]) -> dict[str, float | None]:
 def table(summaries: list[ModeSummary]) -> str:
     ratio = ratios(summaries)
     stages = [s for s in _TABLE_STAGES if any(s in m.stage_per_image() for m in summaries)]
-    head = ["mode", "img/s", "faces/s", "x(1)", "gen busy", *[f"{s} ms" for s in stages], "RSS MB parent/worker"]
+    head = ["mode", "img/s", "best img/s", "faces/s", "x(1)", "gen busy", *[f"{s} ms" for s in stages], "RSS MB parent/worker"]
     rows = [head]
     for m in summaries:
         per = m.stage_per_image()
@@ -44,6 +44,7 @@ def table(summaries: list[ModeSummary]) -> str:
         rows.append([
             label(m.mode),
             f"{m.median('images_per_s'):.3f}",
+            f"{m.spread('images_per_s')[1]:.3f}",
             f"{m.median('faces_per_s'):.2f}",
             f"{r:.2f}" if r is not None else "-",
             f"{m.median('generator_busy'):.0%}",
@@ -70,6 +71,7 @@ def write_json(path: Path, summaries: list[ModeSummary], meta: dict[str, Any]) -
                 "label": label(m.mode),
                 "median": {k: round(m.median(k), 4) for k in ("images_per_s", "faces_per_s", "wall_s",
                                                               "generator_busy")},
+                "best_images_per_s": round(m.spread("images_per_s")[1], 4),
                 "ratio_to_upstream": round(ratio[m.mode], 3) if ratio[m.mode] is not None else None,
                 "stage_s_per_image": {k: round(v, 4) for k, v in m.stage_per_image().items()},
                 "peak_rss_mb": dict(zip(("parent", "worker"), m.peak_rss())),
