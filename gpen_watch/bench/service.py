@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -112,13 +111,13 @@ def _drops(folders: dict[str, Path], env: dict[str, str], n: int) -> tuple[list[
     from skimage import data
 
     staging = folders["staging"]
-    src = staging / "photo.jpg"
-    cv2.imwrite(str(src), data.astronaut()[:, :, ::-1])
+    photo = data.astronaut()[:, :, ::-1].copy()
     journal = Path(env["XDG_STATE_HOME"]) / "gpen-watch" / "journal.sqlite3"
     starts, ends = [], []
     for i in range(n):
         name = f"drop-{i}.jpg"
-        shutil.copyfile(src, staging / name)
+        photo[0, 0] = i  # new content each time: a re-dropped identical photo is a duplicate, not work
+        cv2.imwrite(str(staging / name), photo)
         dropped_wall, t0 = time.time(), time.perf_counter()
         os.rename(staging / name, folders["inbox"] / name)
         while not any(p.name == name for p in folders["outbox"].rglob("*.jpg")):
