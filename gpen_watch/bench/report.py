@@ -97,9 +97,9 @@ def plot(path: Path, summaries: list[ModeSummary], title: str) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 0.9 * len(summaries) + 2.5))
     y = list(range(len(summaries)))[::-1]
     ax1.barh(y, ips, xerr=[lo, hi], color="#4878a8", capsize=3)
-    for yi, v, m in zip(y, ips, summaries):
+    for yi, v, up, m in zip(y, ips, hi, summaries):
         r = ratio[m.mode]
-        ax1.text(v, yi, f"  {v:.3f}" + (f"  ({r:.1f}x)" if r is not None else ""), va="center")
+        ax1.text(v + up, yi, f"  {v:.3f}" + (f"  ({r:.1f}x)" if r is not None else ""), va="center")
     ax1.set_yticks(y, names)
     ax1.set_xlabel("images/s (median; bars: min-max)")
     ax1.set_xlim(0, max(ips) * 1.45 if ips else 1)
