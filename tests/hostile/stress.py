@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                 ok = True
                 print(json.dumps({"round": r, "scenario": name, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
                                   **figures}), flush=True)
+            except KeyboardInterrupt:
+                print(f"interrupted: scenario {name}, round {r}", flush=True)
+                return 130
             except BaseException:
                 traceback.print_exc()
                 print(f"FAILED: scenario {name}, round {r}, seed {seed}; folders kept in {root}"

@@ -178,9 +178,9 @@ def test_outbox_full_then_read_only_jobs_wait_and_recover(services: Any, tiny_mo
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CAN_MOUNT, reason="cannot mount a tmpfs here")
-def test_outbox_full_recovers_by_itself_when_space_returns(services: Any) -> None:
+def test_outbox_full_recovers_by_itself_when_space_returns(services: Any, tiny_models: Any) -> None:
     """No resume: the held work is retried on its own (every 30 s) once there is room again."""
-    svc = services(restorer="hostile.hostile_restorer:CopyRestorer")
+    svc = services(*real_engine_args(tiny_models), restorer=None)
     ledger = Ledger(svc.inbox)
     with outbox_fault("tmpfs", svc.outbox) as fault:
         svc.start()
