@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
+from gpen_watch.fsutil import fsync_dir_quietly
 from gpen_watch.imaging.load import GRAY_MODES, LoadedImage
 
 log = logging.getLogger(__name__)
@@ -374,7 +375,7 @@ def _write_atomic(dst: Path, data: bytes, overwrite: bool) -> Path:
         if isinstance(exc, OSError):
             raise write_error(dst, exc) from exc
         raise
-    _fsync_dir(folder)
+    fsync_dir_quietly(folder)
     return dst
 
 
@@ -420,20 +421,6 @@ def _remove_quietly(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
-
-
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable on POSIX; directories cannot be opened this way on Windows.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 _REASONS = {

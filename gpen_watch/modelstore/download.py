@@ -21,6 +21,7 @@ from typing import BinaryIO, Literal
 
 from gpen_watch import __version__
 from gpen_watch.errors import ModelError
+from gpen_watch.fsutil import fsync_dir_quietly
 
 CHUNK = 1 << 20
 DEFAULT_TIMEOUT = 60.0
@@ -92,7 +93,7 @@ def download(
         # Also on KeyboardInterrupt: a half-written temp file must never linger or be used.
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(dest.parent)
+    fsync_dir_quietly(dest.parent)
     return dest
 
 
@@ -195,17 +196,3 @@ def _remove_stale_parts(dest: Path) -> None:
             pass
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable (POSIX); not possible, nor needed, on Windows."""
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
