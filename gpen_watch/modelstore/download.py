@@ -194,5 +194,3 @@ def _remove_stale_parts(dest: Path) -> None:
                 part.unlink()
         except OSError:
             pass
-
-
