@@ -186,6 +186,27 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
 
+def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..., Service]) -> None:
+    # Two workers, so without the hold both copies would be restored side by side.
+    svc = services("--set", "workers.cpu_workers=2", env={"FAKE_SLOW": "1"}).start()
+    for name in ("slow-1.jpg", "slow-2.jpg", "slow-bad-1.jpg", "slow-bad-2.jpg"):
+        drop(svc.inbox, name, b"broken twin" if "bad" in name else b"twin photo")
+    s = svc.wait_done(4)
+    assert files(svc.outbox) == ["slow-1.jpg"]
+    assert files(svc.originals) == ["slow-1.jpg", "slow-2.jpg"]  # the duplicate is archived like any
+    assert s["queue"]["done"] == 1 and s["queue"]["duplicate"] == 1 and s["queue"]["unsupported"] == 2
+    with Journal.open() as j:
+        jobs = {job.rel.name: job for state in ("done", "duplicate", "unsupported") for job in j.jobs(state)}
+        assert jobs["slow-2.jpg"].duplicate_of == jobs["slow-1.jpg"].id
+        assert [e.kind for e in j.history(jobs["slow-2.jpg"].id)][:2] == ["added", "duplicate"]  # waited queued
+        # The first one failed: its twin was then restored in its own right (and failed too), not at once.
+        first, second = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
+        assert first.finished is not None and second.started is not None and second.started >= first.finished
+    assert files(svc.failed) == ["slow-bad-1.jpg", "slow-bad-1.jpg.error.txt", "slow-bad-2.jpg",
+                                 "slow-bad-2.jpg.error.txt"]
+    assert svc.stop() == 0
+
+
 def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., Service]) -> None:
     svc = services().start()
     chunks = [bytes([65 + i]) * 1000 for i in range(12)]

@@ -99,6 +99,49 @@ def test_identical_content_while_first_is_still_queued_is_its_own_job(journal: J
     assert add(journal, "b.jpg", content="photo").status == "new"
 
 
+def test_twin_waits_for_the_first_and_is_then_a_duplicate_of_it(journal: Journal) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    twin = add(journal, "b.jpg", content="photo")
+    other = add(journal, "c.jpg", content="other")
+    batch = journal.claim_batch(3, "w0")
+    assert [j.id for j in batch.jobs] == [first.job.id, other.job.id]  # the twin is held, not skipped over
+    assert batch.held == 1 and batch.duplicates == []
+    assert journal.claim_batch(3, "w0").jobs == []  # still held while the first runs
+    assert journal.get(twin.job.id).state == "queued"  # type: ignore[union-attr]
+    journal.finish(first.job.id, "/out/a.jpg")
+    batch = journal.claim_batch(3, "w0")
+    assert batch.jobs == [] and batch.held == 0
+    (dup,) = batch.duplicates
+    # Exactly what add() records for a drop after the first was done.
+    assert dup.status == "duplicate" and dup.duplicate_of is not None and dup.duplicate_of.id == first.job.id
+    assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
+    assert dup.job.id == twin.job.id and dup.job.state == "duplicate" and dup.job.duplicate_of == first.job.id
+    assert dup.job.notes == [dup.message] and dup.job.output == Path("/out/a.jpg") and dup.job.attempts == 0
+    assert [e.kind for e in journal.history(twin.job.id)] == ["added", "duplicate"]
+    assert add(journal, "b.jpg", content="photo").status == "known"  # a rescan does not announce it again
+
+
+def test_twin_of_a_failed_first_is_processed_like_any_other_job(journal: Journal) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    twins = [add(journal, f"b{i}.jpg", content="photo").job.id for i in range(2)]
+    assert [j.id for j in journal.claim(5, "w0")] == [first.job.id]
+    journal.fail(first.job.id, "truncated JPEG")
+    assert [j.id for j in journal.claim(5, "w0")] == twins[:1]  # the next one in line, one at a time
+    journal.requeue(twins[0], "worker crashed")  # requeued: first in line again, the other still waits
+    assert [j.id for j in journal.claim(5, "w0")] == twins[:1]
+    journal.finish(twins[0], "/out/b0.jpg")
+    batch = journal.claim_batch(5, "w0")
+    assert batch.jobs == [] and [d.job.id for d in batch.duplicates] == twins[1:]
+    assert batch.duplicates[0].duplicate_of.id == twins[0]  # type: ignore[union-attr]
+
+
+def test_held_twins_do_not_hold_up_the_rest_of_the_queue(journal: Journal) -> None:
+    # More twins than one page of the queue walk: the jobs behind them are still found.
+    ids = [add(journal, f"{i}.jpg", content="same" if i < 150 else f"x{i}").job.id for i in range(160)]
+    batch = journal.claim_batch(4, "w0")
+    assert [j.id for j in batch.jobs] == [ids[0], *ids[150:153]] and batch.held == 149
+
+
 def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_known(journal: Journal) -> None:
     a = add(journal, "a.jpg", content="A")
     b = add(journal, "b.jpg", content="B")

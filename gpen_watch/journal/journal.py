@@ -128,6 +128,24 @@ class AddResult:
         return self.status == "new"
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What ``Journal.claim_batch`` did.
+
+    ``jobs``: now running. ``duplicates``: queued jobs ended as duplicates of a job that was done
+    meanwhile (their originals still have to be disposed of). ``held``: queued jobs passed over
+    because a job with the same content is running or ahead of them in the queue.
+    """
+
+    jobs: list[Job]
+    duplicates: list[AddResult]
+    held: int
+
+
+def _duplicate_message(done: sqlite3.Row) -> str:
+    return f"already done: same content as {done['source']}, output {done['output']}"
+
+
 def _path(value: str | None) -> Path | None:
     return None if value is None else Path(value)
 
@@ -296,13 +314,10 @@ class Journal:
                 elif row["state"] in SETTLED and same and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE):
                     return AddResult("known", _job(row))
 
-            done = conn.execute(
-                "SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = 'done' ORDER BY id LIMIT 1",
-                (sha256, size),
-            ).fetchone()
+            done = self._done_with(conn, sha256, size)
             values = (src, os.fspath(inbox), os.fspath(rel), size, mtime, sha256, now)
             if done is not None:
-                message = f"already done: same content as {done['source']}, output {done['output']}"
+                message = _duplicate_message(done)
                 cur = conn.execute(
                     "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, finished,"
                     " duplicate_of, notes, output) VALUES (?, ?, ?, ?, ?, ?, ?, 'duplicate', ?, ?, ?, ?)",
@@ -322,15 +337,78 @@ class Journal:
 
     # --- running ------------------------------------------------------------------------------
 
+    @staticmethod
+    def _done_with(conn: sqlite3.Connection, sha256: str, size: int) -> sqlite3.Row | None:
+        """The first done job with this content, if any (what a drop of it duplicates)."""
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = 'done' ORDER BY id LIMIT 1",
+            (sha256, size),
+        ).fetchone()
+        return row
+
+    @staticmethod
+    def _queued_rows(conn: sqlite3.Connection, n: int) -> Iterator[sqlite3.Row]:
+        """Queued jobs oldest first, fetched a page at a time (the caller may update between pages)."""
+        last, page = 0, max(4 * n, 64)
+        while True:
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE state = 'queued' AND id > ? ORDER BY id LIMIT ?", (last, page)
+            ).fetchall()
+            yield from rows
+            if len(rows) < page:
+                return
+            last = rows[-1]["id"]
+
     def claim(self, n: int, worker: str) -> list[Job]:
-        """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically."""
+        """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically.
+
+        See ``claim_batch``; duplicates it finds are recorded but not reported here (the start-up
+        recovery disposes of their originals).
+        """
+        return self.claim_batch(n, worker).jobs
+
+    def claim_batch(self, n: int, worker: str) -> Claim:
+        """Claim like ``claim``, holding back and resolving jobs with the same content, atomically.
+
+        Two files with the same content (sha256 + size) are never running at once: a queued job
+        whose content matches a running job, or an older queued one, stays queued (``held``).
+        Once a job with that content is done, the next one of them that comes up is ended as a
+        duplicate of it, exactly as ``add`` does for a drop after the first was done; they are
+        returned in ``duplicates`` so the caller disposes of their originals. If the first one
+        fails instead (or is unsupported, or gone), the next one is claimed and processed as
+        usual (a failed photo dropped again is retried, too).
+        """
         if n <= 0:
-            return []
+            return Claim([], [], 0)
         now = self._clock()
         with self._write() as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT ?", (n,)
-            ).fetchall()]
+            busy = {(r[0], r[1]) for r in conn.execute(
+                "SELECT sha256, size FROM jobs WHERE state = 'running'"
+            ).fetchall()}
+            ids: list[int] = []
+            duplicates: list[AddResult] = []
+            held = 0
+            for row in self._queued_rows(conn, n):
+                if len(ids) >= n:
+                    break
+                content = (row["sha256"], row["size"])
+                if content in busy:
+                    held += 1
+                    continue
+                busy.add(content)  # a younger twin waits for this one, whatever becomes of it
+                done = self._done_with(conn, row["sha256"], row["size"])
+                if done is None:
+                    ids.append(row["id"])
+                    continue
+                message = _duplicate_message(done)
+                conn.execute(
+                    "UPDATE jobs SET state = 'duplicate', finished = ?, duplicate_of = ?, notes = ?, output = ?"
+                    " WHERE id = ?",
+                    (now, done["id"], json.dumps([message]), done["output"], row["id"]),
+                )
+                self._event(conn, row["id"], "duplicate", message)
+                busy.discard(content)  # ended: a younger twin is a duplicate too, not held
+                duplicates.append(AddResult("duplicate", self._get(conn, row["id"]), _job(done), message))  # type: ignore[arg-type]
             for job_id in ids:
                 conn.execute(
                     "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?, started = ?"
@@ -339,7 +417,8 @@ class Journal:
                 )
                 attempt = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
                 self._event(conn, job_id, "claimed", f"attempt {attempt} on {worker}", worker)
-            return [j for j in (self._get(conn, i) for i in ids) if j is not None]
+            jobs = [j for j in (self._get(conn, i) for i in ids) if j is not None]
+            return Claim(jobs, duplicates, held)
 
     def reserve_output(self, job_id: int, output: os.PathLike[str] | str) -> bool:
         """Record the output name chosen for an active job, unless another active job holds it.

@@ -334,13 +334,24 @@ class Service:
         n = self._pool.capacity()
         if n <= 0 or not self._maybe_queued:
             return
-        claimed = self._journal.claim(n, "pool")
+        batch = self._journal.claim_batch(n, "pool")
+        for dup in batch.duplicates:
+            # A twin that waited for the same photo dropped at the same moment: now a duplicate of
+            # it, handled exactly as a drop after the first was done.
+            log.info("%s: %s", dup.job.source, dup.message)
+            try:
+                commit.dispose_original(self._journal, dup.job.id, self.cfg)
+            except Exception:
+                log.exception("%s: could not dispose of the original (the next start tries again)", dup.job.source)
+        claimed = batch.jobs
+        # Held twins are claimed (or found duplicates) once a job ends: see _job_ended.
         self._maybe_queued = len(claimed) == n
         tasks: list[Task] = []
         for job in claimed:
             if not os.path.lexists(job.source):
                 self._journal.requeue(job.id, "file missing")
                 self._journal.mark_gone(job.id)
+                self._job_ended()
                 log.info("%s: gone from the inbox before it was processed", job.source)
                 continue
             try:
@@ -349,6 +360,7 @@ class Service:
                 if not _environmental(exc):
                     # Something about this one file (its output name): it fails, the rest go on.
                     failed.fail(self._journal, job.id, str(exc), self.cfg)
+                    self._job_ended()
                     continue
                 self._journal.requeue(job.id, f"outbox: {exc}")
                 self._outbox_trouble(str(exc))
@@ -363,8 +375,15 @@ class Service:
         self._hold_until = time.monotonic() + OUTBOX_RETRY_S
         log.error("%s", self._problem)
 
+    def _job_ended(self) -> None:
+        # A queued job with the same content as this one may be held back (Journal.claim_batch):
+        # the next claim takes it, or ends it as a duplicate if this one was done.
+        self._maybe_queued = True
+
     def _on_event(self, ev: PoolEvent) -> None:
         assert self._journal is not None
+        if ev.kind in (DONE, GAVE_UP):
+            self._job_ended()
         try:
             if ev.kind == DONE:
                 self._on_result(ev)

@@ -23,7 +23,7 @@ from gpen_watch.journal.journal import Job
 
 from . import inputs
 from .conftest import isolated_env
-from .harness import Service, real_engine_args, write_atomic, write_slowly
+from .harness import Service, file_sha, real_engine_args, write_atomic, write_slowly
 from .invariants import GONE, IGNORED, Ledger, Report, survey
 
 
@@ -195,17 +195,33 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
     svc.wait(lambda s: not (svc.inbox / "twice.jpg").exists(), what="twice.jpg archived")
     write_atomic(svc.inbox / "twice.jpg", data["twice"])
     ledger.add("twice.jpg", data["twice"], {"duplicate"})
-    # ...and twice at the same moment: both may be restored (the check is against finished jobs).
-    write_atomic(svc.inbox / "pair-1.jpg", data["pair"])
-    write_atomic(svc.inbox / "pair-2.jpg", data["pair"])
-    ledger.add("pair-1.jpg", data["pair"], {"done", "duplicate"})
-    ledger.add("pair-2.jpg", data["pair"], {"done", "duplicate"})
+    # ...and twice at the same moment (both settle together; restoring one takes 1.5 s): the second
+    # waits for the first and is then a duplicate of it (``_pair_restored_once``).
+    write_atomic(svc.inbox / "slow-pair-1.jpg", data["pair"])
+    write_atomic(svc.inbox / "slow-pair-2.jpg", data["pair"])
+    ledger.add("slow-pair-1.jpg", data["pair"], {"done", "duplicate"})
+    ledger.add("slow-pair-2.jpg", data["pair"], {"done", "duplicate"})
 
     # An outbox subfolder planted as a link out of the outbox: nothing is written through it.
     (outside / "trap").mkdir(exist_ok=True)
     os.symlink(outside / "trap", svc.outbox / "trap")
     write_atomic(svc.inbox / "trap" / "photo.jpg", data["trap"])
     ledger.add("trap/photo.jpg", data["trap"], {"failed"}, "outside")
+
+
+def _pair_restored_once(o: Outcome) -> None:
+    """The same photo dropped twice at once: one restored, the other a duplicate of it."""
+    (a,), (b,) = o.jobs["slow-pair-1.jpg"], o.jobs["slow-pair-2.jpg"]
+    done, dup = (a, b) if a.state == "done" else (b, a)
+    assert (done.state, dup.state) == ("done", "duplicate"), (a, b)
+    assert dup.duplicate_of == done.id and dup.output == done.output and dup.attempts == 0
+    # It was queued when the first was, and waited for it instead of being restored beside it.
+    with isolated_env(o.svc.root / "home"), Journal.open(readonly=True) as j:
+        kinds = [e.kind for e in j.history(dup.id)]
+    assert kinds[:2] == ["added", "duplicate"], kinds
+    sha = a.sha256
+    outputs = [p for p in o.svc.outbox.rglob("*") if p.is_file() and not p.is_symlink() and file_sha(p) == sha]
+    assert outputs == [done.output], outputs  # restored exactly once
 
 
 def _state_of(svc: Service, rel: str) -> str | None:
@@ -237,10 +253,12 @@ def test_names_and_special_files_copy_engine(copying: Outcome, kind: inputs.Kind
 
 @pytest.mark.parametrize("rel", ["deleted-while-queued.jpg", "replaced-while-queued.jpg", "symlinked-while-queued.jpg",
                                  "slow-replaced-while-running.jpg", "trickle.jpg", "twice.jpg", "twice-again.jpg",
-                                 "pair-1.jpg", "trap/photo.jpg"])
+                                 "slow-pair-1.jpg", "slow-pair-2.jpg", "trap/photo.jpg"])
 def test_file_changing_under_the_service(copying: Outcome, rel: str) -> None:
     problems = copying.problems_of(rel)
     assert not problems, "\n".join(problems)
+    if rel.startswith("slow-pair-"):
+        _pair_restored_once(copying)
     if rel == "symlinked-while-queued.jpg":
         secret = (copying.svc.root / "outside" / "secret.jpg").read_bytes()
         assert not any(p.is_file() and p.read_bytes() == secret for p in copying.svc.outbox.rglob("*"))
