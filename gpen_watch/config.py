@@ -106,8 +106,9 @@ class WorkerConfig:
     workers_per_device: int = 1
     # Workers when running on CPU; each uses cores // cpu_workers torch threads.
     cpu_workers: int = 1
-    # Images handed to one worker at once, so CPU stages overlap with the GPU.
-    images_in_flight: int = 4
+    # Images handed to one worker at once, so CPU stages overlap with the GPU. 0 (auto): what
+    # the worker's engine asks for: 2 per decode thread, and on a GPU enough to fill a face batch.
+    images_in_flight: int = 0
     image_timeout: float = 600.0
     max_attempts: int = 3
 
@@ -238,7 +239,7 @@ def _validate(cfg: Config) -> None:
         (len(w.inboxes) > 0, "watch.inboxes", "needs at least one folder"),
         (wk.workers_per_device >= 1, "workers.workers_per_device", "must be at least 1"),
         (wk.cpu_workers >= 1, "workers.cpu_workers", "must be at least 1"),
-        (wk.images_in_flight >= 1, "workers.images_in_flight", "must be at least 1"),
+        (wk.images_in_flight >= 0, "workers.images_in_flight", "must be 0 (auto) or a positive number"),
         (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
         (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
         (all(d == "auto" or _valid_device(d) for d in wk.devices), "workers.devices",

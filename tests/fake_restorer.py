@@ -19,7 +19,8 @@ What it does to an image depends on the file name:
 FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (with
 "model_error_while:PATH" only while PATH exists), "cuda_error"
 raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
-carry a note saying whether torch is imported in the worker.
+carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
+photos it asks the pool to hand it at once.
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ class FakeRestorer:
             time.sleep(float(load.partition(":")[2]))
         self.device = device
         self.threads = threads
+        # What a real engine would ask the pool for (0: says nothing, the pool picks).
+        self.read_ahead = int(os.environ.get("FAKE_READ_AHEAD", "0"))
 
     def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
         for job in jobs:
-            yield self._one(job)
+            if job is not None:  # a live source with nothing waiting (never while we hold none)
+                yield self._one(job)
 
     def _one(self, job: FileJob) -> FileResult:
         name = job.src.name

@@ -129,6 +129,21 @@ def test_pool_restores_every_image_once(tmp_path: Path, pools: list[pool.Pool]) 
     assert sum(s["done"] for s in p.snapshot()) == 10
 
 
+@pytest.mark.parametrize(("configured", "asked", "cap"), [(0, 7, 7), (0, 0, pool.DEFAULT_IN_FLIGHT), (3, 7, 3)])
+def test_photos_in_flight_follow_the_workers_read_ahead_unless_configured(
+        tmp_path: Path, pools: list[pool.Pool], configured: int, asked: int, cap: int) -> None:
+    p = make_pool(tmp_path, n=2, env={"FAKE_READ_AHEAD": str(asked), "FAKE_SLOW": "2"},
+                  images_in_flight=configured)
+    pools.append(p)
+    run_until(p, lambda ev: all(s["state"] == "idle" for s in p.snapshot()))
+    assert [s["in_flight_cap"] for s in p.snapshot()] == [cap, cap]
+    assert p.capacity() == 2 * cap
+    p.submit(make_tasks(tmp_path, [f"slow{i}.jpg" for i in range(2 * cap + 3)]))
+    run_until(p, lambda ev: sum(s["in_flight"] for s in p.snapshot()) == 2 * cap)
+    assert [s["in_flight"] for s in p.snapshot()] == [cap, cap]  # the rest wait in the parent
+    assert p.capacity() == 0
+
+
 def test_sigkilled_worker_is_restarted_and_the_job_completes_once(tmp_path: Path, pools: list[pool.Pool]) -> None:
     p = make_pool(tmp_path, env={"FAKE_SLOW": "3"})
     pools.append(p)

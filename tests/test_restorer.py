@@ -91,6 +91,32 @@ def test_faces_of_several_photos_share_a_batch(tiny_models: TinyModels, landmark
     assert calls == [2]
 
 
+def test_live_source_feeds_one_running_pipeline(tiny_models: TinyModels, landmarks: dict,
+                                                photos: list[Path], tmp_path: Path) -> None:
+    """A daemon worker's source answers None ("nothing yet") while photos are held; the engine
+    keeps asking while it works, and a photo that arrives later joins the same call."""
+    jobs = [FileJob(p, tmp_path / f"live-{p.name}") for p in photos]
+    held = [True]
+    asked_while_held = [0]
+
+    def source():  # noqa: ANN202
+        yield jobs[0]
+        while held[0]:
+            asked_while_held[0] += 1
+            yield None
+        yield jobs[1]
+
+    with _restorer(tiny_models, landmarks) as r:
+        results = r.restore_files(source())
+        first = next(results)
+        held[0] = False
+        rest = list(results)
+    assert asked_while_held[0] >= 1
+    assert [first.src.name] + [res.src.name for res in rest] == ["astronaut.png", "grace_hopper.jpg"]
+    assert all(res.ok and res.faces == 1 for res in [first, *rest])
+    assert r.read_ahead >= 4  # what a daemon worker asks its pool for
+
+
 def test_batched_result_equals_one_at_a_time(tiny_models: TinyModels, landmarks: dict,
                                              photos: list[Path], tmp_path: Path) -> None:
     outs = {}

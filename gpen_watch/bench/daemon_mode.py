@@ -30,8 +30,10 @@ from gpen_watch.bench.stages import peak_rss_mb
 _READY_TIMEOUT_S = 300.0
 
 
-def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dict[str, str] | None = None) -> ModeRun:
-    """One daemon run with ``workers`` CPU workers (workers.cpu_workers), or one worker per GPU."""
+def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dict[str, str] | None = None,
+               sets: dict[str, object] | None = None) -> ModeRun:
+    """One daemon run with ``workers`` CPU workers (workers.cpu_workers), or one worker per GPU;
+    ``sets``: further settings by dotted name (``workers.workers_per_device``...)."""
     photos = PhotoSet.load(spec.photo_set).photos
     folders = _folders(root)
     daemon_env = child_env({
@@ -42,7 +44,7 @@ def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dic
         **(env or {}),
     })
     log = (root / "daemon.log").open("w")
-    proc = subprocess.Popen(_command(spec, folders, workers), env=daemon_env, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(_command(spec, folders, workers, sets), env=daemon_env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
         status = _wait_ready(proc, daemon_env, root)
@@ -66,7 +68,9 @@ def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dic
         generator_s=generator, detect_s=detector, rss_parent_mb=parent_rss,
         rss_workers_mb=[r for r in worker_rss if r is not None], slots=max(1, len(status.get("workers", []))),
         settings={"workers": len(status.get("workers", [])),
-                  "threads_per_worker": [w.get("threads") for w in status.get("workers", [])]},
+                  "threads_per_worker": [w.get("threads") for w in status.get("workers", [])],
+                  "in_flight_per_worker": [w.get("in_flight_cap") for w in status.get("workers", [])],
+                  **{k: v for k, v in (sets or {}).items()}},
         notes=notes,
     )
 
@@ -89,7 +93,7 @@ def _user_dirs(home: Path) -> dict[str, str]:
     return env
 
 
-def _command(spec: RunSpec, folders: dict[str, Path], workers: int) -> list[str]:
+def _command(spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[str, object] | None = None) -> list[str]:
     m = spec.models
     sets = {
         "restore.detector": m.detector,
@@ -102,6 +106,7 @@ def _command(spec: RunSpec, folders: dict[str, Path], workers: int) -> list[str]
         "workers.devices": "cpu" if spec.device == "cpu" else "auto",
         "workers.cpu_workers": workers,
         "output.jpeg_quality": spec.jpeg_quality,
+        **(extra or {}),
     }
     cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray",
            "--config", str(folders["home"] / "no-config.toml"),  # absent: defaults, never the user's file

@@ -9,9 +9,10 @@ reports what it got; what the budget left out is listed as skipped.
    bf16 / fp16 / fp32 with channels_last; channels_last off at a few batch sizes; cudnn.benchmark
    off vs on.
 2. Output difference of bf16 / fp16 / TF32 against strict fp32 on the 8-bit output (max, mean).
-3. End to end: the engine (``restore`` path, its defaults on this GPU) and the warm one-face loop on
-   a photo set of ``--images`` 12 MP photos, images/s and faces/s, and the ratio of the engine's
-   faces/s to the best model-only figure.
+3. End to end on a photo set of ``--images`` 12 MP photos: the engine (``restore`` path, its
+   defaults on this GPU), the warm one-face loop, and the daemon (one worker asking for its own
+   read-ahead; the same with the old fixed 4 photos in flight; two workers sharing the GPU):
+   images/s, faces/s, and the ratio of faces/s to the best model-only figure.
 4. RetinaFace-R50 detection at ~1000 px: fp32, channels_last, fp16 autocast.
 5. torch.compile (default mode, and "reduce-overhead", which uses CUDA graphs) at two batch sizes.
 """
@@ -238,6 +239,7 @@ def detector(rec: Recorder, budget: Budget) -> None:
 
 def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model_only: float) -> None:
     from gpen_watch.bench import runner
+    from gpen_watch.bench.daemon_mode import run_daemon
     from gpen_watch.bench.models import write_models
     from gpen_watch.bench.photos import build_photo_set, find_solvay
     from gpen_watch.bench.spec import RunSpec
@@ -251,11 +253,28 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
     models = write_models(work / "models", size, tiny=DRY["on"])
     spec = RunSpec(models, work / "photos.json", work / "out", device=_device())
     spec.save(work / "spec.json")
-    for mode in ("engine", "warm-loop"):
+    runs: list[tuple[str, Callable[[], Any]]] = [
+        (mode, lambda mode=mode: runner.run_in_child(mode, work / "spec.json", work / "out" / mode, work,
+                                                      timeout=max(60, budget.left())))
+        for mode in ("engine", "warm-loop")
+    ]
+    # The service itself: one worker with the read-ahead it asks for (workers.images_in_flight
+    # auto), the old fixed 4 photos per worker, and two workers sharing the GPU.
+    for name, sets in (("daemon", {}), ("daemon, 4 in flight", {"workers.images_in_flight": 4}),
+                       ("daemon, 2 workers per GPU", {"workers.workers_per_device": 2})):
+        if DRY["on"] and sets:
+            continue
+        runs.append((name, lambda name=name, sets=sets: run_daemon(
+            spec, work / "daemon" / name.replace(" ", "_").replace(",", ""), 1, max(60.0, budget.left()), sets=sets)))
+    for mode, start in runs:
         if budget.left() < 60:
             rec.add("skipped", {"what": f"end-to-end {mode}", "why": "budget"})
             continue
-        run = runner.run_in_child(mode, work / "spec.json", work / "out" / mode, work, timeout=max(60, budget.left()))
+        try:
+            run = start()
+        except Exception as exc:  # noqa: BLE001 - one failed run is a result; the rest still run
+            rec.add("end_to_end", {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-600:]})
+            continue
         rec.add("end_to_end", {"mode": mode, "photos": run.ok, "faces": run.faces, "wall_s": round(run.wall_s, 2),
                                "images_per_s": round(run.images_per_s, 2), "faces_per_s": round(run.faces_per_s, 1),
                                "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
@@ -263,7 +282,7 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
                                "generator_busy": round(run.generator_busy, 3), "settings": run.settings,
                                "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1)
                                                       for k, v in run.stages.items()},
-                               "rss_mb": run.rss_parent_mb})
+                               "rss_mb": run.rss_parent_mb, "rss_workers_mb": run.rss_workers_mb})
 
 
 def markdown(data: dict[str, Any]) -> str:

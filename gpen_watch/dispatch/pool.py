@@ -50,6 +50,9 @@ MAX_START_FAILURES = 3
 # Longest pause between restarts of a worker that keeps failing.
 MAX_BACKOFF = 30.0
 
+# Photos per worker before it has said how many it wants (and for restorers that never say).
+DEFAULT_IN_FLIGHT = 4
+
 # Worker states, as `status` shows them.
 STARTING, READY, STOPPING, BACKOFF, ERROR, RETIRED, STOPPED = (
     "starting", "ready", "stopping", "restarting", "error", "retired", "stopped")
@@ -110,6 +113,8 @@ class _Worker:
     done: int = 0
     faces: int = 0
     busy_seconds: float = 0.0
+    # Photos the worker's restorer wants in hand at once (it says so when ready; 0: not said).
+    read_ahead: int = 0
     # Running an isolated task: nothing else is sent until it finishes.
     exclusive: bool = False
     fatal: tuple[str, str] | None = None
@@ -194,9 +199,14 @@ class Pool:
         """How many more tasks the pool can take now without them waiting long."""
         if self.paused or self._stopping:
             return 0
-        slots = sum(self._cfg.images_in_flight - len(w.flights)
+        slots = sum(self._in_flight_cap(w) - len(w.flights)
                     for w in self._workers if w.state in (STARTING, READY, BACKOFF))
         return max(0, slots - len(self._pending))
+
+    def _in_flight_cap(self, w: _Worker) -> int:
+        """Photos to hand one worker at once: the configured number, else what its restorer asked
+        for (a GPU worker wants enough one-face photos to fill a face batch), else a CPU-sized 4."""
+        return self._cfg.images_in_flight or w.read_ahead or DEFAULT_IN_FLIGHT
 
     def submit(self, tasks: list[Task]) -> None:
         self._pending.extend(tasks)
@@ -302,6 +312,7 @@ class Pool:
         elif kind == P.READY:
             w.state = READY
             w.pid = msg[1].get("pid", w.pid)
+            w.read_ahead = int(msg[1].get("read_ahead") or 0)
             w.start_failures = 0
             w.error = None
             log.info("worker %s ready on %s (pid %s, %s threads, %.1f s to load)", w.slot.name,
@@ -477,7 +488,7 @@ class Pool:
                 w.exclusive = True
                 self._send_tasks(w, [task])
                 continue
-            free = self._cfg.images_in_flight - len(w.flights)
+            free = self._in_flight_cap(w) - len(w.flights)
             batch = [self._pending.popleft() for _ in range(min(free, len(self._pending)))]
             if batch:
                 self._send_tasks(w, batch)
@@ -568,6 +579,7 @@ class Pool:
                 "pid": w.pid if w.state in _ALIVE else None,
                 "threads": w.slot.threads,
                 "in_flight": len(w.flights),
+                "in_flight_cap": self._in_flight_cap(w),
                 "done": w.done,
                 "faces": w.faces,
                 "restarts": w.restarts,

@@ -102,7 +102,8 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         kind = P.FATAL_DEVICE if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower()) else P.FATAL_CRASH
         _fatal(chan, kind, f"could not start the restorer: {type(exc).__name__}: {exc}",
                P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
-    chan.send((P.READY, {"pid": os.getpid(), "device": args.slot.device, "threads": args.slot.threads}))
+    chan.send((P.READY, {"pid": os.getpid(), "device": args.slot.device, "threads": args.slot.threads,
+                         "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0)}))
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         _serve(chan, state, restorer)
@@ -140,32 +141,30 @@ class _State:
 
 
 def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
-    """Restore jobs as they come until asked to stop."""
-    while not state.stopping:
-        first = state.inbox.get()
-        if first is _STOP:
-            state.stopping = True
-            break
-        state.busy = True
-        _run_stream(chan, state, restorer, first)
-        state.busy = False
+    """Restore jobs as they come until asked to stop: one restore_files call over a live source.
 
-
-def _run_stream(chan: _Channel, state: _State, restorer: Any, first: tuple[int, FileJob]) -> None:
-    """One restore_files call over as many jobs as keep arriving.
-
-    The restorer may read ahead (to batch faces across images) before it yields a result. Jobs
-    only arrive as results go out, so an iterator that blocked while results are held would
-    deadlock; it ends instead when no job is waiting and some are still being worked on, and the
-    next call picks up from there. It blocks only when nothing is outstanding.
+    The restorer reads ahead (to batch faces across images) before it yields a result, and jobs
+    only arrive as results go out, so a source that blocked while results are held would
+    deadlock. The source therefore answers None ("nothing yet") while the restorer holds work,
+    and the restorer asks again as it goes: photos that arrive join the running batches rather
+    than waiting for them to drain. It blocks only when nothing is outstanding.
     """
     keys: dict[str, deque[int]] = {}
     outstanding = [0]
-    lock = threading.Lock()  # the restorer may pull from the iterator on its own thread
+    lock = threading.Lock()  # the restorer may pull from the source on its own thread
 
-    def jobs() -> Iterator[FileJob]:
-        item: Any = first
-        while True:
+    def jobs() -> Iterator[FileJob | None]:
+        while not state.stopping:
+            try:
+                item = state.inbox.get_nowait()
+            except queue.Empty:
+                with lock:
+                    held = outstanding[0] > 0
+                    state.busy = held
+                if held:
+                    yield None
+                    continue
+                item = state.inbox.get()
             if item is _STOP:
                 state.stopping = True
                 return
@@ -173,17 +172,9 @@ def _run_stream(chan: _Channel, state: _State, restorer: Any, first: tuple[int, 
             with lock:
                 keys.setdefault(str(job.src), deque()).append(key)
                 outstanding[0] += 1
+                state.busy = True
             chan.send((P.TOOK, key))
             yield job
-            if state.stopping:
-                return
-            try:
-                item = state.inbox.get_nowait()
-            except queue.Empty:
-                with lock:
-                    if outstanding[0] > 0:
-                        return
-                item = state.inbox.get()
 
     for result in restorer.restore_files(jobs()):
         with lock:
@@ -197,6 +188,7 @@ def _run_stream(chan: _Channel, state: _State, restorer: Any, first: tuple[int, 
             # The GPU is in trouble; this image is probably not to blame. Crash-handling requeues it.
             raise RuntimeError(result.error)
         chan.send((P.RESULT, key, result))
+    state.busy = False
 
 
 def _reader(conn: Connection, state: _State) -> None:

@@ -42,6 +42,8 @@ from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
 
 log = logging.getLogger(__name__)
 
+_END = object()  # the job source is exhausted
+
 
 @dataclass
 class _Work:
@@ -111,6 +113,15 @@ class Restorer:
     def face_batch(self) -> int:
         return self.enhancer.face_batch
 
+    @property
+    def read_ahead(self) -> int:
+        """Photos worth having in hand at once: every decode thread busy twice over, and on a GPU
+        enough one-face portraits to fill a face batch (capped: each 12 MP photo holds ~36 MB)."""
+        n = max(4, 2 * self.io_threads)
+        if self.place.device.type != "cpu":
+            n = max(n, min(self.face_batch, 32))
+        return n
+
     def close(self) -> None:
         self._decode_pool.shutdown(wait=True, cancel_futures=True)
         self._finish_pool.shutdown(wait=True, cancel_futures=True)
@@ -123,13 +134,20 @@ class Restorer:
 
     # --- pipeline -------------------------------------------------------------------------------
 
-    def restore_files(self, jobs: Iterable[FileJob], prefetch: int | None = None) -> Iterator[FileResult]:
+    def restore_files(
+        self, jobs: Iterable[FileJob | None], prefetch: int | None = None
+    ) -> Iterator[FileResult]:
         """Restore each job's file; results are yielded as photos finish (not in job order).
 
-        ``prefetch``: photos decoded ahead of the device loop; default twice the decode threads
-        (at least 4), so every decode thread has a photo while the device works through a batch.
+        ``jobs`` may be a live source (a daemon worker's): it yields None for "nothing to hand out
+        right now", and the pipeline asks again while it works on what it has, so photos that
+        arrive meanwhile join the running batches instead of waiting for them to drain. Such a
+        source must block (not yield None) when the restorer holds nothing: every result it was
+        given has been yielded and consumed.
+
+        ``prefetch``: photos decoded ahead of the device loop; default ``read_ahead``.
         """
-        prefetch = prefetch or max(4, 2 * self.io_threads)
+        prefetch = prefetch or self.read_ahead
         todo = iter(jobs)
         decoding: deque[Future[_Work]] = deque()
         ready: list[_Work] = []  # detected and aligned, faces waiting for the generator
@@ -139,14 +157,22 @@ class Restorer:
         def refill() -> None:
             nonlocal exhausted
             while not exhausted and len(decoding) < prefetch:
-                job = next(todo, None)
-                if job is None:
+                job = next(todo, _END)
+                if job is _END:
                     exhausted = True
+                    return
+                if job is None:  # nothing waiting at the source now
                     return
                 decoding.append(self._decode_pool.submit(self._decode, job))
 
-        refill()
-        while decoding or ready or finishing:
+        while True:
+            refill()
+            if not (decoding or ready or finishing):
+                if exhausted:
+                    return
+                # A source that broke its contract (None with nothing held): do not spin hot.
+                time.sleep(0.01)
+                continue
             # Absorb decoded photos; wait for the next one only while a batch is not yet full.
             while decoding and (decoding[0].done() or self._queued_faces(ready) < self.face_batch):
                 work = decoding.popleft().result()
@@ -162,8 +188,13 @@ class Restorer:
                     finishing.add(self._finish_pool.submit(self._finish, work))
                 ready = [w for w in ready if w.pending]
             if finishing:
-                idle = not decoding and not ready
-                done, _ = wait(finishing, timeout=None if idle else 0, return_when=FIRST_COMPLETED)
+                if decoding or ready:
+                    timeout: float | None = 0
+                else:
+                    # Only photos being finished: sleep until one is, but look at a live source
+                    # now and then, so a photo that arrives meanwhile starts decoding at once.
+                    timeout = None if exhausted else 0.05
+                done, _ = wait(finishing, timeout=timeout, return_when=FIRST_COMPLETED)
                 for fut in done:
                     finishing.discard(fut)
                     yield fut.result()
