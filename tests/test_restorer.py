@@ -142,6 +142,71 @@ def test_photo_without_face_is_copied_bit_for_bit(tiny_models: TinyModels, landm
     assert dst.read_bytes() == src.read_bytes()
 
 
+def _faceless_jpeg(path: Path, seed: int = 0) -> Path:
+    cv2.imwrite(str(path), np.random.default_rng(seed).integers(0, 255, (300, 400, 3), dtype=np.uint8))
+    return path
+
+
+@pytest.mark.parametrize("change", ["replaced", "link", "gone"])
+def test_byte_copy_only_from_the_file_that_was_decoded(tmp_path: Path, change: str) -> None:
+    """Between decode and copy the name may come to mean another file: no byte copy then."""
+    from gpen_watch.imaging.load import load_image
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.restore.restorer import _copy_unchanged
+
+    src = _faceless_jpeg(tmp_path / "a.jpg")
+    image = load_image(src)
+    job = FileJob(src, tmp_path / "out.jpg")
+    other = _faceless_jpeg(tmp_path / "other.jpg", seed=1)
+    if change == "replaced":
+        other.replace(src)
+    elif change == "link":
+        src.unlink()
+        src.symlink_to(other)
+    else:
+        src.unlink()
+    result = FileResult(src, ok=False)
+    assert not _copy_unchanged(image, job, result)
+    assert not job.dst.exists()
+    assert any("changed after it was read" in n for n in result.notes)
+
+    same = _faceless_jpeg(tmp_path / "b.jpg", seed=2)
+    result = FileResult(same, ok=False)
+    assert _copy_unchanged(load_image(same), FileJob(same, tmp_path / "b-out.jpg"), result)
+    assert (tmp_path / "b-out.jpg").read_bytes() == same.read_bytes() and not result.notes
+
+
+def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
+        tiny_models: TinyModels, landmarks: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read error while copying a faceless photo (a bad sector, a share that dropped) must not be
+    taken for trouble with the outbox (that holds the whole service): the pixels already decoded
+    are encoded instead."""
+    import errno
+
+    from gpen_watch.restore import restorer as restorer_mod
+
+    class FailingRead:
+        def __enter__(self):  # noqa: ANN204
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def read(self, n: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(restorer_mod, "open_unchanged", lambda path, source_id: FailingRead())
+    src = _faceless_jpeg(tmp_path / "landscape.jpg")
+    dst = tmp_path / "out.jpg"
+    with _restorer(tiny_models, landmarks) as r:
+        (res,) = list(r.restore_files([FileJob(src, dst)]))
+    assert res.ok, res
+    assert any("could not read the original again (Input/output error)" in n for n in res.notes)
+    out = cv2.imread(str(dst))
+    assert out is not None and out.shape == (300, 400, 3)
+    assert dst.read_bytes() != src.read_bytes()  # encoded from the pixels, not a partial copy
+
+
 def test_verbatim_copy_reports_the_format_it_holds(tiny_models: TinyModels, landmarks: dict,
                                                    tmp_path: Path) -> None:
     """A faceless animated GIF is copied as it is: the result must say GIF (callers name the output

@@ -126,6 +126,9 @@ class LoadedImage:
     jpeg_subsampling: int | None = None
     # EXIF Orientation value found in the file (1-8; 1 when absent or invalid).
     orientation: int = 1
+    # (device, inode, size, mtime in ns) of the file that was decoded: lets a later byte copy
+    # check it reads the same file, not one swapped in under the same name since.
+    source_id: tuple[int, int, int, int] | None = None
 
     @property
     def oriented(self) -> bool:
@@ -167,11 +170,14 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
     path = Path(path)
     _check_path(path)
     with _open_file(path) as fh:
+        source_id = _file_id(os.fstat(fh.fileno()))
         im = _identify(fh, path)
         fmt = _format_name(im)
         _check_megapixels(path, im.size, max_megapixels)
         try:
-            return _load_opened(path, fh, im, fmt, max_side)
+            loaded = _load_opened(path, fh, im, fmt, max_side)
+            loaded.source_id = source_id
+            return loaded
         except ImageInputError:
             raise
         except Image.DecompressionBombError as exc:
@@ -181,6 +187,29 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise ImageTooLargeError(path, f"not enough memory to decode this {_size_text(im.size)} image") from exc
         except (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError) as exc:
             raise BrokenImageError(path, _decode_failure_reason(fmt, exc)) from exc
+
+
+def open_unchanged(path: Path, source_id: tuple[int, int, int, int] | None) -> IO[bytes] | None:
+    """Open ``path`` for a byte copy if it is still the very file ``load_image`` decoded (same
+    device, inode, size and mtime, not a link); None if it changed, went or cannot be read."""
+    if source_id is None:
+        return None
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and _file_id(st) == source_id:
+            return os.fdopen(fd, "rb")
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 # --- checks before decoding ------------------------------------------------------------------------
