@@ -13,7 +13,7 @@ import pytest
 
 from gpen_watch.config import Config, InboxConfig, WatchConfig
 from gpen_watch.watch.filters import FALLBACK_EXTENSIONS, InboxFilter, ignored_name, supported_extensions
-from gpen_watch.watch.settle import SettleTracker, open_check
+from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 SETTLE = 0.2
@@ -184,6 +184,36 @@ def test_settle_tracker_forgets_folders_and_zero_settle_is_immediate() -> None:
         SettleTracker(-1)
 
 
+def test_settle_tracker_waits_longer_for_an_empty_file_and_normally_once_it_has_content() -> None:
+    clock = Clock()
+    tr = SettleTracker(1.0, clock, empty_grace_seconds=30.0)
+    empty, stalled, photo = Path("/in/empty.jpg"), Path("/in/stalled.jpg"), Path("/in/photo.jpg")
+    tr.observe(empty, 0, 1.0)
+    tr.observe(stalled, 0, 1.0)
+    tr.observe(photo, 10, 1.0)
+    assert tr.next_due() == 101.0
+    clock.t = 101.0
+    assert tr.due() == [photo] and tr.confirm(photo, 10, 1.0)
+    assert not tr.confirm(empty, 0, 1.0)  # a copier that created it may not have written yet
+    assert tr.next_due() == 130.0
+    clock.t = 120.0
+    tr.observe(stalled, 0, 1.0)  # seen again, still empty: the grace does not start over
+    tr.observe(stalled, 4096, 2.0)  # the copy resumed: from now on, the normal settle time
+    assert tr.next_due() == 121.0
+    clock.t = 121.0
+    assert tr.due() == [stalled] and tr.confirm(stalled, 4096, 2.0)
+    clock.t = 129.9
+    assert tr.due() == []
+    clock.t = 130.0
+    assert tr.due() == [empty] and tr.confirm(empty, 0, 1.0)  # empty all along: taken (and set aside)
+    assert len(tr) == 0
+    # A settle time longer than the grace applies to empty files too; the default grace is 30 s.
+    assert SettleTracker(60.0, clock, empty_grace_seconds=30.0).empty_settle_seconds == 60.0
+    assert SettleTracker(1.0, clock).empty_settle_seconds == EMPTY_FILE_GRACE_SECONDS == 30.0
+    with pytest.raises(ValueError):
+        SettleTracker(1.0, empty_grace_seconds=-1)
+
+
 def test_open_check(tmp_path: Path) -> None:
     f = tmp_path / "a.jpg"
     f.write_bytes(b"x")
@@ -240,6 +270,26 @@ def test_slow_copy_from_a_subprocess_is_taken_only_when_complete(inbox: Path) ->
         wait_until(lambda: col.has("sub.jpg"))
         assert proc.poll() is not None, "taken while the writer was still writing"
     assert [a.size for a in col.arrivals] == [650000]
+
+
+def test_empty_file_waits_for_the_grace_and_one_that_gets_content_is_taken_whole(inbox: Path) -> None:
+    col = Collector()
+    grace = 3.0  # 30 s in the service; shortened here
+    with make_watcher(inbox, col, empty_grace_seconds=grace) as w:
+        start = time.monotonic()
+        (inbox / "empty.jpg").touch()
+        (inbox / "stalled.jpg").touch()  # a copier that created its file, then stalls...
+        (inbox / "photo.jpg").write_bytes(b"p")
+        wait_until(lambda: col.has("photo.jpg"))
+        time.sleep(4 * SETTLE)  # well past the normal settle time: the empty files still wait
+        assert col.names() == ["photo.jpg"] and w.pending == 2
+        (inbox / "stalled.jpg").write_bytes(b"s" * 1000)  # ...and resumes within the grace
+        wait_until(lambda: col.has("empty.jpg"))
+        assert time.monotonic() - start >= grace
+    # The resumed copy was taken once, whole, after the normal settle time; the empty one at the end.
+    sizes = {a.path.name: a.size for a in col.arrivals}
+    assert sizes == {"photo.jpg": 1, "stalled.jpg": 1000, "empty.jpg": 0} and len(col.arrivals) == 3
+    assert col.times[inbox / "stalled.jpg"] < col.times[inbox / "empty.jpg"]
 
 
 def test_files_present_before_start_are_found_by_the_startup_scan(inbox: Path) -> None:

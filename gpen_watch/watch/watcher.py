@@ -4,7 +4,8 @@ Three sources feed one settle loop: watchdog events (inotify, FSEvents, ReadDire
 polling for network shares, where OS events miss writes made by other machines), a full scan at
 start-up (files that arrived while the service was down), and a periodic rescan (events get lost:
 inotify queue overflow, Windows buffer overflow, watch limits). A file is reported once, after it
-settled (see settle.py); it is reported again only if it changes afterwards.
+settled (see settle.py; an empty file only after ``EMPTY_FILE_GRACE_SECONDS``, in case its copier
+stalled before writing); it is reported again only if it changes afterwards.
 
 Threads: watchdog's own threads only put raw events on a queue. One thread of ours ("gpen-watch
 settle") does all the stat calls, scans and callbacks, so the callbacks are never called
@@ -32,7 +33,7 @@ from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.watch.filters import InboxFilter, supported_extensions
-from gpen_watch.watch.settle import SettleTracker, open_check
+from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class Watcher:
         exclude: Iterable[Path] = (),
         on_gone: Callable[[Path], None] | None = None,
         extensions: Iterable[str] | None = None,
+        empty_grace_seconds: float = EMPTY_FILE_GRACE_SECONDS,
     ) -> None:
         exts = frozenset(e.lower() for e in extensions) if extensions is not None else supported_extensions()
         excluded = list(exclude)
@@ -120,7 +122,8 @@ class Watcher:
         self._polling = polling
         self._poll_interval = poll_interval
         self._rescan_seconds = rescan_seconds
-        self._tracker = SettleTracker(settle_seconds)
+        # An empty file waits longer: the copier may not have written its first byte yet.
+        self._tracker = SettleTracker(settle_seconds, empty_grace_seconds=empty_grace_seconds)
         self._emitted: dict[Path, tuple[int, float]] = {}
         # Hidden photos (".name.jpg") already reported in the log: once per path while it stays.
         self._noted_hidden: set[Path] = set()

@@ -20,6 +20,8 @@ import pytest
 
 from gpen_watch.journal import Journal
 from gpen_watch.journal.journal import Job
+from gpen_watch.journal.schema import STATES
+from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS
 
 from . import inputs
 from .conftest import isolated_env
@@ -133,7 +135,14 @@ def _special_files_untouched(o: Outcome) -> None:
             assert test(os.lstat(path).st_mode), f"{name} is no longer the special file it was"
 
 
+def _empty_taken_after_the_grace(o: Outcome) -> None:
+    (job,) = o.jobs["zero.jpg"]
+    # Recorded no sooner than the grace after it was written (mtime: whole seconds on some systems).
+    assert job.created - job.mtime >= EMPTY_FILE_GRACE_SECONDS - 1, (job.created, job.mtime)
+
+
 EXTRA_CHECKS = {
+    "zero-byte": _empty_taken_after_the_grace,
     "leading-dot": _hidden_reported_once,
     "symlink-outside": _not_followed,
     "heic-without-plugin": _heic,
@@ -149,7 +158,7 @@ EXTRA_CHECKS = {
 def _timing_cases(svc: Service, ledger: Ledger) -> None:
     data = {name: inputs.jpeg(seed=500 + i) for i, name in enumerate(
         ["deleted", "replaced", "replacement", "swapped", "running", "running-new", "trickle", "twice",
-         "pair", "trap"])}
+         "pair", "trap", "stalled"])}
     outside = svc.root / "outside"
     outside.mkdir(exist_ok=True)
     (outside / "secret.jpg").write_bytes(inputs.jpeg(seed=999))
@@ -185,6 +194,15 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
     # Written slowly in place: taken once, complete (the copy engine's output is byte-equal).
     write_slowly(svc.inbox / "trickle.jpg", data["trickle"], chunks=12, pause=0.1)
     ledger.add("trickle.jpg", data["trickle"], {"done"})
+
+    # Created empty, then the copy stalls for several settle times before its first byte: an empty
+    # file waits EMPTY_FILE_GRACE_SECONDS, so it is not set aside meanwhile, and is taken whole.
+    stalled = svc.inbox / "stalled-copy.jpg"
+    with open(stalled, "wb") as f:
+        time.sleep(5 * svc.settle)
+        assert stalled.exists() and not _jobs_of(svc, "stalled-copy.jpg"), "an empty file was taken"
+        f.write(data["stalled"])
+    ledger.add("stalled-copy.jpg", data["stalled"], {"done"})
 
     # The same photo dropped twice: after it is done, under another name and under its own name.
     write_atomic(svc.inbox / "twice.jpg", data["twice"])
@@ -224,6 +242,11 @@ def _pair_restored_once(o: Outcome) -> None:
     assert outputs == [done.output], outputs  # restored exactly once
 
 
+def _jobs_of(svc: Service, rel: str) -> list[Job]:
+    with Journal.open(readonly=True) as j:
+        return [job for state in STATES for job in j.jobs(state) if job.source == svc.inbox / rel]
+
+
 def _state_of(svc: Service, rel: str) -> str | None:
     with Journal.open(readonly=True) as j:
         for state in ("done", "running", "queued"):
@@ -253,7 +276,7 @@ def test_names_and_special_files_copy_engine(copying: Outcome, kind: inputs.Kind
 
 @pytest.mark.parametrize("rel", ["deleted-while-queued.jpg", "replaced-while-queued.jpg", "symlinked-while-queued.jpg",
                                  "slow-replaced-while-running.jpg", "trickle.jpg", "twice.jpg", "twice-again.jpg",
-                                 "slow-pair-1.jpg", "slow-pair-2.jpg", "trap/photo.jpg"])
+                                 "slow-pair-1.jpg", "slow-pair-2.jpg", "stalled-copy.jpg", "trap/photo.jpg"])
 def test_file_changing_under_the_service(copying: Outcome, rel: str) -> None:
     problems = copying.problems_of(rel)
     assert not problems, "\n".join(problems)
