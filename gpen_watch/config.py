@@ -8,6 +8,7 @@ Validation names the setting and the reason.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import sys
 import types
 import typing
@@ -129,44 +130,68 @@ class Config:
 
 
 def load(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Read the TOML file (defaults when it does not exist), apply overrides, validate."""
+    """Read the TOML file (defaults when it does not exist), apply overrides, validate.
+
+    A problem with a value that came from the file names the file; one from an override does not.
+    """
     path = path or paths.config_file()
+    overrides = overrides or {}
     data: dict[str, Any] = {}
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read config: {exc}") from exc
-    cfg = _build(Config, data, "")
-    for key, value in (overrides or {}).items():
+    try:
+        cfg = _build(Config, data, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    for key, value in overrides.items():
         set_value(cfg, key, value)
-    return cfg.validate()
+
+    def where(name: str) -> str:
+        section, _, key = name.partition(".")
+        in_file = isinstance(data.get(section), dict) and key in data[section]
+        return f"{path}: " if in_file and name not in overrides else ""
+
+    _validate(cfg, where)
+    return cfg
 
 
 def set_value(cfg: Config, dotted: str, value: Any) -> None:
     """Set one setting by dotted name, converting strings from the command line."""
     section_name, _, name = dotted.partition(".")
-    section = getattr(cfg, section_name, None)
-    if section is None or not name or not dataclasses.is_dataclass(section):
-        raise ConfigError(f"{dotted}: no such setting")
-    hints = typing.get_type_hints(type(section))
+    sections = [f.name for f in dataclasses.fields(cfg)]
+    section = getattr(cfg, section_name) if section_name in sections else None
+    hints = typing.get_type_hints(type(section)) if section is not None else {}
     if name not in hints:
-        raise ConfigError(f"{dotted}: no such setting")
+        known = [f"{s}.{f.name}" for s in sections for f in dataclasses.fields(getattr(cfg, s))]
+        raise ConfigError(f"{dotted}: no such setting{_suggest(dotted, known)}")
     setattr(section, name, _convert(hints[name], value, dotted))
+
+
+def _suggest(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"; did you mean {close[0]}?"
+    return f"; known: {', '.join(known)}"
 
 
 def _build(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a table, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table, got {data!r}")
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls)]
     for key in data:
         if key not in known:
-            raise ConfigError(f"{prefix}{key}: unknown setting")
+            hint = _suggest(prefix + key, [prefix + k for k in known])
+            raise ConfigError(f"{prefix}{key}: unknown setting{hint}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name], prefix + f.name)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{prefix}{f.name}: missing (required)")
     return cls(**kwargs)
 
 
@@ -185,7 +210,13 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
         return value
     if origin is list:
         (item,) = args
-        if isinstance(value, str):
+        if isinstance(value, str) and value.strip().startswith("["):
+            # A TOML list from the command line: --set 'workers.devices=["cuda:0", "cuda:1"]'.
+            try:
+                value = tomllib.loads(f"v = {value.strip()}")["v"]
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{name}: expected a list like [\"a\", \"b\"] or a,b: {exc}") from None
+        elif isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list):
             raise ConfigError(f"{name}: expected a list, got {value!r}")
@@ -205,6 +236,9 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
     if tp in (int, float):
         if isinstance(value, bool):
             raise ConfigError(f"{name}: expected a number, got {value!r}")
+        if tp is int and isinstance(value, float) and not value.is_integer():
+            # int() would silently cut 1.5 to 1.
+            raise ConfigError(f"{name}: expected a whole number, got {value!r}")
         try:
             return tp(value)
         except (TypeError, ValueError):
@@ -220,7 +254,8 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
     return value
 
 
-def _validate(cfg: Config) -> None:
+def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "") -> None:
+    """Raise ConfigError for the first invalid setting; ``where(name)`` prefixes its message."""
     r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
     checks: list[tuple[bool, str, str]] = [
         (r.model in MODEL_NAMES or r.model.endswith((".pth", ".pt")), "restore.model",
@@ -242,13 +277,18 @@ def _validate(cfg: Config) -> None:
         (wk.images_in_flight >= 0, "workers.images_in_flight", "must be 0 (auto) or a positive number"),
         (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
         (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
+        # An empty list starts no worker at all: photos would wait forever.
+        (len(wk.devices) > 0, "workers.devices", "needs at least one device (auto, cpu, cuda or cuda:N)"),
         (all(d == "auto" or _valid_device(d) for d in wk.devices), "workers.devices",
          "each must be auto, cpu, cuda or cuda:N"),
     ]
     for ok, name, reason in checks:
         if not ok:
-            raise ConfigError(f"{name}: {reason}")
-    _validate_template(o.name_template)
+            raise ConfigError(f"{where(name)}{name}: {reason}")
+    try:
+        _validate_template(o.name_template)
+    except ConfigError as exc:
+        raise ConfigError(f"{where('output.name_template')}{exc}") from None
 
 
 def _valid_device(dev: str) -> bool:
@@ -317,8 +357,17 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, Path):
         value = str(value)
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
+        return '"' + "".join(_toml_char(c) for c in value) + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _toml_char(c: str) -> str:
+    # A TOML basic string: backslash and quote escaped, control characters (a newline in a path)
+    # as \uXXXX, or the file would not load back.
+    if c in ('"', "\\"):
+        return "\\" + c
+    if ord(c) < 0x20 or ord(c) == 0x7F:
+        return f"\\u{ord(c):04X}"
+    return c

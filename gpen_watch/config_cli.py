@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from gpen_watch import config, paths
+from gpen_watch.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -25,7 +26,10 @@ def run(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         print(f"{path} exists; use --force to overwrite it")
         return 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(config.to_toml(config.Config()), encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config.to_toml(config.Config()), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write config: {exc}") from None
     print(f"wrote {path}")
     return 0
