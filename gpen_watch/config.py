@@ -91,7 +91,8 @@ class OutputConfig:
 class WatchConfig:
     inboxes: list[InboxConfig] = field(default_factory=lambda: [InboxConfig(default_inbox())])
     outbox: Path = field(default_factory=default_outbox)
-    # A file is taken once its size and mtime have not changed for this long.
+    # A file is taken once its size and mtime have not changed for this long (an empty file:
+    # at least 30 s, so a copy that stalls before its first byte is not taken for an empty photo).
     settle_seconds: float = 1.0
     # Poll instead of OS events: needed for network shares (inotify misses remote writes).
     polling: bool = False
