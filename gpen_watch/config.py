@@ -130,11 +130,15 @@ class Config:
 # --- loading ------------------------------------------------------------------------------------
 
 
-def load(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+def load(path: Path | None = None, overrides: dict[str, Any] | None = None, must_exist: bool = False) -> Config:
     """Read the TOML file (defaults when it does not exist), apply overrides, validate.
 
     A problem with a value that came from the file names the file; one from an override does not.
+    ``must_exist``: the user named this file (``--config``), so a missing one is a typo to report,
+    not a reason to run on defaults.
     """
+    if must_exist and path is not None and not path.exists():
+        raise ConfigError(f"{path}: config file not found")
     path = path or paths.config_file()
     overrides = overrides or {}
     data: dict[str, Any] = {}

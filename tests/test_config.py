@@ -471,3 +471,17 @@ def test_cli_config_init_reports_an_unwritable_place_without_a_traceback(tmp_pat
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "--no-tray"], ["restore", "photo.jpg", "-o", "out"], ["models", "path"]])
+def test_a_config_file_named_on_the_command_line_must_exist(tmp_path: Path, command: list[str]) -> None:
+    """A typo in --config must not run the service (or a batch) on defaults without a word."""
+    missing = tmp_path / "typo.toml"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "gpen_watch", *command, "--config", str(missing)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert f"{missing}: config file not found" in proc.stderr
+    # Without --config a missing default file still means the defaults.
+    assert config.load(tmp_path / "absent.toml") == Config()

@@ -80,6 +80,8 @@ def _folders(root: Path) -> dict[str, Path]:
     folders = {n: root / n for n in names}
     for f in folders.values():
         f.mkdir(parents=True, exist_ok=True)
+    # An empty config file: the defaults, never the user's own file.
+    (folders["home"] / "defaults.toml").write_text("")
     return folders
 
 
@@ -109,7 +111,7 @@ def _command(spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[
         **(extra or {}),
     }
     cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray",
-           "--config", str(folders["home"] / "no-config.toml"),  # absent: defaults, never the user's file
+           "--config", str(folders["home"] / "defaults.toml"),
            "--inbox", str(folders["inbox"]), "--outbox", str(folders["outbox"]),
            "--model", m.gpen, "--model-dir", str(m.model_dir)]
     for key, value in sets.items():

@@ -69,7 +69,7 @@ def _run(root: Path, args: argparse.Namespace) -> dict:
     folders = _folders(root)
     env = child_env(_user_dirs(folders["home"]))
     cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray",
-           "--config", str(folders["home"] / "no-config.toml"),
+           "--config", str(folders["home"] / "defaults.toml"),
            "--inbox", str(folders["inbox"]), "--outbox", str(folders["outbox"]),
            "--model", models.gpen, "--model-dir", str(models.model_dir), "--device", "cpu",
            "--set", f"restore.detector={models.detector}", "--set", "restore.use_parse=false",

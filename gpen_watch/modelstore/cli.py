@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 def _model_dir(args: argparse.Namespace) -> Path | None:
     if args.model_dir is not None:
         return args.model_dir
-    return config.load(args.config).restore.model_dir
+    return config.load(args.config, must_exist=args.config is not None).restore.model_dir
 
 
 def _specs(names: list[str]) -> list[ModelSpec]:

@@ -48,7 +48,7 @@ class Planned:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config, _overrides(args))
+    cfg = config.load(args.config, _overrides(args), must_exist=args.config is not None)
     from gpen_watch.imaging.load import SUPPORTED_EXTENSIONS
 
     outdir: Path = args.output.expanduser().resolve()

@@ -96,7 +96,7 @@ def setup_logging(verbose: bool) -> Path:
 def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service
 
-    cfg = config.load(args.config, overrides(args))
+    cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
     log_path = setup_logging(getattr(args, "verbose", False))
     log = logging.getLogger("gpen_watch.service")
     factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
