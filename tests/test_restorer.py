@@ -151,12 +151,11 @@ def _faceless_jpeg(path: Path, seed: int = 0) -> Path:
 def test_byte_copy_only_from_the_file_that_was_decoded(tmp_path: Path, change: str) -> None:
     """Between decode and copy the name may come to mean another file: no byte copy then."""
     from gpen_watch.imaging.load import load_image
-    from gpen_watch.restore.api import FileResult
-    from gpen_watch.restore.restorer import _copy_unchanged
+    from gpen_watch.imaging.save import copy_source
 
     src = _faceless_jpeg(tmp_path / "a.jpg")
     image = load_image(src)
-    job = FileJob(src, tmp_path / "out.jpg")
+    dst = tmp_path / "out.jpg"
     other = _faceless_jpeg(tmp_path / "other.jpg", seed=1)
     if change == "replaced":
         other.replace(src)
@@ -165,15 +164,13 @@ def test_byte_copy_only_from_the_file_that_was_decoded(tmp_path: Path, change: s
         src.symlink_to(other)
     else:
         src.unlink()
-    result = FileResult(src, ok=False)
-    assert not _copy_unchanged(image, job, result)
-    assert not job.dst.exists()
-    assert any("changed after it was read" in n for n in result.notes)
+    why_not = copy_source(image, src, dst)
+    assert why_not is not None and "changed after it was read" in why_not
+    assert not dst.exists()
 
     same = _faceless_jpeg(tmp_path / "b.jpg", seed=2)
-    result = FileResult(same, ok=False)
-    assert _copy_unchanged(load_image(same), FileJob(same, tmp_path / "b-out.jpg"), result)
-    assert (tmp_path / "b-out.jpg").read_bytes() == same.read_bytes() and not result.notes
+    assert copy_source(load_image(same), same, tmp_path / "b-out.jpg") is None
+    assert (tmp_path / "b-out.jpg").read_bytes() == same.read_bytes()
 
 
 def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
@@ -183,7 +180,7 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
     are encoded instead."""
     import errno
 
-    from gpen_watch.restore import restorer as restorer_mod
+    from gpen_watch.imaging import save
 
     class FailingRead:
         def __enter__(self):  # noqa: ANN204
@@ -195,7 +192,7 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
         def read(self, n: int) -> bytes:
             raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(restorer_mod, "open_unchanged", lambda path, source_id: FailingRead())
+    monkeypatch.setattr(save, "open_unchanged", lambda path, source_id: FailingRead())
     src = _faceless_jpeg(tmp_path / "landscape.jpg")
     dst = tmp_path / "out.jpg"
     with _restorer(tiny_models, landmarks) as r:

@@ -26,7 +26,7 @@ from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
 from gpen_watch.fsutil import fsync_dir_quietly
-from gpen_watch.imaging.load import GRAY_MODES, LoadedImage
+from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
 
@@ -414,6 +414,41 @@ def _same_content(path: Path, data: bytes) -> bool:
         return path.read_bytes() == data
     except OSError:
         return False
+
+
+def copy_source(image: LoadedImage, src: Path, dst: Path) -> str | None:
+    """Write ``dst`` as a byte copy of ``src``, if ``src`` is still the file ``image`` was decoded
+    from. None when copied; else why not (the source changed, went or could not be read), with
+    nothing left at ``dst``: the caller then encodes the pixels it has, so a bad sector or a link
+    swapped in is never copied and never taken for trouble with the output folder. Failing writes
+    raise ``write_error``'s error, as save_image's do."""
+    fin = open_unchanged(src, image.source_id)
+    if fin is None:
+        return "the original changed after it was read; written from the pixels read then"
+    unreadable: str | None = None
+    with fin:
+        try:
+            with open(dst, "xb") as fout:
+                while True:
+                    try:
+                        chunk = fin.read(1 << 20)
+                    except OSError as exc:
+                        unreadable = exc.strerror or str(exc)
+                        break
+                    if not chunk:
+                        break
+                    fout.write(chunk)
+                if unreadable is None:
+                    fout.flush()
+                    os.fsync(fout.fileno())
+        except OSError as exc:
+            if not isinstance(exc, FileExistsError):
+                _remove_quietly(Path(dst))
+            raise write_error(dst, exc) from exc
+    if unreadable is not None:
+        _remove_quietly(Path(dst))
+        return f"could not read the original again ({unreadable}); re-encoded instead"
+    return None
 
 
 def _remove_quietly(path: Path) -> None:

@@ -25,8 +25,8 @@ import torch
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
-from gpen_watch.imaging.load import LoadedImage, load_image, open_unchanged, probe_image
-from gpen_watch.imaging.save import output_format, save_image
+from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
+from gpen_watch.imaging.save import copy_source, output_format, save_image
 from gpen_watch.restore import align, paste
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Face, FaceDetector, Prepared
@@ -329,8 +329,14 @@ class Restorer:
             t1 = time.perf_counter()
             result.timings["paste"] = t1 - t0
             result.format = output_format(image.format, job.format)
-            # Bit-identical pass-through when nothing changed: re-encoding would only cost quality.
-            if not work.faces and _can_copy_verbatim(image, job) and _copy_unchanged(image, job, result):
+            copied = False
+            if not work.faces and _can_copy_verbatim(image, job):
+                # Bit-identical pass-through: re-encoding would only cost quality.
+                why_not = copy_source(image, job.src, job.dst)
+                copied = why_not is None
+                if why_not:
+                    result.notes.append(why_not)
+            if copied:
                 result.format = image.format  # what the file holds (a GIF stays a GIF)
             else:
                 save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
@@ -353,54 +359,3 @@ class Restorer:
 
 def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
     return image.scale == 1.0 and job.format in ("same", image.format.lower()) and not image.oriented
-
-
-def _copy_unchanged(image: LoadedImage, job: FileJob, result: FileResult) -> bool:
-    """Copy the source's bytes to ``job.dst`` if it is still the file that was decoded.
-
-    False (nothing written) when the source changed, went or cannot be read: the caller then
-    encodes the pixels it already has, so a bad sector or a swapped-in link never reaches the
-    outbox and is never taken for trouble with the outbox. Write errors raise (write_error).
-    """
-    from gpen_watch.imaging.save import write_error
-
-    fin = open_unchanged(job.src, image.source_id)
-    if fin is None:
-        result.notes.append("the original changed after it was read; written from the pixels read then")
-        return False
-    with fin:
-        try:
-            fout = open(job.dst, "xb")
-        except OSError as exc:
-            raise write_error(job.dst, exc) from exc
-        try:
-            with fout:
-                while True:
-                    try:
-                        chunk = fin.read(1 << 20)
-                    except OSError as exc:
-                        raise _SourceUnreadable(exc.strerror or str(exc)) from exc
-                    if not chunk:
-                        break
-                    fout.write(chunk)
-                fout.flush()
-                os.fsync(fout.fileno())
-        except _SourceUnreadable as exc:
-            _remove_quietly(job.dst)
-            result.notes.append(f"could not read the original again ({exc}); re-encoded instead")
-            return False
-        except OSError as exc:
-            _remove_quietly(job.dst)
-            raise write_error(job.dst, exc) from exc
-    return True
-
-
-class _SourceUnreadable(Exception):
-    """Reading the source failed during a byte copy (as opposed to writing the copy)."""
-
-
-def _remove_quietly(path: os.PathLike) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
