@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_harness import ServiceProcess, finished, write_atomic
 
 from gpen_watch import paths
 from gpen_watch.journal import Journal
@@ -25,93 +26,23 @@ from gpen_watch.service import control
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
-TESTS_DIR = Path(__file__).parent
 FAKE = "fake_restorer:FakeRestorer"
 START_TIMEOUT = 60.0
 
 
-class Service:
-    """One `gpen-watch run` subprocess on a temp inbox/outbox."""
+class Service(ServiceProcess):
+    """One `gpen-watch run` subprocess on a temp inbox/outbox (tests/service_harness.py), with the fake
+    restorer unless ``fake=False`` (the real engine)."""
+
+    start_timeout = START_TIMEOUT
+    wait_timeout = 30.0
 
     def __init__(self, root: Path, *extra: str, fake: bool = True, env: dict[str, str] | None = None) -> None:
-        self.root = root
-        self.inbox = root / "inbox"
-        self.outbox = root / "outbox"
-        self.failed = root / "failed"
-        self.originals = root / "originals"
-        self.extra = list(extra)
-        self.env = dict(os.environ)
-        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
-        if fake:
-            self.env["GPEN_WATCH_RESTORER"] = FAKE
-        self.env.update(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.runs = 0
-
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
-                "--outbox", str(self.outbox), "--set", "watch.settle_seconds=0.2", "--stop-grace", "5",
-                *self.extra]
-
-    def start(self, wait: bool = True) -> Service:
-        self.runs += 1
-        self.stderr = self.root / f"stderr-{self.runs}.txt"
-        with open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen(self.command(), env=self.env, stdout=subprocess.DEVNULL, stderr=err)
-        if wait:
-            self.wait(lambda s: s["workers"] and all(w["state"] in ("idle", "busy") for w in s["workers"]),
-                      START_TIMEOUT, "service ready")
-        return self
-
-    def status(self) -> dict[str, Any]:
-        return control.request("status")
-
-    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float = 30.0, what: str = "condition") -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        last: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"service exited with {self.proc.returncode} waiting for {what}\n{self.logs()}")
-            try:
-                last = self.status()
-                if cond(last):
-                    return last
-            except control.ControlError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.logs()}")
+        super().__init__(root, *extra, restorer=FAKE if fake else None, env=env)
 
     def wait_done(self, n: int, timeout: float = 30.0) -> dict[str, Any]:
-        return self.wait(lambda s: _finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+        return self.wait(lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
                          timeout, f"{n} jobs finished")
-
-    def stop(self, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        control.request("stop")
-        rc = self.proc.wait(timeout)
-        return rc
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def logs(self) -> str:
-        log = paths.log_dir() / "gpen-watch.log"
-        text = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
-        err = self.stderr.read_text(errors="replace")[-3000:] if self.stderr.exists() else ""
-        return f"--- log ---\n{text}\n--- stderr ---\n{err}"
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def _finished(s: dict[str, Any]) -> int:
-    q = s["queue"]
-    return q["done"] + q["failed"] + q["unsupported"] + q.get("duplicate", 0)
 
 
 @pytest.fixture
@@ -130,12 +61,7 @@ def services(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def drop(folder: Path, name: str, data: bytes) -> Path:
     """Write a file the way a careful copier does: under a temp name, then rename into place."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{name}.part"
-    tmp.write_bytes(data)
-    path = folder / name
-    os.replace(tmp, path)
-    return path
+    return write_atomic(folder / name, data)
 
 
 def files(folder: Path) -> list[str]:
@@ -318,7 +244,7 @@ def test_workers_killed_many_times_every_image_still_done_once(services: Callabl
     while kills < 6 and time.monotonic() < deadline:
         s = svc.status()
         busy = [w for w in s["workers"] if w["state"] == "busy" and w["pid"]]
-        if busy and _finished(s) < n:
+        if busy and finished(s) < n:
             try:
                 os.kill(busy[kills % len(busy)]["pid"], signal.SIGKILL)
                 kills += 1

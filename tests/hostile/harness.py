@@ -3,25 +3,26 @@
 The service runs with the test's isolated user folders (the environment of the test process, set
 by the autouse fixture in tests/conftest.py), so ``control.request`` and ``Journal.open`` here
 reach that service and its journal. Workers run either the real engine with the tiny models or a
-stand-in from tests/hostile/hostile_restorer.py (no torch, milliseconds per image).
+stand-in from tests/hostile/hostile_restorer.py (no torch, milliseconds per image). Starting,
+waiting on and stopping the service is tests/service_harness.py, shared with tests/test_daemon.py;
+this suite's defaults and extras are here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpen_watch import paths
-from gpen_watch.service import control
+if __package__ == "tests.hostile":  # python -m tests.hostile.stress, from the repository root
+    from ..service_harness import TESTS_DIR, ServiceProcess, finished, write_atomic
+else:  # pytest puts tests/ on sys.path and imports this package as `hostile`
+    from service_harness import TESTS_DIR, ServiceProcess, finished, write_atomic
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+__all__ = ["COPY", "REPO", "START_TIMEOUT", "TESTS_DIR", "Service", "file_sha", "finished", "real_engine_args",
+           "sha256", "write_atomic", "write_slowly"]
+
 REPO = TESTS_DIR.parent
 # The stand-in restorer: copies the photo, with the fault modes of tests/fake_restorer.py and more.
 COPY = "hostile.hostile_restorer:CopyRestorer"
@@ -36,11 +37,6 @@ def file_sha(path: Path) -> str:
     return sha256(path.read_bytes())
 
 
-def finished(s: dict[str, Any]) -> int:
-    q = s["queue"]
-    return q["done"] + q["failed"] + q["unsupported"] + q["duplicate"]
-
-
 def real_engine_args(models: Any) -> list[str]:
     """`gpen-watch run` options for the real engine on the tiny random-weight models (CPU)."""
     return ["--model", str(models.gpen), "--model-dir", str(models.model_dir),
@@ -48,68 +44,18 @@ def real_engine_args(models: Any) -> list[str]:
             "--face-batch", "4", "--device", "cpu"]
 
 
-class Service:
-    """One `gpen-watch run` on ``root/inbox`` -> ``root/outbox`` (failed/ and originals/ beside it)."""
+class Service(ServiceProcess):
+    """One `gpen-watch run` on ``root/inbox`` -> ``root/outbox``, its inbox made at once; the stand-in
+    restorer unless ``restorer`` names another (None: the real engine)."""
+
+    start_timeout = START_TIMEOUT
+    wait_timeout = 60.0
+    log_tail = 8000
 
     def __init__(self, root: Path, *extra: str, restorer: str | None = COPY, env: dict[str, str] | None = None,
                  settle: float = 0.2) -> None:
-        self.root = root
-        self.inbox = root / "inbox"
-        self.outbox = root / "outbox"
-        self.failed = root / "failed"
-        self.originals = root / "originals"
-        self.extra = list(extra)
-        self.settle = settle
-        self.env = dict(os.environ)
-        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
-        self.env.pop("GPEN_WATCH_RESTORER", None)
-        if restorer is not None:
-            self.env["GPEN_WATCH_RESTORER"] = restorer
-        self.env.update(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.runs = 0
+        super().__init__(root, *extra, restorer=restorer, env=env, settle=settle)
         self.inbox.mkdir(parents=True, exist_ok=True)
-
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
-                "--outbox", str(self.outbox), "--set", f"watch.settle_seconds={self.settle}",
-                "--stop-grace", "5", *self.extra]
-
-    def start(self, wait: bool = True) -> Service:
-        self.runs += 1
-        self.stderr = self.root / f"stderr-{self.runs}.txt"
-        with open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen(self.command(), env=self.env, stdout=subprocess.DEVNULL, stderr=err)
-        if wait:
-            self.wait(lambda s: bool(s["workers"]) and all(w["state"] in ("idle", "busy") for w in s["workers"]),
-                      START_TIMEOUT, "service ready")
-        return self
-
-    def status(self, timeout: float = 10.0) -> dict[str, Any]:
-        return control.request("status", timeout=timeout)
-
-    def request(self, cmd: str) -> dict[str, Any]:
-        return control.request(cmd)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float = 60.0,
-             what: str = "condition") -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        last: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise AssertionError(f"service exited ({self.proc and self.proc.returncode}) waiting for {what}\n"
-                                     f"{self.logs()}")
-            try:
-                last = self.status()
-                if cond(last):
-                    return last
-            except control.ControlError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.logs()}")
 
     def wait_idle(self, n: int, timeout: float = 120.0) -> dict[str, Any]:
         """Until at least n jobs ended and nothing is queued, running, in flight or settling."""
@@ -118,39 +64,6 @@ class Service:
             return (finished(s) >= n and q["queued"] == 0 and q["running"] == 0 and q["in_flight"] == 0
                     and s["settling"] == 0)
         return self.wait(idle, timeout, f"{n} jobs finished and the service idle")
-
-    def stop(self, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        control.request("stop")
-        return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def log_text(self) -> str:
-        log = paths.log_dir() / "gpen-watch.log"
-        return log.read_text(errors="replace") if log.exists() else ""
-
-    def logs(self) -> str:
-        text = self.log_text()[-8000:] or "(no log)"
-        err = self.stderr.read_text(errors="replace")[-3000:] if self.runs and self.stderr.exists() else ""
-        return f"--- log ---\n{text}\n--- stderr ---\n{err}"
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write the way a careful copier does: under a hidden temp name, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.part"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
 
 
 def write_slowly(path: Path, data: bytes, chunks: int = 10, pause: float = 0.1) -> Path:
