@@ -163,6 +163,24 @@ def test_failed_file_dropped_again_after_being_set_aside_is_retried(journal: Jou
     assert add(journal, "a.jpg").status == "new"
 
 
+def test_original_waiting_for_its_folder_is_known_and_listed_until_moved(journal: Journal) -> None:
+    a = add(journal, "a.jpg", content="A")
+    b = add(journal, "b.jpg", content="B")
+    journal.claim(2, "w0")
+    journal.finish(a.job.id, "/out/a.jpg")
+    journal.fail(b.job.id, "truncated JPEG")
+    journal.set_original(a.job.id, "waiting", "/originals")
+    journal.set_original(b.job.id, "waiting", "/failed")
+    assert [(j.id, j.original_path) for j in journal.waiting_originals()] == [
+        (a.job.id, Path("/originals")), (b.job.id, Path("/failed"))]
+    # The start-up scan or a rescan finds them in the inbox: the same jobs, not new drops.
+    assert add(journal, "a.jpg", content="A").status == "known"
+    assert add(journal, "b.jpg", content="B").status == "known"
+    assert journal.pending_originals() == []  # not an interrupted move: the service retries these
+    journal.set_original(a.job.id, "archived", "/originals/a.jpg")
+    assert [j.id for j in journal.waiting_originals()] == [b.job.id]
+
+
 def test_file_replaced_while_queued_supersedes_the_old_job(journal: Journal) -> None:
     old = add(journal, "a.jpg", content="v1")
     new = add(journal, "a.jpg", content="v2")

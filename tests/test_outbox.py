@@ -491,13 +491,107 @@ def test_unsupported_file_and_name_collisions_in_failed(env: Env) -> None:
     assert (env.failed / "notes.txt").read_text() == "an earlier one"
 
 
-def test_original_that_cannot_be_moved_is_left_and_that_is_recorded(env: Env, monkeypatch) -> None:
+def _refusing_folder(monkeypatch: pytest.MonkeyPatch, code: int = errno.EROFS) -> list[Path]:
+    """Every move into a folder fails with ``code`` (as a full or read-only folder would); returns
+    the list of folders a move was tried into."""
+    tried: list[Path] = []
+
+    def refuse(src, directory, name, job_id, taken=None):  # type: ignore[no-untyped-def]
+        tried.append(directory)
+        raise OSError(code, os.strerror(code), str(src), None, str(directory / name))  # as os.link does
+
+    monkeypatch.setattr(durable, "move_no_clobber", refuse)
+    return tried
+
+
+def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env: Env, monkeypatch) -> None:
     job_id = env.drop("a.jpg")
+    _refusing_folder(monkeypatch)
+    outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
+    assert outcome is not None and outcome.action == commit.WAITING
+    assert outcome.folder == env.failed and outcome.detail == "Read-only file system"
+    assert env.files(env.inbox) == ["a.jpg"] and env.files(env.failed) == []  # no error file yet
+    job = env.journal.get(job_id)
+    assert job is not None and job.state == "failed" and job.original == "waiting"
+    assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
+    # The rescan sees the file again: known, not a new job.
+    st = (env.inbox / "a.jpg").stat()
+    assert env.journal.add(env.inbox / "a.jpg", env.inbox, "a.jpg", st.st_size, st.st_mtime,
+                           hash_file(env.inbox / "a.jpg")).status == "known"
+    # Still refused: still waiting, and a failed retry adds nothing to the history.
+    assert commit.retry_waiting(env.journal, env.cfg) == (0, [commit.Waiting(env.failed, "Read-only file system", 1)])
+    assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
+    # The folder works again (and the service restarted meanwhile): moved, with its error file.
+    monkeypatch.undo()
+    env.reopen()
+    assert commit.retry_waiting(env.journal, env.cfg) == (1, [])
+    assert env.files(env.inbox) == [] and env.files(env.failed) == ["a.jpg", "a.jpg.error.txt"]
+    text = (env.failed / "a.jpg.error.txt").read_text()
+    assert "Reason:   truncated JPEG" in text and "moved here as a.jpg" in text
+    assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
+    assert env.journal.waiting_originals() == []
 
-    def read_only(*a, **kw):
-        raise PermissionError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(durable, "move_no_clobber", read_only)
+@pytest.mark.parametrize("code", sorted(commit.FOLDER_TROUBLE))
+def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(env: Env, monkeypatch, code: int) -> None:
+    (env.archive / "2024").mkdir(parents=True)
+    (env.archive / "2024" / "a.jpg").write_bytes(b"an older original")
+    a, b = env.drop("2024/a.jpg"), env.drop("b.jpg", b"bee")
+    ra, rb = env.run_worker(a), env.run_worker(b, b"restored bee")
+    tried = _refusing_folder(monkeypatch, code)
+    out_a = commit.commit(env.journal, a, ra, env.cfg)
+    out_b = commit.commit(env.journal, b, rb, env.cfg)
+    # The results are safe in the outbox; the originals wait in the inbox.
+    assert env.files(env.outbox) == ["2024/a.jpg", "b.jpg"]
+    assert env.files(env.inbox) == ["2024/a.jpg", "b.jpg"]
+    for out in (out_a, out_b):
+        assert out.original is not None and out.original.action == "waiting"
+        assert out.original.folder == env.archive and out.original.detail == os.strerror(code)
+    assert [j.id for j in env.journal.waiting_originals()] == [a, b]
+    assert env.journal.get(a).original_path == env.archive / "2024"  # type: ignore[union-attr]
+    # One attempt per refusing folder and pass, however many wait for it.
+    tried.clear()
+    assert commit.retry_waiting(env.journal, env.cfg) == (0, [commit.Waiting(env.archive, os.strerror(code), 2)])
+    assert len(tried) == 1
+    monkeypatch.undo()
+    assert commit.retry_waiting(env.journal, env.cfg) == (2, [])
+    assert env.files(env.inbox) == []
+    assert env.files(env.archive) == ["2024/a (1).jpg", "2024/a.jpg", "b.jpg"]  # nothing overwritten
+    assert (env.archive / "2024" / "a.jpg").read_bytes() == b"an older original"
+    assert (env.archive / "2024" / "a (1).jpg").read_bytes() == b"original photo"
+    assert env.files(env.outbox) == ["2024/a.jpg", "b.jpg"]  # not restored again
+    assert env.journal.get(a).original_path == env.archive / "2024" / "a (1).jpg"  # type: ignore[union-attr]
+    assert env.journal.get(b).original == "archived"  # type: ignore[union-attr]
+
+
+def test_a_waiting_original_that_went_away_or_changed_is_not_waited_for(env: Env, monkeypatch) -> None:
+    a, b, c = env.drop("a.jpg"), env.drop("b.jpg", b"bee"), env.drop("c.jpg", b"sea")
+    results = {j: env.run_worker(j) for j in (a, b)}
+    env.journal.claim(1, "w0")
+    env.journal.fail(c, "corrupt")
+    _refusing_folder(monkeypatch, errno.ENOSPC)
+    for j, r in results.items():
+        commit.commit(env.journal, j, r, env.cfg)
+    failed.set_aside(env.journal, c, env.cfg)
+    assert len(env.journal.waiting_originals()) == 3
+    monkeypatch.undo()
+    (env.inbox / "a.jpg").unlink()
+    (env.inbox / "b.jpg").write_bytes(b"a newer, longer photo")
+    (env.inbox / "c.jpg").unlink()
+    assert commit.retry_waiting(env.journal, env.cfg) == (3, [])
+    assert [env.journal.get(j).original for j in (a, b, c)] == ["missing", "replaced", "missing"]  # type: ignore[union-attr]
+    assert env.files(env.inbox) == ["b.jpg"] and env.files(env.archive) == []
+    assert "no longer in the inbox" in (env.failed / "c.jpg.error.txt").read_text()
+
+
+def test_original_the_inbox_cannot_let_go_is_left_and_that_is_recorded(env: Env, monkeypatch) -> None:
+    job_id = env.drop("a.jpg")
+    source = env.inbox / "a.jpg"
+
+    def read_only_inbox(src, *a, **kw):  # type: ignore[no-untyped-def]
+        raise PermissionError(errno.EROFS, "Read-only file system", str(src))  # removing the inbox name
+
+    monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
     outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
     assert outcome is not None and outcome.action == "left" and "Read-only" in outcome.detail
     assert env.files(env.inbox) == ["a.jpg"]
@@ -506,10 +600,67 @@ def test_original_that_cannot_be_moved_is_left_and_that_is_recorded(env: Env, mo
     job = env.journal.get(job_id)
     assert job is not None and job.original == "left"
     assert any(e.kind == "original-left" for e in env.journal.history(job_id))
+    assert env.journal.waiting_originals() == [] and commit.retry_waiting(env.journal, env.cfg) == (0, [])
     # The rescan sees the file again: known, not retried forever.
-    st = (env.inbox / "a.jpg").stat()
-    assert env.journal.add(env.inbox / "a.jpg", env.inbox, "a.jpg", st.st_size, st.st_mtime,
-                           hash_file(env.inbox / "a.jpg")).status == "known"
+    st = source.stat()
+    assert env.journal.add(source, env.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(source)).status == "known"
+
+
+def test_a_name_the_folder_cannot_hold_is_left_not_retried(env: Env, monkeypatch) -> None:
+    job_id = env.drop("a.jpg")
+    result = env.run_worker(job_id)
+    _refusing_folder(monkeypatch, errno.ENAMETOOLONG)
+    outcome = commit.commit(env.journal, job_id, result, env.cfg)
+    assert outcome.original is not None and outcome.original.action == "left"
+    assert env.journal.waiting_originals() == []
+
+
+def test_move_undoes_its_link_when_the_original_cannot_leave_the_inbox(tmp_path: Path, monkeypatch) -> None:
+    inbox, archive = tmp_path / "inbox", tmp_path / "archive"
+    inbox.mkdir()
+    archive.mkdir()
+    src = inbox / "a.jpg"
+    src.write_bytes(b"photo")
+    real_unlink = os.unlink
+
+    def unlink(path, *a, **kw):  # type: ignore[no-untyped-def]
+        if Path(path) == src:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_unlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    with pytest.raises(PermissionError) as info:
+        durable.move_no_clobber(src, archive, "a.jpg", 7)
+    monkeypatch.undo()
+    assert info.value.filename == str(src) and info.value.filename2 is None  # the inbox's trouble
+    assert src.read_bytes() == b"photo" and list(archive.iterdir()) == []  # not under two names
+
+
+def test_move_across_file_systems_leaves_no_partial_copy_in_a_full_folder(tmp_path: Path, monkeypatch) -> None:
+    inbox, archive = tmp_path / "inbox", tmp_path / "archive"
+    inbox.mkdir()
+    archive.mkdir()
+    src = inbox / "a.jpg"
+    src.write_bytes(b"photo" * 1000)
+    real_place, real_copy2 = durable.place, durable.shutil.copy2
+
+    def place(s, directory, name, **kw):  # type: ignore[no-untyped-def]
+        if Path(s) == src:
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(s))
+        return real_place(s, directory, name, **kw)
+
+    def copy2(s, d):  # type: ignore[no-untyped-def]
+        Path(d).write_bytes(b"pho")  # the disk filled up part way
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(durable, "place", place)
+    monkeypatch.setattr(durable.shutil, "copy2", copy2)
+    with pytest.raises(OSError, match="No space"):
+        durable.move_no_clobber(src, archive, "a.jpg", 7)
+    assert list(archive.iterdir()) == [] and src.read_bytes() == b"photo" * 1000
+    monkeypatch.setattr(durable.shutil, "copy2", real_copy2)  # room again
+    assert durable.move_no_clobber(src, archive, "a.jpg", 7) == archive / "a.jpg"
+    assert not src.exists() and [p.name for p in archive.iterdir()] == ["a.jpg"]
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions")

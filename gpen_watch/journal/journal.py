@@ -42,8 +42,10 @@ ENDED = ("done", "failed", "unsupported", "duplicate", "gone")
 # Ended jobs whose file was dealt with (a gone job's file was not: seeing it again is a new drop).
 SETTLED = ("done", "failed", "unsupported", "duplicate")
 # Outcomes for the original that leave it where it was: seeing the same file there again is not a
-# new drop. The in-progress markers count too (recovery finishes them).
-ORIGINAL_IN_PLACE = ("kept", "left", "archiving", "deleting", "setting-aside")
+# new drop. The in-progress markers count too (recovery finishes them), and so does "waiting": the
+# archive or failed/ folder refused the move for a reason that can clear, and the service retries
+# it (original_path holds the folder it waits for).
+ORIGINAL_IN_PLACE = ("kept", "left", "waiting", "archiving", "deleting", "setting-aside")
 ORIGINAL_IN_PROGRESS = ("archiving", "deleting", "setting-aside")
 
 
@@ -602,6 +604,10 @@ class Journal:
             f" AND (original IS NULL OR original IN ({marks})) ORDER BY id"
         )
         return [_job(r) for r in rows]
+
+    def waiting_originals(self) -> list[Job]:
+        """Ended jobs whose original waits in the inbox for its folder to take it, oldest first."""
+        return [_job(r) for r in self._read("SELECT * FROM jobs WHERE original = 'waiting' ORDER BY id")]
 
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zero when none)."""

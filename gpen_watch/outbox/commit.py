@@ -11,7 +11,10 @@ The steps, in this order (``commit`` runs them all; each is also a function of i
    recorded); fsync the folder; remove the temp name; fsync again.
 3. ``Journal.finish``: the job is done (durable).
 4. ``dispose_original``: only now is the original archived (moved, collision-safe, mirroring the
-   subfolder), kept, or deleted - each recorded in the journal before and after.
+   subfolder), kept, or deleted - each recorded in the journal before and after. When the archive
+   (or failed/) folder refuses the move for a reason that can clear (full, read-only, no
+   permission, gone, I/O error), the original stays in the inbox as "waiting" and
+   ``retry_waiting`` (the service, every 30 s and on ``resume``) moves it once the folder works.
 
 Recovery rules (``recover``, run once at start-up before any work is dispatched):
 
@@ -35,12 +38,14 @@ delete, the same sha256 too). Otherwise it was replaced by a newer file, which i
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import logging
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
@@ -51,17 +56,35 @@ from gpen_watch.restore.api import FileJob, FileResult
 log = logging.getLogger(__name__)
 
 FINAL_ORIGINAL = ("archived", "kept", "deleted", "set-aside", "left", "missing", "replaced")
+# Not final: the destination folder refused the move for a reason that can clear; retried later.
+WAITING = "waiting"
+# What a destination folder says when it is full, read-only, not ours to write, gone or failing.
+# These can clear (space freed, remounted, permissions fixed, drive back), so the move is retried.
+FOLDER_TROUBLE = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT}
+)
 
 
 @dataclass(frozen=True)
 class OriginalOutcome:
     """What happened to the original: archived, kept, deleted, set-aside (in failed/), left (could
-    not be moved: ``detail`` says why), missing (no longer there), replaced (a different file is
-    there now)."""
+    not be moved: ``detail`` says why), waiting (still in the inbox: ``folder`` refused it for a
+    reason that can clear, ``detail``; retried later), missing (no longer there), replaced (a
+    different file is there now)."""
 
     action: str
     path: Path | None = None
     detail: str = ""
+    folder: Path | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Originals still waiting for ``folder`` after a ``retry_waiting`` pass, and why."""
+
+    folder: Path
+    reason: str
+    count: int
 
 
 @dataclass(frozen=True)
@@ -233,8 +256,9 @@ def move_original(
     """Move the original into ``directory`` (under ``root``) collision-safe, recording before and after.
 
     ``taken`` rules out further names (failed/ also needs ``<name>.error.txt`` free). If the file
-    cannot be moved (read-only inbox, no permission) it is left where it is and that is recorded
-    as "left" with the reason.
+    cannot be moved it stays where it is: "waiting" when the destination refused it for a reason
+    that can clear (``FOLDER_TROUBLE``: ``retry_waiting`` tries again), otherwise "left" with the
+    reason (a read-only inbox the original cannot leave, a name the folder cannot hold).
     """
     resumed = resume_move(journal, job, marker, action)
     if resumed is not None:
@@ -250,13 +274,47 @@ def move_original(
         journal.set_original(job.id, marker, planned)
         dest = durable.move_no_clobber(job.source, directory, planned.name, job.id, taken=taken)
     except (OSError, OutputError) as exc:
-        why = f"could not move it to {directory}: {getattr(exc, 'strerror', None) or exc}"
+        reason = _reason(exc)
+        why = f"could not move it to {directory}: {reason}"
+        if _folder_trouble(exc, job.source):
+            was_waiting = job.original == WAITING
+            journal.set_original(job.id, WAITING, directory)
+            if not was_waiting:  # a retry that fails again adds nothing to the history
+                journal.log_event(job.id, "original-waiting", why)
+                log.warning("%s: %s; it waits in the inbox and is moved once the folder works", job.source, why)
+            return OriginalOutcome(WAITING, job.source, reason, folder=root)
         journal.set_original(job.id, "left")
         journal.log_event(job.id, "original-left", why)
         log.warning("%s: %s; left in place", job.source, why)
         return OriginalOutcome("left", job.source, why)
     journal.set_original(job.id, action, dest)
     return OriginalOutcome(action, dest)
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    if isinstance(exc, OSError):
+        return exc
+    return exc.__cause__ if isinstance(exc.__cause__, OSError) else None
+
+
+def _reason(exc: BaseException) -> str:
+    os_exc = _os_error(exc)
+    if os_exc is not None and os_exc.strerror:
+        return os_exc.strerror
+    return str(exc)
+
+
+def _folder_trouble(exc: BaseException, source: Path) -> bool:
+    """Whether the destination folder refused the move for a reason that can clear.
+
+    Removing the original from the inbox is not the destination's trouble (a read-only inbox): such
+    an original is left, as the keep policy would leave it. A name the folder can never hold, or a
+    folder that leads out of its root, is not retried either.
+    """
+    os_exc = _os_error(exc)
+    if os_exc is None or os_exc.errno not in FOLDER_TROUBLE:
+        return False
+    return not (os_exc.filename == os.fspath(source) and os_exc.filename2 is None)
 
 
 def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
@@ -268,7 +326,8 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
         raise ValueError(f"job {job_id} is {job.state}; originals are handled only after success")
     policy = cfg.output.originals
     inbox = naming.find_inbox(cfg, job.inbox)
-    if job.original == "archiving" or (policy == "archive" and job.original is None):
+    # A waiting original waits for the archive (only moves wait): that move is what is retried.
+    if job.original in ("archiving", WAITING) or (policy == "archive" and job.original is None):
         root = naming.archive_root(cfg, inbox)
         return move_original(journal, job, naming.mirror_dir(root, job.rel.parent), root, "archiving", "archived")
     if job.original == "deleting" or (policy == "delete" and job.original is None):
@@ -320,6 +379,55 @@ def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> Co
         return CommitOutcome(None)
     journal.finish(job_id, final, result.faces, result.timings, result.notes)
     return CommitOutcome(final, dispose_original(journal, job_id, cfg))
+
+
+# --- originals waiting for their folder ---------------------------------------------------------
+
+
+def destination_root(cfg: Config, job: Job) -> Path:
+    """The folder a job's original goes to: the archive after success, failed/ otherwise."""
+    inbox = naming.find_inbox(cfg, job.inbox)
+    if job.state in ("done", "duplicate"):
+        return naming.archive_root(cfg, inbox)
+    return naming.failed_root(naming.outbox_root(cfg, inbox))
+
+
+def handle_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+    """Archive/keep/delete a done or duplicate job's original, set a failed one's aside."""
+    from gpen_watch.outbox import failed  # failed imports this module
+
+    job = load_job(journal, job_id)
+    if job.state in ("done", "duplicate"):
+        return dispose_original(journal, job_id, cfg)
+    return failed.set_aside(journal, job_id, cfg)
+
+
+def retry_waiting(journal: Journal, cfg: Config) -> tuple[int, list[Waiting]]:
+    """Try again to move the originals waiting for their folder (oldest first).
+
+    Returns how many were dealt with (moved, or found missing or replaced) and, per folder that
+    still refuses, the reason and how many wait for it. After one refusal a folder is not tried
+    again in the same pass: a thousand originals waiting for a full disk cost one attempt, not a
+    thousand. The photos' results are already in the outbox; nothing is restored again.
+    """
+    handled = 0
+    blocked: dict[Path, list[Any]] = {}
+    for job in journal.waiting_originals():
+        root = destination_root(cfg, job)
+        if root in blocked:
+            blocked[root][1] += 1
+            continue
+        try:
+            outcome = handle_original(journal, job.id, cfg)
+        except (OSError, OutputError) as exc:
+            outcome = OriginalOutcome(WAITING, job.source, _reason(exc), folder=root)
+            log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
+        if outcome.action == WAITING:
+            blocked[root] = [outcome.detail, 1]
+        else:
+            handled += 1
+            log.info("%s: %s %s", job.source, outcome.action, outcome.path or "")
+    return handled, [Waiting(folder, reason, n) for folder, (reason, n) in blocked.items()]
 
 
 # --- start-up recovery --------------------------------------------------------------------------

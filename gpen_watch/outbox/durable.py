@@ -95,7 +95,11 @@ def place(
             return dst
         # The new name must be on disk before the old one goes, or a crash could lose both.
         fsync_dir(directory)
-        os.unlink(src)
+        try:
+            os.unlink(src)
+        except OSError:
+            _unplace(src, dst)
+            raise
         fsync_dir(Path(src).parent)
         return dst
     raise FileExistsError(errno.EEXIST, "no free name", str(directory / name))
@@ -118,13 +122,45 @@ def move_no_clobber(
         assert dst is not None
         return dst
     tmp = directory / f".{name}{TMP_MARK}{job_id}"
-    shutil.copy2(src, tmp)
-    fsync_file(tmp)
-    dst = place(tmp, directory, name, taken=taken)
+    try:
+        shutil.copy2(src, tmp)
+        fsync_file(tmp)
+        dst = place(tmp, directory, name, taken=taken)
+    except BaseException:
+        # A full or failing destination: no partial copy stays behind (src is untouched).
+        _remove_quietly(tmp)
+        raise
     assert dst is not None
-    os.unlink(src)
+    try:
+        os.unlink(src)
+    except OSError:
+        # The original cannot leave its folder (read-only inbox): the copy goes, the original stays.
+        if os.path.lexists(src):
+            _remove_quietly(dst)
+        raise
     fsync_dir(Path(src).parent)
     return dst
+
+
+def _unplace(src: Path, dst: Path) -> None:
+    """Undo a link whose old name could not be removed: one file must not stay under two names.
+
+    Only when both names are still the same file (``src`` intact); otherwise ``dst`` may be the
+    only copy and is kept.
+    """
+    try:
+        same = os.path.samefile(src, dst)
+    except OSError:
+        return
+    if same:
+        _remove_quietly(dst)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def write_text_durably(path: Path, text: str, job_id: int) -> None:

@@ -3,6 +3,9 @@
 The original moves to ``failed/<subfolders>/<name>`` (collision-safe) and ``<name>.error.txt``
 beside it says why, when, after how many attempts, and which job. If the original cannot be moved
 (read-only inbox), it stays where it is, the error file says so, and the journal records "left".
+If failed/ itself refuses it (full, read-only...), it waits in the inbox ("waiting") and the move,
+with its error file, is retried once the folder works (``commit.retry_waiting``); meanwhile the
+service's status says so.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.outbox import durable, naming
-from gpen_watch.outbox.commit import FINAL_ORIGINAL, OriginalOutcome, discard, load_job, move_original
+from gpen_watch.outbox.commit import (
+    FINAL_ORIGINAL,
+    WAITING,
+    OriginalOutcome,
+    discard,
+    load_job,
+    move_original,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +75,10 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
         return os.path.lexists(error_file(p))
 
     outcome = move_original(journal, job, directory, root, "setting-aside", "set-aside", taken=error_file_taken)
+    if outcome.action == WAITING:
+        # The error file goes beside the original once failed/ takes it, under the name it gets
+        # then; one written now (if it could be) would name a file that is not there.
+        return outcome
     job = load_job(journal, job_id)
     if outcome.action == "set-aside" and outcome.path is not None:
         where = f"moved here as {outcome.path.name}"

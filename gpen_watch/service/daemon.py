@@ -36,6 +36,7 @@ from gpen_watch.service import control
 log = logging.getLogger(__name__)
 
 # After the outbox refuses a write (full, read-only, gone), wait this long before trying again.
+# The same for originals the archive or failed/ folder refused to take (they wait in the inbox).
 OUTBOX_RETRY_S = 30.0
 # Longest sleep of the loop when nothing happens (deadlines inside the pool wake it earlier).
 IDLE_TICK_S = 5.0
@@ -123,6 +124,10 @@ class Service:
         self._maybe_queued = True
         self._hold_until = 0.0  # no new claims before this (outbox trouble)
         self._problem: str | None = None
+        # Originals waiting in the inbox for a folder that refused them (archive, failed/), and
+        # when to try again (None: none waiting; 0.0 at start: look in the journal at once).
+        self._waiting: dict[Path, commit.Waiting] = {}
+        self._originals_retry_at: float | None = 0.0
         self._started = time.monotonic()
         self._tp = _Throughput()
         self.ready = threading.Event()  # set once everything is up (tests, tray)
@@ -221,6 +226,7 @@ class Service:
             self._take_arrivals()
             self._answer_requests()
             self._feed()
+            self._retry_originals()
             self._tp.busy(self._pool.in_flight() > 0)
             for event in self._pool.poll(self._tick()):
                 self._on_event(event)
@@ -311,10 +317,10 @@ class Service:
             return
         if added.status == "duplicate":
             log.info("%s: %s", a.path, added.message)
-            commit.dispose_original(self._journal, added.job.id, self.cfg)
+            self._note(commit.dispose_original(self._journal, added.job.id, self.cfg))
             return
         if a.unsupported:
-            failed.fail(self._journal, added.job.id, a.unsupported, self.cfg, kind="unsupported")
+            self._note(failed.fail(self._journal, added.job.id, a.unsupported, self.cfg, kind="unsupported"))
             log.warning("%s: set aside: %s", a.path, a.unsupported)
             return
         self._maybe_queued = True
@@ -340,7 +346,7 @@ class Service:
             # it, handled exactly as a drop after the first was done.
             log.info("%s: %s", dup.job.source, dup.message)
             try:
-                commit.dispose_original(self._journal, dup.job.id, self.cfg)
+                self._note(commit.dispose_original(self._journal, dup.job.id, self.cfg))
             except Exception:
                 log.exception("%s: could not dispose of the original (the next start tries again)", dup.job.source)
         claimed = batch.jobs
@@ -359,7 +365,7 @@ class Service:
             except (OutputError, OSError) as exc:
                 if not _environmental(exc):
                     # Something about this one file (its output name): it fails, the rest go on.
-                    failed.fail(self._journal, job.id, str(exc), self.cfg)
+                    self._note(failed.fail(self._journal, job.id, str(exc), self.cfg))
                     self._job_ended()
                     continue
                 self._journal.requeue(job.id, f"outbox: {exc}")
@@ -374,6 +380,51 @@ class Service:
         self._problem = f"outbox: {message}; retrying every {OUTBOX_RETRY_S:g} s"
         self._hold_until = time.monotonic() + OUTBOX_RETRY_S
         log.error("%s", self._problem)
+
+    # --- originals the archive or failed/ folder refused ---------------------------------------
+
+    def _note(self, outcome: commit.OriginalOutcome | None) -> None:
+        """An original that its folder refused now waits in the inbox: say so, retry later."""
+        if outcome is None or outcome.action != commit.WAITING or outcome.folder is None:
+            return
+        before = self._waiting.get(outcome.folder)
+        self._waiting[outcome.folder] = commit.Waiting(outcome.folder, outcome.detail,
+                                                       (before.count if before else 0) + 1)
+        if self._originals_retry_at is None:
+            self._originals_retry_at = time.monotonic() + OUTBOX_RETRY_S
+        if before is None:
+            log.error("%s", self._originals_problem())
+
+    def _retry_originals(self) -> None:
+        """Every OUTBOX_RETRY_S while originals wait (at once at start and on resume): move them.
+
+        The photos' results are already in the outbox; only the move is tried again.
+        """
+        assert self._journal is not None
+        due = self._originals_retry_at
+        if due is None or time.monotonic() < due or self._stop.is_set():
+            return
+        had = sum(w.count for w in self._waiting.values())
+        try:
+            handled, waiting = commit.retry_waiting(self._journal, self.cfg)
+        except Exception:
+            log.exception("could not retry the originals waiting in the inbox")
+            handled, waiting = 0, list(self._waiting.values())
+        self._waiting = {w.folder: w for w in waiting}
+        self._originals_retry_at = time.monotonic() + OUTBOX_RETRY_S if waiting else None
+        if handled:
+            log.info("%d original(s) that waited in the inbox handled now", handled)
+        if waiting:
+            log.warning("%s", self._originals_problem())
+        elif had:
+            log.info("the folders take originals again; none waits in the inbox")
+
+    def _originals_problem(self) -> str | None:
+        if not self._waiting:
+            return None
+        parts = [f"cannot move originals to {w.folder}: {w.reason}; {w.count} left in the inbox"
+                 for w in self._waiting.values()]
+        return "; ".join(parts) + f"; retrying every {OUTBOX_RETRY_S:g} s"
 
     def _job_ended(self) -> None:
         # A queued job with the same content as this one may be held back (Journal.claim_batch):
@@ -390,7 +441,7 @@ class Service:
             elif ev.kind == GAVE_UP:
                 self._tp.failed += 1
                 log.error("%s: %s", ev.task.job.src, ev.message)
-                failed.fail(self._journal, ev.task.key, ev.message, self.cfg, tmp=ev.task.job.dst)
+                self._note(failed.fail(self._journal, ev.task.key, ev.message, self.cfg, tmp=ev.task.job.dst))
             elif ev.kind == RETRY:
                 self._journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
                 log.warning("%s: %s", ev.task.job.src, ev.message)
@@ -415,6 +466,7 @@ class Service:
             outcome = commit.commit(self._journal, task.key, res, self.cfg)
             if outcome.output is None:
                 return  # the job had already ended another way
+            self._note(outcome.original)
             self._tp.record(res.faces)
             notes = f" ({'; '.join(res.notes)})" if res.notes else ""
             log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
@@ -429,7 +481,7 @@ class Service:
         kind = "unsupported" if res.error_kind == "unsupported" else "failed"
         reason = res.error or "unknown error"
         self._tp.failed += 1
-        failed.fail(self._journal, task.key, reason, self.cfg, kind=kind, tmp=res.dst or task.job.dst)
+        self._note(failed.fail(self._journal, task.key, reason, self.cfg, kind=kind, tmp=res.dst or task.job.dst))
         log.warning("%s: %s: %s", task.job.src, kind, reason)
 
     # --- control --------------------------------------------------------------------------------
@@ -465,6 +517,8 @@ class Service:
             self._paused = False
             self._maybe_queued = True
             self._hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
+            if self._originals_retry_at is not None:
+                self._originals_retry_at = 0.0  # the same for originals waiting for their folder
             self._pool.resume()
             log.info("resumed")
             return {"ok": True}
@@ -480,6 +534,7 @@ class Service:
             for j in self._journal.recent_errors(5)
         ]
         outbox = self.cfg.watch.outbox
+        problems = (self._problem or self._pool.problem(), self._originals_problem())
         return {
             "ok": True,
             "version": __version__,
@@ -487,7 +542,8 @@ class Service:
             "uptime_s": round(time.monotonic() - self._started, 1),
             "paused": self._paused,
             "stopping": self._stop.is_set(),
-            "problem": self._problem or self._pool.problem(),
+            "problem": "; ".join(p for p in problems if p) or None,
+            "originals_waiting": sum(w.count for w in self._waiting.values()),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
             "done_today": self._journal.done_today(),
             "settling": self._watcher.pending if self._watcher is not None else 0,

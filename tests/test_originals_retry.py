@@ -1,0 +1,244 @@
+"""Originals that the archive or failed/ folder refuses wait in the inbox and are moved once it works.
+
+A real `gpen-watch run` with the fake restorer (tests/fake_restorer.py). The folders are broken the
+way the hostile outbox tests break the outbox: a small tmpfs mounted on each and remounted
+read-only where mounting is allowed (root), else ``chmod 0o500`` (which root would ignore).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpen_watch import paths
+from gpen_watch.journal import Journal
+from gpen_watch.service import control
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals, sockets and permissions")
+
+TESTS_DIR = Path(__file__).parent
+
+
+def _can_mount() -> bool:
+    if os.name != "posix" or os.geteuid() != 0:
+        return False
+    probe = Path(f"/tmp/gw-originals-probe-{os.getpid()}")
+    probe.mkdir(exist_ok=True)
+    try:
+        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
+                            capture_output=True).returncode == 0
+        if ok:
+            subprocess.run(["umount", str(probe)], check=True)
+        return ok
+    except OSError:
+        return False
+    finally:
+        probe.rmdir()
+
+
+CAN_MOUNT = _can_mount()
+CAN_CHMOD = os.name == "posix" and os.geteuid() != 0
+
+
+class Breakable:
+    """A folder that can be made to refuse writes and then repaired."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.mounted = False
+        if CAN_MOUNT:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], check=True)
+            self.mounted = True
+
+    def refuse(self, on: bool) -> None:
+        if self.mounted:
+            subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.folder)], check=True)
+        else:
+            self.folder.chmod(0o500 if on else 0o755)
+
+    def close(self) -> None:
+        if self.mounted:
+            subprocess.run(["mount", "-o", "remount,rw", str(self.folder)], capture_output=True)
+            subprocess.run(["umount", "-l", str(self.folder)], check=True)
+        else:
+            self.folder.chmod(0o755)
+
+
+@contextlib.contextmanager
+def breakable(*folders: Path) -> Iterator[list[Breakable]]:
+    made: list[Breakable] = []
+    try:
+        for f in folders:
+            made.append(Breakable(f))
+        yield made
+    finally:
+        for b in made:
+            b.close()
+
+
+class Service:
+    """One `gpen-watch run` subprocess with the fake restorer (a small copy of test_daemon's)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.inbox, self.outbox = root / "inbox", root / "outbox"
+        self.env = dict(os.environ, GPEN_WATCH_RESTORER="fake_restorer:FakeRestorer")
+        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr = root / "stderr.txt"
+
+    def start(self) -> Service:
+        cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
+               "--outbox", str(self.outbox), "--set", "watch.settle_seconds=0.2", "--stop-grace", "5"]
+        with open(self.stderr, "ab") as err:
+            self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
+        self.wait(lambda s: bool(s["workers"]) and all(w["state"] in ("idle", "busy") for w in s["workers"]),
+                  60, "service ready")
+        return self
+
+    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
+        deadline, last = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"service exited with {self.proc.returncode} waiting for {what}\n{self.logs()}")
+            with contextlib.suppress(control.ControlError):
+                last = control.request("status")
+                if cond(last):
+                    return last
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.logs()}")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        control.request("stop")
+        assert self.proc.wait(30) == 0
+
+    def logs(self) -> str:
+        log = paths.log_dir() / "gpen-watch.log"
+        text = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
+        return f"--- log ---\n{text}\n--- stderr ---\n{self.stderr.read_text(errors='replace')[-3000:]}"
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+def gpen_status() -> str:
+    return subprocess.run([sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+@pytest.mark.skipif(not (CAN_MOUNT or CAN_CHMOD), reason="cannot make a folder refuse writes here")
+def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(tmp_path: Path) -> None:
+    svc = Service(tmp_path)
+    originals, failed = tmp_path / "originals", tmp_path / "failed"
+    svc.inbox.mkdir()
+    try:
+        with breakable(originals, failed) as (arch, fail):
+            arch.refuse(True)
+            fail.refuse(True)
+            svc.start()
+            (svc.inbox / "good.jpg").write_bytes(b"a photo")
+            (svc.inbox / "bad.jpg").write_bytes(b"not an image")  # the fake restorer refuses it
+
+            # Nothing lost, nothing failed for this: the result is in the outbox, the originals wait
+            # in the inbox, and the status says where they cannot go and how many wait.
+            s = svc.wait(lambda s: s["originals_waiting"] == 2, 60, "both originals waiting")
+            assert s["queue"]["done"] == 1 and s["queue"]["unsupported"] == 1
+            problem = s["problem"] or ""
+            assert f"cannot move originals to {originals}" in problem and f"cannot move originals to {failed}" in problem
+            assert "1 left in the inbox" in problem and "retrying every 30 s" in problem
+            assert ("Read-only file system" if arch.mounted else "Permission denied") in problem
+            assert f"PROBLEM: cannot move originals to {originals}" in gpen_status()
+            assert files(svc.inbox) == ["bad.jpg", "good.jpg"] and files(svc.outbox) == ["good.jpg"]
+            assert files(failed) == []
+
+            # The archive works again: `resume` moves its original at once; failed/ still refuses.
+            arch.refuse(False)
+            assert control.request("resume")["ok"]
+            s = svc.wait(lambda s: s["originals_waiting"] == 1, 30, "the archived original moved")
+            assert str(originals) not in (s["problem"] or "") and f"cannot move originals to {failed}" in s["problem"]
+            assert files(originals) == ["good.jpg"] and files(svc.inbox) == ["bad.jpg"]
+
+            # Across a restart: the journal knows what waits; moved at start once failed/ works.
+            svc.stop()
+            fail.refuse(False)
+            svc.start()
+            s = svc.wait(lambda s: s["originals_waiting"] == 0 and s["problem"] is None, 30, "the problem cleared")
+            assert files(svc.inbox) == []
+            assert files(failed) == ["bad.jpg", "bad.jpg.error.txt"]
+            assert "moved here as bad.jpg" in (failed / "bad.jpg.error.txt").read_text()
+            assert files(svc.outbox) == ["good.jpg"] and (svc.outbox / "good.jpg").read_bytes() == b"a photo"
+            assert (originals / "good.jpg").read_bytes() == b"a photo"
+            svc.stop()
+    finally:
+        svc.close()
+    # Restored once, never again: one done job, one attempt; the failed one set aside once.
+    with Journal.open(paths.state_dir() / "journal.sqlite3") as j:
+        done, bad = j.jobs("done"), j.jobs("unsupported")
+        assert [(x.source.name, x.attempts, x.original) for x in done] == [("good.jpg", 1, "archived")]
+        assert [(x.source.name, x.original) for x in bad] == [("bad.jpg", "set-aside")]
+        assert j.counts()["queued"] == j.counts()["running"] == 0
+
+
+def test_the_service_retries_waiting_originals_periodically_without_resume(tmp_path: Path, monkeypatch) -> None:
+    """The service loop's retry, in process: due every OUTBOX_RETRY_S (shortened here), not before."""
+    import errno
+
+    from gpen_watch.config import Config, InboxConfig, WatchConfig
+    from gpen_watch.journal import hash_file
+    from gpen_watch.outbox import commit, durable
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.service import daemon
+
+    inbox, outbox, originals = tmp_path / "inbox", tmp_path / "outbox", tmp_path / "originals"
+    inbox.mkdir()
+    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(inbox)], outbox=outbox))
+    svc = daemon.Service(cfg)
+    svc._journal = journal = Journal.open(tmp_path / "journal.sqlite3")
+    try:
+        svc._retry_originals()  # at start: nothing waits, nothing to do later
+        assert svc._originals_retry_at is None and svc._originals_problem() is None
+        src = inbox / "a.jpg"
+        src.write_bytes(b"a photo")
+        st = src.stat()
+        job_id = journal.add(src, inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(src)).job.id
+        journal.claim(1, "w0")
+        fj = commit.file_job(journal, job_id, cfg)
+        fj.dst.write_bytes(b"restored")
+
+        def full(src, directory, name, job_id, taken=None):  # type: ignore[no-untyped-def]
+            raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(directory / name))
+
+        monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
+        monkeypatch.setattr(durable, "move_no_clobber", full)
+        outcome = commit.commit(journal, job_id, FileResult(src=src, ok=True, dst=fj.dst, faces=1), cfg)
+        svc._note(outcome.original)
+        assert svc._originals_problem() == (f"cannot move originals to {originals}: No space left on device; "
+                                            "1 left in the inbox; retrying every 0.3 s")
+        monkeypatch.undo()  # room again (and the real retry interval back)
+        monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
+        svc._retry_originals()  # not due yet
+        assert src.exists() and svc._originals_problem() is not None
+        time.sleep(0.35)
+        svc._retry_originals()
+        assert not src.exists() and (originals / "a.jpg").read_bytes() == b"a photo"
+        assert svc._originals_problem() is None and svc._originals_retry_at is None
+        assert (outbox / "a.jpg").read_bytes() == b"restored"
+    finally:
+        journal.close()
