@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from service_harness import ServiceProcess
 
 from gpen_watch import paths
 from gpen_watch.journal import Journal
@@ -24,7 +24,7 @@ from gpen_watch.service import control
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals, sockets and permissions")
 
-TESTS_DIR = Path(__file__).parent
+FAKE = "fake_restorer:FakeRestorer"  # tests/fake_restorer.py
 
 
 def _can_mount() -> bool:
@@ -85,55 +85,6 @@ def breakable(*folders: Path) -> Iterator[list[Breakable]]:
             b.close()
 
 
-class Service:
-    """One `gpen-watch run` subprocess with the fake restorer (a small copy of test_daemon's)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.inbox, self.outbox = root / "inbox", root / "outbox"
-        self.env = dict(os.environ, GPEN_WATCH_RESTORER="fake_restorer:FakeRestorer")
-        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stderr = root / "stderr.txt"
-
-    def start(self) -> Service:
-        cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
-               "--outbox", str(self.outbox), "--set", "watch.settle_seconds=0.2", "--stop-grace", "5"]
-        with open(self.stderr, "ab") as err:
-            self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
-        self.wait(lambda s: bool(s["workers"]) and all(w["state"] in ("idle", "busy") for w in s["workers"]),
-                  60, "service ready")
-        return self
-
-    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
-        deadline, last = time.monotonic() + timeout, {}
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"service exited with {self.proc.returncode} waiting for {what}\n{self.logs()}")
-            with contextlib.suppress(control.ControlError):
-                last = control.request("status")
-                if cond(last):
-                    return last
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.logs()}")
-
-    def stop(self) -> None:
-        assert self.proc is not None
-        control.request("stop")
-        assert self.proc.wait(30) == 0
-
-    def logs(self) -> str:
-        log = paths.log_dir() / "gpen-watch.log"
-        text = log.read_text(errors="replace")[-6000:] if log.exists() else "(no log)"
-        return f"--- log ---\n{text}\n--- stderr ---\n{self.stderr.read_text(errors='replace')[-3000:]}"
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 def files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
@@ -145,7 +96,7 @@ def gpen_status() -> str:
 
 @pytest.mark.skipif(not (CAN_MOUNT or CAN_CHMOD), reason="cannot make a folder refuse writes here")
 def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(tmp_path: Path) -> None:
-    svc = Service(tmp_path)
+    svc = ServiceProcess(tmp_path, restorer=FAKE)  # tests/service_harness.py
     originals, failed = tmp_path / "originals", tmp_path / "failed"
     svc.inbox.mkdir()
     try:
@@ -176,7 +127,7 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             assert files(originals) == ["good.jpg"] and files(svc.inbox) == ["bad.jpg"]
 
             # Across a restart: the journal knows what waits; moved at start once failed/ works.
-            svc.stop()
+            assert svc.stop() == 0
             fail.refuse(False)
             svc.start()
             s = svc.wait(lambda s: s["originals_waiting"] == 0 and s["problem"] is None, 30, "the problem cleared")
@@ -185,7 +136,7 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             assert "moved here as bad.jpg" in (failed / "bad.jpg.error.txt").read_text()
             assert files(svc.outbox) == ["good.jpg"] and (svc.outbox / "good.jpg").read_bytes() == b"a photo"
             assert (originals / "good.jpg").read_bytes() == b"a photo"
-            svc.stop()
+            assert svc.stop() == 0
     finally:
         svc.close()
     # Restored once, never again: one done job, one attempt; the failed one set aside once.
