@@ -7,8 +7,10 @@ and load them through the same model store users go through.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +34,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point every platformdirs location at a temp folder: tests never touch the real user's files."""
-    home = tmp_path_factory.mktemp("home")
+def point_user_dirs(mp: pytest.MonkeyPatch, home: Path) -> Path:
+    """Point every platformdirs location (and HOME) at folders under home, made if missing."""
     for var, sub in [
         ("XDG_CONFIG_HOME", "config"),
         ("XDG_CACHE_HOME", "cache"),
@@ -43,12 +43,26 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         ("XDG_DATA_HOME", "data"),
         ("XDG_RUNTIME_DIR", "run"),
     ]:
-        (home / sub).mkdir()
-        monkeypatch.setenv(var, str(home / sub))
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        mp.setenv(var, str(home / sub))
     (home / "run").chmod(0o700)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("GPEN_WATCH_MODEL_DIR", raising=False)
+    mp.setenv("HOME", str(home))
+    mp.delenv("GPEN_WATCH_MODEL_DIR", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every platformdirs location at a temp folder: tests never touch the real user's files."""
+    return point_user_dirs(monkeypatch, tmp_path_factory.mktemp("home"))
+
+
+@contextlib.contextmanager
+def isolated_env(folder: Path) -> Iterator[Path]:
+    """isolated_user_dirs on a given folder, for fixtures wider than one test and for runs outside
+    pytest (tests/hostile/stress.py); the environment is restored on leaving."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield point_user_dirs(mp, folder)
 
 
 # --- photos -------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """A real `gpen-watch run` subprocess on a temp inbox/outbox, shared by tests/test_daemon.py and tests/hostile/.
 
 The service runs with the test's isolated user folders (the environment of the test process, set by
-the autouse fixture in tests/conftest.py, or by ``hostile.conftest.isolated_env``), so
+the autouse fixture in tests/conftest.py, or by its ``isolated_env``), so
 ``control.request`` and ``Journal.open`` in the test reach that service and its journal. Workers load
 the restorer named by ``restorer`` (``module:Class`` importable from tests/, which goes on the
 service's PYTHONPATH), or the real engine when it is None.
 
-Each suite subclasses ``ServiceProcess`` for its own defaults and extras. Imported as
+Each suite subclasses ``ServiceProcess`` for its own defaults and extras, and gets its ``services``
+fixture from ``services_fixture``. Imported as
 ``service_harness`` under pytest (tests/ is on sys.path, as for ``from conftest import ...``) and as
 ``tests.service_harness`` when the hostile suite runs as ``python -m tests.hostile.stress``.
 """
@@ -18,9 +19,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from gpen_watch import paths
 from gpen_watch.service import control
@@ -135,3 +138,26 @@ class ServiceProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def services_fixture(cls: type[S], own_folders: bool = False) -> Any:
+    """A ``services`` fixture for a test module or conftest (``services = services_fixture(Service)``):
+    ``services(*extra, **kw)`` makes a ``cls`` on the test's tmp_path (each on its own
+    ``tmp_path/svcN`` with ``own_folders``), and every one made is closed (killed if still running)
+    when the test ends."""
+
+    @pytest.fixture
+    def services(tmp_path: Path) -> Iterator[Callable[..., S]]:
+        """services(*extra, **kw) -> a new service; each one is closed (killed if running) at the end."""
+        made: list[S] = []
+
+        def make(*extra: str, **kw: Any) -> S:
+            svc = cls(tmp_path / f"svc{len(made)}" if own_folders else tmp_path, *extra, **kw)
+            made.append(svc)
+            return svc
+
+        yield make
+        for svc in made:
+            svc.close()
+
+    return services

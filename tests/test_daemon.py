@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_harness import ServiceProcess, finished, write_atomic
+from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
 from gpen_watch import paths
 from gpen_watch.journal import Journal
@@ -45,18 +45,7 @@ class Service(ServiceProcess):
                          timeout, f"{n} jobs finished")
 
 
-@pytest.fixture
-def services(tmp_path: Path):  # type: ignore[no-untyped-def]
-    made: list[Service] = []
-
-    def make(*extra: str, **kw: Any) -> Service:
-        svc = Service(tmp_path, *extra, **kw)
-        made.append(svc)
-        return svc
-
-    yield make
-    for svc in made:
-        svc.close()
+services = services_fixture(Service)
 
 
 def drop(folder: Path, name: str, data: bytes) -> Path:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 if __package__ == "tests.hostile":  # python -m tests.hostile.stress, from the repository root
-    from ..service_harness import TESTS_DIR, ServiceProcess, finished, write_atomic
+    from ..service_harness import TESTS_DIR, ServiceProcess, finished, services_fixture, write_atomic
 else:  # pytest puts tests/ on sys.path and imports this package as `hostile`
-    from service_harness import TESTS_DIR, ServiceProcess, finished, write_atomic
+    from service_harness import TESTS_DIR, ServiceProcess, finished, services_fixture, write_atomic
 
 __all__ = ["COPY", "REPO", "START_TIMEOUT", "TESTS_DIR", "Service", "file_sha", "finished", "real_engine_args",
-           "sha256", "write_atomic", "write_slowly"]
+           "services_fixture", "sha256", "write_atomic", "write_slowly"]
 
 REPO = TESTS_DIR.parent
 # The stand-in restorer: copies the photo, with the fault modes of tests/fake_restorer.py and more.
