@@ -444,3 +444,29 @@ def test_final_masks_can_be_passed_unsoftened() -> None:
     np.testing.assert_array_equal(
         paste_faces(image, faces, affines, feather, soften_masks=False), paste_faces(image, faces, affines)
     )
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_blend_keeps_untouched_pixels_exact_and_rounds_the_rest(dtype: type) -> None:
+    """Weight 0 gives back the photo bit for bit, weight 1 the face; in between the result is the
+    rounded mix (uint8 takes OpenCV's one-pass blend, uint16 the float path)."""
+    from gpen_watch.restore.paste import _blend_into
+
+    rng = np.random.default_rng(7)
+    top = np.iinfo(dtype).max
+    target = rng.integers(0, top + 1, (64, 80, 3), dtype=np.uint64).astype(dtype)
+    face = rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    weight = rng.random((64, 80), dtype=np.float32)
+    weight[:, :20] = 0.0
+    weight[:, 20:40] = 1.0
+    gain = 257.0 if dtype == np.uint16 else 1.0
+    out = np.zeros((70, 90, 3), dtype)  # blend into a strided view, as paste_faces does
+    view = out[3:67, 5:85]
+    view[...] = target
+    _blend_into(view, face, weight, gain)
+    assert np.array_equal(view[:, :20], target[:, :20])
+    assert np.array_equal(view[:, 20:40], (face[:, 20:40] * gain).astype(dtype))
+    w = weight[..., None].astype(np.float64)
+    expected = np.rint(target * (1 - w) + face * gain * w)
+    assert np.abs(view.astype(np.float64) - expected).max() <= 1
+    assert not out[:3].any() and not out[:, :5].any()  # nothing outside the view was written
