@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tmpfs
 from service_harness import ServiceProcess
 
 from gpen_watch import paths
@@ -26,63 +27,36 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals, 
 
 FAKE = "fake_restorer:FakeRestorer"  # tests/fake_restorer.py
 
-
-def _can_mount() -> bool:
-    if os.name != "posix" or os.geteuid() != 0:
-        return False
-    probe = Path(f"/tmp/gw-originals-probe-{os.getpid()}")
-    probe.mkdir(exist_ok=True)
-    try:
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                            capture_output=True).returncode == 0
-        if ok:
-            subprocess.run(["umount", str(probe)], check=True)
-        return ok
-    except OSError:
-        return False
-    finally:
-        probe.rmdir()
-
-
-CAN_MOUNT = _can_mount()
+CAN_MOUNT = tmpfs.can_mount()
 CAN_CHMOD = os.name == "posix" and os.geteuid() != 0
 
 
 class Breakable:
     """A folder that can be made to refuse writes and then repaired."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, mounted: bool) -> None:
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        self.mounted = False
-        if CAN_MOUNT:
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], check=True)
-            self.mounted = True
+        self.mounted = mounted
 
     def refuse(self, on: bool) -> None:
         if self.mounted:
-            subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.folder)], check=True)
+            tmpfs.read_only(self.folder, on)
         else:
             self.folder.chmod(0o500 if on else 0o755)
-
-    def close(self) -> None:
-        if self.mounted:
-            subprocess.run(["mount", "-o", "remount,rw", str(self.folder)], capture_output=True)
-            subprocess.run(["umount", "-l", str(self.folder)], check=True)
-        else:
-            self.folder.chmod(0o755)
 
 
 @contextlib.contextmanager
 def breakable(*folders: Path) -> Iterator[list[Breakable]]:
-    made: list[Breakable] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        made = []
         for f in folders:
-            made.append(Breakable(f))
+            f.mkdir(parents=True, exist_ok=True)
+            if CAN_MOUNT:
+                stack.enter_context(tmpfs.mounted(f))
+            else:
+                stack.callback(f.chmod, 0o755)
+            made.append(Breakable(f, CAN_MOUNT))
         yield made
-    finally:
-        for b in made:
-            b.close()
 
 
 def files(folder: Path) -> list[str]:

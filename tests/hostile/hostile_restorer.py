@@ -94,19 +94,19 @@ def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> An
         code = getattr(errno, name)
         raise OSError(code, os.strerror(code))
 
-    write_synced, copy_file = save._write_synced, engine._copy_file
+    write_synced, copy_source = save._write_synced, engine.copy_source
 
     def faulty_write(tmp: Path, data: bytes) -> None:
         check()
         write_synced(tmp, data)
 
-    def faulty_copy(src: os.PathLike[str], dst: os.PathLike[str]) -> None:
+    def faulty_copy(image: Any, src: Path, dst: Path) -> str | None:
         try:
             check()
         except OSError as exc:
-            raise save.write_error(Path(dst), exc) from exc
-        copy_file(src, dst)
+            raise save.write_error(dst, exc) from exc
+        return copy_source(image, src, dst)
 
     save._write_synced = faulty_write  # type: ignore[assignment]
-    engine._copy_file = faulty_copy  # type: ignore[assignment]
+    engine.copy_source = faulty_copy  # type: ignore[assignment]
     return engine.Restorer(cfg, device, threads=threads)

@@ -8,8 +8,6 @@ writes fail with the errno at the write call (hostile_restorer.FaultyWriteRestor
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,11 @@ from gpen_watch.journal import Journal
 from . import inputs
 from .harness import Service, real_engine_args, write_atomic
 from .invariants import Ledger, check
+
+if __package__ == "tests.hostile":  # python -m tests.hostile..., from the repository root
+    from .. import tmpfs
+else:  # pytest puts tests/ on sys.path
+    import tmpfs
 
 # --- a full or read-only outbox ---------------------------------------------------------------------
 
@@ -48,7 +51,7 @@ class Tmpfs:
         self.filler.unlink()
 
     def read_only(self, on: bool) -> None:
-        subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.where)], check=True)
+        tmpfs.read_only(self.where, on)
 
 
 class Simulated:
@@ -76,22 +79,7 @@ class Simulated:
             self.control.unlink()
 
 
-def _can_mount() -> bool:
-    probe = Path(f"/tmp/gw-mount-probe-{os.getpid()}")
-    probe.mkdir(exist_ok=True)
-    try:
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                            capture_output=True).returncode == 0
-        if ok:
-            subprocess.run(["umount", str(probe)], check=True)
-        return ok
-    except OSError:
-        return False
-    finally:
-        probe.rmdir()
-
-
-CAN_MOUNT = _can_mount()
+CAN_MOUNT = tmpfs.can_mount()
 
 
 @contextlib.contextmanager
@@ -100,12 +88,8 @@ def outbox_fault(kind: str, outbox: Path) -> Iterator[Tmpfs | Simulated]:
     if kind == "simulated":
         yield Simulated(outbox)
         return
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(outbox)], check=True)
-    try:
+    with tmpfs.mounted(outbox):
         yield Tmpfs(outbox)
-    finally:
-        subprocess.run(["mount", "-o", "remount,rw", str(outbox)], capture_output=True)
-        subprocess.run(["umount", "-l", str(outbox)], check=True)
 
 
 def _outbox_kinds() -> list[Any]:
