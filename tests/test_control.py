@@ -169,8 +169,10 @@ def test_format_status() -> None:
         "workers": [{"name": "cpu#0", "device": "cpu", "state": "busy", "in_flight": 1, "done": 10,
                      "faces": 14, "restarts": 1, "pid": 43, "error": None}],
         "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
+        "notice": "1 original(s) left in the inbox: could not delete it: Read-only file system",
     })
     assert "paused (pid 42, up 1m15s)" in text
+    assert "note: 1 original(s) left in the inbox: could not delete it" in text and "PROBLEM" not in text
     assert "queue: 3 waiting, 1 running; done 10, failed 1, unsupported 2" in text
     assert "cpu#0" in text and "restarts 1" in text
     assert "a.jpg: truncated JPEG" in text

@@ -7,6 +7,7 @@ tiny random-weight models (conftest.tiny_models) on real photos and broken files
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tmpfs
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
 from gpen_watch import paths
@@ -134,6 +136,51 @@ def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., 
     svc.wait_done(1)
     assert (svc.outbox / "slow-copy.jpg").read_bytes() == b"".join(chunks)
     svc.stop()
+
+
+@pytest.mark.skipif(not (tmpfs.can_mount() or os.geteuid() != 0), reason="cannot make the inbox read-only here")
+def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Callable[..., Service]) -> None:
+    """Results published, originals cannot leave the inbox: a note in status (not a problem), no retry.
+
+    A real read-only tmpfs where the test may mount (root), else ``chmod 0o555`` (root ignores it).
+    """
+    svc = services("--set", "watch.rescan_seconds=0.5")
+    mounted = tmpfs.can_mount()
+    with contextlib.ExitStack() as stack:
+        if mounted:
+            stack.enter_context(tmpfs.mounted(svc.inbox))
+        else:
+            svc.inbox.mkdir(parents=True)
+            stack.callback(svc.inbox.chmod, 0o755)
+        (svc.inbox / "a.jpg").write_bytes(b"photo a")
+        (svc.inbox / "bad.jpg").write_bytes(b"bad")  # the fake restorer fails it: set aside, also left
+        if mounted:
+            tmpfs.read_only(svc.inbox, True)
+        else:
+            svc.inbox.chmod(0o555)
+        svc.start()
+        s = svc.wait(lambda s: s["originals_left"] == 2, 30, "both originals left in the inbox")
+        assert s["problem"] is None and s["originals_waiting"] == 0
+        why = "Read-only file system" if mounted else "Permission denied"
+        notice = s["notice"] or ""
+        assert notice.startswith("2 original(s) left in the inbox: could not move it to ") and why in notice
+        assert notice.endswith("(and 1 other reason(s); see the log)")  # originals/ and failed/
+        out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True,
+                             timeout=30).stdout
+        assert "note: 2 original(s) left in the inbox" in out and "PROBLEM" not in out
+        # Not retried: neither by resume nor by rescans (the journal knows them), nothing restored again.
+        assert control.request("resume")["ok"]
+        time.sleep(1.5)
+        s = control.request("status")
+        assert s["originals_left"] == 2 and s["problem"] is None and finished(s) == 2
+        assert files(svc.inbox) == ["a.jpg", "bad.jpg"] and files(svc.outbox) == ["a.jpg"]
+        assert files(svc.originals) == [] and files(svc.failed) == ["bad.jpg.error.txt"]
+        assert "left in the inbox" in (svc.failed / "bad.jpg.error.txt").read_text()
+        assert svc.stop() == 0
+    with Journal.open(paths.state_dir() / "journal.sqlite3") as j:
+        jobs = j.jobs("done") + j.jobs("failed") + j.jobs("unsupported")
+        assert sorted((x.source.name, x.attempts, x.original) for x in jobs) == [
+            ("a.jpg", 1, "left"), ("bad.jpg", 1, "left")]
 
 
 def test_second_instance_is_refused(services: Callable[..., Service]) -> None:

@@ -606,6 +606,35 @@ def test_original_the_inbox_cannot_let_go_is_left_and_that_is_recorded(env: Env,
     assert env.journal.add(source, env.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(source)).status == "known"
 
 
+def test_retry_reports_a_waiting_original_the_inbox_then_cannot_let_go(env: Env, monkeypatch) -> None:
+    job_id = env.drop("a.jpg")
+    _refusing_folder(monkeypatch)
+    assert commit.commit(env.journal, job_id, env.run_worker(job_id), env.cfg).original.action == "waiting"  # type: ignore[union-attr]
+
+    def read_only_inbox(src, *a, **kw):  # type: ignore[no-untyped-def]
+        raise PermissionError(errno.EROFS, "Read-only file system", str(src))  # the archive works now
+
+    monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
+    heard: list[commit.OriginalOutcome] = []
+    assert commit.retry_waiting(env.journal, env.cfg, heard.append) == (1, [])
+    assert [o.action for o in heard] == ["left"] and env.journal.waiting_originals() == []
+
+
+def test_recovery_reports_originals_the_inbox_cannot_let_go(env: Env, monkeypatch) -> None:
+    job_id = env.drop("bad.jpg")
+    env.journal.claim(1, "w0")
+    env.journal.fail(job_id, "corrupt")
+    env.reopen()
+
+    def read_only_inbox(src, *a, **kw):  # type: ignore[no-untyped-def]
+        raise PermissionError(errno.EROFS, "Read-only file system", str(src))
+
+    monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
+    report = commit.recover(env.journal, env.cfg)
+    assert report.originals == 1 and [o.action for o in report.left] == ["left"]
+    assert "Read-only file system" in report.left[0].detail
+
+
 def test_a_name_the_folder_cannot_hold_is_left_not_retried(env: Env, monkeypatch) -> None:
     job_id = env.drop("a.jpg")
     result = env.run_worker(job_id)

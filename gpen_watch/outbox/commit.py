@@ -101,6 +101,8 @@ class Recovery:
     requeued: int = 0
     originals: int = 0
     temps_removed: int = 0
+    # Originals that could not leave the inbox (read-only inbox...): recorded "left", not retried.
+    left: list[OriginalOutcome] = field(default_factory=list)
 
 
 def load_job(journal: Journal, job_id: int) -> Job:
@@ -402,13 +404,16 @@ def handle_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutco
     return failed.set_aside(journal, job_id, cfg)
 
 
-def retry_waiting(journal: Journal, cfg: Config) -> tuple[int, list[Waiting]]:
+def retry_waiting(
+    journal: Journal, cfg: Config, on_outcome: Callable[[OriginalOutcome], None] | None = None
+) -> tuple[int, list[Waiting]]:
     """Try again to move the originals waiting for their folder (oldest first).
 
-    Returns how many were dealt with (moved, or found missing or replaced) and, per folder that
-    still refuses, the reason and how many wait for it. After one refusal a folder is not tried
-    again in the same pass: a thousand originals waiting for a full disk cost one attempt, not a
-    thousand. The photos' results are already in the outbox; nothing is restored again.
+    Returns how many were dealt with (moved, left, or found missing or replaced) and, per folder
+    that still refuses, the reason and how many wait for it. After one refusal a folder is not
+    tried again in the same pass: a thousand originals waiting for a full disk cost one attempt,
+    not a thousand. The photos' results are already in the outbox; nothing is restored again.
+    ``on_outcome`` hears of each original dealt with (the service counts those left in the inbox).
     """
     handled = 0
     blocked: dict[Path, list[Any]] = {}
@@ -427,6 +432,8 @@ def retry_waiting(journal: Journal, cfg: Config) -> tuple[int, list[Waiting]]:
         else:
             handled += 1
             log.info("%s: %s %s", job.source, outcome.action, outcome.path or "")
+            if on_outcome is not None:
+                on_outcome(outcome)
     return handled, [Waiting(folder, reason, n) for folder, (reason, n) in blocked.items()]
 
 
@@ -507,10 +514,12 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
     for job in journal.pending_originals():
         try:
             if job.state in ("done", "duplicate"):
-                dispose_original(journal, job.id, cfg)
+                outcome = dispose_original(journal, job.id, cfg)
             else:
-                failed.set_aside(journal, job.id, cfg)
+                outcome = failed.set_aside(journal, job.id, cfg)
             report.originals += 1
+            if outcome.action == "left":
+                report.left.append(outcome)
         except (OSError, OutputError) as exc:
             log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
     report.temps_removed = clean_stale_temps(journal, cfg)

@@ -72,6 +72,8 @@ def format_status(s: dict[str, Any]) -> str:
     lines.append(f"gpen-watch {s.get('version', '?')}: {state} (pid {s.get('pid')}, up {_duration(s.get('uptime_s', 0))})")
     if s.get("problem"):
         lines.append(f"PROBLEM: {s['problem']}")
+    if s.get("notice"):
+        lines.append(f"note: {s['notice']}")
     q = s.get("queue", {})
     lines.append(
         f"queue: {q.get('queued', 0)} waiting, {q.get('running', 0)} running"

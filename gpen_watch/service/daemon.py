@@ -128,6 +128,9 @@ class Service:
         # when to try again (None: none waiting; 0.0 at start: look in the journal at once).
         self._waiting: dict[Path, commit.Waiting] = {}
         self._originals_retry_at: float | None = 0.0
+        # Originals that could not leave the inbox in this run (read-only inbox...): recorded "left"
+        # in the journal, not retried; counted per reason for a notice in status.
+        self._left: dict[str, int] = {}
         self._started = time.monotonic()
         self._tp = _Throughput()
         self.ready = threading.Event()  # set once everything is up (tests, tray)
@@ -184,6 +187,8 @@ class Service:
             self._prepare_folders()
             self._journal = Journal.open(self.journal_path)
             rec = commit.recover(self._journal, self.cfg)
+            for outcome in rec.left:
+                self._note(outcome)
             if rec.finished or rec.requeued or rec.originals or rec.temps_removed:
                 log.info("recovered from the last run: %d finished, %d requeued, %d originals handled, "
                          "%d temp files removed", len(rec.finished), rec.requeued, rec.originals, rec.temps_removed)
@@ -384,7 +389,12 @@ class Service:
     # --- originals the archive or failed/ folder refused ---------------------------------------
 
     def _note(self, outcome: commit.OriginalOutcome | None) -> None:
-        """An original that its folder refused now waits in the inbox: say so, retry later."""
+        """An original that its folder refused now waits in the inbox: say so, retry later. One that
+        cannot leave the inbox (left) is only counted for the notice: the inbox is not ours to fix."""
+        if outcome is not None and outcome.action == "left":
+            reason = outcome.detail or "reason unknown"
+            self._left[reason] = self._left.get(reason, 0) + 1
+            return
         if outcome is None or outcome.action != commit.WAITING or outcome.folder is None:
             return
         before = self._waiting.get(outcome.folder)
@@ -406,7 +416,7 @@ class Service:
             return
         had = sum(w.count for w in self._waiting.values())
         try:
-            handled, waiting = commit.retry_waiting(self._journal, self.cfg)
+            handled, waiting = commit.retry_waiting(self._journal, self.cfg, self._note)
         except Exception:
             log.exception("could not retry the originals waiting in the inbox")
             handled, waiting = 0, list(self._waiting.values())
@@ -425,6 +435,17 @@ class Service:
         parts = [f"cannot move originals to {w.folder}: {w.reason}; {w.count} left in the inbox"
                  for w in self._waiting.values()]
         return "; ".join(parts) + f"; retrying every {OUTBOX_RETRY_S:g} s"
+
+    def _originals_notice(self) -> str | None:
+        """Originals left in the inbox in this run (not a problem: their results are published)."""
+        if not self._left:
+            return None
+        n = sum(self._left.values())
+        reasons = list(self._left)
+        text = f"{n} original(s) left in the inbox: {reasons[-1]}"
+        if len(reasons) > 1:
+            text += f" (and {len(reasons) - 1} other reason(s); see the log)"
+        return text
 
     def _job_ended(self) -> None:
         # A queued job with the same content as this one may be held back (Journal.claim_batch):
@@ -544,6 +565,9 @@ class Service:
             "stopping": self._stop.is_set(),
             "problem": "; ".join(p for p in problems if p) or None,
             "originals_waiting": sum(w.count for w in self._waiting.values()),
+            # Not a problem (nothing to fix here, nothing retried): a note for the user.
+            "notice": self._originals_notice(),
+            "originals_left": sum(self._left.values()),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
             "done_today": self._journal.done_today(),
             "settling": self._watcher.pending if self._watcher is not None else 0,
