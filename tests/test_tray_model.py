@@ -179,6 +179,10 @@ def test_problem_notice_once_per_problem() -> None:
     assert t.update(model.view_from_status(status())) == []
     (n,) = t.update(model.view_from_status(status(problem="outbox: [Errno 30] Read-only file system")))
     assert n.title == "gpen-watch: cannot write to the outbox"
+    originals = "cannot move originals to /p/failed: No space left on device; 1 left in the inbox; retrying every 30 s"
+    (n,) = t.update(model.view_from_status(status(problem=originals)))
+    assert n.title == "gpen-watch: originals waiting to be moved" and n.message == originals
+    assert t.update(model.view_from_status(status(problem=originals.replace("1 left", "2 left")))) == []
 
 
 def test_problem_kinds_and_batch_message() -> None:
@@ -186,6 +190,11 @@ def test_problem_kinds_and_batch_message() -> None:
     assert problem_kind("outbox: disk full") == "outbox"
     assert problem_kind("cuda:0: model file is corrupt") == "weights"
     assert problem_kind("cuda:0: CUDA error: no CUDA-capable device") == "other"
+    originals = "cannot move originals to /p/originals: Read-only file system; 2 left in the inbox; retrying every 30 s"
+    assert problem_kind(originals) == "originals"
+    # With another problem before it, that one names the notice.
+    assert problem_kind("outbox: disk full; " + originals) == "outbox"
+    assert problem_kind("cpu#0: model file is corrupt; " + originals) == "weights"
     assert batch_message(1, 0) == "1 photo restored"
 
 

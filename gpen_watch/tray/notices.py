@@ -1,8 +1,9 @@
 """Which desktop notifications to show, decided from one tray view to the next.
 
 Two kinds: a batch finished (the queue ran empty after work: "N restored, M failed"), and a
-problem that needs the user (weights missing, outbox not writable, no worker can run). A problem is
-announced once when it appears, not on every poll while it lasts.
+problem that needs the user (weights missing, outbox not writable, originals waiting for a folder
+that refuses them, no worker can run). A problem is announced once when it appears, not on every
+poll while it lasts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from gpen_watch.tray.model import TrayView
 PROBLEM_TITLES = {
     "weights": "gpen-watch: model weights missing",
     "outbox": "gpen-watch: cannot write to the outbox",
+    "originals": "gpen-watch: originals waiting to be moved",
     "other": "gpen-watch needs attention",
 }
 
@@ -60,6 +62,9 @@ def problem_kind(problem: str | None) -> str | None:
         return "outbox"
     if "weights" in text or "models fetch" in text or "model file" in text:
         return "weights"
+    # The service puts this one last (Service.status): alone it starts the text.
+    if text.startswith("cannot move originals"):
+        return "originals"
     return "other"
 
 
