@@ -15,6 +15,14 @@ folders, and asserts:
   to its source (the copying stand-in);
 * no original was modified: every archived or set-aside file has the sha256 it had when dropped.
 
+An original the archive refused for a reason that can clear (journal: "waiting", retried by the
+service) counts as accounted for where an archived one is expected, as long as its photo's result
+is in the outbox (a done job's own output, or a duplicate's done job's), the folder it waits for is
+under originals/, and the original is still in the inbox unmodified (or no longer there at all: moved
+away meanwhile, which the next retry records as "missing"). Anything else "waiting" is still a
+finding: a failed photo waiting for failed/ has no error file yet, and a waiting original whose
+result is not in the outbox is one that might be lost.
+
 All problems are collected and reported together, so one run shows everything that went wrong.
 """
 
@@ -155,6 +163,7 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
 
     # Each drop accounted for exactly once.
     by_source: dict[Path, list[Job]] = defaultdict(list)
+    by_id = {j.id: j for j in jobs}
     for j in jobs:
         by_source[j.source].append(j)
     explained: set[int] = set()
@@ -188,7 +197,7 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
             problems.append(f"{label}: dropped {len(drops)} time(s) but {len(live)} job(s) ended for it: "
                             f"{[(j.id, j.state, j.error) for j in live]}")
         for j, d in zip(live, drops):
-            problems += _check_job(svc, j, d, stay_in_inbox)
+            problems += _check_job(svc, j, d, stay_in_inbox, by_id)
 
     for j in jobs:
         if j.id not in explained:
@@ -226,7 +235,7 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
     return Report(dict(counts), len(done_outputs), len(archived), len(set_aside), len(stay_in_inbox)), problems
 
 
-def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path]) -> list[str]:
+def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: dict[int, Job]) -> list[str]:
     problems: list[str] = []
     label = f"{d.rel!r} (job {j.id}, {j.state})"
     if j.state not in d.expect:
@@ -236,7 +245,9 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path]) -> list[
         if d.reason and d.reason.lower() not in (j.error or "").lower():
             problems.append(f"{label}: reason {j.error!r} does not mention {d.reason!r}")
     original = d.original or (frozenset({"archived"}) if j.state in DONE_LIKE else frozenset({"set-aside"}))
-    if j.original not in original:
+    if j.original == "waiting" and j.state in DONE_LIKE and "archived" in original:
+        problems += _check_waiting(svc, j, d, label, stay_in_inbox, by_id)
+    elif j.original not in original:
         problems.append(f"{label}: original {j.original!r}, expected {sorted(original)}")
     if j.original in ("archived", "set-aside"):
         where = Path(j.original_path) if j.original_path else None
@@ -267,6 +278,25 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path]) -> list[
                 d.output_check(out, j)
             except AssertionError as exc:
                 problems.append(f"{label}: {exc}")
+    return problems
+
+
+def _check_waiting(svc: Service, j: Job, d: Drop, label: str, stay_in_inbox: set[Path],
+                   by_id: dict[int, Job]) -> list[str]:
+    """An original waiting for the archive: accounted for only with its result in the outbox and the
+    original still in the inbox unmodified (or moved away from it)."""
+    problems: list[str] = []
+    done = j if j.state == "done" else by_id.get(j.duplicate_of) if j.duplicate_of is not None else None
+    out = Path(done.output) if done is not None and done.state == "done" and done.output else None
+    if out is None or not out.is_file() or os.path.commonpath([out, svc.outbox]) != str(svc.outbox):
+        problems.append(f"{label}: original 'waiting' but its result {out} is not in the outbox")
+    folder = Path(j.original_path) if j.original_path else None
+    if folder is None or os.path.commonpath([folder, svc.originals]) != str(svc.originals):
+        problems.append(f"{label}: original 'waiting' for {folder}, not for a folder under originals/")
+    if os.path.lexists(j.source):
+        stay_in_inbox.add(j.source)
+        if not stat.S_ISREG(os.lstat(j.source).st_mode) or (d.sha is not None and file_sha(j.source) != d.sha):
+            problems.append(f"{label}: original waiting in the inbox was modified")
     return problems
 
 

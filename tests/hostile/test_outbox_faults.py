@@ -8,6 +8,7 @@ writes fail with the errno at the write call (hostile_restorer.FaultyWriteRestor
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from gpen_watch.journal import Journal
 
 from . import inputs
 from .harness import Service, real_engine_args, write_atomic
-from .invariants import Ledger, check
+from .invariants import Ledger, check, survey
 
 if __package__ == "tests.hostile":  # python -m tests.hostile..., from the repository root
     from .. import tmpfs
@@ -175,5 +176,57 @@ def test_outbox_full_recovers_by_itself_when_space_returns(services: Any, tiny_m
         _assert_waiting(svc, ["a.jpg"])
         fault.free()
         svc.wait_idle(1, timeout=90)
+        assert svc.stop() == 0
+        check(svc, ledger)
+
+
+# --- originals/ and failed/ that refuse the originals ------------------------------------------------
+
+
+@pytest.mark.skipif(not (CAN_MOUNT or os.geteuid() != 0), reason="cannot make a folder refuse writes here")
+def test_the_invariant_accounts_for_originals_waiting_for_the_archive_only(services: Any) -> None:
+    """A done photo's original waiting for a refusing originals/ is accounted for (result in the
+    outbox, original in the inbox or moved away); a failed one waiting for failed/ (no error file
+    yet) and one whose result is gone are still findings. Once the folders work: the full invariant."""
+    svc = services()
+    ledger = Ledger(svc.inbox)
+    photo = inputs.jpeg(seed=95)
+    with contextlib.ExitStack() as stack:
+        for folder in (svc.originals, svc.failed):
+            if CAN_MOUNT:
+                stack.enter_context(tmpfs.mounted(folder))
+                tmpfs.read_only(folder, True)
+            else:
+                folder.mkdir(parents=True)
+                folder.chmod(0o500)
+                stack.callback(folder.chmod, 0o755)
+        svc.start()
+        write_atomic(svc.inbox / "a.jpg", photo)
+        ledger.add("a.jpg", photo, {"done"})
+        write_atomic(svc.inbox / "bad.jpg", b"bad")  # the stand-in fails it
+        ledger.add("bad.jpg", b"bad", {"failed", "unsupported"})
+        svc.wait(lambda s: s["originals_waiting"] == 2, 60, "both originals waiting")
+        assert svc.stop() == 0
+
+        def findings(name: str) -> list[str]:
+            return [p for p in survey(svc, ledger)[1] if p.startswith(repr(name))]
+
+        assert findings("a.jpg") == []
+        assert any("original 'waiting'" in p for p in findings("bad.jpg"))
+        moved = svc.root / "a-moved-away.jpg"
+        (svc.inbox / "a.jpg").rename(moved)  # the user took it out of the inbox meanwhile
+        assert findings("a.jpg") == []
+        moved.rename(svc.inbox / "a.jpg")
+        (svc.outbox / "a.jpg").rename(moved)  # its result is not in the outbox: a finding
+        assert any("original 'waiting' but its result" in p for p in findings("a.jpg"))
+        moved.rename(svc.outbox / "a.jpg")
+
+        for folder in (svc.originals, svc.failed):
+            if CAN_MOUNT:
+                tmpfs.read_only(folder, False)
+            else:
+                folder.chmod(0o755)
+        svc.start()
+        svc.wait(lambda s: s["originals_waiting"] == 0 and s["problem"] is None, 30, "the originals moved")
         assert svc.stop() == 0
         check(svc, ledger)
