@@ -25,3 +25,11 @@ def fsync_dir_quietly(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def remove_quietly(path: os.PathLike[str] | str) -> None:
+    """Remove a file of ours (a temp, a copy being undone) if it is there; never raises."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
-from gpen_watch.fsutil import fsync_dir_quietly
+from gpen_watch.fsutil import fsync_dir_quietly, remove_quietly
 from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
@@ -371,7 +371,7 @@ def _write_atomic(dst: Path, data: bytes, overwrite: bool) -> Path:
         _write_synced(tmp, data)
         _publish(tmp, dst, data, overwrite)
     except BaseException as exc:
-        _remove_quietly(tmp)
+        remove_quietly(tmp)
         if isinstance(exc, OSError):
             raise write_error(dst, exc) from exc
         raise
@@ -404,7 +404,7 @@ def _publish(tmp: Path, dst: Path, data: bytes, overwrite: bool) -> None:
             raise OutputError(f"{dst}: a different file already exists; not overwritten") from None
         os.replace(tmp, dst)
         return
-    _remove_quietly(tmp)
+    remove_quietly(tmp)
 
 
 def _same_content(path: Path, data: bytes) -> bool:
@@ -443,19 +443,12 @@ def copy_source(image: LoadedImage, src: Path, dst: Path) -> str | None:
                     os.fsync(fout.fileno())
         except OSError as exc:
             if not isinstance(exc, FileExistsError):
-                _remove_quietly(Path(dst))
+                remove_quietly(dst)
             raise write_error(dst, exc) from exc
     if unreadable is not None:
-        _remove_quietly(Path(dst))
+        remove_quietly(dst)
         return f"could not read the original again ({unreadable}); re-encoded instead"
     return None
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
 
 
 _REASONS = {

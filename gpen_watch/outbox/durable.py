@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from gpen_watch.fsutil import remove_quietly
 from gpen_watch.outbox.naming import TMP_MARK, candidates
 
 # errno values meaning "this file system (or policy) does not do hard links here".
@@ -128,7 +129,7 @@ def move_no_clobber(
         dst = place(tmp, directory, name, taken=taken)
     except BaseException:
         # A full or failing destination: no partial copy stays behind (src is untouched).
-        _remove_quietly(tmp)
+        remove_quietly(tmp)
         raise
     assert dst is not None
     try:
@@ -136,7 +137,7 @@ def move_no_clobber(
     except OSError:
         # The original cannot leave its folder (read-only inbox): the copy goes, the original stays.
         if os.path.lexists(src):
-            _remove_quietly(dst)
+            remove_quietly(dst)
         raise
     fsync_dir(Path(src).parent)
     return dst
@@ -153,14 +154,7 @@ def _unplace(src: Path, dst: Path) -> None:
     except OSError:
         return
     if same:
-        _remove_quietly(dst)
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+        remove_quietly(dst)
 
 
 def write_text_durably(path: Path, text: str, job_id: int) -> None:
