@@ -326,19 +326,25 @@ def test_hash_file_streams_and_refuses_special_files(tmp_path: Path) -> None:
 
 _WRITER = textwrap.dedent(
     """
-    import hashlib, sys
+    import hashlib, os, sys
     from gpen_watch.journal import Journal
+
+    def say(kind, job_id):
+        # One write(2) per line: a pipe write that small is atomic, so the kill cannot tear a line.
+        # (print() writes each argument separately when PYTHONUNBUFFERED is set.)
+        os.write(1, f"{kind} {job_id}\\n".encode())
+
     j = Journal.open(sys.argv[1])
     i = int(sys.argv[2])
     while True:
         i += 1
         r = j.add(f"/in/{i}.jpg", "/in", f"{i}.jpg", i, 1.0, hashlib.sha256(str(i).encode()).hexdigest())
-        print("added", r.job.id, flush=True)
+        say("added", r.job.id)
         for job in j.claim(2, "w"):
-            print("claimed", job.id, flush=True)
+            say("claimed", job.id)
             if job.id % 3 == 0:
                 j.finish(job.id, f"/out/{job.id}.jpg", faces=1, timings={"restore": 0.1})
-                print("finished", job.id, flush=True)
+                say("finished", job.id)
     """
 )
 
