@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gpen_watch import config, paths
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
         print(config.to_toml(config.load(path)), end="")
         return 0
     if path.exists() and not args.force:
-        print(f"{path} exists; use --force to overwrite it")
+        print(f"gpen-watch: {path} exists; use --force to overwrite it", file=sys.stderr)
         return 1
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -427,7 +427,8 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
                     encoding="utf-8")
     edited = path.read_text(encoding="utf-8")
     proc = gpen_watch("init")
-    assert proc.returncode == 1 and "--force" in proc.stdout
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"gpen-watch: {path} exists; use --force to overwrite it\n"
     assert path.read_text(encoding="utf-8") == edited
 
     proc = gpen_watch("show")
