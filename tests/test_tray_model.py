@@ -116,6 +116,25 @@ def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
     assert next(e for e in model.menu(view) if e.text == "Pause").checked is True
 
 
+def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
+    """Originals a read-only inbox keeps: their results are out, so the icon stays green."""
+    note = "3 original(s) left in the inbox: inbox is read-only"
+    view = model.view_from_status(status(images=3, notice=note))
+    assert view.state == "idle" and model.badge(view).fill == model.BADGE_COLOURS["idle"][0]
+    lines = texts(model.menu(view))
+    assert lines[:3] == ["Idle: queue empty", "Note: 3 original(s) left in the inbox: inbox is…",
+                         "Restored since start: 3"]
+    assert model.title(view).startswith("gpen-watch: idle: queue empty - note: 3 original(s)")
+    assert len(model.title(view)) <= model.MAX_TITLE
+    # A problem outranks it in the title; the menu keeps both.
+    both = model.view_from_status(status(problem="outbox: read-only file system", notice=note))
+    assert "note" not in model.title(both)
+    assert [t for t in texts(model.menu(both)) if t.startswith(("Problem:", "Note:"))] == [
+        "Problem: outbox: read-only file system", "Note: 3 original(s) left in the inbox: inbox is…"]
+    # No problem notification for it: only the batch that just finished is announced.
+    assert [n.title for n in NoticeTracker().update(view)] == ["gpen-watch: batch finished"]
+
+
 def test_cpu_mode_when_every_worker_runs_on_the_cpu_even_with_a_gpu() -> None:
     view = model.view_from_status(status(devices=("cpu",)), [H200])
     assert view.cpu_mode and model.device_lines(view) == ["CPU mode"]

@@ -48,6 +48,8 @@ class TrayView:
     queue_depth: int  # waiting + being restored
     paused: bool = False
     problem: str | None = None
+    # Worth knowing, not a fault (originals a read-only inbox keeps): a menu line, the state stays.
+    notice: str | None = None
     # Images finished today (journal), or since start when the service does not report that.
     done: int = 0
     done_today: bool = True
@@ -96,6 +98,7 @@ def view_from_status(
     depth = int(queue.get("queued", 0)) + int(queue.get("running", 0))
     paused = bool(status.get("paused"))
     problem = status.get("problem") or None
+    notice = status.get("notice") or None
     throughput = status.get("throughput") or {}
     if stopping or status.get("stopping"):
         state: State = "stopping"
@@ -116,6 +119,7 @@ def view_from_status(
         queue_depth=depth,
         paused=paused,
         problem=problem,
+        notice=notice,
         done=int(status["done_today"] if has_today else throughput.get("images", 0)),
         done_today=has_today,
         restored_total=int(throughput.get("images", 0)),
@@ -158,6 +162,8 @@ def title(view: TrayView) -> str:
     text = f"gpen-watch: {headline(view)}"
     if view.problem:
         text += f" - {view.problem}"
+    elif view.notice:
+        text += f" - note: {view.notice}"
     return _clip(text, MAX_TITLE)
 
 
@@ -177,6 +183,8 @@ def summary_lines(view: TrayView) -> list[str]:
     lines = [headline(view).capitalize()]
     if view.problem:
         lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
+    if view.notice:
+        lines.append(_clip(f"Note: {view.notice}", MAX_PROBLEM))
     lines.append(f"Restored {'today' if view.done_today else 'since start'}: {view.done}")
     return lines
 
