@@ -130,7 +130,9 @@ class Config:
 # --- loading ------------------------------------------------------------------------------------
 
 
-def load(path: Path | None = None, overrides: dict[str, Any] | None = None, must_exist: bool = False) -> Config:
+def load(
+    path: Path | None = None, overrides: dict[str, Any] | None = None, must_exist: bool = False
+) -> Config:
     """Read the TOML file (defaults when it does not exist), apply overrides, validate.
 
     A problem with a value that came from the file names the file; one from an override does not.
@@ -220,7 +222,7 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
             try:
                 value = tomllib.loads(f"v = {value.strip()}")["v"]
             except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{name}: expected a list like [\"a\", \"b\"] or a,b: {exc}") from None
+                raise ConfigError(f'{name}: expected a list like ["a", "b"] or a,b: {exc}') from None
         elif isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list):
@@ -263,8 +265,11 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
     """Raise ConfigError for the first invalid setting; ``where(name)`` prefixes its message."""
     r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
     checks: list[tuple[bool, str, str]] = [
-        (r.model in MODEL_NAMES or r.model.endswith((".pth", ".pt")), "restore.model",
-         f"must be one of {', '.join(MODEL_NAMES)} or a .pth file"),
+        (
+            r.model in MODEL_NAMES or r.model.endswith((".pth", ".pt")),
+            "restore.model",
+            f"must be one of {', '.join(MODEL_NAMES)} or a .pth file",
+        ),
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
@@ -284,8 +289,11 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
         # An empty list starts no worker at all: photos would wait forever.
         (len(wk.devices) > 0, "workers.devices", "needs at least one device (auto, cpu, cuda or cuda:N)"),
-        (all(d == "auto" or _valid_device(d) for d in wk.devices), "workers.devices",
-         "each must be auto, cpu, cuda or cuda:N"),
+        (
+            all(d == "auto" or _valid_device(d) for d in wk.devices),
+            "workers.devices",
+            "each must be auto, cpu, cuda or cuda:N",
+        ),
     ]
     for ok, name, reason in checks:
         if not ok:
@@ -313,12 +321,16 @@ def _validate_template(template: str) -> None:
         raise ConfigError(f"output.name_template: {exc}") from None
     for f, spec, conv in fields:
         if f not in allowed:
-            raise ConfigError(f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}"
+            )
         # The same rule as outbox.naming at render time: checked here, or the service would start
         # and then stop at the first photo.
         if spec or conv:
-            raise ConfigError(f"output.name_template: only plain fields like {{{f}}} are allowed "
-                              "(no conversion or format spec)")
+            raise ConfigError(
+                f"output.name_template: only plain fields like {{{f}}} are allowed "
+                "(no conversion or format spec)"
+            )
     if "/" in template.replace("{", "").replace("}", "") or "\\" in template or ".." in template:
         raise ConfigError("output.name_template: must be a file name, not a path")
 

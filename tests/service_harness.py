@@ -55,8 +55,14 @@ class ServiceProcess:
     wait_timeout: float = 30.0  # wait() when no timeout is given
     log_tail: int = 6000  # characters of the service log in failure messages
 
-    def __init__(self, root: Path, *extra: str, restorer: str | None, env: dict[str, str] | None = None,
-                 settle: float = 0.2) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *extra: str,
+        restorer: str | None,
+        env: dict[str, str] | None = None,
+        settle: float = 0.2,
+    ) -> None:
         self.root = root
         self.inbox = root / "inbox"
         self.outbox = root / "outbox"
@@ -65,7 +71,9 @@ class ServiceProcess:
         self.extra = list(extra)
         self.settle = settle
         self.env = dict(os.environ)
-        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(os.pathsep)
+        self.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), self.env.get("PYTHONPATH", "")]).strip(
+            os.pathsep
+        )
         self.env.pop("GPEN_WATCH_RESTORER", None)
         if restorer is not None:
             self.env["GPEN_WATCH_RESTORER"] = restorer
@@ -74,9 +82,22 @@ class ServiceProcess:
         self.runs = 0
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(self.inbox),
-                "--outbox", str(self.outbox), "--set", f"watch.settle_seconds={self.settle}",
-                "--stop-grace", "5", *self.extra]
+        return [
+            sys.executable,
+            "-m",
+            "gpen_watch",
+            "run",
+            "--no-tray",
+            "--inbox",
+            str(self.inbox),
+            "--outbox",
+            str(self.outbox),
+            "--set",
+            f"watch.settle_seconds={self.settle}",
+            "--stop-grace",
+            "5",
+            *self.extra,
+        ]
 
     def start(self: S, wait: bool = True) -> S:
         self.runs += 1
@@ -84,8 +105,11 @@ class ServiceProcess:
         with open(self.stderr, "wb") as err:
             self.proc = subprocess.Popen(self.command(), env=self.env, stdout=subprocess.DEVNULL, stderr=err)
         if wait:
-            self.wait(lambda s: bool(s["workers"]) and all(w["state"] in ("idle", "busy") for w in s["workers"]),
-                      self.start_timeout, "service ready")
+            self.wait(
+                lambda s: bool(s["workers"]) and all(w["state"] in ("idle", "busy") for w in s["workers"]),
+                self.start_timeout,
+                "service ready",
+            )
         return self
 
     def status(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -97,15 +121,17 @@ class ServiceProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait(self, cond: Callable[[dict[str, Any]], bool], timeout: float | None = None,
-             what: str = "condition") -> dict[str, Any]:
+    def wait(
+        self, cond: Callable[[dict[str, Any]], bool], timeout: float | None = None, what: str = "condition"
+    ) -> dict[str, Any]:
         """Poll the status until cond holds; fail at once if the service exits, or after timeout s."""
         deadline = time.monotonic() + (self.wait_timeout if timeout is None else timeout)
         last: dict[str, Any] = {}
         while time.monotonic() < deadline:
             if not self.alive():
-                raise AssertionError(f"service exited ({self.proc and self.proc.returncode}) waiting for {what}\n"
-                                     f"{self.logs()}")
+                raise AssertionError(
+                    f"service exited ({self.proc and self.proc.returncode}) waiting for {what}\n{self.logs()}"
+                )
             try:
                 last = self.status()
                 if cond(last):
@@ -130,7 +156,7 @@ class ServiceProcess:
         return log.read_text(errors="replace") if log.exists() else ""
 
     def logs(self) -> str:
-        text = self.log_text()[-self.log_tail:] or "(no log)"
+        text = self.log_text()[-self.log_tail :] or "(no log)"
         err = self.stderr.read_text(errors="replace")[-3000:] if self.runs and self.stderr.exists() else ""
         return f"--- log ---\n{text}\n--- stderr ---\n{err}"
 

@@ -30,7 +30,12 @@ def test_solvay_marks_are_inside_the_photo() -> None:
     lm = solvay.landmarks()
     assert lm.shape == (29, 5, 2)
     w, h = solvay.SIZE_WH
-    assert (lm[..., 0] > 0).all() and (lm[..., 0] < w).all() and (lm[..., 1] > 0).all() and (lm[..., 1] < h).all()
+    assert (
+        (lm[..., 0] > 0).all()
+        and (lm[..., 0] < w).all()
+        and (lm[..., 1] > 0).all()
+        and (lm[..., 1] < h).all()
+    )
     # Eyes level and left of right, mouth below the eyes.
     assert (lm[:, 0, 0] < lm[:, 1, 0]).all() and (lm[:, 3, 1] > lm[:, 0, 1]).all()
     path = find_solvay()
@@ -45,8 +50,22 @@ def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
     from gpen_watch.bench.cli import main
 
     out = tmp_path / "results"
-    rc = main(["--quick", "--tiny", "--images", "2", "--megapixels", "0.3", "--modes", "warm-loop,engine",
-               "--out", str(out), "--solvay", str(tmp_path / "absent.png")])
+    rc = main(
+        [
+            "--quick",
+            "--tiny",
+            "--images",
+            "2",
+            "--megapixels",
+            "0.3",
+            "--modes",
+            "warm-loop,engine",
+            "--out",
+            str(out),
+            "--solvay",
+            str(tmp_path / "absent.png"),
+        ]
+    )
     assert rc == 0
     data = json.loads((out / "results.json").read_text())
     assert set(data["modes"]) == {"warm-loop", "engine"}

@@ -155,7 +155,7 @@ def test_inboxes_may_be_plain_paths(isolated_user_dirs: Path, tmp_path: Path) ->
 
 
 def test_a_partial_file_keeps_the_other_defaults(tmp_path: Path) -> None:
-    cfg = config.load(write(tmp_path, "[output]\nformat = \"jpeg\"\n"))
+    cfg = config.load(write(tmp_path, '[output]\nformat = "jpeg"\n'))
     expected = Config()
     expected.output.format = "jpeg"
     assert cfg == expected
@@ -174,7 +174,7 @@ def test_a_partial_file_keeps_the_other_defaults(tmp_path: Path) -> None:
         "[output]\njpeg_quality = 100\n",
         '[restore]\nmodel = "/models/my-gpen.pth"\ndevice = "cpu"\n',
         '[workers]\ndevices = ["auto", "cpu", "cuda", "cuda:3"]\n',
-        '[restore]\nface_batch = 8.0\n',  # a whole number written as a float
+        "[restore]\nface_batch = 8.0\n",  # a whole number written as a float
     ],
 )
 def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
@@ -191,7 +191,7 @@ def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
         ("[nosuch]\nx = 1\n", "nosuch", "known: watch, restore, output, workers"),
         ("face_batch = 4\n", "face_batch", "known: watch, restore"),
         ("[restore]\nface_bach = 4\n", "restore.face_bach", "did you mean restore.face_batch?"),
-        ("[[watch.inboxes]]\npath = \"/a\"\nrecursve = false\n", "watch.inboxes[0].recursve", "recursive"),
+        ('[[watch.inboxes]]\npath = "/a"\nrecursve = false\n', "watch.inboxes[0].recursve", "recursive"),
         # wrong types
         ("watch = 5\n", "watch", "expected a table"),
         ('[restore]\nface_batch = "lots"\n', "restore.face_batch", "expected a number"),
@@ -294,11 +294,14 @@ def test_overrides_are_converted_from_text(tmp_path: Path, key: str, text: str, 
 
 
 def test_override_paths_expand_home(isolated_user_dirs: Path, tmp_path: Path) -> None:
-    cfg = config.load(tmp_path / "missing.toml", {
-        "watch.inboxes": "~/a, /b",
-        "watch.outbox": "~/out",
-        "output.archive_dir": "~/orig",
-    })
+    cfg = config.load(
+        tmp_path / "missing.toml",
+        {
+            "watch.inboxes": "~/a, /b",
+            "watch.outbox": "~/out",
+            "output.archive_dir": "~/orig",
+        },
+    )
     assert cfg.watch.inboxes == [InboxConfig(isolated_user_dirs / "a"), InboxConfig(Path("/b"))]
     assert cfg.watch.outbox == isolated_user_dirs / "out"
     assert cfg.output.archive_dir == isolated_user_dirs / "orig"
@@ -308,7 +311,7 @@ def test_override_paths_expand_home(isolated_user_dirs: Path, tmp_path: Path) ->
 
 
 def test_overrides_apply_after_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "[restore]\nface_batch = 4\nmin_face = 20\n[workers]\ndevices = [\"cuda:0\"]\n")
+    path = write(tmp_path, '[restore]\nface_batch = 4\nmin_face = 20\n[workers]\ndevices = ["cuda:0"]\n')
     cfg = config.load(path, {"restore.face_batch": "8", "workers.devices": "cpu"})
     assert cfg.restore.face_batch == 8 and cfg.workers.devices == ["cpu"]
     assert cfg.restore.min_face == 20  # the file's other settings stay
@@ -398,8 +401,14 @@ def gpen_watch(*args: str) -> subprocess.CompletedProcess:
     # os.environ already points HOME and XDG_* at temp folders (conftest's autouse fixture).
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "gpen_watch", "config", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "config", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_config_path_prints_the_users_config_file(isolated_user_dirs: Path) -> None:
@@ -423,8 +432,9 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     assert config.load(path) == Config()
 
     # An existing file is never overwritten without --force.
-    path.write_text(path.read_text(encoding="utf-8").replace("face_batch = 0", "face_batch = 16"),
-                    encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("face_batch = 0", "face_batch = 16"), encoding="utf-8"
+    )
     edited = path.read_text(encoding="utf-8")
     proc = gpen_watch("init")
     assert proc.returncode == 1 and proc.stdout == ""
@@ -474,13 +484,21 @@ def test_cli_config_init_reports_an_unwritable_place_without_a_traceback(tmp_pat
     assert f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config" in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["run", "--no-tray"], ["restore", "photo.jpg", "-o", "out"], ["models", "path"]])
+@pytest.mark.parametrize(
+    "command", [["run", "--no-tray"], ["restore", "photo.jpg", "-o", "out"], ["models", "path"]]
+)
 def test_a_config_file_named_on_the_command_line_must_exist(tmp_path: Path, command: list[str]) -> None:
     """A typo in --config must not run the service (or a batch) on defaults without a word."""
     missing = tmp_path / "typo.toml"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "gpen_watch", *command, "--config", str(missing)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", *command, "--config", str(missing)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert f"{missing}: config file not found" in proc.stderr

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissio
 
 @pytest.fixture(autouse=True)
 def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short_tmp: Path) -> None:
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache"),
-                     ("HOME", "home")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("HOME", "home"),
+    ):
         monkeypatch.setenv(var, str(tmp_path / sub))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp))
 
@@ -162,15 +166,31 @@ def test_status_cli_without_service(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_format_status() -> None:
-    text = control_cli.format_status({
-        "version": "0.1.0", "pid": 42, "uptime_s": 75, "paused": True,
-        "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
-        "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
-        "workers": [{"name": "cpu#0", "device": "cpu", "state": "busy", "in_flight": 1, "done": 10,
-                     "faces": 14, "restarts": 1, "pid": 43, "error": None}],
-        "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
-        "notice": "1 original(s) left in the inbox: could not delete it: Read-only file system",
-    })
+    text = control_cli.format_status(
+        {
+            "version": "0.1.0",
+            "pid": 42,
+            "uptime_s": 75,
+            "paused": True,
+            "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
+            "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
+            "workers": [
+                {
+                    "name": "cpu#0",
+                    "device": "cpu",
+                    "state": "busy",
+                    "in_flight": 1,
+                    "done": 10,
+                    "faces": 14,
+                    "restarts": 1,
+                    "pid": 43,
+                    "error": None,
+                }
+            ],
+            "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
+            "notice": "1 original(s) left in the inbox: could not delete it: Read-only file system",
+        }
+    )
     assert "paused (pid 42, up 1m15s)" in text
     assert "note: 1 original(s) left in the inbox: could not delete it" in text and "PROBLEM" not in text
     assert "queue: 3 waiting, 1 running; done 10, failed 1, unsupported 2" in text

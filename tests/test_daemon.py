@@ -43,8 +43,11 @@ class Service(ServiceProcess):
         super().__init__(root, *extra, restorer=FAKE if fake else None, env=env)
 
     def wait_done(self, n: int, timeout: float = 30.0) -> dict[str, Any]:
-        return self.wait(lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
-                         timeout, f"{n} jobs finished")
+        return self.wait(
+            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            timeout,
+            f"{n} jobs finished",
+        )
 
 
 services = services_fixture(Service)
@@ -95,8 +98,13 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
     assert files(svc.outbox) == ["a.jpg", "sub/b.png"]
     # The CLI sees the same service.
-    out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], env=svc.env, capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     assert "done 2" in out.stdout and "cpu#1" in out.stdout
     assert svc.stop() == 0
@@ -115,12 +123,19 @@ def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..
     with Journal.open() as j:
         jobs = {job.rel.name: job for state in ("done", "duplicate", "unsupported") for job in j.jobs(state)}
         assert jobs["slow-2.jpg"].duplicate_of == jobs["slow-1.jpg"].id
-        assert [e.kind for e in j.history(jobs["slow-2.jpg"].id)][:2] == ["added", "duplicate"]  # waited queued
+        assert [e.kind for e in j.history(jobs["slow-2.jpg"].id)][:2] == [
+            "added",
+            "duplicate",
+        ]  # waited queued
         # The first one failed: its twin was then restored in its own right (and failed too), not at once.
         first, second = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
         assert first.finished is not None and second.started is not None and second.started >= first.finished
-    assert files(svc.failed) == ["slow-bad-1.jpg", "slow-bad-1.jpg.error.txt", "slow-bad-2.jpg",
-                                 "slow-bad-2.jpg.error.txt"]
+    assert files(svc.failed) == [
+        "slow-bad-1.jpg",
+        "slow-bad-1.jpg.error.txt",
+        "slow-bad-2.jpg",
+        "slow-bad-2.jpg.error.txt",
+    ]
     assert svc.stop() == 0
 
 
@@ -138,7 +153,9 @@ def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., 
     svc.stop()
 
 
-@pytest.mark.skipif(not (tmpfs.can_mount() or os.geteuid() != 0), reason="cannot make the inbox read-only here")
+@pytest.mark.skipif(
+    not (tmpfs.can_mount() or os.geteuid() != 0), reason="cannot make the inbox read-only here"
+)
 def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Callable[..., Service]) -> None:
     """Results published, originals cannot leave the inbox: a note in status (not a problem), no retry.
 
@@ -165,8 +182,9 @@ def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Calla
         notice = s["notice"] or ""
         assert notice.startswith("2 original(s) left in the inbox: could not move it to ") and why in notice
         assert notice.endswith("(and 1 other reason(s); see the log)")  # originals/ and failed/
-        out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True, timeout=30
+        ).stdout
         assert "note: 2 original(s) left in the inbox" in out and "PROBLEM" not in out
         # Not retried: neither by resume nor by rescans (the journal knows them), nothing restored again.
         assert control.request("resume")["ok"]
@@ -180,7 +198,9 @@ def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Calla
     with Journal.open(paths.state_dir() / "journal.sqlite3") as j:
         jobs = j.jobs("done") + j.jobs("failed") + j.jobs("unsupported")
         assert sorted((x.source.name, x.attempts, x.original) for x in jobs) == [
-            ("a.jpg", 1, "left"), ("bad.jpg", 1, "left")]
+            ("a.jpg", 1, "left"),
+            ("bad.jpg", 1, "left"),
+        ]
 
 
 def test_second_instance_is_refused(services: Callable[..., Service]) -> None:
@@ -198,8 +218,9 @@ def test_control_files_are_private_and_stop_removes_them(services: Callable[...,
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
     assert oct((folder / control.SOCKET_NAME).stat().st_mode & 0o777) == "0o600"
     assert oct((folder / control.SECRET_NAME).stat().st_mode & 0o777) == "0o600"
-    out = subprocess.run([sys.executable, "-m", "gpen_watch", "stop"], env=svc.env, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "stop"], env=svc.env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "stopped" in out.stdout
     assert svc.proc is not None and svc.proc.wait(10) == 0
     assert not (folder / control.SOCKET_NAME).exists() and not (folder / control.SECRET_NAME).exists()
@@ -271,8 +292,9 @@ def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callabl
 
 def test_workers_killed_many_times_every_image_still_done_once(services: Callable[..., Service]) -> None:
     n = 40
-    svc = services("--set", "workers.cpu_workers=2", "--set", "workers.max_attempts=10",
-                   env={"FAKE_SLOW": "0.1"}).start()
+    svc = services(
+        "--set", "workers.cpu_workers=2", "--set", "workers.max_attempts=10", env={"FAKE_SLOW": "0.1"}
+    ).start()
     for i in range(n):
         drop(svc.inbox / f"d{i % 3}", f"slow{i}.jpg", f"photo {i}".encode())
     kills = 0
@@ -345,6 +367,7 @@ def test_weights_error_is_reported_not_crash_looped_and_resume_retries(
 
 def _bomb_png() -> bytes:
     """A valid-looking PNG that declares 40000 x 40000 pixels (1.6 GP) in a few bytes."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
 
@@ -356,9 +379,21 @@ def _bomb_png() -> bytes:
 def test_real_engine_restores_photos_and_sets_aside_broken_files(
     services: Callable[..., Service], tiny_models: Any, grace_hopper_path: Path
 ) -> None:
-    svc = services("--model", str(tiny_models.gpen), "--model-dir", str(tiny_models.model_dir),
-                   "--set", "restore.detector=retinaface_mobile0.25", "--set", "restore.use_parse=false",
-                   "--face-batch", "4", "--device", "cpu", fake=False)
+    svc = services(
+        "--model",
+        str(tiny_models.gpen),
+        "--model-dir",
+        str(tiny_models.model_dir),
+        "--set",
+        "restore.detector=retinaface_mobile0.25",
+        "--set",
+        "restore.use_parse=false",
+        "--face-batch",
+        "4",
+        "--device",
+        "cpu",
+        fake=False,
+    )
     photo = grace_hopper_path.read_bytes()
     drop(svc.inbox, "grace.jpg", photo)  # dropped while down: taken by the start-up scan
     svc.start()
@@ -372,8 +407,10 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
     out = (svc.outbox / "grace.jpg").read_bytes()
     assert out[:2] == b"\xff\xd8" and out != photo
     assert files(svc.originals) == ["grace.jpg"]
-    reasons = {name: (svc.failed / f"{name}.error.txt").read_text() for name in
-               ("text.jpg", "corrupt.jpg", "bomb.png")}
+    reasons = {
+        name: (svc.failed / f"{name}.error.txt").read_text()
+        for name in ("text.jpg", "corrupt.jpg", "bomb.png")
+    }
     for name, text in reasons.items():
         assert (svc.failed / name).exists(), name
         assert "Reason:" in text and "unknown" not in text.split("Reason:")[1].splitlines()[0], text
@@ -396,9 +433,17 @@ def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
     bad = tmp_path / "models" / "broken.pth"
     bad.parent.mkdir()
     bad.write_bytes(tiny_models.gpen.read_bytes()[:5000])  # a download cut short
-    svc = services("--model", str(bad), "--model-dir", str(tiny_models.model_dir),
-                   "--set", "restore.detector=retinaface_mobile0.25", "--set", "restore.use_parse=false",
-                   fake=False)
+    svc = services(
+        "--model",
+        str(bad),
+        "--model-dir",
+        str(tiny_models.model_dir),
+        "--set",
+        "restore.detector=retinaface_mobile0.25",
+        "--set",
+        "restore.use_parse=false",
+        fake=False,
+    )
     drop(svc.inbox, "a.jpg", b"\xff\xd8 not decoded: no worker runs")
     svc.start(wait=False)
     s = svc.wait(lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 90, "worker error")

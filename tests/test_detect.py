@@ -60,9 +60,11 @@ def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
     alone = det.detect([b])[0]
     assert len(together) == 2
     assert len(together[1]) > 0
+
     # Anchors near the padded border see different context, so compare the confident interior ones.
     def key(fs):  # noqa: ANN001, ANN202
         return {tuple(np.round(f.box).astype(int)) for f in fs if f.box[2] < 200 and f.box[3] < 150}
+
     assert key(together[1]) and key(together[1]) == key(alone)
 
 

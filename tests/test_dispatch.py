@@ -74,8 +74,14 @@ def cpu_slot(name: str = "cpu#0", device: str = "cpu") -> WorkerSlot:
 def make_pool(tmp_path: Path, n: int = 1, env: dict[str, str] | None = None, **wk: object) -> pool.Pool:
     cfg = WorkerConfig(**{"image_timeout": 30.0, "images_in_flight": 2, **wk})  # type: ignore[arg-type]
     child_env = {"PYTHONPATH": TESTS_DIR, **(env or {})}
-    p = pool.Pool([cpu_slot(f"cpu#{i}") for i in range(n)], RestoreConfig(), cfg, factory=FAKE,
-                  child_env=child_env, heartbeat_s=0.5)
+    p = pool.Pool(
+        [cpu_slot(f"cpu#{i}") for i in range(n)],
+        RestoreConfig(),
+        cfg,
+        factory=FAKE,
+        child_env=child_env,
+        heartbeat_s=0.5,
+    )
     p.start()
     return p
 
@@ -129,11 +135,15 @@ def test_pool_restores_every_image_once(tmp_path: Path, pools: list[pool.Pool]) 
     assert sum(s["done"] for s in p.snapshot()) == 10
 
 
-@pytest.mark.parametrize(("configured", "asked", "cap"), [(0, 7, 7), (0, 0, pool.DEFAULT_IN_FLIGHT), (3, 7, 3)])
+@pytest.mark.parametrize(
+    ("configured", "asked", "cap"), [(0, 7, 7), (0, 0, pool.DEFAULT_IN_FLIGHT), (3, 7, 3)]
+)
 def test_photos_in_flight_follow_the_workers_read_ahead_unless_configured(
-        tmp_path: Path, pools: list[pool.Pool], configured: int, asked: int, cap: int) -> None:
-    p = make_pool(tmp_path, n=2, env={"FAKE_READ_AHEAD": str(asked), "FAKE_SLOW": "2"},
-                  images_in_flight=configured)
+    tmp_path: Path, pools: list[pool.Pool], configured: int, asked: int, cap: int
+) -> None:
+    p = make_pool(
+        tmp_path, n=2, env={"FAKE_READ_AHEAD": str(asked), "FAKE_SLOW": "2"}, images_in_flight=configured
+    )
     pools.append(p)
     run_until(p, lambda ev: all(s["state"] == "idle" for s in p.snapshot()))
     assert [s["in_flight_cap"] for s in p.snapshot()] == [cap, cap]
@@ -144,7 +154,9 @@ def test_photos_in_flight_follow_the_workers_read_ahead_unless_configured(
     assert p.capacity() == 0
 
 
-def test_sigkilled_worker_is_restarted_and_the_job_completes_once(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_sigkilled_worker_is_restarted_and_the_job_completes_once(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     p = make_pool(tmp_path, env={"FAKE_SLOW": "3"})
     pools.append(p)
     tasks = make_tasks(tmp_path, ["slow.jpg"])
@@ -205,18 +217,25 @@ def test_hung_worker_is_killed_after_the_timeout(tmp_path: Path, pools: list[poo
     events = run_until(p, finished(2), limit=40)
     by_name = {e.task.job.src.name: e for e in events if e.kind in (pool.DONE, pool.GAVE_UP)}
     assert by_name["hang.jpg"].kind == pool.GAVE_UP
-    assert "hung once" in by_name["hang.jpg"].message and "no result within 1 s" in by_name["hang.jpg"].message
+    assert (
+        "hung once" in by_name["hang.jpg"].message and "no result within 1 s" in by_name["hang.jpg"].message
+    )
     assert by_name["ok.jpg"].kind == pool.DONE
     assert time.monotonic() - t0 < 30
 
 
-def test_exception_in_restorer_counts_as_a_crash_with_its_message(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_exception_in_restorer_counts_as_a_crash_with_its_message(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     p = make_pool(tmp_path, max_attempts=2)
     pools.append(p)
     p.submit(make_tasks(tmp_path, ["raise.jpg"]))
     events = run_until(p, finished(1))
     assert events[-1].kind == pool.GAVE_UP
-    assert events[-1].message == "worker failed 2 times while restoring this image (ValueError: restorer blew up)"
+    assert (
+        events[-1].message
+        == "worker failed 2 times while restoring this image (ValueError: restorer blew up)"
+    )
 
 
 def test_out_of_memory_retries_smaller_then_fails_clearly(tmp_path: Path, pools: list[pool.Pool]) -> None:
@@ -233,7 +252,9 @@ def test_out_of_memory_retries_smaller_then_fails_clearly(tmp_path: Path, pools:
     assert sum(e.kind == pool.RETRY for e in events) == 3  # oom1: 1.0->0.5; oom: 1.0->0.5->0.25
 
 
-def test_model_error_stops_the_worker_instead_of_crash_looping(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_model_error_stops_the_worker_instead_of_crash_looping(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     p = make_pool(tmp_path, env={"FAKE_LOAD": "model_error"})
     pools.append(p)
     p.submit(make_tasks(tmp_path, ["a.jpg"]))
@@ -246,12 +267,15 @@ def test_model_error_stops_the_worker_instead_of_crash_looping(tmp_path: Path, p
     assert p.capacity() == 0 and p.pending() == 1
 
 
-def test_device_that_keeps_failing_is_retired_and_others_carry_on(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_device_that_keeps_failing_is_retired_and_others_carry_on(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     cfg = WorkerConfig(image_timeout=30.0)
     gpu = WorkerSlot("cuda:0", "cuda", "cuda:0 (gone)", 0, 1, {"FAKE_LOAD": "cuda_error"})
     cpu = WorkerSlot("cpu#0", "cpu", "cpu", None, 1, {"FAKE_LOAD": ""})
-    p = pool.Pool([gpu, cpu], RestoreConfig(), cfg, factory=FAKE, child_env={"PYTHONPATH": TESTS_DIR},
-                  heartbeat_s=0.5)
+    p = pool.Pool(
+        [gpu, cpu], RestoreConfig(), cfg, factory=FAKE, child_env={"PYTHONPATH": TESTS_DIR}, heartbeat_s=0.5
+    )
     pools.append(p)
     p.start()
     p.submit(make_tasks(tmp_path, ["a.jpg", "b.jpg"]))
@@ -262,7 +286,9 @@ def test_device_that_keeps_failing_is_retired_and_others_carry_on(tmp_path: Path
     assert p.problem() is None  # the CPU worker still works
 
 
-def test_exception_while_loading_stops_the_worker_after_three_tries(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_exception_while_loading_stops_the_worker_after_three_tries(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     p = make_pool(tmp_path, env={"FAKE_LOAD": "bug"})
     pools.append(p)
     run_until(p, lambda ev: p.snapshot()[0]["state"] == "error", limit=30)
@@ -299,7 +325,9 @@ def test_pause_hands_out_nothing_and_resume_continues(tmp_path: Path, pools: lis
     run_until(p, finished(1))
 
 
-def test_graceful_stop_finishes_started_work_and_returns_the_rest(tmp_path: Path, pools: list[pool.Pool]) -> None:
+def test_graceful_stop_finishes_started_work_and_returns_the_rest(
+    tmp_path: Path, pools: list[pool.Pool]
+) -> None:
     p = make_pool(tmp_path, env={"FAKE_SLOW": "1"}, images_in_flight=1)
     tasks = make_tasks(tmp_path, ["slow1.jpg", "slow2.jpg", "slow3.jpg"])
     p.submit(tasks)

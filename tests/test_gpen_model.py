@@ -77,7 +77,9 @@ def test_gpen_from_state_dict_loads_fixture(ref: dict) -> None:
     assert (out - ref["output"]).abs().max().item() <= 1e-4
 
 
-def _ref_upfirdn2d(x: torch.Tensor, k: torch.Tensor, up: int, down: int, pad: tuple[int, int]) -> torch.Tensor:
+def _ref_upfirdn2d(
+    x: torch.Tensor, k: torch.Tensor, up: int, down: int, pad: tuple[int, int]
+) -> torch.Tensor:
     # Straight transcription of the definition: zero-insert, pad/crop, true convolution, subsample.
     n, c, h, w = x.shape
     x = x.reshape(n * c, 1, h, 1, w, 1)
@@ -89,8 +91,15 @@ def _ref_upfirdn2d(x: torch.Tensor, k: torch.Tensor, up: int, down: int, pad: tu
 
 @pytest.mark.parametrize(
     "up,down,pad",
-    [(1, 1, (1, 1)), (1, 2, (2, 2)), (1, 2, (1, 0)), (2, 1, (2, 1)), (2, 1, (0, -1)), (2, 2, (1, 2)),
-     (1, 1, (-1, 2))],
+    [
+        (1, 1, (1, 1)),
+        (1, 2, (2, 2)),
+        (1, 2, (1, 0)),
+        (2, 1, (2, 1)),
+        (2, 1, (0, -1)),
+        (2, 2, (1, 2)),
+        (1, 1, (-1, 2)),
+    ],
 )
 def test_upfirdn2d_matches_definition(up: int, down: int, pad: tuple[int, int]) -> None:
     x = torch.randn(2, 3, 9, 9)
@@ -184,7 +193,9 @@ def test_fused_styled_conv_matches_op_by_op(mode: str) -> None:
     w = torch.randn(2, TINY.style_dim)
     feat = torch.randn(2, layer.conv.out_ch, 16, 16)
     with torch.no_grad():
-        torch.testing.assert_close(layer(x, w, feat), layer.forward_reference(x, w, feat), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            layer(x, w, feat), layer.forward_reference(x, w, feat), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_backward_works() -> None:

@@ -168,7 +168,10 @@ def test_exif_orientation_jpeg(tmp_path: Path, orientation: int) -> None:
 def set_orientation(path: Path, orientation: int) -> None:
     """Patch the EXIF Orientation our writer stored as 1 (PNG eXIf or TIFF IFD0), fixing a PNG CRC."""
     raw = bytearray(path.read_bytes())
-    patterns = {b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x01": 9, b"\x12\x01\x03\x00\x01\x00\x00\x00\x01\x00": 8}
+    patterns = {
+        b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x01": 9,
+        b"\x12\x01\x03\x00\x01\x00\x00\x00\x01\x00": 8,
+    }
     hits = [(raw.index(p) + at) for p, at in patterns.items() if raw.count(p) == 1]
     assert len(hits) == 1
     raw[hits[0]] = orientation
@@ -327,7 +330,9 @@ def test_cmyk_jpeg_with_icc_profile_is_colour_managed(tmp_path: Path) -> None:
     li = load_image(src)
     assert any("using the embedded ICC profile" in n for n in li.notes)
     assert li.icc_profile is not None
-    assert ImageCms.getProfileDescription(ImageCms.ImageCmsProfile(io.BytesIO(li.icc_profile))).startswith("sRGB")
+    assert ImageCms.getProfileDescription(ImageCms.ImageCmsProfile(io.BytesIO(li.icc_profile))).startswith(
+        "sRGB"
+    )
     naive = np.asarray(Image.open(src).convert("RGB"))
     managed = rgb_of(li)
     assert managed[12, 8].min() > 240  # white stays white
@@ -462,7 +467,9 @@ def test_prescale_decodes_jpeg_at_reduced_dct_scale(tmp_path: Path, monkeypatch:
     assert np.abs(full.astype(int) - li.pixels.astype(int)).mean() < 2
 
 
-def test_prescale_uses_pillow_draft_when_pillow_decodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prescale_uses_pillow_draft_when_pillow_decodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = tmp_path / "big_trailer.jpg"
     astronaut(2400, 1600).save(src, quality=92)
     with open(src, "ab") as fh:
@@ -651,7 +658,9 @@ def test_symlink_is_not_followed(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
-def test_fifo_swapped_in_after_the_check_is_not_waited_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fifo_swapped_in_after_the_check_is_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The open itself refuses what is not a regular file, without blocking: a FIFO that replaced the
     photo between the check and the open must not hang the worker."""
     import threading
@@ -700,7 +709,18 @@ def test_raw_files_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_supported_extensions() -> None:
-    assert {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".heic", ".heif"} <= SUPPORTED_EXTENSIONS
+    assert {
+        ".jpg",
+        ".jpeg",
+        ".png",
+        ".webp",
+        ".tif",
+        ".tiff",
+        ".bmp",
+        ".gif",
+        ".heic",
+        ".heif",
+    } <= SUPPORTED_EXTENSIONS
     assert all(e == e.lower() and e.startswith(".") for e in SUPPORTED_EXTENSIONS)
 
 

@@ -142,7 +142,9 @@ def test_held_twins_do_not_hold_up_the_rest_of_the_queue(journal: Journal) -> No
     assert [j.id for j in batch.jobs] == [ids[0], *ids[150:153]] and batch.held == 149
 
 
-def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_known(journal: Journal) -> None:
+def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_known(
+    journal: Journal,
+) -> None:
     a = add(journal, "a.jpg", content="A")
     b = add(journal, "b.jpg", content="B")
     journal.claim(2, "w0")
@@ -172,7 +174,9 @@ def test_original_waiting_for_its_folder_is_known_and_listed_until_moved(journal
     journal.set_original(a.job.id, "waiting", "/originals")
     journal.set_original(b.job.id, "waiting", "/failed")
     assert [(j.id, j.original_path) for j in journal.waiting_originals()] == [
-        (a.job.id, Path("/originals")), (b.job.id, Path("/failed"))]
+        (a.job.id, Path("/originals")),
+        (b.job.id, Path("/failed")),
+    ]
     # The start-up scan or a rescan finds them in the inbox: the same jobs, not new drops.
     assert add(journal, "a.jpg", content="A").status == "known"
     assert add(journal, "b.jpg", content="B").status == "known"
@@ -233,8 +237,10 @@ def test_claims_from_two_processes_never_overlap(tmp_path: Path) -> None:
         """
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, "-c", script, f"p{i}"], stdout=subprocess.PIPE, text=True, env=env)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, f"p{i}"], stdout=subprocess.PIPE, text=True, env=env)
+        for i in range(2)
+    ]
     ids = [int(x) for p in procs for x in p.communicate(timeout=60)[0].split()]
     assert sorted(ids) == list(range(1, 301))
 
@@ -356,8 +362,9 @@ def test_sigkilled_writer_leaves_a_consistent_journal_and_running_jobs_are_reque
     acknowledged: dict[int, str] = {}
     start = 0
     for round_ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(start)],
-                                stdout=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), str(start)], stdout=subprocess.PIPE, text=True, env=env
+        )
         assert proc.stdout is not None
         lines = []
         # Let it get some work done, then kill it wherever it happens to be.
@@ -405,8 +412,12 @@ def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
                     print("inside", flush=True)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

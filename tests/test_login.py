@@ -95,7 +95,9 @@ def systemd_verify(path: Path) -> None:
 # --- Linux: XDG autostart ----------------------------------------------------------------------------
 
 
-def test_autostart_entry_runs_this_python_and_parses_back(isolated_user_dirs: Path, python_with_spaces: str) -> None:
+def test_autostart_entry_runs_this_python_and_parses_back(
+    isolated_user_dirs: Path, python_with_spaces: str
+) -> None:
     result = linux_login.install(LoginOptions(python=python_with_spaces), run=Calls())
     path = Path(os.environ["XDG_CONFIG_HOME"]) / "autostart" / "gpen-watch.desktop"
     assert result.changed and path.is_file()
@@ -114,7 +116,9 @@ def test_autostart_no_tray() -> None:
     assert desktop_argv(entry["Exec"]) == [sys.executable, "-m", "gpen_watch", "run", "--no-tray"]
 
 
-def test_install_twice_is_harmless_and_uninstall_removes_exactly_what_install_made(isolated_user_dirs: Path) -> None:
+def test_install_twice_is_harmless_and_uninstall_removes_exactly_what_install_made(
+    isolated_user_dirs: Path,
+) -> None:
     before = tree(isolated_user_dirs)
     first = linux_login.install(LoginOptions(), run=Calls())
     after_first = tree(isolated_user_dirs)
@@ -162,7 +166,11 @@ def test_systemd_unit_for_the_graphical_session(isolated_user_dirs: Path, python
     assert unit["Service"]["RestartPreventExitStatus"] == "2"
     # systemd's own quoting: the path keeps its space, %% is a literal %.
     assert [a.replace("%%", "%") for a in shlex.split(unit["Service"]["ExecStart"])] == [
-        python_with_spaces, "-m", "gpen_watch", "run"]
+        python_with_spaces,
+        "-m",
+        "gpen_watch",
+        "run",
+    ]
     link = path.parent / "graphical-session.target.wants" / "gpen-watch.service"
     assert link.is_symlink() and link.resolve() == path.resolve()
     assert ["systemctl", "--user", "daemon-reload"] in calls.calls
@@ -301,13 +309,21 @@ def test_platform_modules_by_name() -> None:
     assert module_name("darwin") == "macos" and module_name("win32") == "windows"
     for plat in ("linux", "darwin", "win32"):
         mod = current(plat)
-        for fn in ("open_path", "notify", "install_login", "uninstall_login", "login_status", "login_enabled"):
+        for fn in (
+            "open_path",
+            "notify",
+            "install_login",
+            "uninstall_login",
+            "login_status",
+            "login_enabled",
+        ):
             assert callable(getattr(mod, fn)), (plat, fn)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI acts on this machine's platform")
-def test_service_cli_install_status_uninstall(isolated_user_dirs: Path, capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_cli_install_status_uninstall(
+    isolated_user_dirs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = Calls()
     monkeypatch.setattr(linux_login, "run_command", calls)  # not the real user's systemd
     before = tree(isolated_user_dirs)

@@ -176,7 +176,12 @@ def test_search_dirs_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert str(cache).startswith(str(tmp_path))
     assert store.model_search_dirs(None) == [cache]
     monkeypatch.setenv(store.ENV_MODEL_DIR, f"{tmp_path / 'e1'}{os.pathsep}{tmp_path / 'e2'}")
-    assert store.model_search_dirs(tmp_path / "x") == [tmp_path / "x", tmp_path / "e1", tmp_path / "e2", cache]
+    assert store.model_search_dirs(tmp_path / "x") == [
+        tmp_path / "x",
+        tmp_path / "e1",
+        tmp_path / "e2",
+        cache,
+    ]
     assert store.model_search_dirs(None, env={}) == [cache]
 
 
@@ -216,7 +221,10 @@ def test_download_ok(server: tuple[str, Path], tmp_path: Path) -> None:
     (root / "w.pth").write_bytes(body)
     dest = tmp_path / "models" / "w.pth"
     out = download(
-        f"{base}/w.pth", dest, expected_size=len(body), sha256=hashlib.sha256(body).hexdigest().upper(),
+        f"{base}/w.pth",
+        dest,
+        expected_size=len(body),
+        sha256=hashlib.sha256(body).hexdigest().upper(),
         progress=False,
     )
     assert out == dest and dest.read_bytes() == body
@@ -432,9 +440,7 @@ def test_code_running_pickle_refused(tmp_path: Path, how: str) -> None:
 def test_truncated_file(tmp_path: Path, legacy: bool) -> None:
     path = tmp_path / MOBILE.filename
     torch.manual_seed(0)
-    torch.save(
-        verify.build_model(MOBILE).state_dict(), path, _use_new_zipfile_serialization=not legacy
-    )
+    torch.save(verify.build_model(MOBILE).state_dict(), path, _use_new_zipfile_serialization=not legacy)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ModelError) as info:
@@ -578,7 +584,10 @@ def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_fetch(
-    server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     base, root = server
     save_random(MOBILE, root / MOBILE.filename, prefix="module.")

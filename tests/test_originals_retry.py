@@ -64,8 +64,9 @@ def files(folder: Path) -> list[str]:
 
 
 def gpen_status() -> str:
-    return subprocess.run([sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True,
-                          timeout=30).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True, timeout=30
+    ).stdout
 
 
 @pytest.mark.skipif(not (CAN_MOUNT or CAN_CHMOD), reason="cannot make a folder refuse writes here")
@@ -86,7 +87,10 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             s = svc.wait(lambda s: s["originals_waiting"] == 2, 60, "both originals waiting")
             assert s["queue"]["done"] == 1 and s["queue"]["unsupported"] == 1
             problem = s["problem"] or ""
-            assert f"cannot move originals to {originals}" in problem and f"cannot move originals to {failed}" in problem
+            assert (
+                f"cannot move originals to {originals}" in problem
+                and f"cannot move originals to {failed}" in problem
+            )
             assert "1 left in the inbox" in problem and "retrying every 30 s" in problem
             assert ("Read-only file system" if arch.mounted else "Permission denied") in problem
             assert f"PROBLEM: cannot move originals to {originals}" in gpen_status()
@@ -97,14 +101,19 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             arch.refuse(False)
             assert control.request("resume")["ok"]
             s = svc.wait(lambda s: s["originals_waiting"] == 1, 30, "the archived original moved")
-            assert str(originals) not in (s["problem"] or "") and f"cannot move originals to {failed}" in s["problem"]
+            assert (
+                str(originals) not in (s["problem"] or "")
+                and f"cannot move originals to {failed}" in s["problem"]
+            )
             assert files(originals) == ["good.jpg"] and files(svc.inbox) == ["bad.jpg"]
 
             # Across a restart: the journal knows what waits; moved at start once failed/ works.
             assert svc.stop() == 0
             fail.refuse(False)
             svc.start()
-            s = svc.wait(lambda s: s["originals_waiting"] == 0 and s["problem"] is None, 30, "the problem cleared")
+            s = svc.wait(
+                lambda s: s["originals_waiting"] == 0 and s["problem"] is None, 30, "the problem cleared"
+            )
             assert files(svc.inbox) == []
             assert files(failed) == ["bad.jpg", "bad.jpg.error.txt"]
             assert "moved here as bad.jpg" in (failed / "bad.jpg.error.txt").read_text()
@@ -121,7 +130,9 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
         assert j.counts()["queued"] == j.counts()["running"] == 0
 
 
-def test_the_service_retries_waiting_originals_periodically_without_resume(tmp_path: Path, monkeypatch) -> None:
+def test_the_service_retries_waiting_originals_periodically_without_resume(
+    tmp_path: Path, monkeypatch
+) -> None:
     """The service loop's retry, in process: due every OUTBOX_RETRY_S (shortened here), not before."""
     import errno
 
@@ -154,8 +165,10 @@ def test_the_service_retries_waiting_originals_periodically_without_resume(tmp_p
         monkeypatch.setattr(durable, "move_no_clobber", full)
         outcome = commit.commit(journal, job_id, FileResult(src=src, ok=True, dst=fj.dst, faces=1), cfg)
         svc._note(outcome.original)
-        assert svc._originals_problem() == (f"cannot move originals to {originals}: No space left on device; "
-                                            "1 left in the inbox; retrying every 0.3 s")
+        assert svc._originals_problem() == (
+            f"cannot move originals to {originals}: No space left on device; "
+            "1 left in the inbox; retrying every 0.3 s"
+        )
         monkeypatch.undo()  # room again (and the real retry interval back)
         monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
         svc._retry_originals()  # not due yet

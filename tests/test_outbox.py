@@ -60,7 +60,9 @@ class Env:
         assert [j.id for j in claimed] == [job_id]
         fj = commit.file_job(self.journal, job_id, self.cfg)
         fj.dst.write_bytes(content)
-        return FileResult(src=fj.src, ok=True, dst=fj.dst, faces=2, timings={"restore": 0.5}, notes=["2 faces"])
+        return FileResult(
+            src=fj.src, ok=True, dst=fj.dst, faces=2, timings={"restore": 0.5}, notes=["2 faces"]
+        )
 
     def files(self, folder: Path) -> list[str]:
         if not folder.exists():
@@ -90,8 +92,16 @@ def test_render_name_fields_and_format_extension() -> None:
 
 @pytest.mark.parametrize(
     "src",
-    ["../../etc/passwd.jpg", "/etc/passwd.jpg", "..\\..\\win.ini.jpg", "a/../../b.jpg", "..", ".bashrc",
-     "nul\0byte.jpg", "new\nline.jpg"],
+    [
+        "../../etc/passwd.jpg",
+        "/etc/passwd.jpg",
+        "..\\..\\win.ini.jpg",
+        "a/../../b.jpg",
+        "..",
+        ".bashrc",
+        "nul\0byte.jpg",
+        "new\nline.jpg",
+    ],
 )
 def test_names_can_never_leave_the_folder(src: str, tmp_path: Path) -> None:
     name = naming.render_name("{stem}{ext}", src)
@@ -135,8 +145,10 @@ def test_free_name_never_reuses_an_existing_or_reserved_name(tmp_path: Path) -> 
 
 def test_output_mirrors_the_subfolder_under_the_right_outbox(tmp_path: Path) -> None:
     own = InboxConfig(tmp_path / "scans", outbox=tmp_path / "scans-out")
-    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(tmp_path / "in"), own], outbox=tmp_path / "out"),
-                 output=OutputConfig(format="png"))
+    cfg = Config(
+        watch=WatchConfig(inboxes=[InboxConfig(tmp_path / "in"), own], outbox=tmp_path / "out"),
+        output=OutputConfig(format="png"),
+    )
     assert naming.plan_output(cfg, cfg.watch.inboxes[0], "2024/May/a.jpg") == tmp_path / "out/2024/May/a.png"
     assert naming.plan_output(cfg, own, "a.jpg") == tmp_path / "scans-out/a.png"
     assert naming.mirror_dir(tmp_path / "out", "../x/./../y") == tmp_path / "out/x/y"
@@ -210,15 +222,20 @@ def test_commit_never_overwrites_a_file_that_took_the_name_meanwhile(env: Env) -
     assert env.journal.get(job_id).output == env.outbox / "a (1).jpg"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("dropped", "fmt", "output"), [
-    ("really-a-jpeg.png", "JPEG", "really-a-jpeg.jpg"),  # content decides the format, and so the name
-    ("anim.gif", "PNG", "anim.png"),  # an animated GIF is written as PNG
-    ("a.JPEG", "JPEG", "a.JPEG"),  # a name that already fits keeps its spelling
-    ("scan.tiff", "TIFF", "scan.tiff"),
-    ("anim2.gif", "GIF", "anim2.gif"),  # copied as it was: a format we do not write keeps its name
-    ("b.jpg", None, "b.jpg"),  # the worker did not say
-])
-def test_output_is_named_after_the_format_written(env: Env, dropped: str, fmt: str | None, output: str) -> None:
+@pytest.mark.parametrize(
+    ("dropped", "fmt", "output"),
+    [
+        ("really-a-jpeg.png", "JPEG", "really-a-jpeg.jpg"),  # content decides the format, and so the name
+        ("anim.gif", "PNG", "anim.png"),  # an animated GIF is written as PNG
+        ("a.JPEG", "JPEG", "a.JPEG"),  # a name that already fits keeps its spelling
+        ("scan.tiff", "TIFF", "scan.tiff"),
+        ("anim2.gif", "GIF", "anim2.gif"),  # copied as it was: a format we do not write keeps its name
+        ("b.jpg", None, "b.jpg"),  # the worker did not say
+    ],
+)
+def test_output_is_named_after_the_format_written(
+    env: Env, dropped: str, fmt: str | None, output: str
+) -> None:
     job_id = env.drop(dropped)
     result = env.run_worker(job_id)
     result.format = fmt
@@ -235,8 +252,9 @@ def test_keep_and_delete_policies(tmp_path: Path) -> None:
     assert out.original is not None and out.original.action == "kept" and keep.files(keep.inbox) == ["a.jpg"]
     # A rescan sees the kept original again: it is known, not a new job.
     st = (keep.inbox / "a.jpg").stat()
-    again = keep.journal.add(keep.inbox / "a.jpg", keep.inbox, "a.jpg", st.st_size, st.st_mtime,
-                             hash_file(keep.inbox / "a.jpg"))
+    again = keep.journal.add(
+        keep.inbox / "a.jpg", keep.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(keep.inbox / "a.jpg")
+    )
     assert again.status == "known"
 
     delete = Env(tmp_path / "d", originals="delete")
@@ -439,10 +457,22 @@ def test_sigkill_at_every_step_of_a_commit_loses_nothing_and_duplicates_nothing(
         job_id = e.drop("sub/a.jpg")
         result = e.run_worker(job_id)
         e.journal.close()
-        args = {"kill_at": kill_at, "inbox": str(e.inbox), "outbox": str(e.outbox), "src": str(result.src),
-                "journal": str(e.root / "state" / "journal.sqlite3"), "job": job_id, "tmp": str(result.dst)}
-        proc = subprocess.run([sys.executable, "-c", _CRASHING_COMMIT, json.dumps(args)], capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+        args = {
+            "kill_at": kill_at,
+            "inbox": str(e.inbox),
+            "outbox": str(e.outbox),
+            "src": str(result.src),
+            "journal": str(e.root / "state" / "journal.sqlite3"),
+            "job": job_id,
+            "tmp": str(result.dst),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", _CRASHING_COMMIT, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            timeout=60,
+        )
         completed = proc.returncode == 0
         assert completed or proc.returncode == -signal.SIGKILL, proc.stderr
         e.journal = Journal.open(e.root / "state" / "journal.sqlite3")
@@ -516,10 +546,17 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
     # The rescan sees the file again: known, not a new job.
     st = (env.inbox / "a.jpg").stat()
-    assert env.journal.add(env.inbox / "a.jpg", env.inbox, "a.jpg", st.st_size, st.st_mtime,
-                           hash_file(env.inbox / "a.jpg")).status == "known"
+    assert (
+        env.journal.add(
+            env.inbox / "a.jpg", env.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(env.inbox / "a.jpg")
+        ).status
+        == "known"
+    )
     # Still refused: still waiting, and a failed retry adds nothing to the history.
-    assert commit.retry_waiting(env.journal, env.cfg) == (0, [commit.Waiting(env.failed, "Read-only file system", 1)])
+    assert commit.retry_waiting(env.journal, env.cfg) == (
+        0,
+        [commit.Waiting(env.failed, "Read-only file system", 1)],
+    )
     assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
     # The folder works again (and the service restarted meanwhile): moved, with its error file.
     monkeypatch.undo()
@@ -533,7 +570,9 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
 
 
 @pytest.mark.parametrize("code", sorted(commit.FOLDER_TROUBLE))
-def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(env: Env, monkeypatch, code: int) -> None:
+def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
+    env: Env, monkeypatch, code: int
+) -> None:
     (env.archive / "2024").mkdir(parents=True)
     (env.archive / "2024" / "a.jpg").write_bytes(b"an older original")
     a, b = env.drop("2024/a.jpg"), env.drop("b.jpg", b"bee")
@@ -551,7 +590,10 @@ def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(env: 
     assert env.journal.get(a).original_path == env.archive / "2024"  # type: ignore[union-attr]
     # One attempt per refusing folder and pass, however many wait for it.
     tried.clear()
-    assert commit.retry_waiting(env.journal, env.cfg) == (0, [commit.Waiting(env.archive, os.strerror(code), 2)])
+    assert commit.retry_waiting(env.journal, env.cfg) == (
+        0,
+        [commit.Waiting(env.archive, os.strerror(code), 2)],
+    )
     assert len(tried) == 1
     monkeypatch.undo()
     assert commit.retry_waiting(env.journal, env.cfg) == (2, [])
@@ -603,7 +645,10 @@ def test_original_the_inbox_cannot_let_go_is_left_and_that_is_recorded(env: Env,
     assert env.journal.waiting_originals() == [] and commit.retry_waiting(env.journal, env.cfg) == (0, [])
     # The rescan sees the file again: known, not retried forever.
     st = source.stat()
-    assert env.journal.add(source, env.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(source)).status == "known"
+    assert (
+        env.journal.add(source, env.inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(source)).status
+        == "known"
+    )
 
 
 def test_retry_reports_a_waiting_original_the_inbox_then_cannot_let_go(env: Env, monkeypatch) -> None:
@@ -665,7 +710,9 @@ def test_move_undoes_its_link_when_the_original_cannot_leave_the_inbox(tmp_path:
     assert src.read_bytes() == b"photo" and list(archive.iterdir()) == []  # not under two names
 
 
-def test_move_across_file_systems_leaves_no_partial_copy_in_a_full_folder(tmp_path: Path, monkeypatch) -> None:
+def test_move_across_file_systems_leaves_no_partial_copy_in_a_full_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
     inbox, archive = tmp_path / "inbox", tmp_path / "archive"
     inbox.mkdir()
     archive.mkdir()
@@ -766,6 +813,11 @@ def test_parent_side_modules_do_not_import_torch() -> None:
         "gpen_watch.watch.filters.supported_extensions()\n"
         "print(sorted(m for m in ('torch', 'cv2', 'numpy') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    ).stdout
     assert "torch" not in out, out

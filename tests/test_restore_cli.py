@@ -16,9 +16,25 @@ from PIL import Image, ImageCms
 EXIF_MAKE, EXIF_ORIENTATION = 0x010F, 0x0112
 
 
-def run_cli(models: TinyModels, *args: str, extra: tuple[str, ...] = ("--no-parse",)) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "gpen_watch", "restore", *args, "--model", str(models.gpen),
-           "--detector", "retinaface_mobile0.25", "--device", "cpu", "--no-download", "--no-progress", *extra]
+def run_cli(
+    models: TinyModels, *args: str, extra: tuple[str, ...] = ("--no-parse",)
+) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "restore",
+        *args,
+        "--model",
+        str(models.gpen),
+        "--detector",
+        "retinaface_mobile0.25",
+        "--device",
+        "cpu",
+        "--no-download",
+        "--no-progress",
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(models), timeout=300)
 
 
@@ -34,7 +50,9 @@ def album(tmp_path: Path, astronaut_bgr: np.ndarray, grace_hopper_path: Path) ->
     exif[EXIF_MAKE] = "TestCam"
     exif[EXIF_ORIENTATION] = 6  # stored sideways; viewers rotate it 90 degrees clockwise
     icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
-    hopper.transpose(Image.Transpose.ROTATE_90).save(d / "trip" / "hopper.jpg", exif=exif, icc_profile=icc, quality=92)
+    hopper.transpose(Image.Transpose.ROTATE_90).save(
+        d / "trip" / "hopper.jpg", exif=exif, icc_profile=icc, quality=92
+    )
     rgba = rgb.convert("RGBA")
     alpha = np.full((512, 512), 255, np.uint8)
     alpha[:40] = 0
@@ -45,7 +63,9 @@ def album(tmp_path: Path, astronaut_bgr: np.ndarray, grace_hopper_path: Path) ->
     return d
 
 
-def test_folder_restore_keeps_size_orientation_metadata(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+def test_folder_restore_keeps_size_orientation_metadata(
+    tiny_models: TinyModels, album: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     before = {p: p.read_bytes() for p in album.rglob("*") if p.is_file()}
     proc = run_cli(tiny_models, str(album), "-o", str(out))
@@ -75,8 +95,17 @@ def test_folder_restore_keeps_size_orientation_metadata(tiny_models: TinyModels,
 
 def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli(tiny_models, str(album / "astronaut.png"), str(album / "gray.jpg"), "-o", str(out),
-                   "--format", "webp", "--quality", "80")
+    proc = run_cli(
+        tiny_models,
+        str(album / "astronaut.png"),
+        str(album / "gray.jpg"),
+        "-o",
+        str(out),
+        "--format",
+        "webp",
+        "--quality",
+        "80",
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["astronaut.webp", "gray.webp"]
     assert Image.open(out / "astronaut.webp").format == "WEBP"
@@ -94,7 +123,9 @@ def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Pa
     assert Image.open(out / "astronaut.png").size == (512, 512)
 
 
-def test_bad_inputs_are_reported_and_others_restored(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+def test_bad_inputs_are_reported_and_others_restored(
+    tiny_models: TinyModels, album: Path, tmp_path: Path
+) -> None:
     notes = album / "notes.jpg"
     notes.write_text("shopping list\n")
     fake_png = album / "really_a_jpeg.png"
@@ -103,8 +134,16 @@ def test_bad_inputs_are_reported_and_others_restored(tiny_models: TinyModels, al
     fake_png.write_bytes(buf.getvalue())
     (album / "zero.jpg").write_bytes(b"")
     out = tmp_path / "out"
-    proc = run_cli(tiny_models, str(album / "astronaut.png"), str(notes), str(fake_png), str(album / "zero.jpg"),
-                   str(tmp_path / "missing.jpg"), "-o", str(out))
+    proc = run_cli(
+        tiny_models,
+        str(album / "astronaut.png"),
+        str(notes),
+        str(fake_png),
+        str(album / "zero.jpg"),
+        str(tmp_path / "missing.jpg"),
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 1
     text = proc.stdout + proc.stderr
     assert "missing.jpg: no such file or folder" in text
@@ -119,8 +158,20 @@ def test_bad_inputs_are_reported_and_others_restored(tiny_models: TinyModels, al
 def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None:
     env_models = TinyModels(tmp_path / "empty", tmp_path / "empty" / "none.pth")
     (tmp_path / "empty").mkdir()
-    cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album / "astronaut.png"), "-o", str(tmp_path / "o"),
-           "--model-dir", str(tmp_path / "empty"), "--device", "cpu", "--no-download"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "restore",
+        str(album / "astronaut.png"),
+        "-o",
+        str(tmp_path / "o"),
+        "--model-dir",
+        str(tmp_path / "empty"),
+        "--device",
+        "cpu",
+        "--no-download",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(env_models), timeout=120)
     assert proc.returncode == 2
     assert "GPEN-BFR-512.pth" in proc.stderr

@@ -51,8 +51,9 @@ def _restorer(models: TinyModels, landmarks: dict, **changes: object) -> Restore
     return Restorer(cfg, threads=2, detector=KnownFaces(landmarks))
 
 
-def test_restores_faces_and_leaves_the_rest(tiny_models: TinyModels, landmarks: dict, photos: list[Path],
-                                            tmp_path: Path) -> None:
+def test_restores_faces_and_leaves_the_rest(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     with _restorer(tiny_models, landmarks) as r:
@@ -73,8 +74,9 @@ def test_restores_faces_and_leaves_the_rest(tiny_models: TinyModels, landmarks: 
     assert results["grace_hopper.jpg"].ok and results["grace_hopper.jpg"].faces == 1
 
 
-def test_faces_of_several_photos_share_a_batch(tiny_models: TinyModels, landmarks: dict,
-                                               photos: list[Path], tmp_path: Path) -> None:
+def test_faces_of_several_photos_share_a_batch(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     """Batch size 2 with one face per photo: both photos' faces go through one forward pass."""
     calls: list[int] = []
     with _restorer(tiny_models, landmarks, face_batch=2) as r:
@@ -91,8 +93,9 @@ def test_faces_of_several_photos_share_a_batch(tiny_models: TinyModels, landmark
     assert calls == [2]
 
 
-def test_live_source_feeds_one_running_pipeline(tiny_models: TinyModels, landmarks: dict,
-                                                photos: list[Path], tmp_path: Path) -> None:
+def test_live_source_feeds_one_running_pipeline(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     """A daemon worker's source answers None ("nothing yet") while photos are held; the engine
     keeps asking while it works, and a photo that arrives later joins the same call."""
     jobs = [FileJob(p, tmp_path / f"live-{p.name}") for p in photos]
@@ -117,8 +120,9 @@ def test_live_source_feeds_one_running_pipeline(tiny_models: TinyModels, landmar
     assert r.read_ahead >= 4  # what a daemon worker asks its pool for
 
 
-def test_batched_result_equals_one_at_a_time(tiny_models: TinyModels, landmarks: dict,
-                                             photos: list[Path], tmp_path: Path) -> None:
+def test_batched_result_equals_one_at_a_time(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     outs = {}
     for batch in (1, 4):
         d = tmp_path / f"b{batch}"
@@ -129,8 +133,9 @@ def test_batched_result_equals_one_at_a_time(tiny_models: TinyModels, landmarks:
     assert np.abs(outs[1] - outs[4]).max() <= 1
 
 
-def test_photo_without_face_is_copied_bit_for_bit(tiny_models: TinyModels, landmarks: dict,
-                                                  tmp_path: Path) -> None:
+def test_photo_without_face_is_copied_bit_for_bit(
+    tiny_models: TinyModels, landmarks: dict, tmp_path: Path
+) -> None:
     src = tmp_path / "landscape.jpg"
     rng = np.random.default_rng(0)
     cv2.imwrite(str(src), rng.integers(0, 255, (300, 400, 3), dtype=np.uint8))
@@ -174,7 +179,8 @@ def test_byte_copy_only_from_the_file_that_was_decoded(tmp_path: Path, change: s
 
 
 def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
-        tiny_models: TinyModels, landmarks: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny_models: TinyModels, landmarks: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A read error while copying a faceless photo (a bad sector, a share that dropped) must not be
     taken for trouble with the outbox (that holds the whole service): the pixels already decoded
     are encoded instead."""
@@ -204,8 +210,9 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
     assert dst.read_bytes() != src.read_bytes()  # encoded from the pixels, not a partial copy
 
 
-def test_verbatim_copy_reports_the_format_it_holds(tiny_models: TinyModels, landmarks: dict,
-                                                   tmp_path: Path) -> None:
+def test_verbatim_copy_reports_the_format_it_holds(
+    tiny_models: TinyModels, landmarks: dict, tmp_path: Path
+) -> None:
     """A faceless animated GIF is copied as it is: the result must say GIF (callers name the output
     after the format), not the PNG a re-encode would have produced."""
     from PIL import Image
@@ -219,8 +226,9 @@ def test_verbatim_copy_reports_the_format_it_holds(tiny_models: TinyModels, land
     assert (tmp_path / "out.gif").read_bytes() == src.read_bytes()
 
 
-def test_output_folder_refusing_writes_is_not_the_photos_fault(tiny_models: TinyModels, landmarks: dict,
-                                                                photos: list[Path], tmp_path: Path) -> None:
+def test_output_folder_refusing_writes_is_not_the_photos_fault(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     """A write the output folder refuses (here: it is gone) comes back as error_kind "outbox", for
     the restored path (encode) and the verbatim-copy path (no face) alike; callers hold such photos."""
     src = tmp_path / "landscape.jpg"
@@ -234,8 +242,9 @@ def test_output_folder_refusing_writes_is_not_the_photos_fault(tiny_models: Tiny
         assert "folder does not exist" in (res.error or "")
 
 
-def test_bad_files_fail_with_reasons_and_the_rest_go_on(tiny_models: TinyModels, landmarks: dict,
-                                                        photos: list[Path], tmp_path: Path) -> None:
+def test_bad_files_fail_with_reasons_and_the_rest_go_on(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     text = tmp_path / "notes.jpg"
     text.write_text("this is not a photo\n" * 20)
     empty = tmp_path / "empty.png"
@@ -264,8 +273,9 @@ def test_prescale_and_retry_scale(tiny_models: TinyModels, landmarks: dict, tmp_
     assert (half.width, half.height) == (400, 300)
 
 
-def test_parse_mask_path(tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path],
-                         tmp_path: Path) -> None:
+def test_parse_mask_path(
+    tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
     """ParseNet (random weights, full size) runs on the restored faces and drives the paste mask."""
     cfg = tiny_restore_config(tiny_models_with_parser, use_parse=True)
     with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:

@@ -27,8 +27,14 @@ from gpen_watch.tray.gpu import NvmlMonitor
 
 
 class FakeMenuItem:
-    def __init__(self, text: str, action: Callable[..., None] | None, checked: Any = None, enabled: bool = True,
-                 default: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        action: Callable[..., None] | None,
+        checked: Any = None,
+        enabled: bool = True,
+        default: bool = False,
+    ) -> None:
         self.text, self.action, self.enabled, self.default = text, action, enabled, default
         self.checked = checked(self) if checked is not None else None
 
@@ -122,7 +128,9 @@ class FakeIcon:
 
 
 def fake_backend(*, has_menu: bool = True, has_notification: bool = True, **icon_attrs: Any) -> Backend:
-    icon_cls = type("Icon", (FakeIcon,), {"HAS_MENU": has_menu, "HAS_NOTIFICATION": has_notification, **icon_attrs})
+    icon_cls = type(
+        "Icon", (FakeIcon,), {"HAS_MENU": has_menu, "HAS_NOTIFICATION": has_notification, **icon_attrs}
+    )
     pystray = SimpleNamespace(Icon=icon_cls, Menu=FakeMenu, MenuItem=FakeMenuItem)
     return Backend("fake", pystray, has_menu, has_notification)  # type: ignore[arg-type]
 
@@ -157,10 +165,16 @@ class FakeService:
         if cmd in ("pause", "resume"):
             self.paused = cmd == "pause"
             return {"ok": True}
-        return {"ok": True, "paused": self.paused, "stopping": False, "problem": self.problem,
-                "queue": {"queued": self.queued, "running": 0},
-                "throughput": {"images": self.images, "failed": self.failed},
-                "workers": [{"device": "cuda:0 (NVIDIA A100)"}], "done_today": self.images}
+        return {
+            "ok": True,
+            "paused": self.paused,
+            "stopping": False,
+            "problem": self.problem,
+            "queue": {"queued": self.queued, "running": 0},
+            "throughput": {"images": self.images, "failed": self.failed},
+            "workers": [{"device": "cuda:0 (NVIDIA A100)"}],
+            "done_today": self.images,
+        }
 
 
 class FakePlatform:
@@ -201,8 +215,15 @@ class Running:
         self.cfg.watch.inboxes = [InboxConfig(tmp_path / "inbox")]
         self.cfg.watch.outbox = tmp_path / "outbox"
         self.nvml = FakeNvml(["NVIDIA A100"])
-        self.app = TrayApp(self.service, self.cfg, fake_backend(**backend_kw), log_path=tmp_path / "logs" / "x.log",
-                           platform=self.platform, gpus=NvmlMonitor(self.nvml, environ={}), poll_s=0.02)  # type: ignore[arg-type]
+        self.app = TrayApp(
+            self.service,
+            self.cfg,
+            fake_backend(**backend_kw),
+            log_path=tmp_path / "logs" / "x.log",
+            platform=self.platform,
+            gpus=NvmlMonitor(self.nvml, environ={}),
+            poll_s=0.02,
+        )  # type: ignore[arg-type]
         self.result: list[Any] = []
         self.thread = threading.Thread(target=self._run)
         self.thread.start()
@@ -292,7 +313,11 @@ def test_menu_shows_status_and_gpu_lines(running: Callable[..., Running]) -> Non
     r.service.queued, r.service.images = 2, 7
     wait_for(lambda: any(i.text == "Restored today: 7" for i in icon.menu.items), "status lines")
     texts = [i.text for i in icon.menu.items]
-    assert texts[:3] == ["Working: 2 in the queue", "Restored today: 7", "NVIDIA A100: 40%, 1.0/80.0 GiB, 50 °C"]
+    assert texts[:3] == [
+        "Working: 2 in the queue",
+        "Restored today: 7",
+        "NVIDIA A100: 40%, 1.0/80.0 GiB, 50 °C",
+    ]
     assert not icon.item("Working: 2 in the queue").enabled
     r.stop()
     assert r.nvml.shutdowns == 1  # NVML closed when the tray ends
@@ -371,7 +396,9 @@ def test_notifications_batch_finished_and_problems(running: Callable[..., Runnin
     wait_for(lambda: icon.titles[-1].startswith("gpen-watch: working"), "working")
     r.service.queued, r.service.images, r.service.failed = 0, 2, 1
     wait_for(lambda: icon.notices, "batch notice")
-    assert icon.notices == [("gpen-watch: batch finished", "2 photos restored, 1 failed (see the failed folder)")]
+    assert icon.notices == [
+        ("gpen-watch: batch finished", "2 photos restored, 1 failed (see the failed folder)")
+    ]
     r.service.problem = "outbox: [Errno 30] Read-only file system: '/x'; retrying every 30 s"
     wait_for(lambda: len(icon.notices) == 2, "problem notice")
     assert icon.notices[1][0] == "gpen-watch: cannot write to the outbox"
@@ -396,19 +423,23 @@ def test_service_errors_reach_the_caller(running: Callable[..., Running]) -> Non
     assert r.icon._stopped.is_set()
 
 
-def test_backend_failing_in_its_loop_runs_headless(running: Callable[..., Running],
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_backend_failing_in_its_loop_runs_headless(
+    running: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "gpen_watch.tray")
     r = running(fail_in_loop=RuntimeError("Could not connect: No such file or directory"))
     wait_for(lambda: r.service.ready.is_set(), "service running")
     assert r.stop() == 0
     lines = [rec.getMessage() for rec in caplog.records]
-    assert lines == ["no tray icon: the fake backend failed (Could not connect: No such file or directory); "
-                     "running headless"]
+    assert lines == [
+        "no tray icon: the fake backend failed (Could not connect: No such file or directory); "
+        "running headless"
+    ]
 
 
-def test_icon_loop_ending_on_its_own_stops_the_service(running: Callable[..., Running],
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_icon_loop_ending_on_its_own_stops_the_service(
+    running: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
     r = running(loop_ends_after=0.3)
     r.thread.join(10)
     assert r.result == [0] and r.service.stop_requested.is_set()
@@ -416,15 +447,22 @@ def test_icon_loop_ending_on_its_own_stops_the_service(running: Callable[..., Ru
 
 
 def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None:
-    app = TrayApp(FakeService(), Config(), fake_backend(), platform=FakePlatform(),  # type: ignore[arg-type]
-                  gpus=NvmlMonitor(FakeNvml([]), environ={}))
+    app = TrayApp(
+        FakeService(),
+        Config(),
+        fake_backend(),
+        platform=FakePlatform(),  # type: ignore[arg-type]
+        gpus=NvmlMonitor(FakeNvml([]), environ={}),
+    )
     app._icon = FakeIcon("x", None, "", FakeMenu())
     st = {"ok": True, "queue": {"queued": 1}, "workers": [{"device": "cuda:0"}]}
 
     def view(util: int, queued: int = 1) -> model.TrayView:
         from gpen_watch.tray.gpu import GpuSample
 
-        return model.view_from_status({**st, "queue": {"queued": queued}}, [GpuSample(0, "A", util, 1, 2**30, 40)])
+        return model.view_from_status(
+            {**st, "queue": {"queued": queued}}, [GpuSample(0, "A", util, 1, 2**30, 40)]
+        )
 
     app.show(view(10), now=100.0)
     menus = len(app._icon.menus)
@@ -437,9 +475,12 @@ def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None
     assert len(app._icon.menus) == menus + 2
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="DISPLAY is how X11/Wayland desktops are found")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="DISPLAY is how X11/Wayland desktops are found"
+)
 def test_run_with_tray_without_a_display_runs_headless_with_one_log_line(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     caplog.set_level(logging.INFO)
@@ -448,4 +489,5 @@ def test_run_with_tray_without_a_display_runs_headless_with_one_log_line(
     assert run_with_tray(service, Config()) == 0  # type: ignore[arg-type]
     assert service.ran_on == threading.current_thread().name
     assert [r.getMessage() for r in caplog.records] == [
-        "no tray icon: no display (DISPLAY and WAYLAND_DISPLAY are not set); running headless"]
+        "no tray icon: no display (DISPLAY and WAYLAND_DISPLAY are not set); running headless"
+    ]

@@ -16,7 +16,9 @@ class NotSupported(Exception):
 class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
 
-    def __init__(self, names: list[str], init_error: str | None = None, unsupported: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, names: list[str], init_error: str | None = None, unsupported: tuple[str, ...] = ()
+    ) -> None:
         self.names = names
         self.init_error = init_error
         self.unsupported = unsupported
@@ -64,8 +66,10 @@ def test_samples_every_gpu_and_opens_nvml_once() -> None:
     mon = NvmlMonitor(nv, environ={})
     for _ in range(3):
         samples = mon.sample()
-    assert samples == [GpuSample(0, "NVIDIA A100", 40, 2**30, 80 * 2**30, 50),
-                       GpuSample(1, "NVIDIA A100", 41, 2 * 2**30, 80 * 2**30, 51)]
+    assert samples == [
+        GpuSample(0, "NVIDIA A100", 40, 2**30, 80 * 2**30, 50),
+        GpuSample(1, "NVIDIA A100", 41, 2 * 2**30, 80 * 2**30, 51),
+    ]
     assert nv.inits == 1
     mon.close()
     assert nv.shutdowns == 1
@@ -105,8 +109,10 @@ def test_real_nvml_never_raises() -> None:
 
 
 def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
-    code = ("import sys, gpen_watch.tray.app, gpen_watch.tray.gpu, gpen_watch.service.login_cli, gpen_watch.platform; "
-            "from gpen_watch.tray.gpu import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
-            "print(sorted(n for n in ('torch', 'numpy', 'cv2') if n in sys.modules))")
+    code = (
+        "import sys, gpen_watch.tray.app, gpen_watch.tray.gpu, gpen_watch.service.login_cli, gpen_watch.platform; "
+        "from gpen_watch.tray.gpu import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
+        "print(sorted(n for n in ('torch', 'numpy', 'cv2') if n in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

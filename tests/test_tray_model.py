@@ -12,11 +12,29 @@ from gpen_watch.tray.gpu import GpuSample
 from gpen_watch.tray.notices import NoticeTracker, batch_message, problem_kind
 
 
-def status(queued: int = 0, running: int = 0, *, paused: bool = False, problem: str | None = None,
-           images: int = 0, failed: int = 0, devices: tuple[str, ...] = ("cpu",), **extra: Any) -> dict[str, Any]:
+def status(
+    queued: int = 0,
+    running: int = 0,
+    *,
+    paused: bool = False,
+    problem: str | None = None,
+    images: int = 0,
+    failed: int = 0,
+    devices: tuple[str, ...] = ("cpu",),
+    **extra: Any,
+) -> dict[str, Any]:
     return {
-        "ok": True, "paused": paused, "stopping": False, "problem": problem,
-        "queue": {"queued": queued, "running": running, "done": images, "failed": failed, "in_flight": running},
+        "ok": True,
+        "paused": paused,
+        "stopping": False,
+        "problem": problem,
+        "queue": {
+            "queued": queued,
+            "running": running,
+            "done": images,
+            "failed": failed,
+            "in_flight": running,
+        },
         "throughput": {"images": images, "faces": images, "failed": failed},
         "workers": [{"name": d, "device": d, "state": "idle"} for d in devices],
         **extra,
@@ -26,17 +44,23 @@ def status(queued: int = 0, running: int = 0, *, paused: bool = False, problem: 
 H200 = GpuSample(0, "NVIDIA H200", 87, int(12.3 * 2**30), int(139.8 * 2**30), 64)
 
 
-@pytest.mark.parametrize("st, state", [
-    (status(), "idle"),
-    (status(queued=3), "working"),
-    (status(running=1), "working"),
-    (status(queued=3, paused=True), "paused"),
-    (status(paused=True), "paused"),
-    (status(queued=2, problem="outbox: [Errno 28] No space left on device; retrying every 30 s"), "error"),
-    (status(paused=True, problem="cpu#0: GPEN-BFR-512: weights not found"), "error"),
-    (status(stopping=True), "stopping"),
-    (None, "starting"),
-])
+@pytest.mark.parametrize(
+    "st, state",
+    [
+        (status(), "idle"),
+        (status(queued=3), "working"),
+        (status(running=1), "working"),
+        (status(queued=3, paused=True), "paused"),
+        (status(paused=True), "paused"),
+        (
+            status(queued=2, problem="outbox: [Errno 28] No space left on device; retrying every 30 s"),
+            "error",
+        ),
+        (status(paused=True, problem="cpu#0: GPEN-BFR-512: weights not found"), "error"),
+        (status(stopping=True), "stopping"),
+        (None, "starting"),
+    ],
+)
 def test_state_from_status(st: dict[str, Any] | None, state: str) -> None:
     assert model.view_from_status(st).state == state
 
@@ -47,8 +71,9 @@ def test_queue_depth_counts_waiting_and_running() -> None:
     assert model.badge(view) == model.Badge("7", *model.BADGE_COLOURS["working"])
 
 
-@pytest.mark.parametrize("depth, text", [(0, ""), (1, "1"), (9, "9"), (42, "42"), (99, "99"), (100, "99+"),
-                                         (12345, "99+")])
+@pytest.mark.parametrize(
+    "depth, text", [(0, ""), (1, "1"), (9, "9"), (42, "42"), (99, "99"), (100, "99+"), (12345, "99+")]
+)
 def test_badge_text(depth: int, text: str) -> None:
     assert model.badge_text(depth) == text
 
@@ -66,13 +91,17 @@ def test_icon_key_changes_only_with_state_or_badge() -> None:
     assert model.icon_key(model.view_from_status(status(queued=3, paused=True))) == ("paused", "3")
     # Past 99 the badge stays "99+": no redraw for every file of a big drop.
     assert model.icon_key(model.view_from_status(status(queued=150))) == model.icon_key(
-        model.view_from_status(status(queued=151)))
+        model.view_from_status(status(queued=151))
+    )
 
 
 def test_title_says_state_and_depth_and_fits_a_windows_tooltip() -> None:
     assert model.title(model.view_from_status(status())) == "gpen-watch: idle: queue empty"
     assert model.title(model.view_from_status(status(queued=12))) == "gpen-watch: working: 12 in the queue"
-    assert model.title(model.view_from_status(status(queued=2, paused=True))) == "gpen-watch: paused: 2 in the queue"
+    assert (
+        model.title(model.view_from_status(status(queued=2, paused=True)))
+        == "gpen-watch: paused: 2 in the queue"
+    )
     assert model.title(model.view_from_status(None)) == "gpen-watch: starting"
     long = model.title(model.view_from_status(status(problem="outbox: " + "x" * 200)))
     assert long.startswith("gpen-watch: needs attention - outbox: ") and len(long) <= model.MAX_TITLE
@@ -83,8 +112,9 @@ def texts(entries: list[model.Entry]) -> list[str]:
 
 
 def test_menu_with_a_gpu() -> None:
-    view = model.view_from_status(status(queued=3, devices=("cuda:0 (NVIDIA H200)",), done_today=17), [H200],
-                                  login_enabled=True)
+    view = model.view_from_status(
+        status(queued=3, devices=("cuda:0 (NVIDIA H200)",), done_today=17), [H200], login_enabled=True
+    )
     entries = model.menu(view)
     assert texts(entries) == [
         "Working: 3 in the queue",
@@ -93,7 +123,10 @@ def test_menu_with_a_gpu() -> None:
         "---",
         "Pause",
         "---",
-        "Open inbox", "Open outbox", "Open failed folder", "Open log",
+        "Open inbox",
+        "Open outbox",
+        "Open failed folder",
+        "Open log",
         "---",
         "Start at login",
         "Quit",
@@ -111,8 +144,12 @@ def test_menu_with_a_gpu() -> None:
 def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
     view = model.view_from_status(status(queued=2, paused=True, problem="outbox: read-only file system"))
     lines = texts(model.menu(view))
-    assert lines[:4] == ["Needs attention: 2 in the queue", "Problem: outbox: read-only file system",
-                         "Restored since start: 0", "CPU mode (no NVIDIA GPU)"]
+    assert lines[:4] == [
+        "Needs attention: 2 in the queue",
+        "Problem: outbox: read-only file system",
+        "Restored since start: 0",
+        "CPU mode (no NVIDIA GPU)",
+    ]
     assert next(e for e in model.menu(view) if e.text == "Pause").checked is True
 
 
@@ -122,15 +159,20 @@ def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
     view = model.view_from_status(status(images=3, notice=note))
     assert view.state == "idle" and model.badge(view).fill == model.BADGE_COLOURS["idle"][0]
     lines = texts(model.menu(view))
-    assert lines[:3] == ["Idle: queue empty", "Note: 3 original(s) left in the inbox: inbox is…",
-                         "Restored since start: 3"]
+    assert lines[:3] == [
+        "Idle: queue empty",
+        "Note: 3 original(s) left in the inbox: inbox is…",
+        "Restored since start: 3",
+    ]
     assert model.title(view).startswith("gpen-watch: idle: queue empty - note: 3 original(s)")
     assert len(model.title(view)) <= model.MAX_TITLE
     # A problem outranks it in the title; the menu keeps both.
     both = model.view_from_status(status(problem="outbox: read-only file system", notice=note))
     assert "note" not in model.title(both)
     assert [t for t in texts(model.menu(both)) if t.startswith(("Problem:", "Note:"))] == [
-        "Problem: outbox: read-only file system", "Note: 3 original(s) left in the inbox: inbox is…"]
+        "Problem: outbox: read-only file system",
+        "Note: 3 original(s) left in the inbox: inbox is…",
+    ]
     # No problem notification for it: only the batch that just finished is announced.
     assert [n.title for n in NoticeTracker().update(view)] == ["gpen-watch: batch finished"]
 
@@ -153,7 +195,9 @@ def test_without_a_menu_a_click_toggles_pause() -> None:
 def test_several_inboxes_get_one_item_each() -> None:
     entries = model.menu(model.view_from_status(status()), inbox_names=["scans", "phone"])
     assert [(e.text, e.action) for e in entries if (e.action or "").startswith("open_inbox")] == [
-        ("Open inbox: scans", "open_inbox:0"), ("Open inbox: phone", "open_inbox:1")]
+        ("Open inbox: scans", "open_inbox:0"),
+        ("Open inbox: phone", "open_inbox:1"),
+    ]
 
 
 # --- notices ------------------------------------------------------------------------------------
@@ -221,7 +265,7 @@ def test_problem_kinds_and_batch_message() -> None:
 
 
 def _near(rgb: tuple[int, ...], hex_colour: str, tol: int = 12) -> bool:
-    want = tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    want = tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return all(abs(a - b) <= tol for a, b in zip(rgb, want))
 
 

@@ -70,10 +70,30 @@ class XServer:
         if shutil.which("trayer") is None:
             pytest.skip("trayer not installed (Debian: trayer)")
         log = open(tmp_path / "trayer.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.procs.append(subprocess.Popen(
-            ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "48",
-             "--SetDockType", "true", "--transparent", "false", "--tint", "0x333333"],
-            env={**os.environ, "DISPLAY": self.name}, stdout=log, stderr=log))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    "trayer",
+                    "--edge",
+                    "top",
+                    "--align",
+                    "right",
+                    "--widthtype",
+                    "request",
+                    "--height",
+                    "48",
+                    "--SetDockType",
+                    "true",
+                    "--transparent",
+                    "false",
+                    "--tint",
+                    "0x333333",
+                ],
+                env={**os.environ, "DISPLAY": self.name},
+                stdout=log,
+                stderr=log,
+            )
+        )
         atom = self.display.intern_atom("_NET_SYSTEM_TRAY_S0")
         wait_for(lambda: self.display.get_selection_owner(atom) != 0, "trayer to own the system tray", 20)
 
@@ -82,8 +102,12 @@ class XServer:
 def xserver(tmp_path: Path) -> Iterator[XServer]:
     read_fd, write_fd = os.pipe()
     log = open(tmp_path / "xvfb.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x240x24", "-nolisten", "tcp"],
-                            pass_fds=(write_fd,), stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x240x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=log,
+        stderr=log,
+    )
     os.close(write_fd)
     with os.fdopen(read_fd) as f:
         number = f.readline().strip()
@@ -111,17 +135,37 @@ class Tray:
     def __init__(self, root: Path, x: XServer, **env: str) -> None:
         self.root, self.x = root, x
         self.inbox, self.outbox = root / "inbox", root / "outbox"
-        self.env = {**os.environ, "DISPLAY": x.name, "GPEN_WATCH_RESTORER": "fake_restorer:FakeRestorer",
-                    "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]).strip(os.pathsep),
-                    **env}
+        self.env = {
+            **os.environ,
+            "DISPLAY": x.name,
+            "GPEN_WATCH_RESTORER": "fake_restorer:FakeRestorer",
+            "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]).strip(
+                os.pathsep
+            ),
+            **env,
+        }
         self.env.pop("PYSTRAY_BACKEND", None)
         self.env.pop("WAYLAND_DISPLAY", None)
         self.stderr = root / "tray-stderr.txt"
         with open(self.stderr, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", DRIVER, "--inbox", str(self.inbox), "--outbox", str(self.outbox),
-                 "--set", "watch.settle_seconds=0.2", "--stop-grace", "5"],
-                env=self.env, stdout=subprocess.DEVNULL, stderr=err)
+                [
+                    sys.executable,
+                    "-c",
+                    DRIVER,
+                    "--inbox",
+                    str(self.inbox),
+                    "--outbox",
+                    str(self.outbox),
+                    "--set",
+                    "watch.settle_seconds=0.2",
+                    "--stop-grace",
+                    "5",
+                ],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def logs(self) -> str:
         log = paths.log_dir() / "gpen-watch.log"
@@ -131,7 +175,9 @@ class Tray:
     def wait(self, cond: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
         def check() -> Any:
             if self.proc.poll() is not None:
-                raise AssertionError(f"tray exited with {self.proc.returncode} waiting for {what}\n{self.logs()}")
+                raise AssertionError(
+                    f"tray exited with {self.proc.returncode} waiting for {what}\n{self.logs()}"
+                )
             return cond()
 
         try:
@@ -252,10 +298,13 @@ def difference(a: Image.Image, b: Image.Image) -> float:
 
 
 def colour_pixels(image: Image.Image, hex_colour: str, tol: int = 40) -> int:
-    want = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    want = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
     data = image.convert("RGB").tobytes()
-    return sum(1 for px in zip(data[0::3], data[1::3], data[2::3])
-               if all(abs(a - b) <= tol for a, b in zip(px, want)))
+    return sum(
+        1
+        for px in zip(data[0::3], data[1::3], data[2::3])
+        if all(abs(a - b) <= tol for a, b in zip(px, want))
+    )
 
 
 def drop(folder: Path, name: str, data: bytes) -> None:
@@ -268,8 +317,9 @@ def drop(folder: Path, name: str, data: bytes) -> None:
 # --- tests -------------------------------------------------------------------------------------------
 
 
-def test_icon_docks_shows_the_queue_and_a_click_pauses(xserver: XServer, trays: Callable[..., Tray],
-                                                       tmp_path: Path) -> None:
+def test_icon_docks_shows_the_queue_and_a_click_pauses(
+    xserver: XServer, trays: Callable[..., Tray], tmp_path: Path
+) -> None:
     xserver.start_tray_host(tmp_path)
     tray = trays(xserver)
     tray.wait_title("gpen-watch: idle: queue empty")
@@ -286,7 +336,9 @@ def test_icon_docks_shows_the_queue_and_a_click_pauses(xserver: XServer, trays: 
     tray.wait_title("gpen-watch: paused: 3 in the queue", timeout=30)
     paused = tray.shot(tmp_path / "tray-paused-3.png")
     want = expected_icon(model.TrayView("paused", 3), paused.size)
-    assert difference(paused, want) < 2.0, f"screenshot {tmp_path / 'tray-paused-3.png'} differs from the rendering"
+    assert difference(paused, want) < 2.0, (
+        f"screenshot {tmp_path / 'tray-paused-3.png'} differs from the rendering"
+    )
     assert difference(paused, idle) > 10.0  # the queue depth and state show in the pixels
     assert colour_pixels(paused, model.BADGE_COLOURS["paused"][0]) > 10
     assert colour_pixels(paused, model.BADGE_COLOURS["idle"][0], tol=10) == 0
@@ -300,13 +352,17 @@ def test_icon_docks_shows_the_queue_and_a_click_pauses(xserver: XServer, trays: 
     assert "no tray icon" not in log
 
 
-def test_without_a_tray_host_it_runs_headless_and_says_why_once(xserver: XServer, trays: Callable[..., Tray]) -> None:
+def test_without_a_tray_host_it_runs_headless_and_says_why_once(
+    xserver: XServer, trays: Callable[..., Tray]
+) -> None:
     tray = trays(xserver, TEST_TRAY_WAIT_S="1")
     tray.wait(lambda: _status_ok(), "the service answering", 60)
     drop(tray.inbox, "a.jpg", b"photo a")
     tray.wait(lambda: (tray.outbox / "a.jpg").exists(), "a.jpg restored", 60)
     assert tray.stop() == 0
-    lines = [ln for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines() if "gpen_watch.tray" in ln]
+    lines = [
+        ln for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines() if "gpen_watch.tray" in ln
+    ]
     assert len(lines) == 1, lines
     assert f"no tray icon: no system tray on display {xserver.name}" in lines[0]
     assert lines[0].endswith("running headless")
@@ -317,7 +373,9 @@ def test_unreachable_display_runs_headless(trays: Callable[..., Tray], tmp_path:
     tray = trays(x)
     tray.wait(lambda: _status_ok(), "the service answering", 60)
     assert tray.stop() == 0
-    lines = [ln for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines() if "gpen_watch.tray" in ln]
+    lines = [
+        ln for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines() if "gpen_watch.tray" in ln
+    ]
     assert len(lines) == 1 and "no tray icon: no usable tray backend" in lines[0], lines
 
 

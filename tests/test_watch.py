@@ -73,15 +73,36 @@ def make_watcher(inbox: Path, col: Collector, **kw) -> Watcher:
 
 @pytest.mark.parametrize(
     "name",
-    ["a.jpg.part", "a.crdownload", "x.TMP", "a.jpg.download", "~a.jpg", ".~lock.a.jpg#", ".DS_Store", "Thumbs.db",
-     "desktop.ini", ".syncthing.a.jpg.tmp", "a.jpg.!sync", ".dropbox", ".dropbox.cache", "~$report.docx", ".a.swp",
-     "a.swp", ".hidden.jpg", ".a.jpg.gpen-tmp-12", "a.jpg.partial", "a.filepart"],
+    [
+        "a.jpg.part",
+        "a.crdownload",
+        "x.TMP",
+        "a.jpg.download",
+        "~a.jpg",
+        ".~lock.a.jpg#",
+        ".DS_Store",
+        "Thumbs.db",
+        "desktop.ini",
+        ".syncthing.a.jpg.tmp",
+        "a.jpg.!sync",
+        ".dropbox",
+        ".dropbox.cache",
+        "~$report.docx",
+        ".a.swp",
+        "a.swp",
+        ".hidden.jpg",
+        ".a.jpg.gpen-tmp-12",
+        "a.jpg.partial",
+        "a.filepart",
+    ],
 )
 def test_temp_hidden_and_system_names_are_ignored(name: str) -> None:
     assert ignored_name(name) is not None
 
 
-@pytest.mark.parametrize("name", ["a.jpg", "IMG_0001.JPG", "photo (1).png", "notes.txt", "a~b.jpg", "über.webp"])
+@pytest.mark.parametrize(
+    "name", ["a.jpg", "IMG_0001.JPG", "photo (1).png", "notes.txt", "a~b.jpg", "über.webp"]
+)
 def test_ordinary_names_are_not_ignored(name: str) -> None:
     assert ignored_name(name) is None
 
@@ -305,7 +326,9 @@ def test_files_present_before_start_are_found_by_the_startup_scan(inbox: Path) -
     assert all(a.inbox.path == inbox for a in col.arrivals)
 
 
-def test_file_renamed_into_the_inbox_is_an_arrival_and_moving_out_is_gone(tmp_path: Path, inbox: Path) -> None:
+def test_file_renamed_into_the_inbox_is_an_arrival_and_moving_out_is_gone(
+    tmp_path: Path, inbox: Path
+) -> None:
     outside = tmp_path / "downloads"
     outside.mkdir()
     (outside / "x.jpg").write_bytes(b"photo")
@@ -334,7 +357,9 @@ def test_symlinks_fifos_hidden_files_and_the_outbox_are_ignored(tmp_path: Path, 
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "s.jpg").write_bytes(b"s")
-    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(inbox)], outbox=inbox / "outbox", settle_seconds=SETTLE))
+    cfg = Config(
+        watch=WatchConfig(inboxes=[InboxConfig(inbox)], outbox=inbox / "outbox", settle_seconds=SETTLE)
+    )
     col = Collector()
     with Watcher.from_config(cfg, col.arrive, col.left):
         (inbox / "outbox").mkdir()
@@ -419,8 +444,11 @@ def test_hidden_photo_is_left_alone_and_reported_once(inbox: Path, caplog: pytes
         wait_until(lambda: w.scans >= scans + 3)
 
         def noted() -> list[str]:
-            return sorted(r.getMessage().split(":")[0].rsplit("/", 1)[-1] for r in caplog.records
-                          if "hidden files" in r.getMessage())
+            return sorted(
+                r.getMessage().split(":")[0].rsplit("/", 1)[-1]
+                for r in caplog.records
+                if "hidden files" in r.getMessage()
+            )
 
         wait_until(lambda: noted() == [".after.png", ".before.jpg"])
         os.unlink(inbox / ".before.jpg")  # gone, then back: a new file, reported again
@@ -481,7 +509,9 @@ def test_nested_inbox_owns_its_files(tmp_path: Path, inbox: Path) -> None:
     inner = inbox / "inner"
     inner.mkdir()
     col = Collector()
-    w = Watcher([InboxConfig(inbox), InboxConfig(inner)], col.arrive, settle_seconds=SETTLE, rescan_seconds=600)
+    w = Watcher(
+        [InboxConfig(inbox), InboxConfig(inner)], col.arrive, settle_seconds=SETTLE, rescan_seconds=600
+    )
     with w:
         (inner / "a.jpg").write_bytes(b"x")
         (inbox / "b.jpg").write_bytes(b"x")

@@ -22,8 +22,12 @@ def can_mount() -> bool:
     probe = Path(f"/tmp/gw-mount-probe-{os.getpid()}")
     probe.mkdir(exist_ok=True)
     try:
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                            capture_output=True).returncode == 0
+        ok = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True
+            ).returncode
+            == 0
+        )
         if ok:
             subprocess.run(["umount", str(probe)], check=True)
         return ok

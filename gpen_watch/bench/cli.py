@@ -34,20 +34,31 @@ FACES_NOTE = (
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpen_watch.bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small CI-sized run: 3 photos of 2 MP, one round")
-    p.add_argument("--model-size", type=int, choices=[256, 512], help="GPEN-BFR size (default: 256 on CPU, 512 on GPU)")
+    p.add_argument(
+        "--model-size", type=int, choices=[256, 512], help="GPEN-BFR size (default: 256 on CPU, 512 on GPU)"
+    )
     p.add_argument("--images", type=int, help="photos in the set (default 12; --quick 3)")
     p.add_argument("--megapixels", type=float, help="size of each photo (default 12; --quick 2)")
     p.add_argument("--out", type=Path, help="results folder (default results/bench-<date>/)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the report gives medians")
-    p.add_argument("--workers", default=None,
-                   help="daemon CPU worker counts to compare, e.g. 1,2 (default: 1,2 on CPU; --quick: 1)")
+    p.add_argument(
+        "--workers",
+        default=None,
+        help="daemon CPU worker counts to compare, e.g. 1,2 (default: 1,2 on CPU; --quick: 1)",
+    )
     p.add_argument("--parse", action="store_true", help="also run ParseNet for the paste masks (all modes)")
     p.add_argument("--face-batch", type=int, default=0, help="engine face batch (0: its own choice)")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="engine and daemon precision (restore.precision; modes 1-2 stay fp32)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads for modes 1-3 (default: all cores)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "bf16", "fp16"],
+        help="engine and daemon precision (restore.precision; modes 1-2 stay fp32)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads for modes 1-3 (default: all cores)"
+    )
     p.add_argument("--solvay", type=Path, help="path of Solvay_conference_1927.png (default: ../shared/data)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds allowed for one mode's run")
     p.add_argument("--tiny", action="store_true", help="tiny GPEN and MobileNet detector (tests only)")
@@ -82,8 +93,18 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: list[int], size: int,
-         images: int, megapixels: float, modes: list[str], worker_counts: list[int]) -> int:
+def _run(
+    args: argparse.Namespace,
+    out: Path,
+    work: Path,
+    device: str,
+    gpus: list[int],
+    size: int,
+    images: int,
+    megapixels: float,
+    modes: list[str],
+    worker_counts: list[int],
+) -> int:
     from gpen_watch.bench.models import write_models
 
     what = "tiny test models" if args.tiny else f"GPEN-BFR-{size} and RetinaFace-R50 models"
@@ -91,8 +112,15 @@ def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: lis
     photos = build_photo_set(work / "photos", images, megapixels, args.solvay or find_solvay())
     photos.save(work / "photos.json")
     models = write_models(work / "models", size, parse=args.parse, tiny=args.tiny)
-    spec = RunSpec(models, work / "photos.json", work / "out", device=device, face_batch=args.face_batch,
-                   threads=args.threads, precision=args.precision)
+    spec = RunSpec(
+        models,
+        work / "photos.json",
+        work / "out",
+        device=device,
+        face_batch=args.face_batch,
+        threads=args.threads,
+        precision=args.precision,
+    )
     spec.save(work / "spec.json")
     for note in photos.notes:
         print(f"note: {note}")
@@ -101,7 +129,7 @@ def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: lis
     results: dict[str, list[ModeRun]] = {m: [] for m in runs}
     started = time.time()
     for rnd in range(args.repeat):
-        order = runs[rnd % len(runs):] + runs[: rnd % len(runs)]
+        order = runs[rnd % len(runs) :] + runs[: rnd % len(runs)]
         for mode in order:
             t0 = time.perf_counter()
             load_before = _load()
@@ -109,9 +137,12 @@ def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: lis
             # Other jobs on a shared machine slow a run down; the load average shows when they did.
             run.settings["load_avg_1m"] = [load_before, _load()]
             results[mode].append(run)
-            print(f"round {rnd + 1}/{args.repeat} {report.label(mode)}: {run.images_per_s:.3f} images/s, "
-                  f"{run.faces_per_s:.2f} faces/s ({run.ok}/{run.images} photos in {run.wall_s:.1f} s; "
-                  f"{time.perf_counter() - t0:.0f} s with start-up)", flush=True)
+            print(
+                f"round {rnd + 1}/{args.repeat} {report.label(mode)}: {run.images_per_s:.3f} images/s, "
+                f"{run.faces_per_s:.2f} faces/s ({run.ok}/{run.images} photos in {run.wall_s:.1f} s; "
+                f"{time.perf_counter() - t0:.0f} s with start-up)",
+                flush=True,
+            )
     summaries = [ModeSummary(m, results[m]) for m in runs if results[m]]
     text = report.table(summaries)
     meta = _meta(args, device, size, photos, started, spec)
@@ -121,9 +152,12 @@ def _run(args: argparse.Namespace, out: Path, work: Path, device: str, gpus: lis
     print(headline)
     (out / "table.txt").write_text(f"{text}\n{headline}\n")
     report.write_json(out / "results.json", summaries, {**meta, "headline": headline, "table": text})
-    report.plot(out / "throughput.png", summaries,
-                f"gpen-watch benchmark, {meta['machine']}, GPEN-{size}, {images} photos of ~{megapixels:g} MP, "
-                f"median of {args.repeat}")
+    report.plot(
+        out / "throughput.png",
+        summaries,
+        f"gpen-watch benchmark, {meta['machine']}, GPEN-{size}, {images} photos of ~{megapixels:g} MP, "
+        f"median of {args.repeat}",
+    )
     print(f"wrote {out / 'results.json'}, {out / 'throughput.png'}, {out / 'table.txt'}")
     return 0
 
@@ -150,12 +184,17 @@ def _run_one(mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: flo
 
 def _headline(summaries: list[ModeSummary]) -> str:
     ratio = report.ratios(summaries)
-    parts = [f"{report.label(m.mode)} {ratio[m.mode]:.1f}x" for m in summaries
-             if m.mode != report.BASELINE and ratio[m.mode] is not None]
+    parts = [
+        f"{report.label(m.mode)} {ratio[m.mode]:.1f}x"
+        for m in summaries
+        if m.mode != report.BASELINE and ratio[m.mode] is not None
+    ]
     return ("images/s relative to (1): " + "; ".join(parts)) if parts else ""
 
 
-def _meta(args: argparse.Namespace, device: str, size: int, photos: Any, started: float, spec: RunSpec) -> dict:
+def _meta(
+    args: argparse.Namespace, device: str, size: int, photos: Any, started: float, spec: RunSpec
+) -> dict:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -173,8 +212,10 @@ def _meta(args: argparse.Namespace, device: str, size: int, photos: Any, started
         "detector": spec.models.detector,
         "parse": spec.models.use_parse,
         "precision": spec.precision,
-        "photos": [{"name": p.path.name, "width": p.width, "height": p.height, "faces": p.faces}
-                   for p in photos.photos],
+        "photos": [
+            {"name": p.path.name, "width": p.width, "height": p.height, "faces": p.faces}
+            for p in photos.photos
+        ],
         "faces_total": photos.total_faces,
         "repeat": args.repeat,
         "notes": [FACES_NOTE, *photos.notes],

@@ -30,22 +30,35 @@ from gpen_watch.bench.stages import peak_rss_mb
 _READY_TIMEOUT_S = 300.0
 
 
-def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dict[str, str] | None = None,
-               sets: dict[str, object] | None = None) -> ModeRun:
+def run_daemon(
+    spec: RunSpec,
+    root: Path,
+    workers: int,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    sets: dict[str, object] | None = None,
+) -> ModeRun:
     """One daemon run with ``workers`` CPU workers (workers.cpu_workers), or one worker per GPU;
     ``sets``: further settings by dotted name (``workers.workers_per_device``...)."""
     photos = PhotoSet.load(spec.photo_set).photos
     folders = _folders(root)
-    daemon_env = child_env({
-        **_user_dirs(folders["home"]),
-        "GPEN_WATCH_RESTORER": FACTORY,
-        PHOTOS_ENV: str(spec.photo_set),
-        LOG_ENV: str(folders["measure"]),
-        **(env or {}),
-    })
+    daemon_env = child_env(
+        {
+            **_user_dirs(folders["home"]),
+            "GPEN_WATCH_RESTORER": FACTORY,
+            PHOTOS_ENV: str(spec.photo_set),
+            LOG_ENV: str(folders["measure"]),
+            **(env or {}),
+        }
+    )
     log = (root / "daemon.log").open("w")
-    proc = subprocess.Popen(_command(spec, folders, workers, sets), env=daemon_env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        _command(spec, folders, workers, sets),
+        env=daemon_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         status = _wait_ready(proc, daemon_env, root)
         for p in photos:  # same file system as the inbox: the drop is a rename
@@ -64,13 +77,23 @@ def run_daemon(spec: RunSpec, root: Path, workers: int, timeout: float, env: dic
     stages, generator, detector, ok, faces = read_worker_logs(folders["measure"])
     notes = [f"{failed} photo(s) failed"] if failed else []
     return ModeRun(
-        mode=f"daemon-{workers}w", images=len(photos), ok=landed, faces=faces, wall_s=wall, stages=stages,
-        generator_s=generator, detect_s=detector, rss_parent_mb=parent_rss,
-        rss_workers_mb=[r for r in worker_rss if r is not None], slots=max(1, len(status.get("workers", []))),
-        settings={"workers": len(status.get("workers", [])),
-                  "threads_per_worker": [w.get("threads") for w in status.get("workers", [])],
-                  "in_flight_per_worker": [w.get("in_flight_cap") for w in status.get("workers", [])],
-                  **{k: v for k, v in (sets or {}).items()}},
+        mode=f"daemon-{workers}w",
+        images=len(photos),
+        ok=landed,
+        faces=faces,
+        wall_s=wall,
+        stages=stages,
+        generator_s=generator,
+        detect_s=detector,
+        rss_parent_mb=parent_rss,
+        rss_workers_mb=[r for r in worker_rss if r is not None],
+        slots=max(1, len(status.get("workers", []))),
+        settings={
+            "workers": len(status.get("workers", [])),
+            "threads_per_worker": [w.get("threads") for w in status.get("workers", [])],
+            "in_flight_per_worker": [w.get("in_flight_cap") for w in status.get("workers", [])],
+            **{k: v for k, v in (sets or {}).items()},
+        },
         notes=notes,
     )
 
@@ -87,15 +110,22 @@ def _folders(root: Path) -> dict[str, Path]:
 
 def _user_dirs(home: Path) -> dict[str, str]:
     env = {"HOME": str(home)}
-    for var, sub in [("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state"),
-                     ("XDG_DATA_HOME", "data"), ("XDG_RUNTIME_DIR", "run")]:
+    for var, sub in [
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ]:
         (home / sub).mkdir(parents=True, exist_ok=True)
         env[var] = str(home / sub)
     (home / "run").chmod(0o700)
     return env
 
 
-def _command(spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[str, object] | None = None) -> list[str]:
+def _command(
+    spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[str, object] | None = None
+) -> list[str]:
     m = spec.models
     sets = {
         "restore.detector": m.detector,
@@ -110,10 +140,23 @@ def _command(spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[
         "output.jpeg_quality": spec.jpeg_quality,
         **(extra or {}),
     }
-    cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray",
-           "--config", str(folders["home"] / "defaults.toml"),
-           "--inbox", str(folders["inbox"]), "--outbox", str(folders["outbox"]),
-           "--model", m.gpen, "--model-dir", str(m.model_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "run",
+        "--no-tray",
+        "--config",
+        str(folders["home"] / "defaults.toml"),
+        "--inbox",
+        str(folders["inbox"]),
+        "--outbox",
+        str(folders["outbox"]),
+        "--model",
+        m.gpen,
+        "--model-dir",
+        str(m.model_dir),
+    ]
     for key, value in sets.items():
         cmd += ["--set", f"{key}={value}"]
     return cmd
@@ -121,8 +164,13 @@ def _command(spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[
 
 def _status(env: dict[str, str]) -> dict | None:
     try:
-        proc = subprocess.run([sys.executable, "-m", "gpen_watch", "status", "--json"], env=env,
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "status", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         data = json.loads(proc.stdout)
     except (subprocess.TimeoutExpired, json.JSONDecodeError, ValueError):
         return None
@@ -144,8 +192,9 @@ def _wait_ready(proc: subprocess.Popen, env: dict[str, str], root: Path) -> dict
     raise BenchError(f"the daemon's workers were not ready after {_READY_TIMEOUT_S:g} s:\n{_log_tail(root)}")
 
 
-def _wait_outputs(proc: subprocess.Popen, folders: dict[str, Path], names: list[str], deadline: float,
-                  root: Path) -> tuple[int, int]:
+def _wait_outputs(
+    proc: subprocess.Popen, folders: dict[str, Path], names: list[str], deadline: float, root: Path
+) -> tuple[int, int]:
     """(results landed, photos failed) once every photo has one or the other."""
     wanted = set(names)
     failed_root = folders["outbox"].parent / "failed"
@@ -157,7 +206,9 @@ def _wait_outputs(proc: subprocess.Popen, folders: dict[str, Path], names: list[
         if proc.poll() is not None:
             raise BenchError(f"the daemon exited ({proc.returncode}) during the run:\n{_log_tail(root)}")
         if time.perf_counter() > deadline:
-            raise BenchError(f"only {landed} of {len(wanted)} results after the time limit:\n{_log_tail(root)}")
+            raise BenchError(
+                f"only {landed} of {len(wanted)} results after the time limit:\n{_log_tail(root)}"
+            )
         time.sleep(0.05)
 
 

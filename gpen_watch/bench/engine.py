@@ -40,8 +40,9 @@ def make_restorer(
     net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False)
     network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
     detector = KnownFaces(network, table)
-    restorer = Restorer(cfg, device=device, threads=threads, io_threads=io_threads, download=False,
-                        detector=detector)
+    restorer = Restorer(
+        cfg, device=device, threads=threads, io_threads=io_threads, download=False, detector=detector
+    )
     if clock is not None:
         restorer.enhancer.enhance = clock.wrap("generator", restorer.enhancer.enhance)
         network.detect = clock.wrap("detector", network.detect)  # type: ignore[method-assign]
@@ -65,8 +66,9 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
     photos = PhotoSet.load(spec.photo_set)
     clock = StageClock()
     t0 = time.perf_counter()
-    restorer = make_restorer(spec.restore_config(), FaceTable(photos.faces), spec.device, spec.threads,
-                             spec.io_threads, clock)
+    restorer = make_restorer(
+        spec.restore_config(), FaceTable(photos.faces), spec.device, spec.threads, spec.io_threads, clock
+    )
     load_s = time.perf_counter() - t0
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = [FileJob(p.path, out_dir / p.path.name, jpeg_quality=spec.jpeg_quality) for p in photos.photos]
@@ -83,12 +85,26 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     totals = split_timings(stages.totals, clock.totals.get("prescale", 0.0))
     return ModeRun(
-        mode="engine", images=len(jobs), ok=ok, faces=faces, wall_s=wall, load_s=load_s, stages=totals,
-        generator_s=clock.totals.get("generator", 0.0), detect_s=clock.totals.get("detector", 0.0),
-        cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
-        settings={"face_batch": restorer.face_batch, "threads": restorer.threads, "io_threads": restorer.io_threads,
-                  "precision": restorer.place.precision, "device": str(restorer.place.device),
-                  "malloc_tuned": _malloc_tuned(), "minor_page_faults": _minor_faults() - f1},
+        mode="engine",
+        images=len(jobs),
+        ok=ok,
+        faces=faces,
+        wall_s=wall,
+        load_s=load_s,
+        stages=totals,
+        generator_s=clock.totals.get("generator", 0.0),
+        detect_s=clock.totals.get("detector", 0.0),
+        cpu_s=cpu,
+        rss_parent_mb=peak_rss_mb(),
+        settings={
+            "face_batch": restorer.face_batch,
+            "threads": restorer.threads,
+            "io_threads": restorer.io_threads,
+            "precision": restorer.place.precision,
+            "device": str(restorer.place.device),
+            "malloc_tuned": _malloc_tuned(),
+            "minor_page_faults": _minor_faults() - f1,
+        },
     )
 
 
@@ -108,11 +124,24 @@ def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
     import torch
 
     return ModeRun(
-        mode="warm-loop", images=len(photos.photos), ok=ok, faces=faces, wall_s=wall, load_s=pipeline.load_s,
-        stages=pipeline.clock.totals, generator_s=pipeline.generator.totals.get("generator", 0.0),
-        detect_s=pipeline.clock.totals.get("detect", 0.0), cpu_s=cpu, rss_parent_mb=peak_rss_mb(),
-        settings={"face_batch": 1, "threads": torch.get_num_threads(), "precision": "fp32",
-                  "malloc_tuned": _malloc_tuned(), "minor_page_faults": _minor_faults() - f0},
+        mode="warm-loop",
+        images=len(photos.photos),
+        ok=ok,
+        faces=faces,
+        wall_s=wall,
+        load_s=pipeline.load_s,
+        stages=pipeline.clock.totals,
+        generator_s=pipeline.generator.totals.get("generator", 0.0),
+        detect_s=pipeline.clock.totals.get("detect", 0.0),
+        cpu_s=cpu,
+        rss_parent_mb=peak_rss_mb(),
+        settings={
+            "face_batch": 1,
+            "threads": torch.get_num_threads(),
+            "precision": "fp32",
+            "malloc_tuned": _malloc_tuned(),
+            "minor_page_faults": _minor_faults() - f0,
+        },
     )
 
 

@@ -39,8 +39,13 @@ class _Measured:
         for res in self.restorer.restore_files(jobs):
             prescale = self.clock.totals.get("prescale", 0.0)
             line = {
-                "src": str(res.src), "ok": res.ok, "faces": res.faces, "timings": res.timings, "at": time.time(),
-                "clock": dict(self.clock.totals), "prescale_total": prescale,
+                "src": str(res.src),
+                "ok": res.ok,
+                "faces": res.faces,
+                "timings": res.timings,
+                "at": time.time(),
+                "clock": dict(self.clock.totals),
+                "prescale_total": prescale,
             }
             with self.log.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")

@@ -71,8 +71,14 @@ class Recorder:
 
     def __init__(self, out: Path, meta: dict[str, Any]) -> None:
         self.out = out
-        self.data: dict[str, Any] = {**meta, "model_only": [], "precision_diff": [], "end_to_end": [],
-                                     "detector": [], "skipped": []}
+        self.data: dict[str, Any] = {
+            **meta,
+            "model_only": [],
+            "precision_diff": [],
+            "end_to_end": [],
+            "detector": [],
+            "skipped": [],
+        }
 
     def add(self, section: str, row: dict[str, Any]) -> None:
         self.data[section].append(row)
@@ -123,7 +129,9 @@ def model_only(rec: Recorder, budget: Budget, size: int) -> tuple[dict[bool, Any
 
     torch.manual_seed(0)
     base = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
-    models = {cl: prepare_for_inference(copy.deepcopy(base), _device(), "fp32", cl).model for cl in (True, False)}
+    models = {
+        cl: prepare_for_inference(copy.deepcopy(base), _device(), "fp32", cl).model for cl in (True, False)
+    }
     torch.backends.cudnn.benchmark = True
     best = 0.0
 
@@ -140,10 +148,19 @@ def model_only(rec: Recorder, budget: Budget, size: int) -> tuple[dict[bool, Any
             return
         fps = batch / sec
         best = max(best, fps)
-        rec.add("model_only", {"precision": precision, "channels_last": cl, "batch": batch,
-                               "cudnn_benchmark": torch.backends.cudnn.benchmark, "compile": note or "eager",
-                               "faces_per_s": round(fps, 1), "ms_per_batch": round(sec * 1000, 2),
-                               "peak_mem_gb": None if DRY["on"] else round(torch.cuda.max_memory_allocated() / 2**30, 2)})
+        rec.add(
+            "model_only",
+            {
+                "precision": precision,
+                "channels_last": cl,
+                "batch": batch,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "compile": note or "eager",
+                "faces_per_s": round(fps, 1),
+                "ms_per_batch": round(sec * 1000, 2),
+                "peak_mem_gb": None if DRY["on"] else round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            },
+        )
 
     for precision in PRECISIONS:
         for batch in BATCHES[:2] if DRY["on"] else BATCHES:
@@ -180,8 +197,15 @@ def precision_diff(rec: Recorder, model: Any, size: int) -> None:
     for name, precision, tf32 in (("tf32", "fp32", True), ("bf16", "bf16", True), ("fp16", "fp16", True)):
         y = out8(precision, tf32)
         d = (y - ref).abs()
-        rec.add("precision_diff", {"precision": name, "max_abs_8bit": float(d.max()), "mean_abs_8bit": float(d.mean()),
-                                   "nonfinite": int((~torch.isfinite(y)).sum())})
+        rec.add(
+            "precision_diff",
+            {
+                "precision": name,
+                "max_abs_8bit": float(d.max()),
+                "mean_abs_8bit": float(d.mean()),
+                "nonfinite": int((~torch.isfinite(y)).sum()),
+            },
+        )
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -196,22 +220,42 @@ def compile_modes(rec: Recorder, budget: Budget, models: dict[bool, Any], size: 
                 rec.add("skipped", {"what": f"torch.compile {mode} batch {batch}", "why": why})
                 continue
             x = (torch.rand(batch, 3, size, size, device=_device()) * 2 - 1).contiguous(
-                memory_format=torch.channels_last)
+                memory_format=torch.channels_last
+            )
             t0 = time.perf_counter()
             try:
-                compiled = torch.compile(models[True], mode=None if mode == "default" else mode, dynamic=False)
+                compiled = torch.compile(
+                    models[True], mode=None if mode == "default" else mode, dynamic=False
+                )
                 run = gpen_call(models[True], "bf16", x, compiled)
                 run()
                 _sync()
                 compile_s = time.perf_counter() - t0
                 sec = time_call(run)
             except Exception as exc:  # noqa: BLE001 - a compiler failure is a result, not a crash
-                rec.add("model_only", {"precision": "bf16", "channels_last": True, "batch": batch,
-                                       "compile": mode, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                rec.add(
+                    "model_only",
+                    {
+                        "precision": "bf16",
+                        "channels_last": True,
+                        "batch": batch,
+                        "compile": mode,
+                        "error": f"{type(exc).__name__}: {exc}"[:300],
+                    },
+                )
                 continue
-            rec.add("model_only", {"precision": "bf16", "channels_last": True, "batch": batch, "compile": mode,
-                                   "faces_per_s": round(batch / sec, 1), "ms_per_batch": round(sec * 1000, 2),
-                                   "compile_s": round(compile_s, 1)})
+            rec.add(
+                "model_only",
+                {
+                    "precision": "bf16",
+                    "channels_last": True,
+                    "batch": batch,
+                    "compile": mode,
+                    "faces_per_s": round(batch / sec, 1),
+                    "ms_per_batch": round(sec * 1000, 2),
+                    "compile_s": round(compile_s, 1),
+                },
+            )
 
 
 def detector(rec: Recorder, budget: Budget) -> None:
@@ -226,8 +270,11 @@ def detector(rec: Recorder, budget: Budget) -> None:
         net = RetinaFace(network_name="resnet50", half=False, device=torch.device(_device())).eval()
     h, w = (240, 320) if DRY["on"] else (768, 1024)
     x = torch.rand(1, 3, h, w, device=_device()) * 255 - 117
-    for name, cl, dtype in (("fp32", False, None), ("fp32 channels_last", True, None),
-                            ("fp16 autocast channels_last", True, torch.float16)):
+    for name, cl, dtype in (
+        ("fp32", False, None),
+        ("fp32 channels_last", True, None),
+        ("fp16 autocast channels_last", True, torch.float16),
+    ):
         model = net.to(memory_format=torch.channels_last) if cl else net
         xi = x.contiguous(memory_format=torch.channels_last) if cl else x
 
@@ -235,7 +282,10 @@ def detector(rec: Recorder, budget: Budget) -> None:
             with torch.inference_mode(), _autocast(dtype):
                 return model(xi)
 
-        rec.add("detector", {"variant": name, "input": f"{w}x{h}", "ms_per_image": round(time_call(run) * 1000, 2)})
+        rec.add(
+            "detector",
+            {"variant": name, "input": f"{w}x{h}", "ms_per_image": round(time_call(run) * 1000, 2)},
+        )
 
 
 def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model_only: float) -> None:
@@ -254,9 +304,11 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
     models = write_models(work / "models", size, tiny=DRY["on"])
     spec = RunSpec(models, work / "photos.json", work / "out", device=_device())
     spec.save(work / "spec.json")
+
     def in_child(mode: str) -> Callable[[], Any]:
-        return lambda: runner.run_in_child(mode, work / "spec.json", work / "out" / mode, work,
-                                           timeout=max(60, budget.left()))
+        return lambda: runner.run_in_child(
+            mode, work / "spec.json", work / "out" / mode, work, timeout=max(60, budget.left())
+        )
 
     def daemon(name: str, sets: dict[str, object]) -> Callable[[], Any]:
         folder = work / "daemon" / name.replace(" ", "_").replace(",", "")
@@ -283,30 +335,71 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
         except Exception as exc:  # noqa: BLE001 - one failed run is a result; the rest still run
             rec.add("end_to_end", {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-600:]})
             continue
-        rec.add("end_to_end", {"mode": mode, "photos": run.ok, "faces": run.faces, "wall_s": round(run.wall_s, 2),
-                               "images_per_s": round(run.images_per_s, 2), "faces_per_s": round(run.faces_per_s, 1),
-                               "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
-                               if best_model_only else None,
-                               "generator_busy": round(run.generator_busy, 3), "settings": run.settings,
-                               "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1)
-                                                      for k, v in run.stages.items()},
-                               "rss_mb": run.rss_parent_mb, "rss_workers_mb": run.rss_workers_mb})
+        rec.add(
+            "end_to_end",
+            {
+                "mode": mode,
+                "photos": run.ok,
+                "faces": run.faces,
+                "wall_s": round(run.wall_s, 2),
+                "images_per_s": round(run.images_per_s, 2),
+                "faces_per_s": round(run.faces_per_s, 1),
+                "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
+                if best_model_only
+                else None,
+                "generator_busy": round(run.generator_busy, 3),
+                "settings": run.settings,
+                "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1) for k, v in run.stages.items()},
+                "rss_mb": run.rss_parent_mb,
+                "rss_workers_mb": run.rss_workers_mb,
+            },
+        )
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = [f"GPU: {data.get('gpu')}, torch {data.get('torch')}, CUDA {data.get('cuda')}, {data.get('date')}", ""]
+    lines = [
+        f"GPU: {data.get('gpu')}, torch {data.get('torch')}, CUDA {data.get('cuda')}, {data.get('date')}",
+        "",
+    ]
     rows = [r for r in data["model_only"] if "faces_per_s" in r]
     if rows:
-        lines += ["GPEN model-only faces/s (eager unless stated):", "",
-                  "| precision | channels_last | compile | cudnn.benchmark | " + " | ".join(f"b{b}" for b in BATCHES) + " |",
-                  "|---|---|---|---|" + "---|" * len(BATCHES)]
-        keys = sorted({(r["precision"], r["channels_last"], r.get("compile", "eager"), r.get("cudnn_benchmark", True))
-                       for r in rows}, key=str)
+        lines += [
+            "GPEN model-only faces/s (eager unless stated):",
+            "",
+            "| precision | channels_last | compile | cudnn.benchmark | "
+            + " | ".join(f"b{b}" for b in BATCHES)
+            + " |",
+            "|---|---|---|---|" + "---|" * len(BATCHES),
+        ]
+        keys = sorted(
+            {
+                (
+                    r["precision"],
+                    r["channels_last"],
+                    r.get("compile", "eager"),
+                    r.get("cudnn_benchmark", True),
+                )
+                for r in rows
+            },
+            key=str,
+        )
         for key in keys:
-            cells = {r["batch"]: r["faces_per_s"] for r in rows
-                     if (r["precision"], r["channels_last"], r.get("compile", "eager"), r.get("cudnn_benchmark", True)) == key}
-            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | "
-                         + " | ".join(str(cells.get(b, "")) for b in BATCHES) + " |")
+            cells = {
+                r["batch"]: r["faces_per_s"]
+                for r in rows
+                if (
+                    r["precision"],
+                    r["channels_last"],
+                    r.get("compile", "eager"),
+                    r.get("cudnn_benchmark", True),
+                )
+                == key
+            }
+            lines.append(
+                f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | "
+                + " | ".join(str(cells.get(b, "")) for b in BATCHES)
+                + " |"
+            )
         lines.append("")
     for section in ("precision_diff", "end_to_end", "detector", "skipped"):
         if data[section]:
@@ -334,11 +427,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     budget = Budget(args.budget)
-    rec = Recorder(args.out, {"date": dt.datetime.now().isoformat(timespec="seconds"),
-                              "gpu": "dry run on CPU" if DRY["on"] else torch.cuda.get_device_name(0),
-                              "torch": torch.__version__,
-                              "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-                              "model": f"GPEN-BFR-{args.model_size} (random weights)"})
+    rec = Recorder(
+        args.out,
+        {
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "gpu": "dry run on CPU" if DRY["on"] else torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "model": f"GPEN-BFR-{args.model_size} (random weights)",
+        },
+    )
     models, best = model_only(rec, budget, args.model_size)
     end_to_end(rec, budget, args.images, args.model_size, best)
     detector(rec, budget)

@@ -59,6 +59,8 @@ def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool 
     if parse:
         from facexlib.parsing.parsenet import ParseNet
 
-        torch.save(ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),
-                   folder / registry.parser_spec().filename)
+        torch.save(
+            ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),
+            folder / registry.parser_spec().filename,
+        )
     return BenchModels(folder, gpen, detector, parse, size)

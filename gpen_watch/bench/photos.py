@@ -98,8 +98,13 @@ def load_sources(solvay: Path | None = None) -> tuple[list[Source], list[str]]:
         notes.append("Solvay_conference_1927.png not found (../shared/data): group photo left out")
     from skimage import data
 
-    sources.append(Source("astronaut", np.ascontiguousarray(data.astronaut()[:, :, ::-1]),
-                          np.array([_ASTRONAUT_FACE], np.float32)))
+    sources.append(
+        Source(
+            "astronaut",
+            np.ascontiguousarray(data.astronaut()[:, :, ::-1]),
+            np.array([_ASTRONAUT_FACE], np.float32),
+        )
+    )
     import matplotlib.cbook
 
     hopper = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))

@@ -35,25 +35,38 @@ def ratios(summaries: list[ModeSummary]) -> dict[str, float | None]:
 def table(summaries: list[ModeSummary]) -> str:
     ratio = ratios(summaries)
     stages = [s for s in _TABLE_STAGES if any(s in m.stage_per_image() for m in summaries)]
-    head = ["mode", "img/s", "best img/s", "faces/s", "x(1)", "gen busy", *[f"{s} ms" for s in stages], "RSS MB parent/worker"]
+    head = [
+        "mode",
+        "img/s",
+        "best img/s",
+        "faces/s",
+        "x(1)",
+        "gen busy",
+        *[f"{s} ms" for s in stages],
+        "RSS MB parent/worker",
+    ]
     rows = [head]
     for m in summaries:
         per = m.stage_per_image()
         parent, worker = m.peak_rss()
         r = ratio[m.mode]
-        rows.append([
-            label(m.mode),
-            f"{m.median('images_per_s'):.3f}",
-            f"{m.spread('images_per_s')[1]:.3f}",
-            f"{m.median('faces_per_s'):.2f}",
-            f"{r:.2f}" if r is not None else "-",
-            f"{m.median('generator_busy'):.0%}",
-            *[f"{per[s] * 1000:.0f}" if s in per else "-" for s in stages],
-            f"{_mb(parent)}/{_mb(worker)}",
-        ])
+        rows.append(
+            [
+                label(m.mode),
+                f"{m.median('images_per_s'):.3f}",
+                f"{m.spread('images_per_s')[1]:.3f}",
+                f"{m.median('faces_per_s'):.2f}",
+                f"{r:.2f}" if r is not None else "-",
+                f"{m.median('generator_busy'):.0%}",
+                *[f"{per[s] * 1000:.0f}" if s in per else "-" for s in stages],
+                f"{_mb(parent)}/{_mb(worker)}",
+            ]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
@@ -69,8 +82,10 @@ def write_json(path: Path, summaries: list[ModeSummary], meta: dict[str, Any]) -
         "modes": {
             m.mode: {
                 "label": label(m.mode),
-                "median": {k: round(m.median(k), 4) for k in ("images_per_s", "faces_per_s", "wall_s",
-                                                              "generator_busy")},
+                "median": {
+                    k: round(m.median(k), 4)
+                    for k in ("images_per_s", "faces_per_s", "wall_s", "generator_busy")
+                },
                 "best_images_per_s": round(m.spread("images_per_s")[1], 4),
                 "ratio_to_upstream": round(ratio[m.mode], 3) if ratio[m.mode] is not None else None,
                 "stage_s_per_image": {k: round(v, 4) for k, v in m.stage_per_image().items()},

@@ -41,8 +41,11 @@ class ModeRun:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(images_per_s=round(self.images_per_s, 4), faces_per_s=round(self.faces_per_s, 4),
-                    generator_busy=round(self.generator_busy, 4))
+        data.update(
+            images_per_s=round(self.images_per_s, 4),
+            faces_per_s=round(self.faces_per_s, 4),
+            generator_busy=round(self.generator_busy, 4),
+        )
         return data
 
     @classmethod

@@ -59,10 +59,17 @@ def run_upstream(spec: RunSpec, spec_path: Path, out_dir: Path, gpus: list[int],
             if lane not in running and todo:
                 photo = todo.popleft()
                 extra = {"CUDA_VISIBLE_DEVICES": lane} if lane is not None else {}
-                cmd = [sys.executable, "-m", "gpen_watch.bench.upstream", str(spec_path), str(photo.path),
-                       str(out_dir / photo.path.name)]
-                proc = subprocess.Popen(cmd, env=child_env(extra), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "gpen_watch.bench.upstream",
+                    str(spec_path),
+                    str(photo.path),
+                    str(out_dir / photo.path.name),
+                ]
+                proc = subprocess.Popen(
+                    cmd, env=child_env(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
                 running[lane] = (proc, time.perf_counter())
         for lane, (proc, started) in list(running.items()):
             if proc.poll() is None:
@@ -87,11 +94,22 @@ def run_upstream(spec: RunSpec, spec_path: Path, out_dir: Path, gpus: list[int],
         stages["startup+load"] = stages.get("startup+load", 0.0) + proc_wall - rep["work_s"]
     rss = [r["rss_mb"] for r in reports if r.get("rss_mb") is not None]
     return ModeRun(
-        mode="upstream", images=len(photos), ok=len(reports), faces=sum(r["faces"] for r in reports),
-        wall_s=wall, stages=stages, generator_s=sum(r["generator_s"] for r in reports),
-        detect_s=stages.get("detect", 0.0), rss_workers_mb=[max(rss)] if rss else [], slots=len(lanes),
-        settings={"face_batch": 1, "precision": "fp32", "processes_at_once": len(lanes),
-                  "load_s_median": sorted(r["load_s"] for r in reports)[len(reports) // 2] if reports else 0.0},
+        mode="upstream",
+        images=len(photos),
+        ok=len(reports),
+        faces=sum(r["faces"] for r in reports),
+        wall_s=wall,
+        stages=stages,
+        generator_s=sum(r["generator_s"] for r in reports),
+        detect_s=stages.get("detect", 0.0),
+        rss_workers_mb=[max(rss)] if rss else [],
+        slots=len(lanes),
+        settings={
+            "face_batch": 1,
+            "precision": "fp32",
+            "processes_at_once": len(lanes),
+            "load_s_median": sorted(r["load_s"] for r in reports)[len(reports) // 2] if reports else 0.0,
+        },
     )
 
 

@@ -46,7 +46,9 @@ def rss_mb(pid: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpen_watch.bench.service", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m gpen_watch.bench.service", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--idle", type=float, default=30.0, help="seconds of idle sampling")
     ap.add_argument("--drops", type=int, default=5, help="single-photo drops for the latency figure")
     ap.add_argument("--settle", type=float, default=1.0, help="watch.settle_seconds")
@@ -68,12 +70,31 @@ def _run(root: Path, args: argparse.Namespace) -> dict:
     models = write_models(root / "models", tiny=True)
     folders = _folders(root)
     env = child_env(_user_dirs(folders["home"]))
-    cmd = [sys.executable, "-m", "gpen_watch", "run", "--no-tray",
-           "--config", str(folders["home"] / "defaults.toml"),
-           "--inbox", str(folders["inbox"]), "--outbox", str(folders["outbox"]),
-           "--model", models.gpen, "--model-dir", str(models.model_dir), "--device", "cpu",
-           "--set", f"restore.detector={models.detector}", "--set", "restore.use_parse=false",
-           "--set", f"watch.settle_seconds={args.settle}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "run",
+        "--no-tray",
+        "--config",
+        str(folders["home"] / "defaults.toml"),
+        "--inbox",
+        str(folders["inbox"]),
+        "--outbox",
+        str(folders["outbox"]),
+        "--model",
+        models.gpen,
+        "--model-dir",
+        str(models.model_dir),
+        "--device",
+        "cpu",
+        "--set",
+        f"restore.detector={models.detector}",
+        "--set",
+        "restore.use_parse=false",
+        "--set",
+        f"watch.settle_seconds={args.settle}",
+    ]
     log = (root / "daemon.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -131,8 +152,9 @@ def _drops(folders: dict[str, Path], env: dict[str, str], n: int) -> tuple[list[
 
 def _started(journal: Path, name: str) -> float:
     with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as conn:
-        row = conn.execute("SELECT started FROM jobs WHERE source LIKE ? ORDER BY id DESC LIMIT 1",
-                           (f"%{name}",)).fetchone()
+        row = conn.execute(
+            "SELECT started FROM jobs WHERE source LIKE ? ORDER BY id DESC LIMIT 1", (f"%{name}",)
+        ).fetchone()
     return float(row[0])
 
 
@@ -140,13 +162,19 @@ def _print(r: dict) -> None:
     med = statistics.median
     print(f"service benchmark, {r['date']}, {r['cores']} cores (tiny models: service costs only)")
     print(f"  workers ready after start      {r['ready_s']:.1f} s")
-    print(f"  parent idle CPU                {r['idle_cpu_percent_of_one_core']:.2f} % of one core "
-          f"over {r['idle_seconds']:g} s (target < 1 %)")
-    print(f"  parent RSS                     {r['parent_rss_mb']:.0f} MB, peak {r['parent_rss_peak_mb']} MB "
-          "(target < 150 MB)")
+    print(
+        f"  parent idle CPU                {r['idle_cpu_percent_of_one_core']:.2f} % of one core "
+        f"over {r['idle_seconds']:g} s (target < 1 %)"
+    )
+    print(
+        f"  parent RSS                     {r['parent_rss_mb']:.0f} MB, peak {r['parent_rss_peak_mb']} MB "
+        "(target < 150 MB)"
+    )
     print(f"  parent imports torch           {r['parent_imports_torch']}")
-    print(f"  drop -> worker starts          median {med(r['drop_to_start_s']):.2f} s "
-          f"(settle time {r['settle_seconds']:g} s included)")
+    print(
+        f"  drop -> worker starts          median {med(r['drop_to_start_s']):.2f} s "
+        f"(settle time {r['settle_seconds']:g} s included)"
+    )
     print(f"  drop -> result in outbox       median {med(r['drop_to_output_s']):.2f} s")
 
 

@@ -83,8 +83,11 @@ class UpstreamStyle:
             with clock.time("restore"), self.generator.time("generator"):
                 restored, masks = self.enhancer.enhance(crop)
             with clock.time("paste"):
-                mask = paste.soften_parse_mask(cv2.resize(masks[0], (self.size, self.size))) \
-                    if masks is not None else paste.feather_mask(self.size)
+                mask = (
+                    paste.soften_parse_mask(cv2.resize(masks[0], (self.size, self.size)))
+                    if masks is not None
+                    else paste.feather_mask(self.size)
+                )
                 frame.add(restored[0], affine[0], mask)
         with clock.time("paste"):
             out = frame.blend()
@@ -130,15 +133,19 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     faces = pipeline.restore(Path(src), Path(dst))
     work_s = time.perf_counter() - t0
-    print(json.dumps({
-        "faces": faces,
-        "startup_s": t0 - _T_START - pipeline.load_s,  # interpreter, imports
-        "load_s": pipeline.load_s,
-        "work_s": work_s,
-        "stages": pipeline.clock.totals,
-        "generator_s": pipeline.generator.totals.get("generator", 0.0),
-        "rss_mb": peak_rss_mb(),
-    }))
+    print(
+        json.dumps(
+            {
+                "faces": faces,
+                "startup_s": t0 - _T_START - pipeline.load_s,  # interpreter, imports
+                "load_s": pipeline.load_s,
+                "work_s": work_s,
+                "stages": pipeline.clock.totals,
+                "generator_s": pipeline.generator.totals.get("generator", 0.0),
+                "rss_mb": peak_rss_mb(),
+            }
+        )
+    )
     return 0
 
 

@@ -60,8 +60,14 @@ def list_gpus() -> list[GpuInfo]:
     try:
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append(GpuInfo(i, _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h)),
-                                int(pynvml.nvmlDeviceGetMemoryInfo(h).total)))
+            gpus.append(
+                GpuInfo(
+                    i,
+                    _text(pynvml.nvmlDeviceGetName(h)),
+                    _text(pynvml.nvmlDeviceGetUUID(h)),
+                    int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                )
+            )
     except Exception as exc:
         # A GPU that fell off the bus makes NVML calls fail: use what was listed before it.
         log.warning("listing GPUs through NVML failed after %d: %s", len(gpus), exc)

@@ -55,7 +55,14 @@ DEFAULT_IN_FLIGHT = 4
 
 # Worker states, as `status` shows them.
 STARTING, READY, STOPPING, BACKOFF, ERROR, RETIRED, STOPPED = (
-    "starting", "ready", "stopping", "restarting", "error", "retired", "stopped")
+    "starting",
+    "ready",
+    "stopping",
+    "restarting",
+    "error",
+    "retired",
+    "stopped",
+)
 _ALIVE = (STARTING, READY, STOPPING)
 
 
@@ -199,8 +206,11 @@ class Pool:
         """How many more tasks the pool can take now without them waiting long."""
         if self.paused or self._stopping:
             return 0
-        slots = sum(self._in_flight_cap(w) - len(w.flights)
-                    for w in self._workers if w.state in (STARTING, READY, BACKOFF))
+        slots = sum(
+            self._in_flight_cap(w) - len(w.flights)
+            for w in self._workers
+            if w.state in (STARTING, READY, BACKOFF)
+        )
         return max(0, slots - len(self._pending))
 
     def _in_flight_cap(self, w: _Worker) -> int:
@@ -315,8 +325,14 @@ class Pool:
             w.read_ahead = int(msg[1].get("read_ahead") or 0)
             w.start_failures = 0
             w.error = None
-            log.info("worker %s ready on %s (pid %s, %s threads, %.1f s to load)", w.slot.name,
-                     w.slot.label, w.pid, w.slot.threads, now - w.started_at)
+            log.info(
+                "worker %s ready on %s (pid %s, %s threads, %.1f s to load)",
+                w.slot.name,
+                w.slot.label,
+                w.pid,
+                w.slot.threads,
+                now - w.started_at,
+            )
         elif kind == P.FATAL:
             w.fatal = (msg[1], msg[2])
         elif kind == P.BYE:
@@ -346,8 +362,10 @@ class Pool:
                 msg = f"out of GPU memory; retrying alone at {smaller:.0%} scale"
                 events.append(PoolEvent(RETRY, task, w.slot.name, message=msg))
                 return
-            result.error = (f"out of GPU memory even at {task.job.scale:.0%} scale "
-                            f"({result.error or 'CUDA out of memory'}); lower restore.max_side or restore.face_batch")
+            result.error = (
+                f"out of GPU memory even at {task.job.scale:.0%} scale "
+                f"({result.error or 'CUDA out of memory'}); lower restore.max_side or restore.face_batch"
+            )
             result.error_kind = result.error_kind or "failed"
         w.done += 1
         w.faces += result.faces
@@ -390,7 +408,11 @@ class Pool:
             if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FATAL_DEVICE:
                 w.state = RETIRED
                 w.error = f"failed to start {w.start_failures} times in a row, device error: {reason}"
-                log.error("worker %s retired (its device may be gone; the others carry on): %s", w.slot.name, w.error)
+                log.error(
+                    "worker %s retired (its device may be gone; the others carry on): %s",
+                    w.slot.name,
+                    w.error,
+                )
                 return
             if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FATAL_CRASH:
                 # An exception while loading is deterministic (a bug, a broken install): stop and say so.
@@ -427,8 +449,9 @@ class Pool:
                 t.isolate = True
                 self._pending.appendleft(t)
                 events.append(PoolEvent(RETRY, t, w.slot.name, message=f"worker died ({reason}); will retry"))
-        log.warning("worker %s died (%s) with %d image(s) in flight; restarting", w.slot.name, reason,
-                    len(flights))
+        log.warning(
+            "worker %s died (%s) with %d image(s) in flight; restarting", w.slot.name, reason, len(flights)
+        )
         backoff = 0.0 if w.crash_streak <= 1 else min(MAX_BACKOFF, 2.0 ** (w.crash_streak - 2))
         w.state, w.restart_at = BACKOFF, now + backoff
 
@@ -475,8 +498,9 @@ class Pool:
         """
         if self.paused or self._stopping or not self._pending:
             return
-        ready = sorted((w for w in self._workers if w.state == READY and not w.exclusive),
-                       key=lambda w: len(w.flights))
+        ready = sorted(
+            (w for w in self._workers if w.state == READY and not w.exclusive), key=lambda w: len(w.flights)
+        )
         for w in ready:
             if not self._pending:
                 return
@@ -507,10 +531,12 @@ class Pool:
 
     def _spawn(self, w: _Worker) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        args = worker_main.WorkerArgs(w.slot, self._restore, self._factory, self._heartbeat_s,
-                                      self._log_level, self._child_env)
-        proc = self._ctx.Process(target=worker_main.main, args=(child, args),
-                                 name=f"gpen-watch worker {w.slot.name}", daemon=False)
+        args = worker_main.WorkerArgs(
+            w.slot, self._restore, self._factory, self._heartbeat_s, self._log_level, self._child_env
+        )
+        proc = self._ctx.Process(
+            target=worker_main.main, args=(child, args), name=f"gpen-watch worker {w.slot.name}", daemon=False
+        )
         now = self._clock()
         w.fatal, w.kill_reason = None, None
         try:
@@ -519,7 +545,7 @@ class Pool:
             parent.close()
             child.close()
             w.start_failures += 1
-            w.state, w.restart_at = BACKOFF, now + min(MAX_BACKOFF, 2.0 ** w.start_failures)
+            w.state, w.restart_at = BACKOFF, now + min(MAX_BACKOFF, 2.0**w.start_failures)
             w.error = f"cannot start a process: {exc}"
             log.error("worker %s: %s", w.slot.name, w.error)
             return

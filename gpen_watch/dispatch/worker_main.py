@@ -90,8 +90,9 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     root.handlers[:] = [_PipeLogHandler(chan)]
     root.setLevel(args.log_level)
     state = _State()
-    threading.Thread(target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True,
-                     name="heartbeat").start()
+    threading.Thread(
+        target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
+    ).start()
     try:
         factory = _load_factory(args.factory)
         restorer = factory(args.restore, args.slot.device, threads=args.slot.threads)
@@ -99,11 +100,28 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
     except BaseException as exc:
         on_gpu = args.slot.device != "cpu"
-        kind = P.FATAL_DEVICE if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower()) else P.FATAL_CRASH
-        _fatal(chan, kind, f"could not start the restorer: {type(exc).__name__}: {exc}",
-               P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
-    chan.send((P.READY, {"pid": os.getpid(), "device": args.slot.device, "threads": args.slot.threads,
-                         "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0)}))
+        kind = (
+            P.FATAL_DEVICE
+            if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower())
+            else P.FATAL_CRASH
+        )
+        _fatal(
+            chan,
+            kind,
+            f"could not start the restorer: {type(exc).__name__}: {exc}",
+            P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH,
+        )
+    chan.send(
+        (
+            P.READY,
+            {
+                "pid": os.getpid(),
+                "device": args.slot.device,
+                "threads": args.slot.threads,
+                "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0),
+            },
+        )
+    )
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         _serve(chan, state, restorer)
@@ -112,7 +130,12 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         # state (CUDA errors are sticky), so report and exit; the parent requeues and restarts.
         logging.getLogger(__name__).debug("worker failure:\n%s", traceback.format_exc())
         kind = P.FATAL_DEVICE if _is_device_error(exc) else P.FATAL_CRASH
-        _fatal(chan, kind, f"{type(exc).__name__}: {exc}", P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH)
+        _fatal(
+            chan,
+            kind,
+            f"{type(exc).__name__}: {exc}",
+            P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH,
+        )
     try:
         restorer.close()
     except Exception:
@@ -235,5 +258,6 @@ def _is_device_error(exc: BaseException | str) -> bool:
     text = str(exc)
     if "out of memory" in text.lower():
         return False
-    return any(s in text for s in ("CUDA error", "CUDA driver", "cuDNN error", "CUBLAS_STATUS", "device-side"))
-
+    return any(
+        s in text for s in ("CUDA error", "CUDA driver", "cuDNN error", "CUBLAS_STATUS", "device-side")
+    )

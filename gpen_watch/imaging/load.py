@@ -47,7 +47,22 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
 # TIFF-based camera RAW files open in Pillow as their small embedded preview; restoring that
 # thumbnail silently would be wrong, so they are refused by name before decoding.
 _RAW_EXTENSIONS = frozenset(
-    {".cr2", ".cr3", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".dng", ".orf", ".rw2", ".raf", ".pef", ".srw", ".x3f"}
+    {
+        ".cr2",
+        ".cr3",
+        ".nef",
+        ".nrw",
+        ".arw",
+        ".srf",
+        ".sr2",
+        ".dng",
+        ".orf",
+        ".rw2",
+        ".raf",
+        ".pef",
+        ".srw",
+        ".x3f",
+    }
 )
 
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N"})
@@ -182,9 +197,13 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise
         except Image.DecompressionBombError as exc:
             # A plugin re-checks frame/tile sizes against Pillow's own (global) limit.
-            raise ImageTooLargeError(path, f"{fmt} rejected by Pillow's decompression-bomb guard ({exc})") from exc
+            raise ImageTooLargeError(
+                path, f"{fmt} rejected by Pillow's decompression-bomb guard ({exc})"
+            ) from exc
         except MemoryError as exc:
-            raise ImageTooLargeError(path, f"not enough memory to decode this {_size_text(im.size)} image") from exc
+            raise ImageTooLargeError(
+                path, f"not enough memory to decode this {_size_text(im.size)} image"
+            ) from exc
         except (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError) as exc:
             raise BrokenImageError(path, _decode_failure_reason(fmt, exc)) from exc
 
@@ -265,9 +284,7 @@ def _open_file(path: Path) -> IO[bytes]:
 def _check_megapixels(path: Path, size: tuple[int, int], max_megapixels: float) -> None:
     megapixels = size[0] * size[1] / 1e6
     if max_megapixels > 0 and megapixels > max_megapixels:
-        raise ImageTooLargeError(
-            path, f"image is {_size_text(size)}, over the {max_megapixels:g} MP limit"
-        )
+        raise ImageTooLargeError(path, f"image is {_size_text(size)}, over the {max_megapixels:g} MP limit")
 
 
 def _size_text(size: tuple[int, int]) -> str:
@@ -578,7 +595,9 @@ def _reset_xmp_orientation(xmp: bytes | str | None) -> bytes | None:
         return None
     data = xmp.encode("utf-8") if isinstance(xmp, str) else bytes(xmp)
     data = re.sub(rb'tiff:Orientation="\d"', b'tiff:Orientation="1"', data)
-    return re.sub(rb"<tiff:Orientation>\d</tiff:Orientation>", b"<tiff:Orientation>1</tiff:Orientation>", data)
+    return re.sub(
+        rb"<tiff:Orientation>\d</tiff:Orientation>", b"<tiff:Orientation>1</tiff:Orientation>", data
+    )
 
 
 def _source_info(im: Image.Image, fmt: str) -> dict:

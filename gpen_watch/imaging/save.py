@@ -30,7 +30,14 @@ from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
 
-_EXPLICIT_FORMATS = {"jpeg": "JPEG", "jpg": "JPEG", "png": "PNG", "webp": "WEBP", "tiff": "TIFF", "tif": "TIFF"}
+_EXPLICIT_FORMATS = {
+    "jpeg": "JPEG",
+    "jpg": "JPEG",
+    "png": "PNG",
+    "webp": "WEBP",
+    "tiff": "TIFF",
+    "tif": "TIFF",
+}
 # "same" for formats we cannot write faithfully: palette/animation formats -> PNG (lossless, keeps
 # alpha); HEIF/AVIF photos -> JPEG (writing them needs optional encoders).
 _SAME_FALLBACK = {"HEIF": "JPEG", "HEIC": "JPEG", "AVIF": "JPEG"}
@@ -99,7 +106,9 @@ def save_image(
 
 def _check_pixels(pixels: np.ndarray) -> None:
     if not isinstance(pixels, np.ndarray) or pixels.ndim != 3 or pixels.shape[2] != 3:
-        raise ValueError(f"pixels must be an (H, W, 3) BGR array, got {getattr(pixels, 'shape', type(pixels))}")
+        raise ValueError(
+            f"pixels must be an (H, W, 3) BGR array, got {getattr(pixels, 'shape', type(pixels))}"
+        )
     if pixels.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"pixels must be uint8 or uint16, got {pixels.dtype}")
 
@@ -463,8 +472,15 @@ _REASONS = {
 
 
 # errno values meaning the folder refuses writes as a whole for now, not that this one file is wrong.
-_UNAVAILABLE = {errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
-                errno.EIO}
+_UNAVAILABLE = {
+    errno.ENOSPC,
+    getattr(errno, "EDQUOT", -1),
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.EIO,
+}
 
 
 def write_error(dst: os.PathLike[str] | str, exc: OSError) -> OutputError:

@@ -59,7 +59,9 @@ def hash_file(path: os.PathLike[str] | str) -> str:
     Opens without following symlinks and without blocking (a FIFO swapped in after the caller's
     lstat is refused, not waited on); anything but a regular file raises OSError.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    )
     fd = os.open(path, flags)
     with open(fd, "rb", buffering=0) as f:
         if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
@@ -205,8 +207,11 @@ class Journal:
         try:
             if readonly:
                 conn = sqlite3.connect(
-                    f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0,
-                    isolation_level=None, check_same_thread=False,
+                    f"{path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    timeout=10.0,
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,7 +221,9 @@ class Journal:
             if not readonly:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
-                    raise GpenWatchError(f"{path}: cannot use WAL mode (got {mode}); put the journal on a local disk")
+                    raise GpenWatchError(
+                        f"{path}: cannot use WAL mode (got {mode}); put the journal on a local disk"
+                    )
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 schema.migrate(conn, path)
@@ -268,8 +275,14 @@ class Journal:
         with self._lock:
             return self._conn.execute(sql, args).fetchall()
 
-    def _event(self, conn: sqlite3.Connection, job_id: int, kind: str, detail: str | None = None,
-               worker: str | None = None) -> None:
+    def _event(
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        kind: str,
+        detail: str | None = None,
+        worker: str | None = None,
+    ) -> None:
         conn.execute(
             "INSERT INTO events (job_id, time, kind, worker, detail) VALUES (?, ?, ?, ?, ?)",
             (job_id, self._clock(), kind, worker, detail),
@@ -302,7 +315,9 @@ class Journal:
         src, now = os.fspath(source), self._clock()
         with self._write() as conn:
             superseded: list[int] = []
-            for row in conn.execute("SELECT * FROM jobs WHERE source = ? ORDER BY id DESC", (src,)).fetchall():
+            for row in conn.execute(
+                "SELECT * FROM jobs WHERE source = ? ORDER BY id DESC", (src,)
+            ).fetchall():
                 same = row["sha256"] == sha256 and row["size"] == size
                 if row["state"] in ACTIVE and same:
                     return AddResult("known", _job(row))
@@ -313,7 +328,11 @@ class Journal:
                     )
                     self._event(conn, row["id"], "superseded", "file replaced by new content")
                     superseded.append(row["id"])
-                elif row["state"] in SETTLED and same and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE):
+                elif (
+                    row["state"] in SETTLED
+                    and same
+                    and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE)
+                ):
                     return AddResult("known", _job(row))
 
             done = self._done_with(conn, sha256, size)
@@ -384,9 +403,10 @@ class Journal:
             return Claim([], [], 0)
         now = self._clock()
         with self._write() as conn:
-            busy = {(r[0], r[1]) for r in conn.execute(
-                "SELECT sha256, size FROM jobs WHERE state = 'running'"
-            ).fetchall()}
+            busy = {
+                (r[0], r[1])
+                for r in conn.execute("SELECT sha256, size FROM jobs WHERE state = 'running'").fetchall()
+            }
             ids: list[int] = []
             duplicates: list[AddResult] = []
             held = 0
@@ -471,7 +491,15 @@ class Journal:
             cur = conn.execute(
                 "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?"
                 " WHERE id = ? AND state IN ('queued', 'running')",
-                (os.fspath(output), ino, size, faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
+                (
+                    os.fspath(output),
+                    ino,
+                    size,
+                    faces,
+                    json.dumps(timings or {}),
+                    json.dumps(list(notes)),
+                    job_id,
+                ),
             )
             if cur.rowcount:
                 self._event(conn, job_id, "committing", os.fspath(output))
@@ -514,7 +542,9 @@ class Journal:
     def requeue(self, job_id: int, reason: str) -> bool:
         """Put a running job back in the queue (worker crashed, timed out, service stopping)."""
         with self._write() as conn:
-            cur = conn.execute("UPDATE jobs SET state = 'queued' WHERE id = ? AND state = 'running'", (job_id,))
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'queued' WHERE id = ? AND state = 'running'", (job_id,)
+            )
             if cur.rowcount:
                 self._event(conn, job_id, "requeued", reason)
             return cur.rowcount == 1
@@ -534,7 +564,8 @@ class Journal:
                 if max_attempts is not None and row["attempts"] >= max_attempts:
                     why = f"gave up after {row['attempts']} attempt(s); last: {reason}"
                     conn.execute(
-                        "UPDATE jobs SET state = 'failed', finished = ?, error = ? WHERE id = ?", (now, why, row["id"])
+                        "UPDATE jobs SET state = 'failed', finished = ?, error = ? WHERE id = ?",
+                        (now, why, row["id"]),
                     )
                     self._event(conn, row["id"], "failed", why)
                 else:
@@ -558,7 +589,9 @@ class Journal:
         """Record what happened (or is about to happen) to the original file (durable)."""
         where = None if path is None else os.fspath(path)
         with self._write(durable=True) as conn:
-            conn.execute("UPDATE jobs SET original = ?, original_path = ? WHERE id = ?", (action, where, job_id))
+            conn.execute(
+                "UPDATE jobs SET original = ?, original_path = ? WHERE id = ?", (action, where, job_id)
+            )
             self._event(conn, job_id, "original", action + (f": {where}" if where else ""))
 
     def log_event(self, job_id: int, kind: str, detail: str | None = None, worker: str | None = None) -> None:
@@ -627,7 +660,8 @@ class Journal:
     def done_since(self, since: float) -> tuple[int, int]:
         """(images, faces) finished since ``since`` (epoch seconds)."""
         row = self._read(
-            "SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = 'done' AND finished >= ?", (since,)
+            "SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = 'done' AND finished >= ?",
+            (since,),
         )[0]
         return int(row[0]), int(row[1])
 

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         default=None,
         help="folder checked first for weights files (default: restore.model_dir from the config)",
     )
-    common.add_argument("--config", type=Path, default=None, help="config file to read restore.model_dir from")
+    common.add_argument(
+        "--config", type=Path, default=None, help="config file to read restore.model_dir from"
+    )
     names = ", ".join(registry.model_names())
     sub = parser.add_subparsers(dest="models_action", metavar="ACTION", required=True)
     sub.add_parser("list", parents=[common], help="show known models and where they are")

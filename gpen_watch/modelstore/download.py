@@ -41,9 +41,7 @@ class DownloadError(ModelError):
     def __init__(self, url: str, dest: Path, reason: str, *, network: bool) -> None:
         message = f"cannot download {dest.name} from {url}: {reason}"
         if network:
-            message += (
-                f". Without internet access, download {url} on another machine and put it at {dest}"
-            )
+            message += f". Without internet access, download {url} on another machine and put it at {dest}"
         super().__init__(message)
         self.url = url
         self.dest = dest
@@ -172,12 +170,13 @@ def _check(
 ) -> None:
     if total is not None and received != total:
         # http.client returns a short body silently when the server closes early.
-        raise DownloadError(
-            url, dest, f"transfer cut short: got {received} of {total} bytes", network=True
-        )
+        raise DownloadError(url, dest, f"transfer cut short: got {received} of {total} bytes", network=True)
     if expected_size is not None and received != expected_size:
         raise DownloadError(
-            url, dest, f"got {received} bytes, expected {expected_size}; the file was discarded", network=False
+            url,
+            dest,
+            f"got {received} bytes, expected {expected_size}; the file was discarded",
+            network=False,
         )
     if sha256 is not None and digest != sha256.lower():
         raise DownloadError(

@@ -158,9 +158,7 @@ def get_spec(name: str) -> ModelSpec:
 def detector_spec(config_name: str) -> ModelSpec:
     """The spec for a restore.detector value such as "retinaface_resnet50"."""
     if config_name not in DETECTOR_CONFIG_NAMES:
-        raise ModelError(
-            f"unknown detector {config_name!r}; use one of {', '.join(DETECTOR_CONFIG_NAMES)}"
-        )
+        raise ModelError(f"unknown detector {config_name!r}; use one of {', '.join(DETECTOR_CONFIG_NAMES)}")
     return get_spec(DETECTOR_CONFIG_NAMES[config_name])
 
 

@@ -84,7 +84,12 @@ def _download_spec(spec: ModelSpec, folders: list[Path], progress: Progress, tim
     for url in spec.urls:
         try:
             return download(
-                url, dest, expected_size=spec.size_bytes, sha256=spec.sha256, progress=progress, timeout=timeout
+                url,
+                dest,
+                expected_size=spec.size_bytes,
+                sha256=spec.sha256,
+                progress=progress,
+                timeout=timeout,
             )
         except DownloadError as exc:
             failures.append(exc)

@@ -93,7 +93,7 @@ def _unwrap(obj: Any, path: Path) -> dict[str, Tensor]:
 def _strip_prefix(state: dict[str, Tensor], path: Path) -> dict[str, Tensor]:
     out: dict[str, Tensor] = {}
     for key, value in state.items():
-        short = key[len(_WRAPPER_PREFIX):] if key.startswith(_WRAPPER_PREFIX) else key
+        short = key[len(_WRAPPER_PREFIX) :] if key.startswith(_WRAPPER_PREFIX) else key
         if short in out:
             raise ModelError(f"{path}: key {short!r} appears both with and without a 'module.' prefix")
         out[short] = value

@@ -128,7 +128,10 @@ def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None
     if final is None or not naming.inside(final, root):
         while True:
             final = naming.plan_output(
-                cfg, inbox, job.rel, today=today,
+                cfg,
+                inbox,
+                job.rel,
+                today=today,
                 taken=lambda p: journal.output_reserved(p, exclude_job=job_id),
             )
             if journal.reserve_output(job_id, final):
@@ -145,8 +148,9 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
     """``prepare`` and build the worker's FileJob (dst is the temp name)."""
     _, tmp = prepare(journal, job_id, cfg)
     job = load_job(journal, job_id)
-    return FileJob(src=job.source, dst=tmp, format=cfg.output.format, jpeg_quality=cfg.output.jpeg_quality,
-                   scale=scale)
+    return FileJob(
+        src=job.source, dst=tmp, format=cfg.output.format, jpeg_quality=cfg.output.jpeg_quality, scale=scale
+    )
 
 
 def discard(tmp: Path | None) -> None:
@@ -179,8 +183,9 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
     except OSError as exc:
         raise OutputError(f"{tmp}: worker reported success but its output cannot be read: {exc}") from exc
     name = output_name(job.output.name, result.format)
-    return _place_output(journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes,
-                         name=name)
+    return _place_output(
+        journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes, name=name
+    )
 
 
 def output_name(name: str, fmt: str | None) -> str:
@@ -199,8 +204,15 @@ def output_name(name: str, fmt: str | None) -> str:
 
 
 def _place_output(
-    journal: Journal, job: Job, tmp: Path, st: os.stat_result, *, faces: int, timings: dict[str, float],
-    notes: list[str], name: str | None = None,
+    journal: Journal,
+    job: Job,
+    tmp: Path,
+    st: os.stat_result,
+    *,
+    faces: int,
+    timings: dict[str, float],
+    notes: list[str],
+    name: str | None = None,
 ) -> Path | None:
     assert job.output is not None
     final = job.output
@@ -210,7 +222,10 @@ def _place_output(
 
     try:
         return durable.place(
-            tmp, final.parent, name or final.name, before=record,
+            tmp,
+            final.parent,
+            name or final.name,
+            before=record,
             taken=lambda p: journal.output_reserved(p, exclude_job=job.id),
         )
     except OSError as exc:
@@ -221,7 +236,7 @@ def _place_output(
 
 
 def _source_state(job: Job) -> str:
-    """"same" if the inbox file is still the one this job took, else "missing" or "changed"."""
+    """ "same" if the inbox file is still the one this job took, else "missing" or "changed"."""
     try:
         st = os.lstat(job.source)
     except FileNotFoundError:
@@ -283,7 +298,9 @@ def move_original(
             journal.set_original(job.id, WAITING, directory)
             if not was_waiting:  # a retry that fails again adds nothing to the history
                 journal.log_event(job.id, "original-waiting", why)
-                log.warning("%s: %s; it waits in the inbox and is moved once the folder works", job.source, why)
+                log.warning(
+                    "%s: %s; it waits in the inbox and is moved once the folder works", job.source, why
+                )
             return OriginalOutcome(WAITING, job.source, reason, folder=root)
         journal.set_original(job.id, "left")
         journal.log_event(job.id, "original-left", why)
@@ -331,7 +348,9 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
     # A waiting original waits for the archive (only moves wait): that move is what is retried.
     if job.original in ("archiving", WAITING) or (policy == "archive" and job.original is None):
         root = naming.archive_root(cfg, inbox)
-        return move_original(journal, job, naming.mirror_dir(root, job.rel.parent), root, "archiving", "archived")
+        return move_original(
+            journal, job, naming.mirror_dir(root, job.rel.parent), root, "archiving", "archived"
+        )
     if job.original == "deleting" or (policy == "delete" and job.original is None):
         return _delete_original(journal, job)
     journal.set_original(job.id, "kept", job.source)
@@ -458,8 +477,9 @@ def _resume_commit(journal: Journal, job: Job) -> Path | None:
             os.unlink(tmp)
             durable.fsync_dir(final.parent)
     elif _same_file(tmp, job.commit_ino, job.commit_size):
-        placed = _place_output(journal, job, tmp, os.lstat(tmp), faces=job.faces or 0, timings=job.timings,
-                               notes=job.notes)
+        placed = _place_output(
+            journal, job, tmp, os.lstat(tmp), faces=job.faces or 0, timings=job.timings, notes=job.notes
+        )
         if placed is None:
             return None
         final = placed

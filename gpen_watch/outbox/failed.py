@@ -74,7 +74,9 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     def error_file_taken(p: Path) -> bool:
         return os.path.lexists(error_file(p))
 
-    outcome = move_original(journal, job, directory, root, "setting-aside", "set-aside", taken=error_file_taken)
+    outcome = move_original(
+        journal, job, directory, root, "setting-aside", "set-aside", taken=error_file_taken
+    )
     if outcome.action == WAITING:
         # The error file goes beside the original once failed/ takes it, under the name it gets
         # then; one written now (if it could be) would name a file that is not there.

@@ -37,7 +37,14 @@ TMP_MARK = ".gpen-tmp-"
 # (imaging.save: ".<dst name>.tmp-<8 hex>"), which a killed worker can leave behind.
 _TMP_RE = re.compile(r"^\..+\.gpen-tmp-(\d+)(?:\.tmp-[0-9a-f]{8})?$", re.DOTALL)
 
-_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
+_WINDOWS_RESERVED = {
+    "con",
+    "prn",
+    "aux",
+    "nul",
+    *(f"com{i}" for i in range(1, 10)),
+    *(f"lpt{i}" for i in range(1, 10)),
+}
 _WINDOWS_BAD = set('<>:"|?*')
 
 
@@ -198,7 +205,9 @@ def ensure_dir(directory: Path, root: Path) -> None:
     except OSError as exc:
         raise OutputError(f"{directory}: cannot create folder: {exc.strerror or exc}") from exc
     if not inside(os.path.realpath(directory), os.path.realpath(root)):
-        raise OutputError(f"{directory}: leads outside {root} through a symbolic link; refusing to write there")
+        raise OutputError(
+            f"{directory}: leads outside {root} through a symbolic link; refusing to write there"
+        )
 
 
 def candidates(name: str) -> Iterable[str]:
@@ -224,7 +233,9 @@ def free_name(
         if taken is not None and taken(path):
             continue
         return path
-    raise OutputError(f"{directory / name}: {MAX_COLLISIONS} files with this name already; clean up the folder")
+    raise OutputError(
+        f"{directory / name}: {MAX_COLLISIONS} files with this name already; clean up the folder"
+    )
 
 
 def tmp_path(final: Path, job_id: int) -> Path:
@@ -251,5 +262,7 @@ def plan_output(
     rel = Path(rel)
     root = outbox_root(cfg, inbox)
     directory = mirror_dir(root, rel.parent)
-    name = render_name(cfg.output.name_template, rel.name, fmt=cfg.output.format, model=cfg.restore.model, today=today)
+    name = render_name(
+        cfg.output.name_template, rel.name, fmt=cfg.output.format, model=cfg.restore.model, today=today
+    )
     return free_name(directory, name, taken)

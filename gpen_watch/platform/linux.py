@@ -16,8 +16,13 @@ def open_path(path: Path) -> None:
     if opener is None:
         raise OSError("xdg-open not found (install xdg-utils)")
     # Detached and not waited for: some openers stay until the application they started quits.
-    subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [opener, str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def notify(title: str, message: str) -> bool:
@@ -25,8 +30,13 @@ def notify(title: str, message: str) -> bool:
     sender = shutil.which("notify-send")
     if sender is None:
         return False
-    subprocess.Popen([sender, "--app-name=gpen-watch", title, message], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [sender, "--app-name=gpen-watch", title, message],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return True
 
 

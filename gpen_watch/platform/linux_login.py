@@ -94,8 +94,11 @@ def systemd_exec(argv: Sequence[str]) -> str:
 
 def desktop_entry(options: LoginOptions) -> str:
     icon = resources.find("assets", "icon.png")
-    return render("linux/gpen-watch.desktop", exec=desktop_exec(options.command()),
-                  icon=str(icon) if icon else "applications-graphics")
+    return render(
+        "linux/gpen-watch.desktop",
+        exec=desktop_exec(options.command()),
+        icon=str(icon) if icon else "applications-graphics",
+    )
 
 
 def unit(options: LoginOptions) -> str:
@@ -104,8 +107,9 @@ def unit(options: LoginOptions) -> str:
     else:
         # PartOf: stopped with the graphical session, so it does not outlive the display it draws on.
         deps, target = f"PartOf={GRAPHICAL}\nAfter={GRAPHICAL}\n", GRAPHICAL
-    return render("linux/gpen-watch.service", exec=systemd_exec(options.command()), session_deps=deps,
-                  target=target)
+    return render(
+        "linux/gpen-watch.service", exec=systemd_exec(options.command()), session_deps=deps, target=target
+    )
 
 
 # --- doing -------------------------------------------------------------------------------------
@@ -132,8 +136,9 @@ def install(options: LoginOptions, run: Runner | None = None) -> LoginResult:
             result.say(f"enabled for {target}")
         if result.changed:
             _daemon_reload(run, result)
-        result.say(f"gpen-watch starts with {target} at your next login "
-                   f"(now: systemctl --user start {UNIT_NAME})")
+        result.say(
+            f"gpen-watch starts with {target} at your next login (now: systemctl --user start {UNIT_NAME})"
+        )
     else:
         path = autostart_file()
         check_replaceable(path)
@@ -174,7 +179,8 @@ def status() -> LoginStatus:
 
 def enabled() -> bool:
     return is_ours(autostart_file()) or (
-        is_ours(unit_file()) and any(_is_our_link(wants_link(t)) for t in (GRAPHICAL, HEADLESS)))
+        is_ours(unit_file()) and any(_is_our_link(wants_link(t)) for t in (GRAPHICAL, HEADLESS))
+    )
 
 
 def _remove_desktop(result: LoginResult) -> None:
@@ -227,8 +233,10 @@ def _daemon_reload(run: Runner, result: LoginResult) -> None:
     """Tell a running systemd user manager about the change; without one it reads it at next login."""
     rc, out = run(["systemctl", "--user", "daemon-reload"])
     if rc != 0:
-        result.say(f"note: systemctl --user daemon-reload failed ({out or rc}); "
-                   "the change applies at your next login")
+        result.say(
+            f"note: systemctl --user daemon-reload failed ({out or rc}); "
+            "the change applies at your next login"
+        )
 
 
 def _current(path: Path, fresh: list[str]) -> bool:

@@ -24,8 +24,10 @@ from gpen_watch.platform import resources
 MARKER = "Written by `gpen-watch service install`; `gpen-watch service uninstall` removes it."
 
 # A status note for a login file that differs from what install would write now.
-STALE = ("written for another Python or gpen-watch version than this one; "
-         "`gpen-watch service install` brings it up to date")
+STALE = (
+    "written for another Python or gpen-watch version than this one; "
+    "`gpen-watch service install` brings it up to date"
+)
 
 # (exit status, combined output) of an external command; tests pass a fake.
 Runner = Callable[[Sequence[str]], tuple[int, str]]

@@ -11,8 +11,13 @@ from gpen_watch.platform.login_common import LoginOptions, LoginResult, LoginSta
 
 def open_path(path: Path) -> None:
     """Show a folder in Finder or open a file with its default application."""
-    subprocess.Popen(["open", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        ["open", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def applescript_string(text: str) -> str:
@@ -23,8 +28,13 @@ def notify(title: str, message: str) -> bool:
     # pystray's darwin backend has no notifications; Notification Center takes them from osascript.
     script = f"display notification {applescript_string(message)} with title {applescript_string(title)}"
     try:
-        subprocess.Popen(["osascript", "-e", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            ["osascript", "-e", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:
         return False
     return True

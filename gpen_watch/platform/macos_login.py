@@ -103,7 +103,9 @@ def status(run: Runner | None = None) -> LoginStatus:
     except Exception as exc:  # a damaged file is still ours to report
         command = f"(unreadable: {exc})"
     notes = [] if _loaded(run) else ["not loaded in launchd now; it loads at your next login"]
-    if path.read_text(encoding="utf-8", errors="replace") not in [plist(LoginOptions(no_tray=n)) for n in (False, True)]:
+    if path.read_text(encoding="utf-8", errors="replace") not in [
+        plist(LoginOptions(no_tray=n)) for n in (False, True)
+    ]:
         notes.append(STALE)
     return LoginStatus(True, "launchagent", str(path), command, tuple(notes))
 

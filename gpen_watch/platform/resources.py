@@ -15,8 +15,11 @@ APP = "gpen-watch"
 
 def search_roots() -> list[Path]:
     # The checkout, then where pip puts data files: the environment, or ~/.local for --user.
-    return [Path(__file__).resolve().parents[2], Path(sys.prefix) / "share" / APP,
-            Path(site.getuserbase()) / "share" / APP]
+    return [
+        Path(__file__).resolve().parents[2],
+        Path(sys.prefix) / "share" / APP,
+        Path(site.getuserbase()) / "share" / APP,
+    ]
 
 
 def find(*parts: str) -> Path | None:
@@ -33,5 +36,7 @@ def require(*parts: str) -> Path:
     path = find(*parts)
     if path is None:
         where = ", ".join(str(r.joinpath(*parts)) for r in search_roots())
-        raise FileNotFoundError(f"{'/'.join(parts)} not found (looked in {where}); is gpen-watch fully installed?")
+        raise FileNotFoundError(
+            f"{'/'.join(parts)} not found (looked in {where}); is gpen-watch fully installed?"
+        )
     return path

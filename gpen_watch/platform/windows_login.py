@@ -72,8 +72,9 @@ def install(options: LoginOptions, key: RunKey | None = None) -> LoginResult:
     value = command_line(options)
     current = key.get(VALUE_NAME)
     if current is not None and SIGNATURE not in current:
-        raise LoginError(f"HKCU\\{RUN_KEY}\\{VALUE_NAME} exists and does not run gpen-watch ({current}); "
-                         "remove it first")
+        raise LoginError(
+            f"HKCU\\{RUN_KEY}\\{VALUE_NAME} exists and does not run gpen-watch ({current}); remove it first"
+        )
     if current == value:
         result.say("already installed; nothing changed")
     else:

@@ -22,7 +22,9 @@ STAGES = ("decode", "detect", "align", "restore", "paste", "encode")
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT", help="image files or folders")
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="folder for results")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUTDIR", help="folder for results"
+    )
     parser.add_argument("--model", help="GPEN-BFR-512 (default), GPEN-BFR-256, or a .pth file")
     parser.add_argument("--model-dir", type=Path, help="folder with model files (checked before downloading)")
     parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
@@ -72,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     results: list[FileResult] = []
     with Restorer(cfg.restore, threads=args.threads, download=not args.no_download) as restorer:
-        jobs = [
-            FileJob(p.src, _temp_name(p.dst), cfg.output.format, cfg.output.jpeg_quality) for p in plan
-        ]
+        jobs = [FileJob(p.src, _temp_name(p.dst), cfg.output.format, cfg.output.jpeg_quality) for p in plan]
         final = {job.src: p.dst for job, p in zip(jobs, plan)}
         bar = _progress(len(jobs), disable=args.no_progress)
         t0 = time.perf_counter()
@@ -166,7 +166,11 @@ def _commit(res: FileResult, final: Path, overwrite: bool) -> None:
             os.unlink(tmp)
     except FileExistsError:
         os.unlink(tmp)
-        res.ok, res.error, res.error_kind = False, f"{final} appeared while restoring; not overwritten", "failed"
+        res.ok, res.error, res.error_kind = (
+            False,
+            f"{final} appeared while restoring; not overwritten",
+            "failed",
+        )
         return
     except OSError as exc:
         res.ok, res.error, res.error_kind = False, f"cannot write {final}: {exc.strerror or exc}", "failed"
@@ -232,4 +236,3 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "output.jpeg_quality": args.quality,
     }
     return {k: v for k, v in pairs.items() if v is not None}
-

@@ -119,7 +119,9 @@ class FaceDetector:
             self._prior_cache[key] = anchor_priors(self._cfg, h, w).to(self.device).unsqueeze(0)
         return self._prior_cache[key]
 
-    def _select(self, boxes: torch.Tensor, scores: torch.Tensor, points: torch.Tensor, back: float) -> list[Face]:
+    def _select(
+        self, boxes: torch.Tensor, scores: torch.Tensor, points: torch.Tensor, back: float
+    ) -> list[Face]:
         keep = scores > self.threshold
         boxes, scores, points = boxes[keep], scores[keep], points[keep]
         order = nms(boxes, scores, self.nms_threshold)[: self.max_faces]

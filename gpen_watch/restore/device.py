@@ -33,7 +33,7 @@ class Placement:
 
 
 def resolve_device(name: str) -> torch.device:
-    """"auto" is the first CUDA device when there is one (workers are pinned with CUDA_VISIBLE_DEVICES)."""
+    """ "auto" is the first CUDA device when there is one (workers are pinned with CUDA_VISIBLE_DEVICES)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(name)

@@ -149,7 +149,9 @@ class EqualLinear(nn.Module):
         return F.linear(x, self.weight * self.scale, self.bias * self.lr_mul)
 
     def extra_repr(self) -> str:
-        return f"{self.weight.shape[1]}, {self.weight.shape[0]}, lr_mul={self.lr_mul}, activate={self.activate}"
+        return (
+            f"{self.weight.shape[1]}, {self.weight.shape[0]}, lr_mul={self.lr_mul}, activate={self.activate}"
+        )
 
 
 class EqualConv2d(nn.Module):
@@ -225,7 +227,11 @@ class ConvLayer(nn.Sequential):
     """[Blur] -> EqualConv2d (no bias) -> FusedLeakyReLU, as a Sequential so keys read `.0/.1/.2`."""
 
     def __init__(
-        self, in_ch: int, out_ch: int, kernel_size: int, downsample: bool = False,
+        self,
+        in_ch: int,
+        out_ch: int,
+        kernel_size: int,
+        downsample: bool = False,
         taps: Sequence[float] = BLUR_TAPS,
     ) -> None:
         layers: list[nn.Module] = []
@@ -248,8 +254,11 @@ class ConvLayer(nn.Sequential):
         if blur:
             x = blur[0](x)
         y = F.conv2d(
-            x, conv.weight * (conv.scale * LRELU_GAIN), act.bias * LRELU_GAIN,
-            stride=conv.stride, padding=conv.padding,
+            x,
+            conv.weight * (conv.scale * LRELU_GAIN),
+            act.bias * LRELU_GAIN,
+            stride=conv.stride,
+            padding=conv.padding,
         )
         return F.leaky_relu(y, LRELU_SLOPE, inplace=True)
 
@@ -387,7 +396,12 @@ class ConstantInput(nn.Module):
 
 class StyledConv(nn.Module):
     def __init__(
-        self, in_ch: int, out_ch: int, kernel_size: int, style_dim: int, upsample: bool = False,
+        self,
+        in_ch: int,
+        out_ch: int,
+        kernel_size: int,
+        style_dim: int,
+        upsample: bool = False,
         taps: Sequence[float] = BLUR_TAPS,
     ) -> None:
         super().__init__()
@@ -444,8 +458,10 @@ class StyleGenerator(nn.Module):
         self.size = cfg.size
         self.style = nn.Sequential(
             PixelNorm(),
-            *(EqualLinear(cfg.style_dim, cfg.style_dim, lr_mul=MAPPING_LR_MUL, activate=True)
-              for _ in range(cfg.n_mlp)),
+            *(
+                EqualLinear(cfg.style_dim, cfg.style_dim, lr_mul=MAPPING_LR_MUL, activate=True)
+                for _ in range(cfg.n_mlp)
+            ),
         )
         self.input = ConstantInput(ch[4])
         self.conv1 = StyledConv(ch[4], ch[4], 3, cfg.style_dim, taps=taps)
@@ -513,7 +529,9 @@ class GPEN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         # x: (N, 3, S, S) in [-1, 1] -> (N, 3, S, S)
         if x.shape[-2:] != (self.config.size, self.config.size):
-            raise ValueError(f"GPEN-{self.config.size} expects {self.config.size}px faces, got {tuple(x.shape)}")
+            raise ValueError(
+                f"GPEN-{self.config.size} expects {self.config.size}px faces, got {tuple(x.shape)}"
+            )
         feats = []
         h = x
         for name in self.encoder_names:
@@ -598,7 +616,7 @@ _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def resolve_precision(device: torch.device | str, precision: Precision) -> str:
-    """"auto" -> fp32 on CPU (the measured-safe default); bf16 on CUDA when supported (fp32 range,
+    """ "auto" -> fp32 on CPU (the measured-safe default); bf16 on CUDA when supported (fp32 range,
     unlike fp16), else fp32.  fp16 on CPU is rejected: CPU autocast fp16 is slow and untested here."""
     dev = torch.device(device)
     if precision == "auto":

@@ -48,9 +48,7 @@ def _depthwise(kernel: Tensor, channels: int, dtype: torch.dtype) -> Tensor:
     return kernel.to(dtype).expand(channels, 1, *kernel.shape).contiguous()
 
 
-def upfirdn2d(
-    x: Tensor, kernel: Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
-) -> Tensor:
+def upfirdn2d(x: Tensor, kernel: Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> Tensor:
     """Upsample by zero insertion, pad, FIR-filter (true convolution), downsample; same on both axes.
 
     Semantics match StyleGAN2's ``upfirdn2d(input, kernel, up, down, pad)``: ``pad=(p0, p1)`` pads

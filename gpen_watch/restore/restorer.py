@@ -198,7 +198,9 @@ class Restorer:
                     finishing.discard(fut)
                     yield fut.result()
 
-    def restore_paths(self, pairs: Iterable[tuple[os.PathLike, os.PathLike]], **kw: object) -> Iterator[FileResult]:
+    def restore_paths(
+        self, pairs: Iterable[tuple[os.PathLike, os.PathLike]], **kw: object
+    ) -> Iterator[FileResult]:
         from pathlib import Path
 
         return self.restore_files((FileJob(Path(s), Path(d), **kw) for s, d in pairs))  # type: ignore[arg-type]
@@ -342,7 +344,10 @@ class Restorer:
                 save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
             result.timings["encode"] = time.perf_counter() - t1
         except GpenWatchError as exc:
-            result.error, result.error_kind = str(exc), "outbox" if isinstance(exc, OutboxUnavailable) else "failed"
+            result.error, result.error_kind = (
+                str(exc),
+                "outbox" if isinstance(exc, OutboxUnavailable) else "failed",
+            )
             return result
         except Exception as exc:  # noqa: BLE001 - report, never take the worker down
             log.exception("unexpected error finishing %s", job.src)

@@ -186,7 +186,9 @@ class ControlServer:
         if hasattr(socket, "AF_UNIX") and os.name == "posix":
             sock_path = folder / SOCKET_NAME
             if len(str(sock_path)) > MAX_SOCKET_PATH:
-                raise ControlError(f"{sock_path}: path too long for a Unix socket; set XDG_RUNTIME_DIR shorter")
+                raise ControlError(
+                    f"{sock_path}: path too long for a Unix socket; set XDG_RUNTIME_DIR shorter"
+                )
             with contextlib.suppress(FileNotFoundError):
                 sock_path.unlink()  # left by a service that was killed
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -205,7 +207,9 @@ class ControlServer:
         sock.listen(16)
         sock.setblocking(False)
         self._sock = sock
-        _write_private(secret_path, json.dumps({"pid": os.getpid(), "address": self.address, "token": self.token}))
+        _write_private(
+            secret_path, json.dumps({"pid": os.getpid(), "address": self.address, "token": self.token})
+        )
         self._secret_path = secret_path
         self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
         self._thread.start()
@@ -244,7 +248,9 @@ class ControlServer:
                     conn, _addr = self._sock.accept()
                 except (BlockingIOError, OSError):
                     continue
-                threading.Thread(target=self._client, args=(conn,), name="control-client", daemon=True).start()
+                threading.Thread(
+                    target=self._client, args=(conn,), name="control-client", daemon=True
+                ).start()
         sel.close()
 
     def _client(self, conn: socket.socket) -> None:
@@ -283,7 +289,7 @@ class ControlServer:
 
     def _handle(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
-            return {"ok": False, "error": "expected {\"cmd\": ...}"}
+            return {"ok": False, "error": 'expected {"cmd": ...}'}
         try:
             return self.handler(request)
         except Exception as exc:  # a bug in a handler must not take the channel down
@@ -343,7 +349,9 @@ class ControlClient:
         self.close()
 
 
-def request(cmd: str, runtime_dir: Path | None = None, timeout: float = 10.0, **fields: Any) -> dict[str, Any]:
+def request(
+    cmd: str, runtime_dir: Path | None = None, timeout: float = 10.0, **fields: Any
+) -> dict[str, Any]:
     """Connect, authenticate, send one command, return the reply."""
     with ControlClient(runtime_dir, timeout) as client:
         return client.request(cmd, **fields)

@@ -14,8 +14,12 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     if command == "status":
         parser.add_argument("--json", action="store_true", help="print the raw status as JSON")
     if command == "stop":
-        parser.add_argument("--no-wait", action="store_true", help="return at once instead of waiting for the exit")
-        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the exit (default: 60)")
+        parser.add_argument(
+            "--no-wait", action="store_true", help="return at once instead of waiting for the exit"
+        )
+        parser.add_argument(
+            "--timeout", type=float, default=60.0, help="seconds to wait for the exit (default: 60)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +73,9 @@ def format_status(s: dict[str, Any]) -> str:
     """The status reply as the lines `gpen-watch status` prints."""
     lines = []
     state = "paused" if s.get("paused") else ("stopping" if s.get("stopping") else "running")
-    lines.append(f"gpen-watch {s.get('version', '?')}: {state} (pid {s.get('pid')}, up {_duration(s.get('uptime_s', 0))})")
+    lines.append(
+        f"gpen-watch {s.get('version', '?')}: {state} (pid {s.get('pid')}, up {_duration(s.get('uptime_s', 0))})"
+    )
     if s.get("problem"):
         lines.append(f"PROBLEM: {s['problem']}")
     if s.get("notice"):
@@ -90,8 +96,10 @@ def format_status(s: dict[str, Any]) -> str:
     lines.append("workers:")
     for w in s.get("workers", []):
         extra = f" pid {w['pid']}" if w.get("pid") else ""
-        line = (f"  {w['name']:<10} {w['device']:<28} {w['state']:<10} in flight {w['in_flight']}"
-                f"  done {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}")
+        line = (
+            f"  {w['name']:<10} {w['device']:<28} {w['state']:<10} in flight {w['in_flight']}"
+            f"  done {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}"
+        )
         lines.append(line)
         if w.get("error"):
             lines.append(f"             error: {w['error']}")

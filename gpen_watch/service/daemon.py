@@ -190,17 +190,34 @@ class Service:
             for outcome in rec.left:
                 self._note(outcome)
             if rec.finished or rec.requeued or rec.originals or rec.temps_removed:
-                log.info("recovered from the last run: %d finished, %d requeued, %d originals handled, "
-                         "%d temp files removed", len(rec.finished), rec.requeued, rec.originals, rec.temps_removed)
+                log.info(
+                    "recovered from the last run: %d finished, %d requeued, %d originals handled, "
+                    "%d temp files removed",
+                    len(rec.finished),
+                    rec.requeued,
+                    rec.originals,
+                    rec.temps_removed,
+                )
             slots = devices.resolve_slots(self.cfg.workers)
-            self._pool = Pool(slots, self.cfg.restore, self.cfg.workers, factory=self.factory,
-                              child_env=self.child_env, log_level=logging.getLogger().getEffectiveLevel())
+            self._pool = Pool(
+                slots,
+                self.cfg.restore,
+                self.cfg.workers,
+                factory=self.factory,
+                child_env=self.child_env,
+                log_level=logging.getLogger().getEffectiveLevel(),
+            )
             self._pool.start()
             server = control.ControlServer(self.control)
             server.start()
             self._watcher = self._start_watcher()
-            log.info("gpen-watch %s running (pid %d): watching %s -> %s", __version__, os.getpid(),
-                     ", ".join(str(i.path) for i in self.cfg.watch.inboxes), self.cfg.watch.outbox)
+            log.info(
+                "gpen-watch %s running (pid %d): watching %s -> %s",
+                __version__,
+                os.getpid(),
+                ", ".join(str(i.path) for i in self.cfg.watch.inboxes),
+                self.cfg.watch.outbox,
+            )
             self.ready.set()
             self._loop()
             self._shutdown()
@@ -247,7 +264,11 @@ class Service:
     def _shutdown(self) -> None:
         """Finish or hand back the work in flight within stop_grace seconds."""
         assert self._pool is not None
-        log.info("stopping: %d image(s) in flight get up to %g s to finish", self._pool.in_flight(), self.stop_grace)
+        log.info(
+            "stopping: %d image(s) in flight get up to %g s to finish",
+            self._pool.in_flight(),
+            self.stop_grace,
+        )
         self._stop_watcher()
         self._pool.begin_stop()
         self._stop_deadline = time.monotonic() + self.stop_grace
@@ -289,9 +310,19 @@ class Service:
         path = Path(arrival.path)
         unsupported = None
         if not arrival.supported:
-            unsupported = f"unsupported file type ({path.suffix or 'no extension'}): not a photo gpen-watch can read"
-        self.arrived(Arrival(path, Path(arrival.inbox.path), Path(arrival.rel), int(arrival.size),
-                             float(arrival.mtime), unsupported))
+            unsupported = (
+                f"unsupported file type ({path.suffix or 'no extension'}): not a photo gpen-watch can read"
+            )
+        self.arrived(
+            Arrival(
+                path,
+                Path(arrival.inbox.path),
+                Path(arrival.rel),
+                int(arrival.size),
+                float(arrival.mtime),
+                unsupported,
+            )
+        )
 
     def _take_arrivals(self, limit: int = MAX_ARRIVALS_PER_TURN) -> None:
         assert self._journal is not None
@@ -353,7 +384,9 @@ class Service:
             try:
                 self._note(commit.dispose_original(self._journal, dup.job.id, self.cfg))
             except Exception:
-                log.exception("%s: could not dispose of the original (the next start tries again)", dup.job.source)
+                log.exception(
+                    "%s: could not dispose of the original (the next start tries again)", dup.job.source
+                )
         claimed = batch.jobs
         # Held twins are claimed (or found duplicates) once a job ends: see _job_ended.
         self._maybe_queued = len(claimed) == n
@@ -398,8 +431,9 @@ class Service:
         if outcome is None or outcome.action != commit.WAITING or outcome.folder is None:
             return
         before = self._waiting.get(outcome.folder)
-        self._waiting[outcome.folder] = commit.Waiting(outcome.folder, outcome.detail,
-                                                       (before.count if before else 0) + 1)
+        self._waiting[outcome.folder] = commit.Waiting(
+            outcome.folder, outcome.detail, (before.count if before else 0) + 1
+        )
         if self._originals_retry_at is None:
             self._originals_retry_at = time.monotonic() + OUTBOX_RETRY_S
         if before is None:
@@ -432,8 +466,10 @@ class Service:
     def _originals_problem(self) -> str | None:
         if not self._waiting:
             return None
-        parts = [f"cannot move originals to {w.folder}: {w.reason}; {w.count} left in the inbox"
-                 for w in self._waiting.values()]
+        parts = [
+            f"cannot move originals to {w.folder}: {w.reason}; {w.count} left in the inbox"
+            for w in self._waiting.values()
+        ]
         return "; ".join(parts) + f"; retrying every {OUTBOX_RETRY_S:g} s"
 
     def _originals_notice(self) -> str | None:
@@ -502,7 +538,9 @@ class Service:
         kind = "unsupported" if res.error_kind == "unsupported" else "failed"
         reason = res.error or "unknown error"
         self._tp.failed += 1
-        self._note(failed.fail(self._journal, task.key, reason, self.cfg, kind=kind, tmp=res.dst or task.job.dst))
+        self._note(
+            failed.fail(self._journal, task.key, reason, self.cfg, kind=kind, tmp=res.dst or task.job.dst)
+        )
         log.warning("%s: %s: %s", task.job.src, kind, reason)
 
     # --- control --------------------------------------------------------------------------------
@@ -550,8 +588,11 @@ class Service:
         assert self._pool is not None and self._journal is not None
         counts = self._journal.counts()
         errors = [
-            {"when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
-             "file": str(j.source), "error": j.error or ""}
+            {
+                "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
+                "file": str(j.source),
+                "error": j.error or "",
+            }
             for j in self._journal.recent_errors(5)
         ]
         outbox = self.cfg.watch.outbox
@@ -595,9 +636,13 @@ def _rss_mb() -> dict[str, float | None]:
     started by a big process (a test runner holding torch) would report that process's peak.
     """
     try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-        return {"rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
-                "rss_peak_mb": round(int(fields["VmHWM"].split()[0]) / 1024, 1)}
+        fields = dict(
+            line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+        )
+        return {
+            "rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+            "rss_peak_mb": round(int(fields["VmHWM"].split()[0]) / 1024, 1),
+        }
     except (OSError, KeyError, ValueError):
         pass
     try:
@@ -606,7 +651,10 @@ def _rss_mb() -> dict[str, float | None]:
         return {"rss_mb": None, "rss_peak_mb": None}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # kB on Linux, bytes on macOS.
-    return {"rss_mb": None, "rss_peak_mb": round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)}
+    return {
+        "rss_mb": None,
+        "rss_peak_mb": round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1),
+    }
 
 
 def run_service(cfg: Config, **kwargs: Any) -> int:

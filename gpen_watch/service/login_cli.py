@@ -14,12 +14,19 @@ from gpen_watch.platform.login_common import LoginOptions, LoginStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    parser.add_argument("action", choices=("install", "uninstall", "status"),
-                        help="install or remove start at login, or show what is installed")
-    parser.add_argument("--systemd", action="store_true",
-                        help="Linux: a systemd user unit instead of an XDG autostart entry")
-    parser.add_argument("--no-tray", action="store_true",
-                        help="start headless (`gpen-watch run --no-tray`); with --systemd: at default.target")
+    parser.add_argument(
+        "action",
+        choices=("install", "uninstall", "status"),
+        help="install or remove start at login, or show what is installed",
+    )
+    parser.add_argument(
+        "--systemd", action="store_true", help="Linux: a systemd user unit instead of an XDG autostart entry"
+    )
+    parser.add_argument(
+        "--no-tray",
+        action="store_true",
+        help="start headless (`gpen-watch run --no-tray`); with --systemd: at default.target",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
             print("gpen-watch service: --systemd is for Linux only", file=sys.stderr)
             return 2
         # Loading the macOS agent starts it: not while an instance is already running.
-        result = plat.install_login(LoginOptions(systemd=args.systemd, no_tray=args.no_tray,
-                                                 load_now=not _service_running()))
+        result = plat.install_login(
+            LoginOptions(systemd=args.systemd, no_tray=args.no_tray, load_now=not _service_running())
+        )
     for line in result.messages:
         print(line)
     return 0
@@ -45,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
 def format_status(status: LoginStatus) -> str:
     if not status.installed and status.kind is None:
         return "start at login: not installed (install with `gpen-watch service install`)"
-    lines = [f"start at login: {'installed' if status.installed else 'NOT ENABLED'} ({status.kind})",
-             f"  where: {status.location}",
-             f"  runs:  {status.command}"]
+    lines = [
+        f"start at login: {'installed' if status.installed else 'NOT ENABLED'} ({status.kind})",
+        f"  where: {status.location}",
+        f"  runs:  {status.command}",
+    ]
     lines += [f"  note: {n}" for n in status.notes]
     return "\n".join(lines)
 

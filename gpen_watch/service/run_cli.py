@@ -22,23 +22,58 @@ RESTORER_ENV = "GPEN_WATCH_RESTORER"
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--no-tray", action="store_true", help="run without a tray icon (headless)")
-    parser.add_argument("--config", type=Path, default=None, metavar="PATH",
-                        help=f"config file (default: {paths.config_file()})")
-    parser.add_argument("--inbox", type=Path, action="append", default=None, metavar="DIR",
-                        help="folder to watch (repeat for several; replaces watch.inboxes)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"config file (default: {paths.config_file()})",
+    )
+    parser.add_argument(
+        "--inbox",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="folder to watch (repeat for several; replaces watch.inboxes)",
+    )
     parser.add_argument("--outbox", type=Path, default=None, metavar="DIR", help="where results go")
-    parser.add_argument("--device", action="append", default=None, metavar="DEV",
-                        help="auto, cpu, cuda or cuda:N (repeat or comma-separate; workers.devices)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="workers per GPU, or CPU workers when there is no GPU")
-    parser.add_argument("--face-batch", type=int, default=None, metavar="N", help="faces per forward pass (0: auto)")
-    parser.add_argument("--max-side", type=int, default=None, metavar="N", help="pre-scale images longer than this")
+    parser.add_argument(
+        "--device",
+        action="append",
+        default=None,
+        metavar="DEV",
+        help="auto, cpu, cuda or cuda:N (repeat or comma-separate; workers.devices)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="workers per GPU, or CPU workers when there is no GPU",
+    )
+    parser.add_argument(
+        "--face-batch", type=int, default=None, metavar="N", help="faces per forward pass (0: auto)"
+    )
+    parser.add_argument(
+        "--max-side", type=int, default=None, metavar="N", help="pre-scale images longer than this"
+    )
     parser.add_argument("--model", default=None, metavar="NAME|PATH", help="GPEN model name or .pth file")
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR", help="folder with model files")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="set any config setting, e.g. --set watch.settle_seconds=2 (repeatable)")
-    parser.add_argument("--stop-grace", type=float, default=10.0, metavar="S",
-                        help="seconds in-flight images get to finish on stop (default: 10)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="set any config setting, e.g. --set watch.settle_seconds=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--stop-grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds in-flight images get to finish on stop (default: 10)",
+    )
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -82,7 +117,9 @@ def setup_logging(verbose: bool) -> Path:
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3, encoding="utf-8")
+    file_handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=5 << 20, backupCount=3, encoding="utf-8"
+    )
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root.addHandler(file_handler)
     if sys.stderr is not None and sys.stderr.isatty():

@@ -121,13 +121,20 @@ class TrayApp:
         entries = self._entries(view)
         try:
             self._icon = self.backend.pystray.Icon(
-                "gpen-watch", icons.render(self.base, model.badge(view)), model.title(view),
-                menu=self._build_menu(entries))
+                "gpen-watch",
+                icons.render(self.base, model.badge(view)),
+                model.title(view),
+                menu=self._build_menu(entries),
+            )
             self._hooks = prepare(self._icon, self.backend)
         except Exception as exc:  # the backend could not make its window or indicator
             log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
             return self.service.run()
-        self._shown_key, self._shown_title, self._shown_menu = model.icon_key(view), model.title(view), entries
+        self._shown_key, self._shown_title, self._shown_menu = (
+            model.icon_key(view),
+            model.title(view),
+            entries,
+        )
         try:
             self._icon.run(setup=self._setup)
         except Exception as exc:
@@ -138,7 +145,9 @@ class TrayApp:
             if not started:
                 self._release_setup_thread()
                 self._hooks.close()
-                log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
+                log.warning(
+                    "no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc
+                )
                 return self.service.run()
             if self._service_done.is_set() or self._quitting:
                 # pystray's gtk backend fails while finishing when no notification daemon runs.
@@ -177,8 +186,11 @@ class TrayApp:
             try:
                 self._hooks.loop_started()
                 self._with_icon(lambda icon: setattr(icon, "visible", True))
-                log.info("tray icon shown (pystray %s backend%s)", self.backend.name,
-                         "" if self.backend.has_menu else "; no menu: click the icon to pause or resume")
+                log.info(
+                    "tray icon shown (pystray %s backend%s)",
+                    self.backend.name,
+                    "" if self.backend.has_menu else "; no menu: click the icon to pause or resume",
+                )
             except Exception:
                 log.exception("showing the tray icon failed")
             self._service_thread = threading.Thread(target=self._run_service, name="gpen-watch-service")
@@ -230,8 +242,12 @@ class TrayApp:
     # --- showing ----------------------------------------------------------------------------------
 
     def refresh(self) -> model.TrayView:
-        view = model.view_from_status(self._status(), self._sample_gpus(), login_enabled=self._login_enabled(),
-                                      stopping=self._quitting or self._stopping)
+        view = model.view_from_status(
+            self._status(),
+            self._sample_gpus(),
+            login_enabled=self._login_enabled(),
+            stopping=self._quitting or self._stopping,
+        )
         self.show(view)
         for notice in self._notices.update(view):
             self._notify(notice)

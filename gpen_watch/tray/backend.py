@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 # At login the tray may start before the panel that hosts it: wait this long for one to appear.
 TRAY_WAIT_S = 10.0
 
-LINUX_HINT = ("for a tray with a menu install python3-gi and gir1.2-ayatanaappindicator3-0.1, use a venv "
-              "made with --system-site-packages, and set PYSTRAY_BACKEND=appindicator")
+LINUX_HINT = (
+    "for a tray with a menu install python3-gi and gir1.2-ayatanaappindicator3-0.1, use a venv "
+    "made with --system-site-packages, and set PYSTRAY_BACKEND=appindicator"
+)
 
 
 class TrayUnavailable(Exception):
@@ -38,8 +40,9 @@ class Backend:
     has_notification: bool
 
 
-def load(environ: Mapping[str, str] | None = None, platform: str | None = None,
-         tray_wait_s: float | None = None) -> Backend:
+def load(
+    environ: Mapping[str, str] | None = None, platform: str | None = None, tray_wait_s: float | None = None
+) -> Backend:
     """Import pystray and check it can show an icon; raises TrayUnavailable otherwise."""
     environ = os.environ if environ is None else environ
     x11 = (platform or sys.platform) not in ("darwin", "win32", "cygwin")
@@ -173,7 +176,8 @@ def _wait_for_x_tray(wait_s: float) -> None:
             if time.monotonic() >= deadline:
                 raise TrayUnavailable(
                     f"no system tray on display {display.get_display_name()} (nothing owns {selection} "
-                    f"after {wait_s:g} s; GNOME needs the AppIndicator extension); {LINUX_HINT}")
+                    f"after {wait_s:g} s; GNOME needs the AppIndicator extension); {LINUX_HINT}"
+                )
             time.sleep(0.25)
     finally:
         display.close()

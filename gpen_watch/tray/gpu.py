@@ -56,8 +56,17 @@ class NvmlMonitor:
             found = []
             for i in range(self._nvml.nvmlDeviceGetCount()):
                 h = self._nvml.nvmlDeviceGetHandleByIndex(i)
-                found.append((GpuInfo(i, _text(self._nvml.nvmlDeviceGetName(h)),
-                                      _text(self._nvml.nvmlDeviceGetUUID(h)), 0), h))
+                found.append(
+                    (
+                        GpuInfo(
+                            i,
+                            _text(self._nvml.nvmlDeviceGetName(h)),
+                            _text(self._nvml.nvmlDeviceGetUUID(h)),
+                            0,
+                        ),
+                        h,
+                    )
+                )
         except Exception as exc:
             log.debug("listing GPUs through NVML stopped: %s", exc)
         # Only the GPUs the service's workers can see (CUDA_VISIBLE_DEVICES set for the service).
@@ -85,9 +94,14 @@ class NvmlMonitor:
         util = _try(lambda: int(nv.nvmlDeviceGetUtilizationRates(handle).gpu))
         mem = _try(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
         temp = _try(lambda: int(nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0))))
-        return GpuSample(gpu.index, gpu.name, util,
-                         int(mem.used) if mem is not None else None,
-                         int(mem.total) if mem is not None else None, temp)
+        return GpuSample(
+            gpu.index,
+            gpu.name,
+            util,
+            int(mem.used) if mem is not None else None,
+            int(mem.total) if mem is not None else None,
+            temp,
+        )
 
 
 def _try(read: Any) -> Any:

@@ -56,14 +56,22 @@ def render(base: Image.Image, badge: Badge) -> Image.Image:
     box = (size - width, size - height, size - 1, size - 1)
     # A ring in the panel-neutral colour of the icon's rim keeps the badge apart from the face.
     ring = max(1, size // 32)
-    draw.rounded_rectangle((box[0] - ring, box[1] - ring, box[2], box[3]), radius=height // 2 + ring,
-                           fill="#ffffff")
+    draw.rounded_rectangle(
+        (box[0] - ring, box[1] - ring, box[2], box[3]), radius=height // 2 + ring, fill="#ffffff"
+    )
     draw.rounded_rectangle(box, radius=height // 2, fill=badge.fill)
     if badge.text:
         cx, cy = (box[0] + box[2] + 1) / 2, (box[1] + box[3] + 1) / 2
         # stroke in the text colour: a bolder figure, readable after scaling down to 16 px.
-        draw.text((cx, cy), badge.text, font=font, fill=badge.ink, anchor="mm", stroke_width=1,
-                  stroke_fill=badge.ink)
+        draw.text(
+            (cx, cy),
+            badge.text,
+            font=font,
+            fill=badge.ink,
+            anchor="mm",
+            stroke_width=1,
+            stroke_fill=badge.ink,
+        )
     return image
 
 

@@ -20,8 +20,9 @@ def build(pystray: ModuleType, entries: Sequence[Entry], on_action: Callable[[st
             items.append(pystray.MenuItem(e.text, None, enabled=False))
             continue
         checked = None if e.checked is None else _constant(e.checked)
-        items.append(pystray.MenuItem(e.text, _callback(on_action, e.action), checked=checked,
-                                      default=e.default))
+        items.append(
+            pystray.MenuItem(e.text, _callback(on_action, e.action), checked=checked, default=e.default)
+        )
     return pystray.Menu(*items)
 
 

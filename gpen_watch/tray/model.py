@@ -92,8 +92,13 @@ def view_from_status(
     """Build the view from a `status` reply (None while the service starts)."""
     gpus = tuple(gpus)
     if status is None:
-        return TrayView("stopping" if stopping else "starting", 0, gpus=gpus, cpu_mode=not gpus,
-                        login_enabled=login_enabled)
+        return TrayView(
+            "stopping" if stopping else "starting",
+            0,
+            gpus=gpus,
+            cpu_mode=not gpus,
+            login_enabled=login_enabled,
+        )
     queue = status.get("queue") or {}
     depth = int(queue.get("queued", 0)) + int(queue.get("running", 0))
     paused = bool(status.get("paused"))
@@ -112,7 +117,9 @@ def view_from_status(
         state = "idle"
     workers = status.get("workers") or []
     # CPU mode: no GPU to show, or every worker runs on the CPU (workers.devices = ["cpu"]).
-    cpu_mode = not gpus or (bool(workers) and all(str(w.get("device", "")).startswith("cpu") for w in workers))
+    cpu_mode = not gpus or (
+        bool(workers) and all(str(w.get("device", "")).startswith("cpu") for w in workers)
+    )
     has_today = "done_today" in status
     return TrayView(
         state=state,
@@ -168,7 +175,7 @@ def title(view: TrayView) -> str:
 
 
 def gpu_line(g: GpuSample) -> str:
-    """"NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C" (readings the GPU does not give are left out)."""
+    """ "NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C" (readings the GPU does not give are left out)."""
     parts = []
     if g.util_percent is not None:
         parts.append(f"{g.util_percent}%")
@@ -195,8 +202,9 @@ def device_lines(view: TrayView) -> list[str]:
     return [gpu_line(g) for g in view.gpus]
 
 
-def menu(view: TrayView, *, inbox_names: list[str] | tuple[str, ...] = ("inbox",),
-         has_menu: bool = True) -> list[Entry]:
+def menu(
+    view: TrayView, *, inbox_names: list[str] | tuple[str, ...] = ("inbox",), has_menu: bool = True
+) -> list[Entry]:
     """The menu, top to bottom. Without a menu (xorg), a click on the icon toggles pause."""
     entries = [Entry(line) for line in summary_lines(view)]
     entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
@@ -206,8 +214,10 @@ def menu(view: TrayView, *, inbox_names: list[str] | tuple[str, ...] = ("inbox",
     if len(inbox_names) == 1:
         entries.append(Entry("Open inbox", "open_inbox:0"))
     else:
-        entries += [Entry(_clip(f"Open inbox: {name}", MAX_LINE), f"open_inbox:{i}")
-                    for i, name in enumerate(inbox_names)]
+        entries += [
+            Entry(_clip(f"Open inbox: {name}", MAX_LINE), f"open_inbox:{i}")
+            for i, name in enumerate(inbox_names)
+        ]
     entries += [
         Entry("Open outbox", "open_outbox", default=has_menu),
         Entry("Open failed folder", "open_failed"),

@@ -35,7 +35,8 @@ def enable_clicks(icon: Any) -> None:
         import Xlib.X
 
         icon._window.change_attributes(
-            event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask | Xlib.X.ButtonPressMask)
+            event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask | Xlib.X.ButtonPressMask
+        )
         icon._display.flush()
     except Exception as exc:
         log.debug("could not enable clicks on the xorg tray icon: %s", exc)
@@ -57,8 +58,9 @@ class LoopRunner:
         self._display.set_error_handler(lambda *_args: None)
         self._atom = self._display.intern_atom(ATOM)  # atoms are server-wide: the loop sees the same
         self._window = self._display.create_resource_object("window", icon._window.id)
-        self._event = Xlib.protocol.event.ClientMessage(window=self._window, client_type=self._atom,
-                                                        data=(32, [0] * 5))
+        self._event = Xlib.protocol.event.ClientMessage(
+            window=self._window, client_type=self._atom, data=(32, [0] * 5)
+        )
         handlers = icon._message_handlers
         pystray_handler = handlers[Xlib.X.ClientMessage]
 

@@ -27,8 +27,21 @@ FALLBACK_EXTENSIONS = frozenset(
 _IGNORED_NAMES = frozenset({"thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini", "icon\r"})
 # Partial downloads and copies, editor swap files and sync-tool temporaries.
 _IGNORED_SUFFIXES = (
-    ".part", ".partial", ".crdownload", ".download", ".opdownload", ".tmp", ".temp", ".filepart",
-    ".!sync", ".!ut", ".!qb", ".aria2", ".swp", ".swx", ".crswap",
+    ".part",
+    ".partial",
+    ".crdownload",
+    ".download",
+    ".opdownload",
+    ".tmp",
+    ".temp",
+    ".filepart",
+    ".!sync",
+    ".!ut",
+    ".!qb",
+    ".aria2",
+    ".swp",
+    ".swx",
+    ".crswap",
 )
 # "." covers hidden files, .DS_Store, .~lock.*, .syncthing.*, .dropbox*, rsync temps and our own
 # ".<name>.gpen-tmp-<id>" outputs; "~" covers ~$office locks and ~syncthing~ temps.

@@ -45,8 +45,12 @@ class SettleTracker:
     ``max(settle_seconds, empty_grace_seconds)``.
     """
 
-    def __init__(self, settle_seconds: float, clock: Callable[[], float] = time.monotonic,
-                 empty_grace_seconds: float = EMPTY_FILE_GRACE_SECONDS) -> None:
+    def __init__(
+        self,
+        settle_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        empty_grace_seconds: float = EMPTY_FILE_GRACE_SECONDS,
+    ) -> None:
         if settle_seconds < 0 or empty_grace_seconds < 0:
             raise ValueError("settle_seconds and empty_grace_seconds must not be negative")
         self.settle_seconds = settle_seconds
@@ -111,7 +115,9 @@ class SettleTracker:
         return len(self._seen)
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+)
 # Windows: another process holds the file (a copy in progress).
 _SHARING_VIOLATIONS = (32, 33)
 

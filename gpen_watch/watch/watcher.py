@@ -146,8 +146,13 @@ class Watcher:
 
         w = cfg.watch
         return cls(
-            w.inboxes, on_arrival, settle_seconds=w.settle_seconds, polling=w.polling,
-            poll_interval=w.poll_interval, rescan_seconds=w.rescan_seconds, exclude=service_dirs(cfg),
+            w.inboxes,
+            on_arrival,
+            settle_seconds=w.settle_seconds,
+            polling=w.polling,
+            poll_interval=w.poll_interval,
+            rescan_seconds=w.rescan_seconds,
+            exclude=service_dirs(cfg),
             on_gone=on_gone,
         )
 
@@ -158,7 +163,9 @@ class Watcher:
             raise RuntimeError("watcher already started")
         if self._polling:
             # lstat: never follow a symlinked folder (loops, escaping the inbox).
-            self._observer = PollingObserverVFS(stat=os.lstat, listdir=os.scandir, polling_interval=self._poll_interval)
+            self._observer = PollingObserverVFS(
+                stat=os.lstat, listdir=os.scandir, polling_interval=self._poll_interval
+            )
         else:
             self._observer = Observer()
         self._observer.daemon = True
@@ -201,15 +208,21 @@ class Watcher:
 
     def _watch(self, inbox: InboxConfig, flt: InboxFilter) -> bool:
         if not flt.root.is_dir():
-            log.warning("inbox %s does not exist or is not a folder; will look again at the next rescan", flt.root)
+            log.warning(
+                "inbox %s does not exist or is not a folder; will look again at the next rescan", flt.root
+            )
             self._unwatched.append((inbox, flt))
             return False
         try:
             self._observer.schedule(self._handler, str(flt.root), recursive=inbox.recursive)
         except OSError as exc:
             # e.g. the inotify watch limit: the periodic rescan still finds every file, only later.
-            log.warning("cannot watch %s (%s); relying on rescans every %.0f s (consider watch.polling)",
-                        flt.root, exc, self._rescan_seconds)
+            log.warning(
+                "cannot watch %s (%s); relying on rescans every %.0f s (consider watch.polling)",
+                flt.root,
+                exc,
+                self._rescan_seconds,
+            )
         return True
 
     def _run(self) -> None:
@@ -262,7 +275,12 @@ class Watcher:
             self._observe(path)
         elif kind == "dir":
             owner = self._owner(path)
-            if owner is not None and owner[1].dir_reason(path) is None and path.is_dir() and not path.is_symlink():
+            if (
+                owner is not None
+                and owner[1].dir_reason(path) is None
+                and path.is_dir()
+                and not path.is_symlink()
+            ):
                 self._scan(owner[0], owner[1], path)
         elif kind == "gone":
             self._vanished(path)
@@ -376,13 +394,20 @@ class Watcher:
         but unlike other temp names they may well be a user's photo, so each is reported once in
         the log after it settles. Files in hidden folders are not walked and not reported.
         """
-        return (path.name.startswith(".") and stat.S_ISREG(st.st_mode) and flt.is_supported(path)
-                and flt.dir_reason(path.parent) is None)
+        return (
+            path.name.startswith(".")
+            and stat.S_ISREG(st.st_mode)
+            and flt.is_supported(path)
+            and flt.dir_reason(path.parent) is None
+        )
 
     def _note_hidden(self, path: Path) -> None:
         self._noted_hidden.add(path)
-        log.info("%s: not taken: names starting with a dot are hidden files; rename it without the dot "
-                 "to have it restored", path)
+        log.info(
+            "%s: not taken: names starting with a dot are hidden files; rename it without the dot "
+            "to have it restored",
+            path,
+        )
 
     def _check_due(self) -> None:
         for path in self._tracker.due():

@@ -20,8 +20,20 @@ if __package__ == "tests.hostile":  # python -m tests.hostile.stress, from the r
 else:  # pytest puts tests/ on sys.path and imports this package as `hostile`
     from service_harness import TESTS_DIR, ServiceProcess, finished, services_fixture, write_atomic
 
-__all__ = ["COPY", "REPO", "START_TIMEOUT", "TESTS_DIR", "Service", "file_sha", "finished", "real_engine_args",
-           "services_fixture", "sha256", "write_atomic", "write_slowly"]
+__all__ = [
+    "COPY",
+    "REPO",
+    "START_TIMEOUT",
+    "TESTS_DIR",
+    "Service",
+    "file_sha",
+    "finished",
+    "real_engine_args",
+    "services_fixture",
+    "sha256",
+    "write_atomic",
+    "write_slowly",
+]
 
 REPO = TESTS_DIR.parent
 # The stand-in restorer: copies the photo, with the fault modes of tests/fake_restorer.py and more.
@@ -39,9 +51,20 @@ def file_sha(path: Path) -> str:
 
 def real_engine_args(models: Any) -> list[str]:
     """`gpen-watch run` options for the real engine on the tiny random-weight models (CPU)."""
-    return ["--model", str(models.gpen), "--model-dir", str(models.model_dir),
-            "--set", "restore.detector=retinaface_mobile0.25", "--set", "restore.use_parse=false",
-            "--face-batch", "4", "--device", "cpu"]
+    return [
+        "--model",
+        str(models.gpen),
+        "--model-dir",
+        str(models.model_dir),
+        "--set",
+        "restore.detector=retinaface_mobile0.25",
+        "--set",
+        "restore.use_parse=false",
+        "--face-batch",
+        "4",
+        "--device",
+        "cpu",
+    ]
 
 
 class Service(ServiceProcess):
@@ -52,17 +75,30 @@ class Service(ServiceProcess):
     wait_timeout = 60.0
     log_tail = 8000
 
-    def __init__(self, root: Path, *extra: str, restorer: str | None = COPY, env: dict[str, str] | None = None,
-                 settle: float = 0.2) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *extra: str,
+        restorer: str | None = COPY,
+        env: dict[str, str] | None = None,
+        settle: float = 0.2,
+    ) -> None:
         super().__init__(root, *extra, restorer=restorer, env=env, settle=settle)
         self.inbox.mkdir(parents=True, exist_ok=True)
 
     def wait_idle(self, n: int, timeout: float = 120.0) -> dict[str, Any]:
         """Until at least n jobs ended and nothing is queued, running, in flight or settling."""
+
         def idle(s: dict[str, Any]) -> bool:
             q = s["queue"]
-            return (finished(s) >= n and q["queued"] == 0 and q["running"] == 0 and q["in_flight"] == 0
-                    and s["settling"] == 0)
+            return (
+                finished(s) >= n
+                and q["queued"] == 0
+                and q["running"] == 0
+                and q["in_flight"] == 0
+                and s["settling"] == 0
+            )
+
         return self.wait(idle, timeout, f"{n} jobs finished and the service idle")
 
 
@@ -72,7 +108,7 @@ def write_slowly(path: Path, data: bytes, chunks: int = 10, pause: float = 0.1) 
     step = max(1, -(-len(data) // chunks))
     with open(path, "wb") as f:
         for i in range(0, len(data), step):
-            f.write(data[i:i + step])
+            f.write(data[i : i + step])
             f.flush()
             time.sleep(pause)
     return path

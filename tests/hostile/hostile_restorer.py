@@ -46,7 +46,7 @@ class CopyRestorer(FakeRestorer):
         step = max(1, -(-len(data) // self.write_chunks))
         with open(job.dst, "xb") as f:
             for i in range(0, len(data), step):
-                f.write(data[i:i + step])
+                f.write(data[i : i + step])
                 f.flush()
                 time.sleep(self.write_pause)
             os.fsync(f.fileno())
@@ -63,7 +63,9 @@ def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:  # no
     detect, run = restorer.detector.detect, restorer.enhancer._run
 
     def oom(what: str) -> torch.cuda.OutOfMemoryError:
-        return torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB ({what}, simulated)")
+        return torch.cuda.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate 2.00 GiB ({what}, simulated)"
+        )
 
     def detect_or_oom(images: list[Any]) -> Any:
         if any(max(im.shape[:2]) > limit for im in images):

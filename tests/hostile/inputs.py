@@ -66,14 +66,27 @@ def png_chunk(kind: bytes, data: bytes) -> bytes:
 def png_bomb(side: int = 40000) -> bytes:
     """A PNG that declares side x side pixels in a few hundred bytes."""
     ihdr = struct.pack(">II", side, side) + bytes([8, 2, 0, 0, 0])
-    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(b"\0" * 4096))
-            + png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", ihdr)
+        + png_chunk(b"IDAT", zlib.compress(b"\0" * 4096))
+        + png_chunk(b"IEND", b"")
+    )
 
 
 def tiff_bomb() -> bytes:
     """A TIFF that declares 100000 x 100000 8-bit RGB pixels in one tiny strip."""
-    entries = [(256, 4, 1, 100000), (257, 4, 1, 100000), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 2),
-               (273, 4, 1, 8 + 2 + 12 * 9 + 4), (277, 3, 1, 3), (278, 4, 1, 100000), (279, 4, 1, 16)]
+    entries = [
+        (256, 4, 1, 100000),
+        (257, 4, 1, 100000),
+        (258, 3, 1, 8),
+        (259, 3, 1, 1),
+        (262, 3, 1, 2),
+        (273, 4, 1, 8 + 2 + 12 * 9 + 4),
+        (277, 3, 1, 3),
+        (278, 4, 1, 100000),
+        (279, 4, 1, 16),
+    ]
     ifd = struct.pack("<H", len(entries)) + b"".join(struct.pack("<HHII", *e) for e in entries) + b"\0\0\0\0"
     return b"II*\x00" + struct.pack("<I", 8) + ifd + b"\0" * 16
 
@@ -120,6 +133,7 @@ def out_mode(*modes: str) -> Callable[[Path, Job], None]:
     def check(out: Path, job: Job) -> None:
         with Image.open(out) as im:
             assert im.mode in modes, f"output mode {im.mode}, expected one of {modes}"
+
     return check
 
 
@@ -128,12 +142,15 @@ def out_size(w: int, h: int) -> Callable[[Path, Job], None]:
         with Image.open(out) as im:
             assert im.size == (w, h), f"output is {im.size}, expected {(w, h)}"
             assert im.getexif().get(0x0112, 1) == 1, "output still carries an EXIF rotation"
+
     return check
 
 
 def out_16bit(out: Path, job: Job) -> None:
     arr = cv2.imdecode(np.fromfile(str(out), np.uint8), cv2.IMREAD_UNCHANGED)
-    assert arr is not None and arr.dtype == np.uint16, f"output is not 16-bit ({None if arr is None else arr.dtype})"
+    assert arr is not None and arr.dtype == np.uint16, (
+        f"output is not 16-bit ({None if arr is None else arr.dtype})"
+    )
 
 
 def out_icc(out: Path, job: Job) -> None:
@@ -151,6 +168,7 @@ def out_note(word: str) -> Callable[[Path, Job], None]:
     def check(out: Path, job: Job) -> None:
         assert any(word in n for n in job.notes), f"no note mentioning {word!r}: {job.notes}"
         assert decodes_ok(out)
+
     return check
 
 
@@ -166,6 +184,7 @@ def out_named(suffix: str) -> Callable[[Path, Job], None]:
     def check(out: Path, job: Job) -> None:
         assert out.suffix == suffix, f"output named {out.name}, expected a {suffix} name"
         assert decodes_ok(out)
+
     return check
 
 
@@ -179,18 +198,30 @@ class Kind:
     engine: str = "any"  # "real": only meaningful with the real decoder
 
 
-def _file(rel: str, data: bytes, expect: set[str], reason: str | None = None,
-          check: Callable[[Path, Job], None] | None = None) -> Callable[[Path, Ledger], None]:
+def _file(
+    rel: str,
+    data: bytes,
+    expect: set[str],
+    reason: str | None = None,
+    check: Callable[[Path, Job], None] | None = None,
+) -> Callable[[Path, Ledger], None]:
     def make(inbox: Path, ledger: Ledger) -> None:
         write_atomic(inbox / rel, data)
         ledger.add(rel, data, expect, reason, output_check=check)
+
     return make
 
 
-def _lazy(rel: str, data: Callable[[], bytes], expect: set[str], reason: str | None = None,
-          check: Callable[[Path, Job], None] | None = None) -> Callable[[Path, Ledger], None]:
+def _lazy(
+    rel: str,
+    data: Callable[[], bytes],
+    expect: set[str],
+    reason: str | None = None,
+    check: Callable[[Path, Job], None] | None = None,
+) -> Callable[[Path, Ledger], None]:
     def make(inbox: Path, ledger: Ledger) -> None:
         _file(rel, data(), expect, reason, check)(inbox, ledger)
+
     return make
 
 
@@ -264,44 +295,110 @@ def _long_name(inbox: Path, ledger: Ledger) -> None:
 
     def check(out: Path, job: Job) -> None:
         assert len(out.name.encode()) <= 200 and out.suffix == ".jpg", out.name
+
     ledger.add(rel, data, DONE, output_check=check)
 
 
 KINDS: list[Kind] = [
     Kind("truncated-jpeg", _lazy("truncated.jpg", lambda: jpeg(seed=1)[:6000], FAILED, "truncated"), "real"),
     Kind("zero-byte", _file("zero.jpg", b"", UNSUPPORTED, "empty"), "real"),
-    Kind("random-bytes", _lazy("random.jpg", lambda: random.Random(2).randbytes(20000), UNSUPPORTED, "not an image"),
-         "real"),
-    Kind("text-file", _file("text.jpg", b"Dear diary, today I took no photos.\n" * 40, UNSUPPORTED, "text"), "real"),
-    Kind("png-that-is-jpeg", _lazy("really-a-jpeg.png", lambda: jpeg(seed=3), DONE, check=out_named(".jpg")),
-         "real"),
+    Kind(
+        "random-bytes",
+        _lazy("random.jpg", lambda: random.Random(2).randbytes(20000), UNSUPPORTED, "not an image"),
+        "real",
+    ),
+    Kind(
+        "text-file",
+        _file("text.jpg", b"Dear diary, today I took no photos.\n" * 40, UNSUPPORTED, "text"),
+        "real",
+    ),
+    Kind(
+        "png-that-is-jpeg",
+        _lazy("really-a-jpeg.png", lambda: jpeg(seed=3), DONE, check=out_named(".jpg")),
+        "real",
+    ),
     Kind("png-bomb", _lazy("bomb.png", png_bomb, FAILED, "MP limit"), "real"),
     Kind("tiff-bomb", _lazy("bomb.tif", tiff_bomb, FAILED, "MP limit"), "real"),
     Kind("100-megapixels", _lazy("huge-105mp.jpg", hundred_megapixels, DONE, check=out_prescaled), "real"),
-    Kind("1x1", _lazy("one-pixel.png", lambda: encode(Image.new("RGB", (1, 1), (9, 9, 9)), "PNG"), DONE), "real"),
+    Kind(
+        "1x1",
+        _lazy("one-pixel.png", lambda: encode(Image.new("RGB", (1, 1), (9, 9, 9)), "PNG"), DONE),
+        "real",
+    ),
     Kind("16-bit-png", _lazy("deep.png", lambda: sixteen_bit(".png"), DONE, check=out_16bit), "real"),
     Kind("16-bit-tiff", _lazy("deep.tif", lambda: sixteen_bit(".tif"), DONE, check=out_16bit), "real"),
-    Kind("rgba-png", _lazy("rgba.png", lambda: encode(photo(160, 160).convert("RGBA"), "PNG"), DONE,
-                           check=out_mode("RGBA")), "real"),
-    Kind("palette-transparency", _lazy(
-        "palette.png", lambda: encode(photo(160, 160).convert("P", palette=Image.Palette.ADAPTIVE), "PNG",
-                                      transparency=0), DONE, check=out_mode("RGBA", "P")), "real"),
-    Kind("grayscale", _lazy("gray.jpg", lambda: encode(photo().convert("L"), "JPEG"), DONE, check=out_mode("L")),
-         "real"),
+    Kind(
+        "rgba-png",
+        _lazy(
+            "rgba.png", lambda: encode(photo(160, 160).convert("RGBA"), "PNG"), DONE, check=out_mode("RGBA")
+        ),
+        "real",
+    ),
+    Kind(
+        "palette-transparency",
+        _lazy(
+            "palette.png",
+            lambda: encode(
+                photo(160, 160).convert("P", palette=Image.Palette.ADAPTIVE), "PNG", transparency=0
+            ),
+            DONE,
+            check=out_mode("RGBA", "P"),
+        ),
+        "real",
+    ),
+    Kind(
+        "grayscale",
+        _lazy("gray.jpg", lambda: encode(photo().convert("L"), "JPEG"), DONE, check=out_mode("L")),
+        "real",
+    ),
     Kind("cmyk-jpeg", _lazy("cmyk.jpg", lambda: encode(photo().convert("CMYK"), "JPEG"), DONE), "real"),
     Kind("progressive-jpeg", _lazy("progressive.jpg", lambda: jpeg(seed=4, progressive=True), DONE), "real"),
-    *[Kind(f"exif-orientation-{o}", _lazy(f"orient-{o}.jpg", lambda o=o: exif_jpeg(o), DONE,
-                                          check=out_size(*((160, 240) if o >= 5 else (240, 160)))), "real")
-      for o in range(1, 9)],
-    Kind("icc-profile", _lazy("icc.jpg", lambda: encode(photo(), "JPEG", icc_profile=ImageCms.ImageCmsProfile(
-        ImageCms.createProfile("sRGB")).tobytes()), DONE, check=out_icc), "real"),
+    *[
+        Kind(
+            f"exif-orientation-{o}",
+            _lazy(
+                f"orient-{o}.jpg",
+                lambda o=o: exif_jpeg(o),
+                DONE,
+                check=out_size(*((160, 240) if o >= 5 else (240, 160))),
+            ),
+            "real",
+        )
+        for o in range(1, 9)
+    ],
+    Kind(
+        "icc-profile",
+        _lazy(
+            "icc.jpg",
+            lambda: encode(
+                photo(),
+                "JPEG",
+                icc_profile=ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes(),
+            ),
+            DONE,
+            check=out_icc,
+        ),
+        "real",
+    ),
     # Animated and multi-page files: the first frame is restored, a note says so, and the result is
     # written as PNG (GIF cannot hold it faithfully), so its name ends in .png.
-    Kind("animated-gif", _lazy("animated.gif", lambda: animated("GIF"), DONE, check=out_note("first")), "real"),
-    Kind("animated-webp", _lazy("animated.webp", lambda: animated("WEBP"), DONE, check=out_note("first")), "real"),
-    Kind("multipage-tiff", _lazy("pages.tif", lambda: animated("TIFF"), DONE, check=out_note("pages")), "real"),
+    Kind(
+        "animated-gif", _lazy("animated.gif", lambda: animated("GIF"), DONE, check=out_note("first")), "real"
+    ),
+    Kind(
+        "animated-webp",
+        _lazy("animated.webp", lambda: animated("WEBP"), DONE, check=out_note("first")),
+        "real",
+    ),
+    Kind(
+        "multipage-tiff", _lazy("pages.tif", lambda: animated("TIFF"), DONE, check=out_note("pages")), "real"
+    ),
     Kind("heic-without-plugin", _lazy("phone.heic", heic_like, UNSUPPORTED, "pillow-heif"), "real"),
-    Kind("truncated-webp", _lazy("cut.webp", lambda: encode(photo(), "WEBP")[:3000], FAILED, "truncated"), "real"),
+    Kind(
+        "truncated-webp",
+        _lazy("cut.webp", lambda: encode(photo(), "WEBP")[:3000], FAILED, "truncated"),
+        "real",
+    ),
     Kind("data-after-eoi", _lazy("trailing.jpg", lambda: jpeg(seed=5) + b"\0garbage" * 100, DONE), "real"),
     Kind("bmp", _lazy("old.bmp", lambda: encode(photo(), "BMP"), DONE), "real"),
     Kind("upper-case-extension", _lazy("SHOUTING.JPG", lambda: jpeg(seed=6), DONE)),

@@ -70,10 +70,23 @@ class Ledger:
     inbox: Path
     drops: list[Drop] = field(default_factory=list)
 
-    def add(self, rel: str, data: bytes | None, expect: Iterable[str], reason: str | None = None,
-            original: Iterable[str] | None = None, output_check: Callable[[Path, Job], None] | None = None) -> Drop:
-        drop = Drop(rel, None if data is None else sha256(data), frozenset(expect), reason,
-                    None if original is None else frozenset(original), output_check)
+    def add(
+        self,
+        rel: str,
+        data: bytes | None,
+        expect: Iterable[str],
+        reason: str | None = None,
+        original: Iterable[str] | None = None,
+        output_check: Callable[[Path, Job], None] | None = None,
+    ) -> Drop:
+        drop = Drop(
+            rel,
+            None if data is None else sha256(data),
+            frozenset(expect),
+            reason,
+            None if original is None else frozenset(original),
+            output_check,
+        )
         self.drops.append(drop)
         return drop
 
@@ -139,8 +152,9 @@ def check(svc: Service, ledger: Ledger, *, quiescent: bool = True, planted: Iter
     return report
 
 
-def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
-           planted: Iterable[Path] = ()) -> tuple[Report, list[str]]:
+def survey(
+    svc: Service, ledger: Ledger, *, quiescent: bool = True, planted: Iterable[Path] = ()
+) -> tuple[Report, list[str]]:
     """The invariant's findings: a report and every problem found (each names the file concerned)."""
     problems: list[str] = []
     planted_set = {Path(p) for p in planted}
@@ -182,7 +196,9 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
             others = {d.sha for d in ledger.drops if ledger.inbox / d.rel == path and d.sha is not None}
             stray = [j for j in by_source.get(path, []) if j.sha256 not in others]
             if stray:
-                problems.append(f"{label}: should be ignored but has job(s) {[(j.id, j.state) for j in stray]}")
+                problems.append(
+                    f"{label}: should be ignored but has job(s) {[(j.id, j.state) for j in stray]}"
+                )
             if not os.path.lexists(path):
                 problems.append(f"{label}: should have stayed in the inbox but is gone")
             elif sha is not None and stat.S_ISREG(os.lstat(path).st_mode) and file_sha(path) != sha:
@@ -191,11 +207,15 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
             continue
         if expect == GONE:
             if live:
-                problems.append(f"{label}: removed by the test but has live job(s) {[(j.id, j.state) for j in live]}")
+                problems.append(
+                    f"{label}: removed by the test but has live job(s) {[(j.id, j.state) for j in live]}"
+                )
             continue
         if len(live) != len(drops):
-            problems.append(f"{label}: dropped {len(drops)} time(s) but {len(live)} job(s) ended for it: "
-                            f"{[(j.id, j.state, j.error) for j in live]}")
+            problems.append(
+                f"{label}: dropped {len(drops)} time(s) but {len(live)} job(s) ended for it: "
+                f"{[(j.id, j.state, j.error) for j in live]}"
+            )
         for j, d in zip(live, drops):
             problems += _check_job(svc, j, d, stay_in_inbox, by_id)
 
@@ -221,18 +241,24 @@ def survey(svc: Service, ledger: Ledger, *, quiescent: bool = True,
     set_aside = {Path(j.original_path) for j in jobs if j.original == "set-aside" and j.original_path}
     failed_files = {p for p in _walk_files(svc.failed) if not _TEMP_RE.match(p.name)}
     error_files = {p for p in failed_files if p.name.endswith(".error.txt")}
-    problems += [f"failed/ file no job set aside: {p}" for p in sorted(failed_files - error_files - set_aside)]
+    problems += [
+        f"failed/ file no job set aside: {p}" for p in sorted(failed_files - error_files - set_aside)
+    ]
     problems += [f"set-aside original missing: {p}" for p in sorted(set_aside - failed_files)]
     ended_badly = sum(1 for j in jobs if j.state in FAILED_LIKE and j.original != "replaced")
     if len(error_files) != ended_badly:
-        problems.append(f"{len(error_files)} error files in failed/ for {ended_badly} failed/unsupported jobs")
+        problems.append(
+            f"{len(error_files)} error files in failed/ for {ended_badly} failed/unsupported jobs"
+        )
 
     # The inbox holds only what was meant to stay.
     for p in _walk_files(svc.inbox):
         if p not in stay_in_inbox and p not in planted_set:
             problems.append(f"left in the inbox unaccounted: {p}")
 
-    return Report(dict(counts), len(done_outputs), len(archived), len(set_aside), len(stay_in_inbox)), problems
+    return Report(
+        dict(counts), len(done_outputs), len(archived), len(set_aside), len(stay_in_inbox)
+    ), problems
 
 
 def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: dict[int, Job]) -> list[str]:
@@ -281,8 +307,9 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
     return problems
 
 
-def _check_waiting(svc: Service, j: Job, d: Drop, label: str, stay_in_inbox: set[Path],
-                   by_id: dict[int, Job]) -> list[str]:
+def _check_waiting(
+    svc: Service, j: Job, d: Drop, label: str, stay_in_inbox: set[Path], by_id: dict[int, Job]
+) -> list[str]:
     """An original waiting for the archive: accounted for only with its result in the outbox and the
     original still in the inbox unmodified (or moved away from it)."""
     problems: list[str] = []
@@ -295,7 +322,9 @@ def _check_waiting(svc: Service, j: Job, d: Drop, label: str, stay_in_inbox: set
         problems.append(f"{label}: original 'waiting' for {folder}, not for a folder under originals/")
     if os.path.lexists(j.source):
         stay_in_inbox.add(j.source)
-        if not stat.S_ISREG(os.lstat(j.source).st_mode) or (d.sha is not None and file_sha(j.source) != d.sha):
+        if not stat.S_ISREG(os.lstat(j.source).st_mode) or (
+            d.sha is not None and file_sha(j.source) != d.sha
+        ):
             problems.append(f"{label}: original waiting in the inbox was modified")
     return problems
 
@@ -304,13 +333,18 @@ def _check_error_file(svc: Service, j: Job, label: str) -> list[str]:
     if j.original == "set-aside" and j.original_path:
         candidates = [Path(str(j.original_path) + ".error.txt")]
     else:  # left in the inbox or vanished: the error file is named after the original
-        candidates = [p for p in _walk_files(svc.failed)
-                      if p.name.startswith(j.source.name[:150]) and p.name.endswith(".error.txt")]
+        candidates = [
+            p
+            for p in _walk_files(svc.failed)
+            if p.name.startswith(j.source.name[:150]) and p.name.endswith(".error.txt")
+        ]
     for c in candidates:
         if c.is_file():
             text = c.read_text(encoding="utf-8")
-            reason = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                           if line.startswith("Reason:")), "")
+            reason = next(
+                (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Reason:")),
+                "",
+            )
             if not reason or reason == "unknown":
                 return [f"{label}: error file {c.name} gives no reason:\n{text}"]
             if j.error and reason != j.error.splitlines()[0].strip():

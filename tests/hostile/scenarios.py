@@ -22,7 +22,9 @@ from .harness import COPY, Service, finished, write_atomic
 from .invariants import Ledger, check
 
 
-def drop_photos(svc: Service, ledger: Ledger, n: int, start: int = 0, folders: int = 3, prefix: str = "p") -> None:
+def drop_photos(
+    svc: Service, ledger: Ledger, n: int, start: int = 0, folders: int = 3, prefix: str = "p"
+) -> None:
     """n distinct small JPEGs, spread over a few subfolders."""
     for i in range(start, start + n):
         rel = f"{'' if i % folders == 0 else f'd{i % folders}/'}{prefix}{i}.jpg"
@@ -31,13 +33,22 @@ def drop_photos(svc: Service, ledger: Ledger, n: int, start: int = 0, folders: i
         ledger.add(rel, data, {"done"})
 
 
-def workers_killed_at_random(root: Path, rng: random.Random, images: int = 60, kills: int = 12,
-                             timeout: float = 240.0) -> dict[str, Any]:
+def workers_killed_at_random(
+    root: Path, rng: random.Random, images: int = 60, kills: int = 12, timeout: float = 240.0
+) -> dict[str, Any]:
     """SIGKILL a random worker at random moments (loading, between images, mid-image, mid-write)
     until ``kills`` kills landed; every image must still be done exactly once."""
-    svc = Service(root, "--set", "workers.cpu_workers=2", "--set", "workers.images_in_flight=3",
-                  "--set", "workers.max_attempts=1000", restorer=COPY,
-                  env={"FAKE_LOAD": "sleep:0.3", "HOSTILE_DELAY": "0.02,0.15", "HOSTILE_SLOW_WRITE": "4,0.02"})
+    svc = Service(
+        root,
+        "--set",
+        "workers.cpu_workers=2",
+        "--set",
+        "workers.images_in_flight=3",
+        "--set",
+        "workers.max_attempts=1000",
+        restorer=COPY,
+        env={"FAKE_LOAD": "sleep:0.3", "HOSTILE_DELAY": "0.02,0.15", "HOSTILE_SLOW_WRITE": "4,0.02"},
+    )
     ledger = Ledger(svc.inbox)
     where: Counter[str] = Counter()
     more = 0
@@ -74,15 +85,25 @@ def workers_killed_at_random(root: Path, rng: random.Random, images: int = 60, k
         svc.close()
     assert sum(where.values()) >= kills, f"only {dict(where)} kills landed"
     assert report.counts.get("done", 0) == ledger.jobs_expected()
-    return {"kills": dict(where), "restarts": sum(w["restarts"] for w in s["workers"]), "images": report.outputs}
+    return {
+        "kills": dict(where),
+        "restarts": sum(w["restarts"] for w in s["workers"]),
+        "images": report.outputs,
+    }
 
 
-def service_killed_at_random(root: Path, rng: random.Random, restarts: int = 4, images: int = 30,
-                             timeout: float = 240.0) -> dict[str, Any]:
+def service_killed_at_random(
+    root: Path, rng: random.Random, restarts: int = 4, images: int = 30, timeout: float = 240.0
+) -> dict[str, Any]:
     """SIGKILL the whole service at random moments (starting, recovering, committing...) and start it
     again, dropping more files while it is down; the queue must resume with nothing lost or doubled."""
-    svc = Service(root, "--set", "workers.images_in_flight=3", restorer=COPY,
-                  env={"HOSTILE_DELAY": "0.01,0.1", "HOSTILE_SLOW_WRITE": "3,0.02"})
+    svc = Service(
+        root,
+        "--set",
+        "workers.images_in_flight=3",
+        restorer=COPY,
+        env={"HOSTILE_DELAY": "0.01,0.1", "HOSTILE_SLOW_WRITE": "3,0.02"},
+    )
     ledger = Ledger(svc.inbox)
     killed_after: list[float] = []
     try:
@@ -119,23 +140,41 @@ def service_killed_at_random(root: Path, rng: random.Random, restarts: int = 4, 
 def status_cli(env: dict[str, str], timeout: float = 30.0) -> tuple[float, str]:
     """`gpen-watch status` in a subprocess: (seconds it took, its output)."""
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "gpen_watch", "status"], env=env, capture_output=True, text=True,
-                         timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     took = time.monotonic() - t0
     assert out.returncode == 0, out.stderr
     return took, out.stdout
 
 
-def load(root: Path, images: int = 1000, workers: int = 2, timeout: float = 600.0,
-         restorer: str | None = COPY, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+def load(
+    root: Path,
+    images: int = 1000,
+    workers: int = 2,
+    timeout: float = 600.0,
+    restorer: str | None = COPY,
+    extra: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Drop ``images`` small photos at once; all must be done exactly once while status stays quick.
 
     A side thread asks for status every 0.1 s from the first file written to the last one done
     (the drop itself is the watcher's hardest moment); the main thread runs `gpen-watch status`
     every 3 s meanwhile.
     """
-    svc = Service(root, "--set", f"workers.cpu_workers={workers}", "--set", "workers.images_in_flight=8",
-                  *extra, restorer=restorer)
+    svc = Service(
+        root,
+        "--set",
+        f"workers.cpu_workers={workers}",
+        "--set",
+        "workers.images_in_flight=8",
+        *extra,
+        restorer=restorer,
+    )
     ledger = Ledger(svc.inbox)
     latencies: list[float] = []
     cli: list[float] = []
@@ -192,9 +231,14 @@ def load(root: Path, images: int = 1000, workers: int = 2, timeout: float = 600.
         svc.close()
     assert report.counts.get("done", 0) == images
     return {
-        "images": images, "dropped_in_s": round(dropped, 1), "all_done_in_s": round(elapsed, 1),
-        "images_per_s": round(images / elapsed, 1), "parent_rss_peak_mb": seen["rss"],
-        "status_max_s": round(max(latencies), 3), "status_median_s": round(sorted(latencies)[len(latencies) // 2], 3),
-        "status_cli_max_s": round(max(cli), 2) if cli else None, "status_calls": len(latencies),
+        "images": images,
+        "dropped_in_s": round(dropped, 1),
+        "all_done_in_s": round(elapsed, 1),
+        "images_per_s": round(images / elapsed, 1),
+        "parent_rss_peak_mb": seen["rss"],
+        "status_max_s": round(max(latencies), 3),
+        "status_median_s": round(sorted(latencies)[len(latencies) // 2], 3),
+        "status_cli_max_s": round(max(cli), 2) if cli else None,
+        "status_calls": len(latencies),
         "max_settling": int(seen["settling"]),
     }

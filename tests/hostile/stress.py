@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--images", type=int, default=None, help="photos per round (default per scenario)")
     ap.add_argument("--kills", type=int, default=60, help="worker kills per round (workers)")
     ap.add_argument("--restarts", type=int, default=15, help="service kills per round (service)")
-    ap.add_argument("--engine", choices=["copy", "real"], default="copy", help="load: stand-in or tiny real models")
+    ap.add_argument(
+        "--engine", choices=["copy", "real"], default="copy", help="load: stand-in or tiny real models"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp folders of failed rounds")
     args = ap.parse_args(argv)
     if os.name != "posix":
@@ -64,33 +66,58 @@ def main(argv: list[str] | None = None) -> int:
                 with isolated_env(root / "home"):
                     figures = _run(name, root / "svc", random.Random(seed), args)
                 ok = True
-                print(json.dumps({"round": r, "scenario": name, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
-                                  **figures}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "round": r,
+                            "scenario": name,
+                            "seed": seed,
+                            "seconds": round(time.monotonic() - t0, 1),
+                            **figures,
+                        }
+                    ),
+                    flush=True,
+                )
             except KeyboardInterrupt:
                 print(f"interrupted: scenario {name}, round {r}", flush=True)
                 return 130
             except BaseException:
                 traceback.print_exc()
-                print(f"FAILED: scenario {name}, round {r}, seed {seed}; folders kept in {root}"
-                      if args.keep else f"FAILED: scenario {name}, round {r}, seed {seed}", flush=True)
+                print(
+                    f"FAILED: scenario {name}, round {r}, seed {seed}; folders kept in {root}"
+                    if args.keep
+                    else f"FAILED: scenario {name}, round {r}, seed {seed}",
+                    flush=True,
+                )
                 return 1
             finally:
                 if ok or not args.keep:
                     shutil.rmtree(root, ignore_errors=True)
-    print(f"all {args.rounds} round(s) of {', '.join(names)} passed in {time.monotonic() - t_all:.0f} s", flush=True)
+    print(
+        f"all {args.rounds} round(s) of {', '.join(names)} passed in {time.monotonic() - t_all:.0f} s",
+        flush=True,
+    )
     return 0
 
 
 def _run(name: str, root: Path, rng: random.Random, args: argparse.Namespace) -> dict[str, Any]:
     runners: dict[str, Callable[[], dict[str, Any]]] = {
-        "workers": lambda: scenarios.workers_killed_at_random(root, rng, images=args.images or 200, kills=args.kills,
-                                                              timeout=1800),
-        "service": lambda: scenarios.service_killed_at_random(root, rng, restarts=args.restarts,
-                                                              images=args.images or 100, timeout=1800),
+        "workers": lambda: scenarios.workers_killed_at_random(
+            root, rng, images=args.images or 200, kills=args.kills, timeout=1800
+        ),
+        "service": lambda: scenarios.service_killed_at_random(
+            root, rng, restarts=args.restarts, images=args.images or 100, timeout=1800
+        ),
         "load": lambda: scenarios.load(
-            root, images=args.images or 1000, timeout=3600,
-            **({"restorer": None, "workers": 1, "extra": _real_engine_extra(root.parent)} if args.engine == "real"
-               else {})),
+            root,
+            images=args.images or 1000,
+            timeout=3600,
+            **(
+                {"restorer": None, "workers": 1, "extra": _real_engine_extra(root.parent)}
+                if args.engine == "real"
+                else {}
+            ),
+        ),
     }
     root.mkdir(parents=True)
     return runners[name]()

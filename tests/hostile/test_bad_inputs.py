@@ -44,8 +44,9 @@ class Outcome:
         return [p for p in self.problems if any(repr(r) in p or str(self.svc.inbox / r) in p for r in rels)]
 
 
-def _run_group(root: Path, kinds: list[inputs.Kind], *extra: str, restorer: str | None,
-               timing: bool = False) -> Outcome:
+def _run_group(
+    root: Path, kinds: list[inputs.Kind], *extra: str, restorer: str | None, timing: bool = False
+) -> Outcome:
     with isolated_env(root / "home"):
         svc = Service(root, *extra, restorer=restorer, settle=0.3, env={"FAKE_SLOW": "1.5"})
         ledger = Ledger(svc.inbox)
@@ -85,8 +86,14 @@ def _run_group(root: Path, kinds: list[inputs.Kind], *extra: str, restorer: str 
 @pytest.fixture(scope="module")
 def real(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     root = tmp_path_factory.mktemp("hostile-real")
-    return _run_group(root, inputs.KINDS, *real_engine_args(tiny_models), "--set", "workers.images_in_flight=4",
-                      restorer=None)
+    return _run_group(
+        root,
+        inputs.KINDS,
+        *real_engine_args(tiny_models),
+        "--set",
+        "workers.images_in_flight=4",
+        restorer=None,
+    )
 
 
 @pytest.mark.parametrize("kind", inputs.KINDS, ids=lambda k: k.name)
@@ -156,9 +163,24 @@ EXTRA_CHECKS = {
 
 
 def _timing_cases(svc: Service, ledger: Ledger) -> None:
-    data = {name: inputs.jpeg(seed=500 + i) for i, name in enumerate(
-        ["deleted", "replaced", "replacement", "swapped", "running", "running-new", "trickle", "twice",
-         "pair", "trap", "stalled"])}
+    data = {
+        name: inputs.jpeg(seed=500 + i)
+        for i, name in enumerate(
+            [
+                "deleted",
+                "replaced",
+                "replacement",
+                "swapped",
+                "running",
+                "running-new",
+                "trickle",
+                "twice",
+                "pair",
+                "trap",
+                "stalled",
+            ]
+        )
+    }
     outside = svc.root / "outside"
     outside.mkdir(exist_ok=True)
     (outside / "secret.jpg").write_bytes(inputs.jpeg(seed=999))
@@ -173,8 +195,14 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
     write_atomic(svc.inbox / "replaced-while-queued.jpg", data["replacement"])
     os.unlink(svc.inbox / "symlinked-while-queued.jpg")
     os.symlink(outside / "secret.jpg", svc.inbox / "symlinked-while-queued.jpg")
-    svc.wait(lambda s: s["queue"]["gone"] >= 3 and s["settling"] == 0
-             and _state_of(svc, "replaced-while-queued.jpg") == "queued", what="the changes noticed")
+    svc.wait(
+        lambda s: (
+            s["queue"]["gone"] >= 3
+            and s["settling"] == 0
+            and _state_of(svc, "replaced-while-queued.jpg") == "queued"
+        ),
+        what="the changes noticed",
+    )
     ledger.add("deleted-while-queued.jpg", data["deleted"], GONE)
     ledger.add("replaced-while-queued.jpg", data["replaced"], GONE)
     ledger.add("replaced-while-queued.jpg", data["replacement"], {"done"})
@@ -187,8 +215,13 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
     write_atomic(svc.inbox / "slow-replaced-while-running.jpg", data["running"])
     svc.wait(lambda s: _state_of(svc, "slow-replaced-while-running.jpg") == "running", what="running")
     write_atomic(svc.inbox / "slow-replaced-while-running.jpg", data["running-new"])
-    ledger.add("slow-replaced-while-running.jpg", data["running"], {"done"}, original={"replaced"},
-               output_check=lambda out, job: None)  # restored whichever content it read
+    ledger.add(
+        "slow-replaced-while-running.jpg",
+        data["running"],
+        {"done"},
+        original={"replaced"},
+        output_check=lambda out, job: None,
+    )  # restored whichever content it read
     ledger.add("slow-replaced-while-running.jpg", data["running-new"], {"done"})
 
     # Written slowly in place: taken once, complete (the copy engine's output is byte-equal).
@@ -238,7 +271,9 @@ def _pair_restored_once(o: Outcome) -> None:
         kinds = [e.kind for e in j.history(dup.id)]
     assert kinds[:2] == ["added", "duplicate"], kinds
     sha = a.sha256
-    outputs = [p for p in o.svc.outbox.rglob("*") if p.is_file() and not p.is_symlink() and file_sha(p) == sha]
+    outputs = [
+        p for p in o.svc.outbox.rglob("*") if p.is_file() and not p.is_symlink() and file_sha(p) == sha
+    ]
     assert outputs == [done.output], outputs  # restored exactly once
 
 
@@ -261,8 +296,16 @@ NAME_KINDS = [k for k in inputs.KINDS if k.engine == "any"]
 @pytest.fixture(scope="module")
 def copying(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     root = tmp_path_factory.mktemp("hostile-copy")
-    return _run_group(root, NAME_KINDS, "--set", "workers.cpu_workers=2", "--set", "workers.images_in_flight=2",
-                      restorer="hostile.hostile_restorer:CopyRestorer", timing=True)
+    return _run_group(
+        root,
+        NAME_KINDS,
+        "--set",
+        "workers.cpu_workers=2",
+        "--set",
+        "workers.images_in_flight=2",
+        restorer="hostile.hostile_restorer:CopyRestorer",
+        timing=True,
+    )
 
 
 @pytest.mark.parametrize("kind", NAME_KINDS, ids=lambda k: k.name)
@@ -274,9 +317,22 @@ def test_names_and_special_files_copy_engine(copying: Outcome, kind: inputs.Kind
         extra(copying)
 
 
-@pytest.mark.parametrize("rel", ["deleted-while-queued.jpg", "replaced-while-queued.jpg", "symlinked-while-queued.jpg",
-                                 "slow-replaced-while-running.jpg", "trickle.jpg", "twice.jpg", "twice-again.jpg",
-                                 "slow-pair-1.jpg", "slow-pair-2.jpg", "stalled-copy.jpg", "trap/photo.jpg"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "deleted-while-queued.jpg",
+        "replaced-while-queued.jpg",
+        "symlinked-while-queued.jpg",
+        "slow-replaced-while-running.jpg",
+        "trickle.jpg",
+        "twice.jpg",
+        "twice-again.jpg",
+        "slow-pair-1.jpg",
+        "slow-pair-2.jpg",
+        "stalled-copy.jpg",
+        "trap/photo.jpg",
+    ],
+)
 def test_file_changing_under_the_service(copying: Outcome, rel: str) -> None:
     problems = copying.problems_of(rel)
     assert not problems, "\n".join(problems)

@@ -18,8 +18,9 @@ from .invariants import Ledger, check
 # --- broken model files -------------------------------------------------------------------------------
 
 
-def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(services: Any, tiny_models: Any,
-                                                                       tmp_path: Path) -> None:
+def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(
+    services: Any, tiny_models: Any, tmp_path: Path
+) -> None:
     from gpen_watch.modelstore import registry
 
     model_dir = tmp_path / "models"
@@ -86,14 +87,23 @@ def test_code_running_pickle_as_model_is_refused(services: Any, tiny_models: Any
 
 
 def test_cuda_oom_at_the_restore_call_takes_the_smaller_paths(services: Any, tiny_models: Any) -> None:
-    svc = services(*real_engine_args(tiny_models), "--set", "workers.images_in_flight=2",
-                   restorer="hostile.hostile_restorer:OomRestorer", env={"HOSTILE_OOM_ABOVE": "600"})
+    svc = services(
+        *real_engine_args(tiny_models),
+        "--set",
+        "workers.images_in_flight=2",
+        restorer="hostile.hostile_restorer:OomRestorer",
+        env={"HOSTILE_OOM_ABOVE": "600"},
+    )
     ledger = Ledger(svc.inbox)
     cases = {
         # (The tiny random detector finds 3 "faces" in the astronaut at 512 px: a batch to shrink.)
         "fits.jpg": (inputs.jpeg(512, 512, seed=40), {"done"}, None),  # its batch of faces runs out
         "fits-at-half.jpg": (inputs.jpeg(1024, 1024, seed=41), {"done"}, None),  # detection at 1024 px does
-        "never-fits.jpg": (inputs.jpeg(3000, 3000, seed=42), {"failed"}, "out of GPU memory even at 25% scale"),
+        "never-fits.jpg": (
+            inputs.jpeg(3000, 3000, seed=42),
+            {"failed"},
+            "out of GPU memory even at 25% scale",
+        ),
     }
     for name, (data, expect, reason) in cases.items():
         write_atomic(svc.inbox / name, data)
@@ -104,7 +114,9 @@ def test_cuda_oom_at_the_restore_call_takes_the_smaller_paths(services: Any, tin
     check(svc, ledger)
     with Journal.open(readonly=True) as j:
         by_name = {job.source.name: job for state in ("done", "failed") for job in j.jobs(state)}
-        retries = {n: [e.detail for e in j.history(job.id) if e.kind == "retry"] for n, job in by_name.items()}
+        retries = {
+            n: [e.detail for e in j.history(job.id) if e.kind == "retry"] for n, job in by_name.items()
+        }
     assert retries["fits.jpg"] == []
     assert retries["fits-at-half.jpg"] == ["out of GPU memory; retrying alone at 50% scale"]
     assert len(retries["never-fits.jpg"]) == 2  # 50 %, 25 %, then given up

@@ -23,8 +23,9 @@ def _rng(request: pytest.FixtureRequest) -> random.Random:
 # --- kills ----------------------------------------------------------------------------------------
 
 
-def test_workers_sigkilled_at_random_points_every_image_done_once(tmp_path: Path,
-                                                                  request: pytest.FixtureRequest) -> None:
+def test_workers_sigkilled_at_random_points_every_image_done_once(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     figures = scenarios.workers_killed_at_random(tmp_path, _rng(request), images=60, kills=12)
     print(figures)
     assert figures["restarts"] >= 1
@@ -35,7 +36,9 @@ def test_workers_sigkilled_many_times_long(tmp_path: Path, request: pytest.Fixtu
     print(scenarios.workers_killed_at_random(tmp_path, _rng(request), images=400, kills=120, timeout=900))
 
 
-def test_service_sigkilled_at_random_points_and_restarted(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_service_sigkilled_at_random_points_and_restarted(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     print(scenarios.service_killed_at_random(tmp_path, _rng(request), restarts=4, images=30))
 
 

@@ -33,8 +33,14 @@ def test_thousand_photos_at_once_each_done_once_status_stays_quick(tmp_path: Pat
 
 @pytest.mark.slow
 def test_thousand_photos_through_the_real_engine(tmp_path: Path, tiny_models: Any) -> None:
-    figures = scenarios.load(tmp_path, images=1000, workers=1, timeout=1800, restorer=None,
-                             extra=tuple(real_engine_args(tiny_models)))
+    figures = scenarios.load(
+        tmp_path,
+        images=1000,
+        workers=1,
+        timeout=1800,
+        restorer=None,
+        extra=tuple(real_engine_args(tiny_models)),
+    )
     print(f"load (real engine, tiny models, CPU): {figures}")
     assert figures["parent_rss_peak_mb"] < PARENT_RSS_LIMIT_MB, figures
     assert figures["status_max_s"] < STATUS_LIMIT_S, figures

@@ -102,12 +102,19 @@ def _outbox_kinds() -> list[Any]:
 
 def _wait_problem(svc: Service, words: str, queued: int = 1) -> dict[str, Any]:
     """Until status names the problem and the photos sit in the queue, none in progress."""
+
     def held(s: dict[str, Any]) -> bool:
         q = s["queue"]
         if q["failed"]:
             raise AssertionError(f"a photo failed instead of waiting: {s['last_errors']}")
-        return (words.lower() in (s["problem"] or "").lower() and q["queued"] >= queued and q["running"] == 0
-                and q["in_flight"] == 0 and s["settling"] == 0)
+        return (
+            words.lower() in (s["problem"] or "").lower()
+            and q["queued"] >= queued
+            and q["running"] == 0
+            and q["in_flight"] == 0
+            and s["settling"] == 0
+        )
+
     return svc.wait(held, 90, f"problem mentioning {words!r}")
 
 

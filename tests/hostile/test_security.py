@@ -53,7 +53,13 @@ def test_every_model_load_is_weights_only() -> None:
                 ok = isinstance(kw.get("weights_only"), ast.Constant) and kw["weights_only"].value is True
                 assert ok, f"{where}: torch.load without weights_only=True"
                 loads.append(where)
-            assert name not in ("pickle.load", "pickle.loads", "torch.jit.load", "dill.load", "joblib.load"), where
+            assert name not in (
+                "pickle.load",
+                "pickle.loads",
+                "torch.jit.load",
+                "dill.load",
+                "joblib.load",
+            ), where
     assert loads, "no torch.load found: has model loading moved? update this test"
 
 
@@ -118,25 +124,66 @@ def test_control_channel_refuses_strangers_and_survives_abuse(services: Any) -> 
 # --- output names ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("template", [
-    "../{stem}{ext}", "{stem}/../../escaped{ext}", "/etc/{name}", "sub/{name}", "..{sep}{name}",
-    "{name.__class__}", "{stem!r}{ext}", "{0}{ext}", "{stem:>300}{ext}", "{stem.__init__.__globals__}",
-    "{ext[0]}", "{stem}\\..\\{ext}",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "../{stem}{ext}",
+        "{stem}/../../escaped{ext}",
+        "/etc/{name}",
+        "sub/{name}",
+        "..{sep}{name}",
+        "{name.__class__}",
+        "{stem!r}{ext}",
+        "{0}{ext}",
+        "{stem:>300}{ext}",
+        "{stem.__init__.__globals__}",
+        "{ext[0]}",
+        "{stem}\\..\\{ext}",
+    ],
+)
 def test_name_template_injection_is_refused_at_start(tmp_path: Path, template: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "gpen_watch", "run", "--no-tray", "--inbox", str(tmp_path / "in"), "--outbox",
-         str(tmp_path / "out"), "--set", f"output.name_template={template}"],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "gpen_watch",
+            "run",
+            "--no-tray",
+            "--inbox",
+            str(tmp_path / "in"),
+            "--outbox",
+            str(tmp_path / "out"),
+            "--set",
+            f"output.name_template={template}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert "output.name_template" in out.stderr, out.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was created
 
 
 HOSTILE_NAMES = [
-    "{name}.jpg", "{0.__class__}.jpg", "{stem!r}.jpg", "%s%n%x.jpg", "$(touch pwned).jpg", "`id`.jpg",
-    "a;rm -rf ~.jpg", "line\nbreak.jpg", "tab\there.jpg", "back\\slash.jpg", "c:ol*on?.jpg", "..jpg.jpg",
-    "...jpg", "\u202egpj.exe.jpg", "nul.jpg", "CON.jpg", " leading space.jpg", "trailing dot..jpg",
+    "{name}.jpg",
+    "{0.__class__}.jpg",
+    "{stem!r}.jpg",
+    "%s%n%x.jpg",
+    "$(touch pwned).jpg",
+    "`id`.jpg",
+    "a;rm -rf ~.jpg",
+    "line\nbreak.jpg",
+    "tab\there.jpg",
+    "back\\slash.jpg",
+    "c:ol*on?.jpg",
+    "..jpg.jpg",
+    "...jpg",
+    "\u202egpj.exe.jpg",
+    "nul.jpg",
+    "CON.jpg",
+    " leading space.jpg",
+    "trailing dot..jpg",
 ]
 
 
