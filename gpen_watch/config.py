@@ -150,7 +150,7 @@ def load(
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read config: {exc}") from exc
     try:
-        cfg = _build(Config, data, "")
+        cfg: Config = _build(Config, data, "")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     for key, value in overrides.items():
@@ -228,7 +228,7 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{name}: expected a list, got {value!r}")
         return [_convert(item, v, f"{name}[{i}]") for i, v in enumerate(value)]
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if tp is InboxConfig and isinstance(value, (str, Path)):
             return InboxConfig(Path(value).expanduser())
         return _build(tp, value, name + ".")

@@ -578,7 +578,7 @@ class Pool:
         if w.proc.exitcode is None:  # still alive after 5 s: it gets no more chances
             w.proc.kill()
             w.proc.join(5.0)
-        code = w.proc.exitcode
+        code: int | None = w.proc.exitcode
         if w.conn is not None:
             w.conn.close()
         try:

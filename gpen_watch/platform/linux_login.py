@@ -172,8 +172,8 @@ def status() -> LoginStatus:
         return LoginStatus(bool(links), "systemd", str(unit_path), _key(unit_path, "ExecStart"), tuple(notes))
     if is_ours(desktop):
         fresh = [desktop_entry(LoginOptions(no_tray=n)) for n in (False, True)]
-        notes = () if _current(desktop, fresh) else (STALE,)
-        return LoginStatus(True, "xdg-autostart", str(desktop), _key(desktop, "Exec"), notes)
+        stale = () if _current(desktop, fresh) else (STALE,)
+        return LoginStatus(True, "xdg-autostart", str(desktop), _key(desktop, "Exec"), stale)
     return LoginStatus(False)
 
 

@@ -7,6 +7,7 @@ at login; gpen-watch then logs to its log file only. Nothing needs administrator
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Protocol
 
@@ -16,6 +17,7 @@ RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
 VALUE_NAME = "gpen-watch"
 # What marks a value as ours (the user may have one of the same name pointing elsewhere).
 SIGNATURE = "-m gpen_watch run"
+NOT_WINDOWS = "the Windows registry can only be used on Windows"
 
 
 class RunKey(Protocol):
@@ -27,27 +29,38 @@ class RunKey(Protocol):
 
 
 class RegistryRunKey:
-    def get(self, name: str) -> str | None:
-        import winreg  # Windows only, imported when used
+    """The real key. Each body sits under a platform check so mypy checks it against the Windows
+    stubs when run with ``--platform win32`` and skips it elsewhere (winreg exists only there)."""
 
-        try:
-            with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY) as key:
-                value, _kind = winreg.QueryValueEx(key, name)
-        except FileNotFoundError:
-            return None
-        return str(value)
+    def get(self, name: str) -> str | None:
+        if sys.platform == "win32":
+            import winreg
+
+            try:
+                with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY) as key:
+                    value, _kind = winreg.QueryValueEx(key, name)
+            except FileNotFoundError:
+                return None
+            return str(value)
+        raise LoginError(NOT_WINDOWS)
 
     def set(self, name: str, value: str) -> None:
-        import winreg
+        if sys.platform == "win32":
+            import winreg
 
-        with winreg.CreateKeyEx(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
-            winreg.SetValueEx(key, name, 0, winreg.REG_SZ, value)
+            with winreg.CreateKeyEx(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
+                winreg.SetValueEx(key, name, 0, winreg.REG_SZ, value)
+            return
+        raise LoginError(NOT_WINDOWS)
 
     def delete(self, name: str) -> None:
-        import winreg
+        if sys.platform == "win32":
+            import winreg
 
-        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
-            winreg.DeleteValue(key, name)
+            with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
+                winreg.DeleteValue(key, name)
+            return
+        raise LoginError(NOT_WINDOWS)
 
 
 def windowless(python: str) -> str:
