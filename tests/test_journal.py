@@ -17,6 +17,7 @@ import pytest
 
 from gpen_watch.errors import GpenWatchError
 from gpen_watch.journal import Journal, hash_file, schema
+from gpen_watch.journal.states import ACTIVE, JobState, sql_in
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -306,7 +307,7 @@ def test_status_queries(tmp_path: Path) -> None:
     assert j.recent_errors(5)[1].error == "truncated JPEG"
     counts = j.counts()
     assert counts["done"] == 2 and counts["failed"] == 1 and counts["unsupported"] == 1
-    assert set(counts) == set(schema.STATES)
+    assert set(counts) == {str(state) for state in JobState}
     j.log_event(ids[1], "note", "oom: retrying at scale 0.5", worker="cuda:0")
     assert j.history(ids[1])[-1].detail == "oom: retrying at scale 0.5"
     j.close()
@@ -444,3 +445,18 @@ def test_status_reader_opens_read_only_beside_the_running_writer(tmp_path: Path)
             assert reader.counts()["queued"] == 2  # sees the writer's commits (WAL)
             with pytest.raises(sqlite3.OperationalError):
                 reader.claim(1, "nope")
+
+
+def test_every_named_job_state_is_one_the_schema_accepts_and_no_other(tmp_path: Path) -> None:
+    # A state added to JobState without a migration would fail at the first write; this says so first.
+    assert tuple(JobState) == tuple(JobState(s) for s in schema.V1_STATES)
+    with Journal.open(tmp_path / "j.sqlite3") as j:
+        j.add(tmp_path / "a.jpg", tmp_path, "a.jpg", 1, 1.0, "0" * 64)
+        conn = sqlite3.connect(j.path)
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE jobs SET state = 'queud'")
+        conn.close()
+
+
+def test_sql_in_lists_the_states_as_sql_string_literals() -> None:
+    assert sql_in(ACTIVE) == "('queued', 'running')"

@@ -17,6 +17,7 @@ import pytest
 from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
 from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.journal import Journal, hash_file
+from gpen_watch.journal.states import Original
 from gpen_watch.outbox import commit, durable, failed, naming
 from gpen_watch.restore.api import FileResult
 
@@ -538,7 +539,7 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     job_id = env.drop("a.jpg")
     _refusing_folder(monkeypatch)
     outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
-    assert outcome is not None and outcome.action == commit.WAITING
+    assert outcome is not None and outcome.action == Original.WAITING
     assert outcome.folder == env.failed and outcome.detail == "Read-only file system"
     assert env.files(env.inbox) == ["a.jpg"] and env.files(env.failed) == []  # no error file yet
     job = env.journal.get(job_id)

@@ -33,20 +33,21 @@ from typing import Any, Literal
 from gpen_watch import paths
 from gpen_watch.errors import GpenWatchError
 from gpen_watch.journal import schema
-from gpen_watch.journal.schema import STATES
+from gpen_watch.journal.states import (
+    ACTIVE,
+    FAILURES,
+    ORIGINAL_IN_PLACE,
+    ORIGINAL_IN_PROGRESS,
+    SETTLED,
+    JobState,
+    Original,
+    sql_in,
+)
 
 HASH_CHUNK = 1 << 20
-
-ACTIVE = ("queued", "running")
-ENDED = ("done", "failed", "unsupported", "duplicate", "gone")
-# Ended jobs whose file was dealt with (a gone job's file was not: seeing it again is a new drop).
-SETTLED = ("done", "failed", "unsupported", "duplicate")
-# Outcomes for the original that leave it where it was: seeing the same file there again is not a
-# new drop. The in-progress markers count too (recovery finishes them), and so does "waiting": the
-# archive or failed/ folder refused the move for a reason that can clear, and the service retries
-# it (original_path holds the folder it waits for).
-ORIGINAL_IN_PLACE = ("kept", "left", "waiting", "archiving", "deleting", "setting-aside")
-ORIGINAL_IN_PROGRESS = ("archiving", "deleting", "setting-aside")
+# SQL fragments built from the named states (constants, never user text).
+_ACTIVE = sql_in(ACTIVE)
+_FAILURES = sql_in(FAILURES)
 
 
 def default_path() -> Path:
@@ -83,7 +84,7 @@ class Job:
     size: int
     mtime: float
     sha256: str
-    state: str
+    state: JobState
     attempts: int
     worker: str | None
     created: float
@@ -97,7 +98,7 @@ class Job:
     duplicate_of: int | None
     commit_ino: int | None
     commit_size: int | None
-    original: str | None
+    original: Original | None
     original_path: Path | None
 
 
@@ -163,7 +164,7 @@ def _job(row: sqlite3.Row) -> Job:
         size=row["size"],
         mtime=row["mtime"],
         sha256=row["sha256"],
-        state=row["state"],
+        state=JobState(row["state"]),
         attempts=row["attempts"],
         worker=row["worker"],
         created=row["created"],
@@ -177,7 +178,7 @@ def _job(row: sqlite3.Row) -> Job:
         duplicate_of=row["duplicate_of"],
         commit_ino=row["commit_ino"],
         commit_size=row["commit_size"],
-        original=row["original"],
+        original=None if row["original"] is None else Original(row["original"]),
         original_path=_path(row["original_path"]),
     )
 
@@ -323,7 +324,7 @@ class Journal:
                     return AddResult("known", _job(row))
                 if row["state"] == "queued":
                     conn.execute(
-                        "UPDATE jobs SET state = 'gone', finished = ?, error = ? WHERE id = ?",
+                        f"UPDATE jobs SET state = '{JobState.GONE}', finished = ?, error = ? WHERE id = ?",
                         (now, "replaced by new content before it was processed", row["id"]),
                     )
                     self._event(conn, row["id"], "superseded", "file replaced by new content")
@@ -341,7 +342,7 @@ class Journal:
                 message = _duplicate_message(done)
                 cur = conn.execute(
                     "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, finished,"
-                    " duplicate_of, notes, output) VALUES (?, ?, ?, ?, ?, ?, ?, 'duplicate', ?, ?, ?, ?)",
+                    f" duplicate_of, notes, output) VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.DUPLICATE}', ?, ?, ?, ?)",
                     (*values, now, done["id"], json.dumps([message]), done["output"]),
                 )
                 job_id = int(cur.lastrowid or 0)
@@ -349,7 +350,7 @@ class Journal:
                 return AddResult("duplicate", self._get(conn, job_id), _job(done), message, superseded)  # type: ignore[arg-type]
             cur = conn.execute(
                 "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued')",
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}')",
                 values,
             )
             job_id = int(cur.lastrowid or 0)
@@ -362,7 +363,7 @@ class Journal:
     def _done_with(conn: sqlite3.Connection, sha256: str, size: int) -> sqlite3.Row | None:
         """The first done job with this content, if any (what a drop of it duplicates)."""
         row: sqlite3.Row | None = conn.execute(
-            "SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = 'done' ORDER BY id LIMIT 1",
+            f"SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = '{JobState.DONE}' ORDER BY id LIMIT 1",
             (sha256, size),
         ).fetchone()
         return row
@@ -373,7 +374,8 @@ class Journal:
         last, page = 0, max(4 * n, 64)
         while True:
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE state = 'queued' AND id > ? ORDER BY id LIMIT ?", (last, page)
+                f"SELECT * FROM jobs WHERE state = '{JobState.QUEUED}' AND id > ? ORDER BY id LIMIT ?",
+                (last, page),
             ).fetchall()
             yield from rows
             if len(rows) < page:
@@ -405,7 +407,9 @@ class Journal:
         with self._write() as conn:
             busy = {
                 (r[0], r[1])
-                for r in conn.execute("SELECT sha256, size FROM jobs WHERE state = 'running'").fetchall()
+                for r in conn.execute(
+                    f"SELECT sha256, size FROM jobs WHERE state = '{JobState.RUNNING}'"
+                ).fetchall()
             }
             ids: list[int] = []
             duplicates: list[AddResult] = []
@@ -424,7 +428,7 @@ class Journal:
                     continue
                 message = _duplicate_message(done)
                 conn.execute(
-                    "UPDATE jobs SET state = 'duplicate', finished = ?, duplicate_of = ?, notes = ?, output = ?"
+                    f"UPDATE jobs SET state = '{JobState.DUPLICATE}', finished = ?, duplicate_of = ?, notes = ?, output = ?"
                     " WHERE id = ?",
                     (now, done["id"], json.dumps([message]), done["output"], row["id"]),
                 )
@@ -433,7 +437,7 @@ class Journal:
                 duplicates.append(AddResult("duplicate", self._get(conn, row["id"]), _job(done), message))  # type: ignore[arg-type]
             for job_id in ids:
                 conn.execute(
-                    "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?, started = ?"
+                    f"UPDATE jobs SET state = '{JobState.RUNNING}', attempts = attempts + 1, worker = ?, started = ?"
                     " WHERE id = ?",
                     (worker, now, job_id),
                 )
@@ -451,13 +455,13 @@ class Journal:
         out = os.fspath(output)
         with self._write() as conn:
             taken = conn.execute(
-                "SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN ('queued', 'running')",
+                f"SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN {_ACTIVE}",
                 (out, job_id),
             ).fetchone()
             if taken:
                 return False
             cur = conn.execute(
-                "UPDATE jobs SET output = ? WHERE id = ? AND state IN ('queued', 'running')", (out, job_id)
+                f"UPDATE jobs SET output = ? WHERE id = ? AND state IN {_ACTIVE}", (out, job_id)
             )
             if cur.rowcount:
                 self._event(conn, job_id, "output-reserved", out)
@@ -466,7 +470,7 @@ class Journal:
     def output_reserved(self, output: os.PathLike[str] | str, exclude_job: int | None = None) -> bool:
         """Whether an active job other than ``exclude_job`` has reserved ``output``."""
         rows = self._read(
-            "SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN ('queued', 'running') LIMIT 1",
+            f"SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN {_ACTIVE} LIMIT 1",
             (os.fspath(output), -1 if exclude_job is None else exclude_job),
         )
         return bool(rows)
@@ -490,7 +494,7 @@ class Journal:
         with self._write(durable=True) as conn:
             cur = conn.execute(
                 "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?"
-                " WHERE id = ? AND state IN ('queued', 'running')",
+                f" WHERE id = ? AND state IN {_ACTIVE}",
                 (
                     os.fspath(output),
                     ino,
@@ -517,22 +521,22 @@ class Journal:
         now = self._clock()
         with self._write(durable=True) as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = 'done', finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
-                " error = NULL WHERE id = ? AND state IN ('queued', 'running')",
+                f"UPDATE jobs SET state = '{JobState.DONE}', finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
+                f" error = NULL WHERE id = ? AND state IN {_ACTIVE}",
                 (now, os.fspath(output), faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
             )
             if cur.rowcount:
                 self._event(conn, job_id, "finished", f"{faces} face(s) -> {os.fspath(output)}")
             return cur.rowcount == 1
 
-    def fail(self, job_id: int, reason: str, kind: Literal["failed", "unsupported"] = "failed") -> bool:
+    def fail(self, job_id: int, reason: str, kind: JobState = JobState.FAILED) -> bool:
         """End an active job as failed or unsupported with a reason for the user (durable)."""
-        if kind not in ("failed", "unsupported"):
+        if kind not in FAILURES:
             raise ValueError(f"kind must be failed or unsupported, not {kind!r}")
         now = self._clock()
         with self._write(durable=True) as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = ?, finished = ?, error = ? WHERE id = ? AND state IN ('queued', 'running')",
+                f"UPDATE jobs SET state = ?, finished = ?, error = ? WHERE id = ? AND state IN {_ACTIVE}",
                 (kind, now, reason, job_id),
             )
             if cur.rowcount:
@@ -543,7 +547,8 @@ class Journal:
         """Put a running job back in the queue (worker crashed, timed out, service stopping)."""
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = 'queued' WHERE id = ? AND state = 'running'", (job_id,)
+                f"UPDATE jobs SET state = '{JobState.QUEUED}' WHERE id = ? AND state = '{JobState.RUNNING}'",
+                (job_id,),
             )
             if cur.rowcount:
                 self._event(conn, job_id, "requeued", reason)
@@ -558,18 +563,20 @@ class Journal:
         """
         now = self._clock()
         with self._write(durable=True) as conn:
-            rows = conn.execute("SELECT id, attempts FROM jobs WHERE state = 'running'").fetchall()
+            rows = conn.execute(
+                f"SELECT id, attempts FROM jobs WHERE state = '{JobState.RUNNING}'"
+            ).fetchall()
             requeued = 0
             for row in rows:
                 if max_attempts is not None and row["attempts"] >= max_attempts:
                     why = f"gave up after {row['attempts']} attempt(s); last: {reason}"
                     conn.execute(
-                        "UPDATE jobs SET state = 'failed', finished = ?, error = ? WHERE id = ?",
+                        f"UPDATE jobs SET state = '{JobState.FAILED}', finished = ?, error = ? WHERE id = ?",
                         (now, why, row["id"]),
                     )
                     self._event(conn, row["id"], "failed", why)
                 else:
-                    conn.execute("UPDATE jobs SET state = 'queued' WHERE id = ?", (row["id"],))
+                    conn.execute(f"UPDATE jobs SET state = '{JobState.QUEUED}' WHERE id = ?", (row["id"],))
                     self._event(conn, row["id"], "requeued", reason)
                     requeued += 1
             return requeued
@@ -578,14 +585,14 @@ class Journal:
         """A queued job's file was deleted or moved away: end it as gone. No-op for other states."""
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE jobs SET state = 'gone', finished = ?, error = ? WHERE id = ? AND state = 'queued'",
+                f"UPDATE jobs SET state = '{JobState.GONE}', finished = ?, error = ? WHERE id = ? AND state = '{JobState.QUEUED}'",
                 (self._clock(), reason, job_id),
             )
             if cur.rowcount:
                 self._event(conn, job_id, "gone", reason)
             return cur.rowcount == 1
 
-    def set_original(self, job_id: int, action: str, path: os.PathLike[str] | str | None = None) -> None:
+    def set_original(self, job_id: int, action: Original, path: os.PathLike[str] | str | None = None) -> None:
         """Record what happened (or is about to happen) to the original file (durable)."""
         where = None if path is None else os.fspath(path)
         with self._write(durable=True) as conn:
@@ -607,7 +614,7 @@ class Journal:
 
     def jobs(self, state: str, limit: int | None = None) -> list[Job]:
         """Jobs in ``state``, oldest first."""
-        if state not in STATES:
+        if state not in tuple(JobState):
             raise ValueError(f"unknown state {state!r}")
         rows = self._read(
             "SELECT * FROM jobs WHERE state = ? ORDER BY id LIMIT ?", (state, -1 if limit is None else limit)
@@ -617,7 +624,7 @@ class Journal:
     def active_for_source(self, source: os.PathLike[str] | str) -> list[Job]:
         """Queued or running jobs for this inbox path (the watcher saw the file disappear)."""
         rows = self._read(
-            "SELECT * FROM jobs WHERE source = ? AND state IN ('queued', 'running') ORDER BY id",
+            f"SELECT * FROM jobs WHERE source = ? AND state IN {_ACTIVE} ORDER BY id",
             (os.fspath(source),),
         )
         return [_job(r) for r in rows]
@@ -625,26 +632,28 @@ class Journal:
     def committing(self) -> list[Job]:
         """Active jobs that recorded a commit token (their output may already be published)."""
         rows = self._read(
-            "SELECT * FROM jobs WHERE state IN ('queued', 'running') AND commit_ino IS NOT NULL ORDER BY id"
+            f"SELECT * FROM jobs WHERE state IN {_ACTIVE} AND commit_ino IS NOT NULL ORDER BY id"
         )
         return [_job(r) for r in rows]
 
     def pending_originals(self) -> list[Job]:
         """Ended jobs whose original still has to be archived/kept/deleted/set aside (recovery)."""
-        marks = ", ".join(f"'{m}'" for m in ORIGINAL_IN_PROGRESS)
         rows = self._read(
-            "SELECT * FROM jobs WHERE state IN ('done', 'duplicate', 'failed', 'unsupported')"
-            f" AND (original IS NULL OR original IN ({marks})) ORDER BY id"
+            f"SELECT * FROM jobs WHERE state IN {sql_in(SETTLED)}"
+            f" AND (original IS NULL OR original IN {sql_in(ORIGINAL_IN_PROGRESS)}) ORDER BY id"
         )
         return [_job(r) for r in rows]
 
     def waiting_originals(self) -> list[Job]:
         """Ended jobs whose original waits in the inbox for its folder to take it, oldest first."""
-        return [_job(r) for r in self._read("SELECT * FROM jobs WHERE original = 'waiting' ORDER BY id")]
+        return [
+            _job(r)
+            for r in self._read(f"SELECT * FROM jobs WHERE original = '{Original.WAITING}' ORDER BY id")
+        ]
 
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zero when none)."""
-        result = dict.fromkeys(STATES, 0)
+        result = {str(state): 0 for state in JobState}
         for row in self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
             result[row[0]] = row[1]
         return result
@@ -652,7 +661,7 @@ class Journal:
     def recent_errors(self, n: int = 10) -> list[Job]:
         """The last ``n`` failed or unsupported jobs, newest first."""
         rows = self._read(
-            "SELECT * FROM jobs WHERE state IN ('failed', 'unsupported') ORDER BY finished DESC, id DESC LIMIT ?",
+            f"SELECT * FROM jobs WHERE state IN {_FAILURES} ORDER BY finished DESC, id DESC LIMIT ?",
             (n,),
         )
         return [_job(r) for r in rows]
@@ -660,7 +669,7 @@ class Journal:
     def done_since(self, since: float) -> tuple[int, int]:
         """(images, faces) finished since ``since`` (epoch seconds)."""
         row = self._read(
-            "SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = 'done' AND finished >= ?",
+            f"SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
             (since,),
         )[0]
         return int(row[0]), int(row[1])

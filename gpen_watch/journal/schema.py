@@ -12,10 +12,9 @@ import sqlite3
 
 from gpen_watch.errors import GpenWatchError
 
-# Every state a job can be in. queued -> running -> done | failed | unsupported (or back to queued);
-# duplicate: same content as a finished job, not restored again; gone: the file vanished before
-# it was processed.
-STATES = ("queued", "running", "done", "failed", "unsupported", "duplicate", "gone")
+# The job states version 1 allows (gpen_watch.journal.states.JobState names them). Spelt out here
+# because a migration is history: a new state is a new migration, never an edit of this one.
+V1_STATES = ("queued", "running", "done", "failed", "unsupported", "duplicate", "gone")
 
 _V1 = f"""
 CREATE TABLE jobs (
@@ -26,7 +25,7 @@ CREATE TABLE jobs (
     size          INTEGER NOT NULL,
     mtime         REAL    NOT NULL,
     sha256        TEXT    NOT NULL,
-    state         TEXT    NOT NULL CHECK (state IN ({", ".join(repr(s) for s in STATES)})),
+    state         TEXT    NOT NULL CHECK (state IN ({", ".join(repr(s) for s in V1_STATES)})),
     attempts      INTEGER NOT NULL DEFAULT 0,
     worker        TEXT,
     created       REAL    NOT NULL,

@@ -50,14 +50,12 @@ from typing import Any
 from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal, hash_file
+from gpen_watch.journal.states import ORIGINAL_FINAL, SUCCEEDED, JobState, Original
 from gpen_watch.outbox import durable, naming
 from gpen_watch.restore.api import FileJob, FileResult
 
 log = logging.getLogger(__name__)
 
-FINAL_ORIGINAL = ("archived", "kept", "deleted", "set-aside", "left", "missing", "replaced")
-# Not final: the destination folder refused the move for a reason that can clear; retried later.
-WAITING = "waiting"
 # What a destination folder says when it is full, read-only, not ours to write, gone or failing.
 # These can clear (space freed, remounted, permissions fixed, drive back), so the move is retried.
 FOLDER_TROUBLE = frozenset(
@@ -72,7 +70,7 @@ class OriginalOutcome:
     reason that can clear, ``detail``; retried later), missing (no longer there), replaced (a
     different file is there now)."""
 
-    action: str
+    action: Original
     path: Path | None = None
     detail: str = ""
     folder: Path | None = None
@@ -246,7 +244,7 @@ def _source_state(job: Job) -> str:
     return "same"
 
 
-def resume_move(journal: Journal, job: Job, marker: str, action: str) -> OriginalOutcome | None:
+def resume_move(journal: Journal, job: Job, marker: Original, action: Original) -> OriginalOutcome | None:
     """Finish a move that a crash interrupted (journal says ``marker`` with its destination)."""
     if job.original != marker or job.original_path is None:
         return None
@@ -266,8 +264,8 @@ def move_original(
     job: Job,
     directory: Path,
     root: Path,
-    marker: str,
-    action: str,
+    marker: Original,
+    action: Original,
     taken: Callable[[Path], bool] | None = None,
 ) -> OriginalOutcome:
     """Move the original into ``directory`` (under ``root``) collision-safe, recording before and after.
@@ -282,7 +280,7 @@ def move_original(
         return resumed
     state = _source_state(job)
     if state != "same":
-        what = "missing" if state == "missing" else "replaced"
+        what = Original.MISSING if state == "missing" else Original.REPLACED
         journal.set_original(job.id, what)
         return OriginalOutcome(what)
     try:
@@ -294,18 +292,18 @@ def move_original(
         reason = _reason(exc)
         why = f"could not move it to {directory}: {reason}"
         if _folder_trouble(exc, job.source):
-            was_waiting = job.original == WAITING
-            journal.set_original(job.id, WAITING, directory)
+            was_waiting = job.original == Original.WAITING
+            journal.set_original(job.id, Original.WAITING, directory)
             if not was_waiting:  # a retry that fails again adds nothing to the history
                 journal.log_event(job.id, "original-waiting", why)
                 log.warning(
                     "%s: %s; it waits in the inbox and is moved once the folder works", job.source, why
                 )
-            return OriginalOutcome(WAITING, job.source, reason, folder=root)
-        journal.set_original(job.id, "left")
+            return OriginalOutcome(Original.WAITING, job.source, reason, folder=root)
+        journal.set_original(job.id, Original.LEFT)
         journal.log_event(job.id, "original-left", why)
         log.warning("%s: %s; left in place", job.source, why)
-        return OriginalOutcome("left", job.source, why)
+        return OriginalOutcome(Original.LEFT, job.source, why)
     journal.set_original(job.id, action, dest)
     return OriginalOutcome(action, dest)
 
@@ -339,28 +337,30 @@ def _folder_trouble(exc: BaseException, source: Path) -> bool:
 def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     """Apply ``output.originals`` to a done (or duplicate) job's original. Idempotent."""
     job = load_job(journal, job_id)
-    if job.original in FINAL_ORIGINAL:
-        return OriginalOutcome(job.original or "", job.original_path)
-    if job.state not in ("done", "duplicate"):
+    if job.original is not None and job.original in ORIGINAL_FINAL:
+        return OriginalOutcome(job.original, job.original_path)
+    if job.state not in SUCCEEDED:
         raise ValueError(f"job {job_id} is {job.state}; originals are handled only after success")
     policy = cfg.output.originals
     inbox = naming.find_inbox(cfg, job.inbox)
     # A waiting original waits for the archive (only moves wait): that move is what is retried.
-    if job.original in ("archiving", WAITING) or (policy == "archive" and job.original is None):
+    if job.original in (Original.ARCHIVING, Original.WAITING) or (
+        policy == "archive" and job.original is None
+    ):
         root = naming.archive_root(cfg, inbox)
         return move_original(
-            journal, job, naming.mirror_dir(root, job.rel.parent), root, "archiving", "archived"
+            journal, job, naming.mirror_dir(root, job.rel.parent), root, Original.ARCHIVING, Original.ARCHIVED
         )
-    if job.original == "deleting" or (policy == "delete" and job.original is None):
+    if job.original == Original.DELETING or (policy == "delete" and job.original is None):
         return _delete_original(journal, job)
-    journal.set_original(job.id, "kept", job.source)
-    return OriginalOutcome("kept", job.source)
+    journal.set_original(job.id, Original.KEPT, job.source)
+    return OriginalOutcome(Original.KEPT, job.source)
 
 
 def _delete_original(journal: Journal, job: Job) -> OriginalOutcome:
     state = _source_state(job)
     if state == "missing":
-        action = "deleted" if job.original == "deleting" else "missing"
+        action = Original.DELETED if job.original == Original.DELETING else Original.MISSING
         journal.set_original(job.id, action)
         return OriginalOutcome(action)
     # Deleting is the one step that cannot be undone: only the exact content that was restored.
@@ -369,19 +369,19 @@ def _delete_original(journal: Journal, job: Job) -> OriginalOutcome:
     except OSError:
         same = False
     if not same:
-        journal.set_original(job.id, "replaced")
-        return OriginalOutcome("replaced")
-    journal.set_original(job.id, "deleting", job.source)
+        journal.set_original(job.id, Original.REPLACED)
+        return OriginalOutcome(Original.REPLACED)
+    journal.set_original(job.id, Original.DELETING, job.source)
     try:
         os.unlink(job.source)
     except OSError as exc:
         why = f"could not delete it: {exc.strerror or exc}"
-        journal.set_original(job.id, "left")
+        journal.set_original(job.id, Original.LEFT)
         journal.log_event(job.id, "original-left", why)
-        return OriginalOutcome("left", job.source, why)
+        return OriginalOutcome(Original.LEFT, job.source, why)
     durable.fsync_dir(job.source.parent)
-    journal.set_original(job.id, "deleted")
-    return OriginalOutcome("deleted")
+    journal.set_original(job.id, Original.DELETED)
+    return OriginalOutcome(Original.DELETED)
 
 
 # --- all steps ----------------------------------------------------------------------------------
@@ -408,7 +408,7 @@ def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> Co
 def destination_root(cfg: Config, job: Job) -> Path:
     """The folder a job's original goes to: the archive after success, failed/ otherwise."""
     inbox = naming.find_inbox(cfg, job.inbox)
-    if job.state in ("done", "duplicate"):
+    if job.state in SUCCEEDED:
         return naming.archive_root(cfg, inbox)
     return naming.failed_root(naming.outbox_root(cfg, inbox))
 
@@ -418,7 +418,7 @@ def handle_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutco
     from gpen_watch.outbox import failed  # failed imports this module
 
     job = load_job(journal, job_id)
-    if job.state in ("done", "duplicate"):
+    if job.state in SUCCEEDED:
         return dispose_original(journal, job_id, cfg)
     return failed.set_aside(journal, job_id, cfg)
 
@@ -444,9 +444,9 @@ def retry_waiting(
         try:
             outcome = handle_original(journal, job.id, cfg)
         except (OSError, OutputError) as exc:
-            outcome = OriginalOutcome(WAITING, job.source, _reason(exc), folder=root)
+            outcome = OriginalOutcome(Original.WAITING, job.source, _reason(exc), folder=root)
             log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
-        if outcome.action == WAITING:
+        if outcome.action == Original.WAITING:
             blocked[root] = [outcome.detail, 1]
         else:
             handled += 1
@@ -501,7 +501,7 @@ def clean_stale_temps(journal: Journal, cfg: Config) -> int:
                 if job_id is None:
                     continue
                 job = journal.get(job_id)
-                if job is not None and job.state == "running":
+                if job is not None and job.state == JobState.RUNNING:
                     continue
                 path = Path(dirpath) / name
                 try:
@@ -533,12 +533,12 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
     report.requeued = journal.requeue_running("the service stopped while this job was running")
     for job in journal.pending_originals():
         try:
-            if job.state in ("done", "duplicate"):
+            if job.state in SUCCEEDED:
                 outcome = dispose_original(journal, job.id, cfg)
             else:
                 outcome = failed.set_aside(journal, job.id, cfg)
             report.originals += 1
-            if outcome.action == "left":
+            if outcome.action == Original.LEFT:
                 report.left.append(outcome)
         except (OSError, OutputError) as exc:
             log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)

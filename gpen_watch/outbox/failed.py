@@ -14,15 +14,13 @@ import datetime as dt
 import logging
 import os
 from pathlib import Path
-from typing import Literal
 
 from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal
+from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, JobState, Original
 from gpen_watch.outbox import durable, naming
 from gpen_watch.outbox.commit import (
-    FINAL_ORIGINAL,
-    WAITING,
     OriginalOutcome,
     discard,
     load_job,
@@ -41,7 +39,9 @@ def error_file(dest: Path) -> Path:
 def error_text(job: Job, where: str) -> str:
     when = dt.datetime.fromtimestamp(job.finished or job.created).strftime("%Y-%m-%d %H:%M:%S")
     what = (
-        "not a photo gpen-watch can read" if job.state == "unsupported" else "gpen-watch could not restore it"
+        "not a photo gpen-watch can read"
+        if job.state == JobState.UNSUPPORTED
+        else "gpen-watch could not restore it"
     )
     return (
         f"{job.source.name}: {what}.\n"
@@ -63,10 +63,10 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     between is finished by ``commit.recover`` (which calls this again).
     """
     job = load_job(journal, job_id)
-    if job.state not in ("failed", "unsupported"):
+    if job.state not in FAILURES:
         raise ValueError(f"job {job_id} is {job.state}; only failed or unsupported jobs are set aside")
-    if job.original in FINAL_ORIGINAL:
-        return OriginalOutcome(job.original or "", job.original_path)
+    if job.original is not None and job.original in ORIGINAL_FINAL:
+        return OriginalOutcome(job.original, job.original_path)
     inbox = naming.find_inbox(cfg, job.inbox)
     root = naming.failed_root(naming.outbox_root(cfg, inbox))
     directory = naming.mirror_dir(root, job.rel.parent)
@@ -75,18 +75,18 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
         return os.path.lexists(error_file(p))
 
     outcome = move_original(
-        journal, job, directory, root, "setting-aside", "set-aside", taken=error_file_taken
+        journal, job, directory, root, Original.SETTING_ASIDE, Original.SET_ASIDE, taken=error_file_taken
     )
-    if outcome.action == WAITING:
+    if outcome.action == Original.WAITING:
         # The error file goes beside the original once failed/ takes it, under the name it gets
         # then; one written now (if it could be) would name a file that is not there.
         return outcome
     job = load_job(journal, job_id)
-    if outcome.action == "set-aside" and outcome.path is not None:
+    if outcome.action == Original.SET_ASIDE and outcome.path is not None:
         where = f"moved here as {outcome.path.name}"
         target = error_file(outcome.path)
-    elif outcome.action in ("left", "missing"):
-        if outcome.action == "left":
+    elif outcome.action in (Original.LEFT, Original.MISSING):
+        if outcome.action == Original.LEFT:
             where = f"left in the inbox at {job.source} ({outcome.detail})"
         else:
             where = "no longer in the inbox (deleted or moved away before it could be set aside)"
@@ -107,7 +107,7 @@ def fail(
     job_id: int,
     reason: str,
     cfg: Config,
-    kind: Literal["failed", "unsupported"] = "failed",
+    kind: JobState = JobState.FAILED,
     tmp: Path | None = None,
 ) -> OriginalOutcome | None:
     """End a job as failed/unsupported (durable), discard its temp output, set the original aside.

@@ -30,6 +30,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, Pool, PoolEvent, Task
 from gpen_watch.errors import OutputError
 from gpen_watch.journal import Journal, hash_file
+from gpen_watch.journal.states import JobState, Original
 from gpen_watch.outbox import commit, failed, naming
 from gpen_watch.service import control
 
@@ -356,7 +357,9 @@ class Service:
             self._note(commit.dispose_original(self._journal, added.job.id, self.cfg))
             return
         if a.unsupported:
-            self._note(failed.fail(self._journal, added.job.id, a.unsupported, self.cfg, kind="unsupported"))
+            self._note(
+                failed.fail(self._journal, added.job.id, a.unsupported, self.cfg, kind=JobState.UNSUPPORTED)
+            )
             log.warning("%s: set aside: %s", a.path, a.unsupported)
             return
         self._maybe_queued = True
@@ -424,11 +427,11 @@ class Service:
     def _note(self, outcome: commit.OriginalOutcome | None) -> None:
         """An original that its folder refused now waits in the inbox: say so, retry later. One that
         cannot leave the inbox (left) is only counted for the notice: the inbox is not ours to fix."""
-        if outcome is not None and outcome.action == "left":
+        if outcome is not None and outcome.action == Original.LEFT:
             reason = outcome.detail or "reason unknown"
             self._left[reason] = self._left.get(reason, 0) + 1
             return
-        if outcome is None or outcome.action != commit.WAITING or outcome.folder is None:
+        if outcome is None or outcome.action != Original.WAITING or outcome.folder is None:
             return
         before = self._waiting.get(outcome.folder)
         self._waiting[outcome.folder] = commit.Waiting(
@@ -535,7 +538,7 @@ class Service:
             if self._journal.requeue(task.key, f"outbox: {res.error}"):
                 self._outbox_trouble(res.error or "cannot write")
             return
-        kind = "unsupported" if res.error_kind == "unsupported" else "failed"
+        kind = JobState.UNSUPPORTED if res.error_kind == "unsupported" else JobState.FAILED
         reason = res.error or "unknown error"
         self._tp.failed += 1
         self._note(

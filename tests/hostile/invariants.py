@@ -38,7 +38,7 @@ from pathlib import Path
 
 from gpen_watch.journal import Journal
 from gpen_watch.journal.journal import Job, default_path
-from gpen_watch.journal.schema import STATES
+from gpen_watch.journal.states import JobState
 
 from .harness import Service, file_sha, sha256
 
@@ -118,7 +118,7 @@ def _walk_files(folder: Path) -> list[Path]:
 
 
 def _all_jobs(journal: Journal) -> list[Job]:
-    return [j for state in STATES for j in journal.jobs(state)]
+    return [j for state in JobState for j in journal.jobs(state)]
 
 
 def decodes(path: Path) -> str | None:

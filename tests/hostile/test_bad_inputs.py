@@ -20,7 +20,7 @@ import pytest
 
 from gpen_watch.journal import Journal
 from gpen_watch.journal.journal import Job
-from gpen_watch.journal.schema import STATES
+from gpen_watch.journal.states import JobState
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS
 
 from . import inputs
@@ -279,7 +279,7 @@ def _pair_restored_once(o: Outcome) -> None:
 
 def _jobs_of(svc: Service, rel: str) -> list[Job]:
     with Journal.open(readonly=True) as j:
-        return [job for state in STATES for job in j.jobs(state) if job.source == svc.inbox / rel]
+        return [job for state in JobState for job in j.jobs(state) if job.source == svc.inbox / rel]
 
 
 def _state_of(svc: Service, rel: str) -> str | None:
