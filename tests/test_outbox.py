@@ -18,7 +18,7 @@ from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
 from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.journal import Journal, hash_file
 from gpen_watch.journal.states import Original
-from gpen_watch.outbox import commit, durable, failed, naming
+from gpen_watch.outbox import commit, durable, failed, moves, naming, originals, recovery
 from gpen_watch.restore.api import FileResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,7 +319,7 @@ def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
     job_id = env.drop("a.jpg")
     env.run_worker(job_id, b"half a resto")  # worker killed mid-write: partial temp file
     env.reopen()
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.requeued == 1 and report.temps_removed == 1 and report.finished == []
     assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
     # Redone: the reserved name is reused, the output appears once.
@@ -336,7 +336,7 @@ def test_recovery_removes_the_image_writers_temp_left_by_a_killed_worker(env: En
     writer_tmp = fj.dst.parent / f".{fj.dst.name}.tmp-0a1b2c3d"  # save_image was writing this
     writer_tmp.write_bytes(b"half an enc")
     env.reopen()
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.requeued == 1 and report.temps_removed == 1
     assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
 
@@ -349,7 +349,7 @@ def test_crash_after_token_before_link_publishes_the_complete_temp(env: Env) -> 
     st = result.dst.stat()
     env.journal.begin_commit(job_id, env.outbox / "a.jpg", st.st_ino, st.st_size, 2, {}, [])
     env.reopen()
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.finished == [job_id] and report.requeued == 0
     _assert_finished_once(env, job_id)
 
@@ -362,7 +362,7 @@ def test_crash_after_link_before_temp_removed(env: Env) -> None:
     env.journal.begin_commit(job_id, env.outbox / "a.jpg", st.st_ino, st.st_size, 2, {}, [])
     os.link(result.dst, env.outbox / "a.jpg")
     env.reopen()
-    assert commit.recover(env.journal, env.cfg).finished == [job_id]
+    assert recovery.recover(env.journal, env.cfg).finished == [job_id]
     _assert_finished_once(env, job_id)
     assert "finished after a restart" in env.journal.get(job_id).notes[-1]  # type: ignore[union-attr]
 
@@ -371,7 +371,7 @@ def test_crash_after_publish_before_done_is_finished_not_redone(env: Env) -> Non
     job_id = env.drop("a.jpg")
     assert commit.publish(env.journal, job_id, env.run_worker(job_id)) == env.outbox / "a.jpg"
     env.reopen()
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.finished == [job_id] and report.requeued == 0
     _assert_finished_once(env, job_id)
     assert env.journal.get(job_id).faces == 2  # the worker's result survived in the token  # type: ignore[union-attr]
@@ -383,7 +383,7 @@ def test_crash_after_done_before_original_archived(env: Env) -> None:
     assert final is not None
     env.journal.finish(job_id, final, 2)
     env.reopen()
-    assert commit.recover(env.journal, env.cfg).originals == 1
+    assert recovery.recover(env.journal, env.cfg).originals == 1
     _assert_finished_once(env, job_id)
 
 
@@ -397,7 +397,7 @@ def test_crash_in_the_middle_of_archiving(env: Env) -> None:
     env.journal.set_original(job_id, "archiving", dest)
     os.link(env.inbox / "a.jpg", dest)  # linked, but the inbox name not yet removed
     env.reopen()
-    commit.recover(env.journal, env.cfg)
+    recovery.recover(env.journal, env.cfg)
     _assert_finished_once(env, job_id)
 
 
@@ -406,7 +406,7 @@ def test_a_foreign_file_at_the_final_name_is_not_mistaken_for_our_output(env: En
     result = env.run_worker(job_id, b"half")  # partial, never committed
     (env.outbox / "a.jpg").write_bytes(b"restored photo")  # same size as ours would be, not ours
     env.reopen()
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.finished == [] and report.requeued == 1
     assert result.dst is not None and not result.dst.exists()
 
@@ -477,7 +477,7 @@ def test_sigkill_at_every_step_of_a_commit_loses_nothing_and_duplicates_nothing(
         completed = proc.returncode == 0
         assert completed or proc.returncode == -signal.SIGKILL, proc.stderr
         e.journal = Journal.open(e.root / "state" / "journal.sqlite3")
-        commit.recover(e.journal, e.cfg)
+        recovery.recover(e.journal, e.cfg)
         if e.journal.get(job_id).state == "queued":  # type: ignore[union-attr]
             # Nothing was published: the job runs again, start to finish.
             commit.commit(e.journal, job_id, e.run_worker(job_id), e.cfg)
@@ -554,15 +554,15 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
         == "known"
     )
     # Still refused: still waiting, and a failed retry adds nothing to the history.
-    assert commit.retry_waiting(env.journal, env.cfg) == (
+    assert originals.retry_waiting(env.journal, env.cfg) == (
         0,
-        [commit.Waiting(env.failed, "Read-only file system", 1)],
+        [originals.Waiting(env.failed, "Read-only file system", 1)],
     )
     assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
     # The folder works again (and the service restarted meanwhile): moved, with its error file.
     monkeypatch.undo()
     env.reopen()
-    assert commit.retry_waiting(env.journal, env.cfg) == (1, [])
+    assert originals.retry_waiting(env.journal, env.cfg) == (1, [])
     assert env.files(env.inbox) == [] and env.files(env.failed) == ["a.jpg", "a.jpg.error.txt"]
     text = (env.failed / "a.jpg.error.txt").read_text()
     assert "Reason:   truncated JPEG" in text and "moved here as a.jpg" in text
@@ -570,7 +570,7 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     assert env.journal.waiting_originals() == []
 
 
-@pytest.mark.parametrize("code", sorted(commit.FOLDER_TROUBLE))
+@pytest.mark.parametrize("code", sorted(moves.FOLDER_TROUBLE))
 def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
     env: Env, monkeypatch, code: int
 ) -> None:
@@ -591,13 +591,13 @@ def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
     assert env.journal.get(a).original_path == env.archive / "2024"  # type: ignore[union-attr]
     # One attempt per refusing folder and pass, however many wait for it.
     tried.clear()
-    assert commit.retry_waiting(env.journal, env.cfg) == (
+    assert originals.retry_waiting(env.journal, env.cfg) == (
         0,
-        [commit.Waiting(env.archive, os.strerror(code), 2)],
+        [originals.Waiting(env.archive, os.strerror(code), 2)],
     )
     assert len(tried) == 1
     monkeypatch.undo()
-    assert commit.retry_waiting(env.journal, env.cfg) == (2, [])
+    assert originals.retry_waiting(env.journal, env.cfg) == (2, [])
     assert env.files(env.inbox) == []
     assert env.files(env.archive) == ["2024/a (1).jpg", "2024/a.jpg", "b.jpg"]  # nothing overwritten
     assert (env.archive / "2024" / "a.jpg").read_bytes() == b"an older original"
@@ -621,7 +621,7 @@ def test_a_waiting_original_that_went_away_or_changed_is_not_waited_for(env: Env
     (env.inbox / "a.jpg").unlink()
     (env.inbox / "b.jpg").write_bytes(b"a newer, longer photo")
     (env.inbox / "c.jpg").unlink()
-    assert commit.retry_waiting(env.journal, env.cfg) == (3, [])
+    assert originals.retry_waiting(env.journal, env.cfg) == (3, [])
     assert [env.journal.get(j).original for j in (a, b, c)] == ["missing", "replaced", "missing"]  # type: ignore[union-attr]
     assert env.files(env.inbox) == ["b.jpg"] and env.files(env.archive) == []
     assert "no longer in the inbox" in (env.failed / "c.jpg.error.txt").read_text()
@@ -643,7 +643,7 @@ def test_original_the_inbox_cannot_let_go_is_left_and_that_is_recorded(env: Env,
     job = env.journal.get(job_id)
     assert job is not None and job.original == "left"
     assert any(e.kind == "original-left" for e in env.journal.history(job_id))
-    assert env.journal.waiting_originals() == [] and commit.retry_waiting(env.journal, env.cfg) == (0, [])
+    assert env.journal.waiting_originals() == [] and originals.retry_waiting(env.journal, env.cfg) == (0, [])
     # The rescan sees the file again: known, not retried forever.
     st = source.stat()
     assert (
@@ -661,8 +661,8 @@ def test_retry_reports_a_waiting_original_the_inbox_then_cannot_let_go(env: Env,
         raise PermissionError(errno.EROFS, "Read-only file system", str(src))  # the archive works now
 
     monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
-    heard: list[commit.OriginalOutcome] = []
-    assert commit.retry_waiting(env.journal, env.cfg, heard.append) == (1, [])
+    heard: list[moves.OriginalOutcome] = []
+    assert originals.retry_waiting(env.journal, env.cfg, heard.append) == (1, [])
     assert [o.action for o in heard] == ["left"] and env.journal.waiting_originals() == []
 
 
@@ -676,7 +676,7 @@ def test_recovery_reports_originals_the_inbox_cannot_let_go(env: Env, monkeypatc
         raise PermissionError(errno.EROFS, "Read-only file system", str(src))
 
     monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
-    report = commit.recover(env.journal, env.cfg)
+    report = recovery.recover(env.journal, env.cfg)
     assert report.originals == 1 and [o.action for o in report.left] == ["left"]
     assert "Read-only file system" in report.left[0].detail
 
@@ -764,7 +764,7 @@ def test_crash_after_fail_before_set_aside_is_finished_by_recovery(env: Env) -> 
     env.journal.claim(1, "w0")
     env.journal.fail(job_id, "decompression bomb")
     env.reopen()
-    assert commit.recover(env.journal, env.cfg).originals == 1
+    assert recovery.recover(env.journal, env.cfg).originals == 1
     assert env.files(env.failed) == ["sub/bad.jpg", "sub/bad.jpg.error.txt"]
     assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
 
@@ -777,7 +777,7 @@ def test_crash_mid_set_aside_after_the_move(env: Env) -> None:
     env.journal.set_original(job_id, "setting-aside", env.failed / "bad.jpg")
     os.rename(env.inbox / "bad.jpg", env.failed / "bad.jpg")  # moved; error file not yet written
     env.reopen()
-    commit.recover(env.journal, env.cfg)
+    recovery.recover(env.journal, env.cfg)
     assert env.files(env.failed) == ["bad.jpg", "bad.jpg.error.txt"]
     assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
 
@@ -790,7 +790,7 @@ def test_duplicate_drop_is_archived_like_a_done_one(env: Env) -> None:
     st = path.stat()
     dup = env.journal.add(path, env.inbox, "copy.jpg", st.st_size, st.st_mtime, hash_file(path))
     assert dup.status == "duplicate" and "output " + str(env.outbox / "a.jpg") in dup.message
-    assert commit.dispose_original(env.journal, dup.job.id, env.cfg).action == "archived"
+    assert originals.dispose_original(env.journal, dup.job.id, env.cfg).action == "archived"
     assert env.files(env.archive) == ["a.jpg", "copy.jpg"] and env.files(env.outbox) == ["a.jpg"]
 
 
@@ -802,7 +802,7 @@ def test_stale_temps_are_cleaned_but_not_those_of_running_jobs(env: Env) -> None
     stale.write_bytes(b"x")
     keep = env.outbox / "sub" / ".hidden-user-file"
     keep.write_bytes(b"y")
-    assert commit.clean_stale_temps(env.journal, env.cfg) == 1
+    assert recovery.clean_stale_temps(env.journal, env.cfg) == 1
     assert not stale.exists() and keep.exists()
     assert (env.outbox / f".a.jpg.gpen-tmp-{running}").exists()
 

@@ -558,7 +558,7 @@ class Journal:
         """Requeue every running job (at start-up: left running by a crash). Returns how many.
 
         With ``max_attempts``, a job that already had that many attempts fails instead (a file that
-        brings the whole service down must not do so forever). Run ``outbox.commit.recover`` first:
+        brings the whole service down must not do so forever). Run ``outbox.recovery.recover`` first:
         it finishes jobs whose output was already published.
         """
         now = self._clock()
@@ -611,6 +611,13 @@ class Journal:
     def get(self, job_id: int) -> Job | None:
         with self._lock:
             return self._get(self._conn, job_id)
+
+    def require(self, job_id: int) -> Job:
+        """The job with this id; KeyError if there is none (a caller's bug, not a user's)."""
+        job = self.get(job_id)
+        if job is None:
+            raise KeyError(f"no job {job_id} in {self.path}")
+        return job
 
     def jobs(self, state: str, limit: int | None = None) -> list[Job]:
         """Jobs in ``state``, oldest first."""

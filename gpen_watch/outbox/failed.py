@@ -4,7 +4,7 @@ The original moves to ``failed/<subfolders>/<name>`` (collision-safe) and ``<nam
 beside it says why, when, after how many attempts, and which job. If the original cannot be moved
 (read-only inbox), it stays where it is, the error file says so, and the journal records "left".
 If failed/ itself refuses it (full, read-only...), it waits in the inbox ("waiting") and the move,
-with its error file, is retried once the folder works (``commit.retry_waiting``); meanwhile the
+with its error file, is retried once the folder works (``originals.retry_waiting``); meanwhile the
 service's status says so.
 """
 
@@ -17,15 +17,11 @@ from pathlib import Path
 
 from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
+from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, JobState, Original
 from gpen_watch.outbox import durable, naming
-from gpen_watch.outbox.commit import (
-    OriginalOutcome,
-    discard,
-    load_job,
-    move_original,
-)
+from gpen_watch.outbox.moves import OriginalOutcome, move_original
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +58,7 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     The journal records "setting-aside" with the destination before the move, so a crash in
     between is finished by ``commit.recover`` (which calls this again).
     """
-    job = load_job(journal, job_id)
+    job = journal.require(job_id)
     if job.state not in FAILURES:
         raise ValueError(f"job {job_id} is {job.state}; only failed or unsupported jobs are set aside")
     if job.original is not None and job.original in ORIGINAL_FINAL:
@@ -81,7 +77,7 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
         # The error file goes beside the original once failed/ takes it, under the name it gets
         # then; one written now (if it could be) would name a file that is not there.
         return outcome
-    job = load_job(journal, job_id)
+    job = journal.require(job_id)
     if outcome.action == Original.SET_ASIDE and outcome.path is not None:
         where = f"moved here as {outcome.path.name}"
         target = error_file(outcome.path)
@@ -114,7 +110,8 @@ def fail(
 
     Returns None when the job was no longer active (nothing done).
     """
-    discard(tmp)
+    if tmp is not None:
+        remove_quietly(tmp)
     if not journal.fail(job_id, reason, kind):
         return None
     return set_aside(journal, job_id, cfg)

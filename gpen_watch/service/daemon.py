@@ -29,9 +29,11 @@ from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, Pool, PoolEvent, Task
 from gpen_watch.errors import OutputError
+from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal import Journal, hash_file
 from gpen_watch.journal.states import JobState, Original
-from gpen_watch.outbox import commit, failed, naming
+from gpen_watch.outbox import commit, failed, naming, originals, recovery
+from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service import control
 
 log = logging.getLogger(__name__)
@@ -127,7 +129,7 @@ class Service:
         self._problem: str | None = None
         # Originals waiting in the inbox for a folder that refused them (archive, failed/), and
         # when to try again (None: none waiting; 0.0 at start: look in the journal at once).
-        self._waiting: dict[Path, commit.Waiting] = {}
+        self._waiting: dict[Path, originals.Waiting] = {}
         self._originals_retry_at: float | None = 0.0
         # Originals that could not leave the inbox in this run (read-only inbox...): recorded "left"
         # in the journal, not retried; counted per reason for a notice in status.
@@ -187,7 +189,7 @@ class Service:
         try:
             self._prepare_folders()
             self._journal = Journal.open(self.journal_path)
-            rec = commit.recover(self._journal, self.cfg)
+            rec = recovery.recover(self._journal, self.cfg)
             for outcome in rec.left:
                 self._note(outcome)
             if rec.finished or rec.requeued or rec.originals or rec.temps_removed:
@@ -285,7 +287,7 @@ class Service:
         assert self._journal is not None
         self._maybe_queued = True
         for t in tasks:
-            commit.discard(t.job.dst)
+            remove_quietly(t.job.dst)
             self._journal.requeue(t.key, reason)
         if tasks:
             log.info("%d job(s) handed back to the queue", len(tasks))
@@ -354,7 +356,7 @@ class Service:
             return
         if added.status == "duplicate":
             log.info("%s: %s", a.path, added.message)
-            self._note(commit.dispose_original(self._journal, added.job.id, self.cfg))
+            self._note(originals.dispose_original(self._journal, added.job.id, self.cfg))
             return
         if a.unsupported:
             self._note(
@@ -385,7 +387,7 @@ class Service:
             # it, handled exactly as a drop after the first was done.
             log.info("%s: %s", dup.job.source, dup.message)
             try:
-                self._note(commit.dispose_original(self._journal, dup.job.id, self.cfg))
+                self._note(originals.dispose_original(self._journal, dup.job.id, self.cfg))
             except Exception:
                 log.exception(
                     "%s: could not dispose of the original (the next start tries again)", dup.job.source
@@ -424,7 +426,7 @@ class Service:
 
     # --- originals the archive or failed/ folder refused ---------------------------------------
 
-    def _note(self, outcome: commit.OriginalOutcome | None) -> None:
+    def _note(self, outcome: OriginalOutcome | None) -> None:
         """An original that its folder refused now waits in the inbox: say so, retry later. One that
         cannot leave the inbox (left) is only counted for the notice: the inbox is not ours to fix."""
         if outcome is not None and outcome.action == Original.LEFT:
@@ -434,7 +436,7 @@ class Service:
         if outcome is None or outcome.action != Original.WAITING or outcome.folder is None:
             return
         before = self._waiting.get(outcome.folder)
-        self._waiting[outcome.folder] = commit.Waiting(
+        self._waiting[outcome.folder] = originals.Waiting(
             outcome.folder, outcome.detail, (before.count if before else 0) + 1
         )
         if self._originals_retry_at is None:
@@ -453,7 +455,7 @@ class Service:
             return
         had = sum(w.count for w in self._waiting.values())
         try:
-            handled, waiting = commit.retry_waiting(self._journal, self.cfg, self._note)
+            handled, waiting = originals.retry_waiting(self._journal, self.cfg, self._note)
         except Exception:
             log.exception("could not retry the originals waiting in the inbox")
             handled, waiting = 0, list(self._waiting.values())
@@ -508,13 +510,13 @@ class Service:
         except OutputError as exc:
             # Disk full, outbox read-only or gone: the original stays in the inbox and the job
             # waits; new work is held back until the outbox takes writes again.
-            commit.discard(ev.task.job.dst)
+            remove_quietly(ev.task.job.dst)
             if self._journal.requeue(ev.task.key, f"outbox: {exc}"):
                 self._outbox_trouble(str(exc))
         except Exception as exc:
             # One job's bookkeeping must not stop the service; the job is retried later.
             log.exception("%s: could not record the result", ev.task.job.src)
-            commit.discard(ev.task.job.dst)
+            remove_quietly(ev.task.job.dst)
             if self._journal.requeue(ev.task.key, f"internal error: {exc}"):
                 self._maybe_queued = True
                 self._hold_until = time.monotonic() + OUTBOX_RETRY_S
@@ -534,7 +536,7 @@ class Service:
         if res.error_kind == "outbox":
             # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
             # in the inbox, queued, and new work is held back until the outbox takes writes again.
-            commit.discard(res.dst or task.job.dst)
+            remove_quietly(res.dst or task.job.dst)
             if self._journal.requeue(task.key, f"outbox: {res.error}"):
                 self._outbox_trouble(res.error or "cannot write")
             return

@@ -274,7 +274,8 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
     if j.original == "waiting" and j.state in DONE_LIKE and "archived" in original:
         problems += _check_waiting(svc, j, d, label, stay_in_inbox, by_id)
     elif j.original not in original:
-        problems.append(f"{label}: original {j.original!r}, expected {sorted(original)}")
+        shown = None if j.original is None else j.original.value
+        problems.append(f"{label}: original {shown!r}, expected {sorted(original)}")
     if j.original in ("archived", "set-aside"):
         where = Path(j.original_path) if j.original_path else None
         if where is None or not where.is_file():
