@@ -21,6 +21,7 @@ import pytest
 from gpen_watch import paths
 from gpen_watch.cli import main
 from gpen_watch.platform import current, linux_login, macos_login, module_name, windows_login
+from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import MARKER, STALE, LoginError, LoginOptions
 
 
@@ -307,17 +308,10 @@ def test_run_key_of_someone_else_is_left_alone() -> None:
 def test_platform_modules_by_name() -> None:
     assert module_name("linux") == "linux" and module_name("freebsd14") == "linux"
     assert module_name("darwin") == "macos" and module_name("win32") == "windows"
-    for plat in ("linux", "darwin", "win32"):
-        mod = current(plat)
-        for fn in (
-            "open_path",
-            "notify",
-            "install_login",
-            "uninstall_login",
-            "login_status",
-            "login_enabled",
-        ):
-            assert callable(getattr(mod, fn)), (plat, fn)
+    for plat, login in (("linux", linux_login), ("darwin", macos_login), ("win32", windows_login)):
+        platform = current(plat)  # instantiating checks that it implements all of Platform
+        assert isinstance(platform, Platform)
+        assert platform.login is login, plat
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI acts on this machine's platform")

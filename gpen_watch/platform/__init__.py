@@ -1,15 +1,8 @@
 """What differs between Linux, macOS and Windows, behind one small interface.
 
 Like pystray (``_xorg``, ``_darwin``, ``_win32``) and platformdirs (``unix``, ``macos``,
-``windows``), each operating system gets one module, and :func:`current` picks it. Every platform
-module offers the same functions:
-
-    open_path(path)            show a folder in the file manager, or open a file
-    notify(title, message)     a desktop notification when the tray backend cannot show one
-    install_login(options)     start gpen-watch at login (LoginOptions -> LoginResult)
-    uninstall_login()          undo exactly what install_login made (-> LoginResult)
-    login_status()             what is installed, where, and what it runs (-> LoginStatus)
-    login_enabled()            a cheap "is it installed" for the tray's checkbox
+``windows``), each operating system gets one module with one ``Platform`` subclass (the interface
+is ``api.Platform``), and :func:`current` picks it.
 
 The modules import nothing platform-specific at import time (winreg, AppKit), so every one of
 them can be loaded and tested anywhere.
@@ -19,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from types import ModuleType
+
+from gpen_watch.platform.api import Platform
 
 
 def module_name(platform: str = sys.platform) -> str:
@@ -32,6 +26,12 @@ def module_name(platform: str = sys.platform) -> str:
     return "linux"
 
 
-def current(platform: str = sys.platform) -> ModuleType:
-    """The platform module for this system (or for ``platform``, in tests)."""
-    return importlib.import_module(f"{__name__}.{module_name(platform)}")
+def current(platform: str = sys.platform) -> Platform:
+    """The platform of this system (or of ``platform``, in tests)."""
+    module = importlib.import_module(f"{__name__}.{module_name(platform)}")
+    found = [
+        c
+        for c in vars(module).values()
+        if isinstance(c, type) and issubclass(c, Platform) and c is not Platform
+    ]
+    return found[0]()

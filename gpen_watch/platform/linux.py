@@ -5,52 +5,40 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import ClassVar
 
 from gpen_watch.platform import linux_login
-from gpen_watch.platform.login_common import LoginOptions, LoginResult, LoginStatus
+from gpen_watch.platform.api import LoginService, Platform
 
 
-def open_path(path: Path) -> None:
-    """Show a folder in the file manager or open a file with its default application."""
-    opener = shutil.which("xdg-open")
-    if opener is None:
-        raise OSError("xdg-open not found (install xdg-utils)")
-    # Detached and not waited for: some openers stay until the application they started quits.
-    subprocess.Popen(
-        [opener, str(path)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+class LinuxPlatform(Platform):
+    name = "linux"
+    login: ClassVar[LoginService] = linux_login
 
+    def open_path(self, path: Path) -> None:
+        """Show a folder in the file manager or open a file with its default application."""
+        opener = shutil.which("xdg-open")
+        if opener is None:
+            raise OSError("xdg-open not found (install xdg-utils)")
+        # Detached and not waited for: some openers stay until the application they started quits.
+        subprocess.Popen(
+            [opener, str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
-def notify(title: str, message: str) -> bool:
-    """Through notify-send (libnotify) when the tray backend has no notifications (xorg)."""
-    sender = shutil.which("notify-send")
-    if sender is None:
-        return False
-    subprocess.Popen(
-        [sender, "--app-name=gpen-watch", title, message],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    return True
-
-
-def install_login(options: LoginOptions) -> LoginResult:
-    return linux_login.install(options)
-
-
-def uninstall_login() -> LoginResult:
-    return linux_login.uninstall()
-
-
-def login_status() -> LoginStatus:
-    return linux_login.status()
-
-
-def login_enabled() -> bool:
-    return linux_login.enabled()
+    def notify(self, title: str, message: str) -> bool:
+        """Through notify-send (libnotify) when the tray backend has no notifications (xorg)."""
+        sender = shutil.which("notify-send")
+        if sender is None:
+            return False
+        subprocess.Popen(
+            [sender, "--app-name=gpen-watch", title, message],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return True

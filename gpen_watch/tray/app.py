@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_watch import paths
@@ -24,6 +23,7 @@ from gpen_watch import platform as platforms
 from gpen_watch.config import Config
 from gpen_watch.errors import GpenWatchError
 from gpen_watch.outbox.naming import failed_root
+from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import menu as menus
@@ -78,7 +78,7 @@ class TrayApp:
         backend: Backend,
         *,
         log_path: Path | None = None,
-        platform: ModuleType | None = None,
+        platform: Platform | None = None,
         gpus: NvmlMonitor | None = None,
         poll_s: float = POLL_S,
     ) -> None:

@@ -1,0 +1,56 @@
+"""The interface every operating system implements: one subclass of ``Platform`` per OS module.
+
+In the pattern of platformdirs' ``api.py`` and pystray's ``_base``: the base class holds what is
+common, an OS module overrides what differs, and an OS that leaves something out cannot be
+instantiated (``abc``), so nothing is forgotten when one is added.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from gpen_watch.platform.login_common import LoginOptions, LoginResult, LoginStatus
+
+
+class LoginService(Protocol):
+    """Start at login on one OS: its ``*_login`` module (XDG autostart or systemd, LaunchAgent,
+    the Run key) provides these as functions."""
+
+    def install(self, options: LoginOptions) -> LoginResult: ...
+    def uninstall(self) -> LoginResult: ...
+    def status(self) -> LoginStatus: ...
+    def enabled(self) -> bool: ...
+
+
+class Platform(ABC):
+    """What differs between operating systems, for the tray and the ``service`` command."""
+
+    #: ``sys.platform`` families this class serves, for ``gpen_watch.platform.current``.
+    name: ClassVar[str]
+    login: ClassVar[LoginService]
+
+    @abstractmethod
+    def open_path(self, path: Path) -> None:
+        """Show a folder in the file manager, or open a file with its default application."""
+
+    @abstractmethod
+    def notify(self, title: str, message: str) -> bool:
+        """A desktop notification when the tray backend cannot show one; False if there is no way."""
+
+    def install_login(self, options: LoginOptions) -> LoginResult:
+        """Start gpen-watch at login."""
+        return self.login.install(options)
+
+    def uninstall_login(self) -> LoginResult:
+        """Undo exactly what ``install_login`` made."""
+        return self.login.uninstall()
+
+    def login_status(self) -> LoginStatus:
+        """What is installed, where, and what it runs."""
+        return self.login.status()
+
+    def login_enabled(self) -> bool:
+        """A cheap "is it installed", for the tray's checkbox."""
+        return self.login.enabled()
