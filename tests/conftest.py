@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

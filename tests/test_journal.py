@@ -83,7 +83,7 @@ def test_same_file_seen_again_is_known_not_a_new_job(journal: Journal) -> None:
 
 def test_same_photo_under_another_name_after_done_is_a_duplicate(journal: Journal) -> None:
     first = add(journal, "a.jpg", content="photo")
-    journal.claim(1, "w0")
+    journal.claim_batch(1, "w0")
     journal.finish(first.job.id, "/out/a.jpg", faces=2, timings={"restore": 1.5}, notes=["ok"])
     dup = add(journal, "copy of a.jpg", content="photo")
     assert dup.status == "duplicate"
@@ -125,11 +125,13 @@ def test_twin_waits_for_the_first_and_is_then_a_duplicate_of_it(journal: Journal
 def test_twin_of_a_failed_first_is_processed_like_any_other_job(journal: Journal) -> None:
     first = add(journal, "a.jpg", content="photo")
     twins = [add(journal, f"b{i}.jpg", content="photo").job.id for i in range(2)]
-    assert [j.id for j in journal.claim(5, "w0")] == [first.job.id]
+    assert [j.id for j in journal.claim_batch(5, "w0").jobs] == [first.job.id]
     journal.fail(first.job.id, "truncated JPEG")
-    assert [j.id for j in journal.claim(5, "w0")] == twins[:1]  # the next one in line, one at a time
+    assert [j.id for j in journal.claim_batch(5, "w0").jobs] == twins[
+        :1
+    ]  # the next one in line, one at a time
     journal.requeue(twins[0], "worker crashed")  # requeued: first in line again, the other still waits
-    assert [j.id for j in journal.claim(5, "w0")] == twins[:1]
+    assert [j.id for j in journal.claim_batch(5, "w0").jobs] == twins[:1]
     journal.finish(twins[0], "/out/b0.jpg")
     batch = journal.claim_batch(5, "w0")
     assert batch.jobs == [] and [d.job.id for d in batch.duplicates] == twins[1:]
@@ -148,7 +150,7 @@ def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_
 ) -> None:
     a = add(journal, "a.jpg", content="A")
     b = add(journal, "b.jpg", content="B")
-    journal.claim(2, "w0")
+    journal.claim_batch(2, "w0")
     journal.finish(a.job.id, "/out/a.jpg")
     journal.finish(b.job.id, "/out/b.jpg")
     journal.set_original(a.job.id, "archived", "/originals/a.jpg")
@@ -159,7 +161,7 @@ def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_
 
 def test_failed_file_dropped_again_after_being_set_aside_is_retried(journal: Journal) -> None:
     a = add(journal, "a.jpg")
-    journal.claim(1, "w0")
+    journal.claim_batch(1, "w0")
     journal.fail(a.job.id, "truncated JPEG")
     assert add(journal, "a.jpg").status == "known"  # still in the inbox, not yet set aside
     journal.set_original(a.job.id, "set-aside", "/failed/a.jpg")
@@ -169,7 +171,7 @@ def test_failed_file_dropped_again_after_being_set_aside_is_retried(journal: Jou
 def test_original_waiting_for_its_folder_is_known_and_listed_until_moved(journal: Journal) -> None:
     a = add(journal, "a.jpg", content="A")
     b = add(journal, "b.jpg", content="B")
-    journal.claim(2, "w0")
+    journal.claim_batch(2, "w0")
     journal.finish(a.job.id, "/out/a.jpg")
     journal.fail(b.job.id, "truncated JPEG")
     journal.set_original(a.job.id, "waiting", "/originals")
@@ -196,10 +198,10 @@ def test_file_replaced_while_queued_supersedes_the_old_job(journal: Journal) -> 
 
 def test_claim_moves_oldest_queued_to_running_and_counts_attempts(journal: Journal) -> None:
     ids = [add(journal, f"{i}.jpg").job.id for i in range(5)]
-    claimed = journal.claim(2, "cuda:0")
+    claimed = journal.claim_batch(2, "cuda:0").jobs
     assert [j.id for j in claimed] == ids[:2]
     assert all(j.state == "running" and j.attempts == 1 and j.worker == "cuda:0" for j in claimed)
-    assert journal.claim(0, "x") == []
+    assert journal.claim_batch(0, "x").jobs == []
     assert journal.counts() == {**journal.counts(), "queued": 3, "running": 2}
     assert journal.history(ids[0])[-1].detail == "attempt 1 on cuda:0"
 
@@ -211,7 +213,7 @@ def test_concurrent_claims_never_hand_out_a_job_twice(journal: Journal) -> None:
     lock = threading.Lock()
 
     def worker(name: str) -> None:
-        while batch := journal.claim(3, name):
+        while batch := journal.claim_batch(3, name).jobs:
             with lock:
                 got.extend(j.id for j in batch)
 
@@ -233,7 +235,7 @@ def test_claims_from_two_processes_never_overlap(tmp_path: Path) -> None:
         import sys
         from gpen_watch.journal import Journal
         j = Journal.open({str(path)!r})
-        while batch := j.claim(2, sys.argv[1]):
+        while batch := j.claim_batch(2, sys.argv[1]).jobs:
             print(*[x.id for x in batch], flush=True)
         """
     )
@@ -249,7 +251,7 @@ def test_claims_from_two_processes_never_overlap(tmp_path: Path) -> None:
 def test_transitions_and_their_guards(journal: Journal) -> None:
     a, b, c, d = (add(journal, f"{n}.jpg").job.id for n in "abcd")
     assert journal.finish(a, "/out/a.jpg")  # queued -> done is allowed (a late result after a requeue)
-    journal.claim(3, "w")  # b, c, d
+    journal.claim_batch(3, "w")  # b, c, d
     assert journal.requeue(b, "worker crashed")
     assert not journal.requeue(b, "again")  # only running jobs are requeued
     assert journal.fail(c, "not a JPEG", kind="unsupported")
@@ -267,9 +269,9 @@ def test_transitions_and_their_guards(journal: Journal) -> None:
 
 def test_requeue_running_after_crash_and_gives_up_after_max_attempts(journal: Journal) -> None:
     a, b = add(journal, "a.jpg").job.id, add(journal, "b.jpg").job.id
-    journal.claim(2, "w")
+    journal.claim_batch(2, "w")
     journal.requeue(b, "x")
-    journal.claim(1, "w")  # b: attempt 2
+    journal.claim_batch(1, "w")  # b: attempt 2
     assert journal.requeue_running("service restarted", max_attempts=2) == 1
     assert journal.get(a).state == "queued"  # type: ignore[union-attr]
     failed = journal.get(b)
@@ -283,7 +285,7 @@ def test_output_reservations_are_exclusive_among_active_jobs(journal: Journal) -
     assert not journal.output_reserved("/out/x.jpg", exclude_job=a)
     assert not journal.reserve_output(b, "/out/x.jpg")
     assert journal.reserve_output(b, "/out/x (1).jpg")
-    journal.claim(2, "w")
+    journal.claim_batch(2, "w")
     journal.finish(a, "/out/x.jpg")
     assert not journal.output_reserved("/out/x.jpg")  # done: the file itself now holds the name
     assert journal.get(a).output == Path("/out/x.jpg")  # type: ignore[union-attr]
@@ -293,7 +295,7 @@ def test_status_queries(tmp_path: Path) -> None:
     now = [time.mktime((2024, 5, 1, 12, 0, 0, 0, 0, -1))]
     j = Journal.open(tmp_path / "j.sqlite3", clock=lambda: now[0])
     ids = [add(j, f"{i}.jpg").job.id for i in range(4)]
-    j.claim(4, "w")
+    j.claim_batch(4, "w")
     now[0] -= 86400  # yesterday
     j.finish(ids[0], "/out/0.jpg", faces=1)
     now[0] += 86400
@@ -347,7 +349,7 @@ _WRITER = textwrap.dedent(
         i += 1
         r = j.add(f"/in/{i}.jpg", "/in", f"{i}.jpg", i, 1.0, hashlib.sha256(str(i).encode()).hexdigest())
         say("added", r.job.id)
-        for job in j.claim(2, "w"):
+        for job in j.claim_batch(2, "w").jobs:
             say("claimed", job.id)
             if job.id % 3 == 0:
                 j.finish(job.id, f"/out/{job.id}.jpg", faces=1, timings={"restore": 0.1})
@@ -444,7 +446,7 @@ def test_status_reader_opens_read_only_beside_the_running_writer(tmp_path: Path)
             add(writer, "b.jpg")
             assert reader.counts()["queued"] == 2  # sees the writer's commits (WAL)
             with pytest.raises(sqlite3.OperationalError):
-                reader.claim(1, "nope")
+                reader.claim_batch(1, "nope")
 
 
 def test_every_named_job_state_is_one_the_schema_accepts_and_no_other(tmp_path: Path) -> None:

@@ -154,7 +154,7 @@ def test_the_service_retries_waiting_originals_periodically_without_resume(
         src.write_bytes(b"a photo")
         st = src.stat()
         job_id = journal.add(src, inbox, "a.jpg", st.st_size, st.st_mtime, hash_file(src)).job.id
-        journal.claim(1, "w0")
+        journal.claim_batch(1, "w0")
         fj = commit.file_job(journal, job_id, cfg)
         fj.dst.write_bytes(b"restored")
 

@@ -57,7 +57,7 @@ class Env:
 
     def run_worker(self, job_id: int, content: bytes = b"restored photo") -> FileResult:
         """Claim, prepare, and write the result where a worker would."""
-        claimed = self.journal.claim(1, "w0")
+        claimed = self.journal.claim_batch(1, "w0").jobs
         assert [j.id for j in claimed] == [job_id]
         fj = commit.file_job(self.journal, job_id, self.cfg)
         fj.dst.write_bytes(content)
@@ -171,7 +171,7 @@ def test_ensure_dir_refuses_a_symlinked_subfolder_leading_out(tmp_path: Path) ->
 
 def test_output_name_is_reserved_in_the_journal_across_restarts(env: Env) -> None:
     a, b, c = env.drop("a.jpg", b"A"), env.drop("x/a.jpg", b"B"), env.drop("again/a.jpg", b"C")
-    env.journal.claim(3, "w0")
+    env.journal.claim_batch(3, "w0")
     final_a, _ = commit.prepare(env.journal, a, env.cfg)
     env.reopen()  # restart before anything was written
     again, _ = commit.prepare(env.journal, a, env.cfg)
@@ -183,7 +183,7 @@ def test_output_name_is_reserved_in_the_journal_across_restarts(env: Env) -> Non
 def test_two_jobs_with_the_same_output_name_get_different_names(env: Env) -> None:
     env.cfg.output.name_template = "restored{ext}"
     a, b = env.drop("a.jpg", b"A"), env.drop("b.jpg", b"B")
-    env.journal.claim(2, "w0")
+    env.journal.claim_batch(2, "w0")
     fa, ta = commit.prepare(env.journal, a, env.cfg)
     fb, tb = commit.prepare(env.journal, b, env.cfg)
     assert (fa.name, fb.name) == ("restored.jpg", "restored (1).jpg")
@@ -331,7 +331,7 @@ def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
 
 def test_recovery_removes_the_image_writers_temp_left_by_a_killed_worker(env: Env) -> None:
     job_id = env.drop("a.jpg")
-    env.journal.claim(1, "w0")
+    env.journal.claim_batch(1, "w0")
     fj = commit.file_job(env.journal, job_id, env.cfg)
     writer_tmp = fj.dst.parent / f".{fj.dst.name}.tmp-0a1b2c3d"  # save_image was writing this
     writer_tmp.write_bytes(b"half an enc")
@@ -610,7 +610,7 @@ def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
 def test_a_waiting_original_that_went_away_or_changed_is_not_waited_for(env: Env, monkeypatch) -> None:
     a, b, c = env.drop("a.jpg"), env.drop("b.jpg", b"bee"), env.drop("c.jpg", b"sea")
     results = {j: env.run_worker(j) for j in (a, b)}
-    env.journal.claim(1, "w0")
+    env.journal.claim_batch(1, "w0")
     env.journal.fail(c, "corrupt")
     _refusing_folder(monkeypatch, errno.ENOSPC)
     for j, r in results.items():
@@ -668,7 +668,7 @@ def test_retry_reports_a_waiting_original_the_inbox_then_cannot_let_go(env: Env,
 
 def test_recovery_reports_originals_the_inbox_cannot_let_go(env: Env, monkeypatch) -> None:
     job_id = env.drop("bad.jpg")
-    env.journal.claim(1, "w0")
+    env.journal.claim_batch(1, "w0")
     env.journal.fail(job_id, "corrupt")
     env.reopen()
 
@@ -761,7 +761,7 @@ def test_vanished_original_still_gets_an_error_file(env: Env) -> None:
 
 def test_crash_after_fail_before_set_aside_is_finished_by_recovery(env: Env) -> None:
     job_id = env.drop("sub/bad.jpg")
-    env.journal.claim(1, "w0")
+    env.journal.claim_batch(1, "w0")
     env.journal.fail(job_id, "decompression bomb")
     env.reopen()
     assert recovery.recover(env.journal, env.cfg).originals == 1
@@ -771,7 +771,7 @@ def test_crash_after_fail_before_set_aside_is_finished_by_recovery(env: Env) -> 
 
 def test_crash_mid_set_aside_after_the_move(env: Env) -> None:
     job_id = env.drop("bad.jpg")
-    env.journal.claim(1, "w0")
+    env.journal.claim_batch(1, "w0")
     env.journal.fail(job_id, "corrupt")
     env.failed.mkdir(parents=True)
     env.journal.set_original(job_id, "setting-aside", env.failed / "bad.jpg")

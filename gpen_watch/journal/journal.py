@@ -382,16 +382,9 @@ class Journal:
                 return
             last = rows[-1]["id"]
 
-    def claim(self, n: int, worker: str) -> list[Job]:
-        """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically.
-
-        See ``claim_batch``; duplicates it finds are recorded but not reported here (the start-up
-        recovery disposes of their originals).
-        """
-        return self.claim_batch(n, worker).jobs
-
     def claim_batch(self, n: int, worker: str) -> Claim:
-        """Claim like ``claim``, holding back and resolving jobs with the same content, atomically.
+        """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically,
+        holding back and resolving jobs with the same content.
 
         Two files with the same content (sha256 + size) are never running at once: a queued job
         whose content matches a running job, or an older queued one, stays queued (``held``).

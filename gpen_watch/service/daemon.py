@@ -660,8 +660,3 @@ def _rss_mb() -> dict[str, float | None]:
         "rss_mb": None,
         "rss_peak_mb": round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1),
     }
-
-
-def run_service(cfg: Config, **kwargs: Any) -> int:
-    """Run until stopped; raises GpenWatchError (e.g. AlreadyRunning) when it cannot start."""
-    return Service(cfg, **kwargs).run()

@@ -32,12 +32,29 @@ from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
+from gpen_watch.strenum import StrEnum
 from gpen_watch.watch.filters import InboxFilter, supported_extensions
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 
 log = logging.getLogger(__name__)
 
 _STOP = object()
+
+
+class Change(StrEnum):
+    """What a watchdog event means for the settle thread."""
+
+    PATH = "path"  # a file appeared or changed: watch it settle
+    DIR = "dir"  # a folder appeared (moved or copied in): its files arrive too
+    GONE = "gone"  # deleted, or moved away or renamed: the old name is gone
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    change: Change
+    path: Path
+
+
 # With settle_seconds = 0, a file that keeps changing would otherwise be re-checked in a busy loop.
 _MIN_CHECK_INTERVAL = 0.05
 _MAX_BATCH = 10_000
@@ -62,7 +79,7 @@ class Arrival:
 class _Handler(FileSystemEventHandler):
     """Turns watchdog events into work items for the settle thread (no I/O here)."""
 
-    def __init__(self, put: Callable[[tuple[str, Path]], None]) -> None:
+    def __init__(self, put: Callable[[WorkItem], None]) -> None:
         self._put = put
 
     def dispatch(self, event: FileSystemEvent) -> None:
@@ -72,15 +89,17 @@ class _Handler(FileSystemEventHandler):
         src = Path(os.fsdecode(event.src_path))
         if event.event_type == "moved":
             dest = Path(os.fsdecode(event.dest_path))
-            self._put(("gone", src))  # moved away or renamed: the old name is gone...
-            self._put(("dir" if event.is_directory else "path", dest))  # ...the new one arrives
+            self._put(WorkItem(Change.GONE, src))  # the old name is gone...
+            self._put(
+                WorkItem(Change.DIR if event.is_directory else Change.PATH, dest)
+            )  # ...the new one arrives
         elif event.event_type == "deleted":
-            self._put(("gone", src))
+            self._put(WorkItem(Change.GONE, src))
         elif event.is_directory:
             if event.event_type == "created":
-                self._put(("dir", src))  # a folder moved or copied in: its files arrive too
+                self._put(WorkItem(Change.DIR, src))
         else:
-            self._put(("path", src))
+            self._put(WorkItem(Change.PATH, src))
 
 
 class Watcher:
@@ -195,10 +214,6 @@ class Watcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def rescan_now(self) -> None:
-        """Ask for a full rescan at once (e.g. from the control channel)."""
-        self._queue.put(("rescan", None))
-
     @property
     def pending(self) -> int:
         """Files seen but not yet settled."""
@@ -236,7 +251,6 @@ class Watcher:
                 item = self._queue.get(timeout=max(0.0, deadline - now))
             except queue.Empty:
                 item = None
-            rescan = False
             items = [] if item is None else [item]
             while item is not None and len(items) < _MAX_BATCH:
                 try:
@@ -246,12 +260,8 @@ class Watcher:
             for it in items:
                 if it is _STOP or self._stopping.is_set():
                     return
-                kind, path = it
-                if kind == "rescan":
-                    rescan = True
-                else:
-                    self._guard(self._handle, kind, path)
-            if rescan or time.monotonic() >= next_rescan:
+                self._guard(self._handle, it)
+            if time.monotonic() >= next_rescan:
                 self._guard(self._full_scan)
                 next_rescan = time.monotonic() + self._rescan_seconds
             self._guard(self._check_due)
@@ -270,10 +280,11 @@ class Watcher:
                 return inbox, flt, rel
         return None
 
-    def _handle(self, kind: str, path: Path) -> None:
-        if kind == "path":
+    def _handle(self, item: WorkItem) -> None:
+        path = item.path
+        if item.change == Change.PATH:
             self._observe(path)
-        elif kind == "dir":
+        elif item.change == Change.DIR:
             owner = self._owner(path)
             if (
                 owner is not None
@@ -282,7 +293,7 @@ class Watcher:
                 and not path.is_symlink()
             ):
                 self._scan(owner[0], owner[1], path)
-        elif kind == "gone":
+        elif item.change == Change.GONE:
             self._vanished(path)
 
     def _observe(self, path: Path, st: os.stat_result | None = None) -> None:
@@ -318,7 +329,7 @@ class Watcher:
         if check and os.path.lexists(path):
             # Late event: something is there again (recreated, or a rename onto it).
             if os.path.isdir(path) and not os.path.islink(path):
-                self._handle("dir", path)
+                self._handle(WorkItem(Change.DIR, path))
             else:
                 self._observe(path)
             return
