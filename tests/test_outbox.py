@@ -16,6 +16,7 @@ import pytest
 
 from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
 from gpen_watch.errors import ConfigError, OutputError
+from gpen_watch.fsutil import FOLDER_REFUSES
 from gpen_watch.journal import Journal, hash_file
 from gpen_watch.journal.states import Original
 from gpen_watch.outbox import commit, durable, failed, moves, naming, originals, recovery
@@ -570,7 +571,7 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     assert env.journal.waiting_originals() == []
 
 
-@pytest.mark.parametrize("code", sorted(moves.FOLDER_TROUBLE))
+@pytest.mark.parametrize("code", sorted(FOLDER_REFUSES))
 def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
     env: Env, monkeypatch, code: int
 ) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 from PIL import Image
 
 from gpen_watch.errors import InputError
+from gpen_watch.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
     {
@@ -214,7 +215,7 @@ def open_unchanged(path: Path, source_id: tuple[int, int, int, int] | None) -> I
     if source_id is None:
         return None
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_NOFOLLOW_FLAGS)
     except OSError:
         return None
     try:
@@ -238,7 +239,7 @@ def _check_path(path: Path) -> None:
     try:
         # lstat: a link is refused, not followed (a hot folder is not allowed to point elsewhere;
         # `gpen-watch restore` resolves the links a user names on the command line).
-        st = path.lstat() if _NOFOLLOW else path.stat()
+        st = path.lstat() if O_NOFOLLOW else path.stat()
     except FileNotFoundError as exc:
         raise ImageInputError(path, "file not found (moved or deleted?)") from exc
     except OSError as exc:
@@ -259,17 +260,15 @@ def _check_path(path: Path) -> None:
 
 # Open without following a link and without blocking (a FIFO would block until a writer came), then
 # check what was opened: the file may have been swapped since _check_path looked at it.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_OPEN_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
 def _open_file(path: Path) -> IO[bytes]:
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_NOFOLLOW_FLAGS)
     except PermissionError as exc:
         raise ImageInputError(path, "cannot read file: permission denied") from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP and _NOFOLLOW:
+        if exc.errno == errno.ELOOP and O_NOFOLLOW:
             raise NotAnImageError(path, "is a symbolic link (not followed)") from exc
         raise ImageInputError(path, f"cannot read file: {exc.strerror or exc}") from exc
     try:

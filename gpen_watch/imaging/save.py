@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
-from gpen_watch.fsutil import fsync_dir_quietly, remove_quietly
+from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, remove_quietly
 from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
@@ -471,24 +471,12 @@ _REASONS = {
 }
 
 
-# errno values meaning the folder refuses writes as a whole for now, not that this one file is wrong.
-_UNAVAILABLE = {
-    errno.ENOSPC,
-    getattr(errno, "EDQUOT", -1),
-    errno.EROFS,
-    errno.EACCES,
-    errno.EPERM,
-    errno.ENOENT,
-    errno.EIO,
-}
-
-
 def write_error(dst: os.PathLike[str] | str, exc: OSError) -> OutputError:
     """The error to raise when writing ``dst`` failed with ``exc``: OutboxUnavailable when the folder
     refuses writes (full, read-only, gone, no permission), so the caller can hold the photo rather
     than fail it; a plain OutputError otherwise (name too long...)."""
     dst = Path(dst)
-    cls = OutboxUnavailable if exc.errno in _UNAVAILABLE else OutputError
+    cls = OutboxUnavailable if exc.errno in FOLDER_REFUSES else OutputError
     return cls(f"cannot write {dst.name} in {dst.parent}: {_os_reason(exc)}")
 
 

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from gpen_watch import paths
 from gpen_watch.errors import GpenWatchError
+from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.journal import schema
 from gpen_watch.journal.states import (
     ACTIVE,
@@ -60,10 +61,7 @@ def hash_file(path: os.PathLike[str] | str) -> str:
     Opens without following symlinks and without blocking (a FIFO swapped in after the caller's
     lstat is refused, not waited on); anything but a regular file raises OSError.
     """
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    )
-    fd = os.open(path, flags)
+    fd = os.open(path, READ_NOFOLLOW_FLAGS)
     with open(fd, "rb", buffering=0) as f:
         if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from gpen_watch.fsutil import remove_quietly
+from gpen_watch.fsutil import O_NOFOLLOW, remove_quietly
 from gpen_watch.outbox.naming import TMP_MARK, candidates
 
 # errno values meaning "this file system (or policy) does not do hard links here".
@@ -25,7 +25,7 @@ def fsync_file(path: Path) -> None:
     """Flush a file's content to disk. Raises FileNotFoundError if it is not there."""
     # Windows needs a writable handle to flush; POSIX is happy with a read-only one.
     flags = (os.O_RDWR | getattr(os, "O_BINARY", 0)) if os.name == "nt" else os.O_RDONLY
-    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags | O_NOFOLLOW)
     try:
         os.fsync(fd)
     finally:

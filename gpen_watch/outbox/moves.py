@@ -10,7 +10,6 @@ job of its own.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import stat
@@ -19,17 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_watch.errors import OutputError
+from gpen_watch.fsutil import FOLDER_REFUSES
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import Original
 from gpen_watch.outbox import durable, naming
 
 log = logging.getLogger(__name__)
-
-# What a destination folder says when it is full, read-only, not ours to write, gone or failing.
-# These can clear (space freed, remounted, permissions fixed, drive back), so the move is retried.
-FOLDER_TROUBLE = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT}
-)
 
 
 @dataclass(frozen=True)
@@ -84,7 +78,7 @@ def move_original(
 
     ``taken`` rules out further names (failed/ also needs ``<name>.error.txt`` free). If the file
     cannot be moved it stays where it is: "waiting" when the destination refused it for a reason
-    that can clear (``FOLDER_TROUBLE``: ``retry_waiting`` tries again), otherwise "left" with the
+    that can clear (``FOLDER_REFUSES``: ``retry_waiting`` tries again), otherwise "left" with the
     reason (a read-only inbox the original cannot leave, a name the folder cannot hold).
     """
     resumed = resume_move(journal, job, marker, action)
@@ -141,6 +135,6 @@ def _folder_trouble(exc: BaseException, source: Path) -> bool:
     folder that leads out of its root, is not retried either.
     """
     os_exc = _os_error(exc)
-    if os_exc is None or os_exc.errno not in FOLDER_TROUBLE:
+    if os_exc is None or os_exc.errno not in FOLDER_REFUSES:
         return False
     return not (os_exc.filename == os.fspath(source) and os_exc.filename2 is None)

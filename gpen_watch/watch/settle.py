@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
+
 # How long a file must stay empty (0 bytes) and unchanged before it is taken (and, being empty,
 # set aside as unsupported). A copy tool creates its file before it writes anything: Explorer and
 # Finder copying a big file, a copy from a slow network share or a sleeping laptop's mount, may
@@ -115,9 +117,6 @@ class SettleTracker:
         return len(self._seen)
 
 
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-)
 # Windows: another process holds the file (a copy in progress).
 _SHARING_VIOLATIONS = (32, 33)
 
@@ -131,7 +130,7 @@ def open_check(path: os.PathLike[str] | str) -> Literal["ok", "locked", "unreada
     blocking, and closes at once.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_NOFOLLOW_FLAGS)
     except FileNotFoundError:
         return "gone"
     except PermissionError as exc:
