@@ -5,17 +5,9 @@ YCbCr/gray JPEGs (the common case; see _decode_jpeg_opencv) and 16-bit colour PN
 holds those as 8-bit only); Pillow decodes everything else. Nothing here imports torch: the
 daemon's parent process uses this module to classify files.
 
-Decode cost of a 12 MP (4240x2832, 2.9 MB) JPEG on the 2-core development machine, one OpenCV
-thread, ms min/median of 15 (noisy: other jobs share the machine):
-    Pillow decode + np.asarray + RGB->BGR               124/125  (the array export is ~half)
-    load_image, full size (OpenCV path)                  66/67   (= cv2.imread)
-    max_side=4096: no DCT scale fits (4096 > 4240/2),
-        so full decode + INTER_AREA 4240->4096          167-189/170-219  (the resize is ~100 ms)
-    max_side=2048: DCT 1/2 + INTER_AREA                  62/69   (full decode + resize: 117/135;
-                                                                  Pillow draft path: 110/127)
-    max_side=1024: DCT 1/4 + INTER_AREA                  37/39   (full decode + resize: 98/148)
 DCT scaling (Pillow ``draft`` / OpenCV IMREAD_REDUCED_*) only offers 1/2, 1/4, 1/8 and must stay
->= the target, so it helps only when the target is at most half the original size.
+>= the target, so it helps only when the target is at most half the original size (decode costs:
+docs/benchmarks.md, "Decoding a 12 MP JPEG").
 """
 
 from __future__ import annotations
@@ -788,7 +780,7 @@ def _apply_orientation(
 def _resize(
     pixels: np.ndarray, alpha: np.ndarray | None, size: tuple[int, int]
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    # INTER_AREA: the anti-aliased choice for shrinking (INTER_LINEAR aliases, per PERFORMANCE.md).
+    # INTER_AREA: the anti-aliased choice for shrinking (INTER_LINEAR aliases; docs/benchmarks.md).
     pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
     if alpha is not None:
         alpha = cv2.resize(alpha, size, interpolation=cv2.INTER_AREA)

@@ -1,4 +1,5 @@
-"""journal stage of gpen-watch: the durable SQLite record of every job (see journal.py)."""
+"""The durable SQLite record of every job: its state, attempts, history, output and what became of
+its original (``journal``), the named states (``states``) and the schema (``schema``)."""
 
 from gpen_watch.journal.journal import AddResult, Claim, Event, Job, Journal, default_path, hash_file
 

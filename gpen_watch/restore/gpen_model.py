@@ -13,23 +13,8 @@ Modulated convolution comes in two numerically equivalent forms (``ModulatedConv
   output by the demodulation factor (StyleGAN2-ADA's ``fused_modconv=False``).  A plain conv, so
   batches run as ordinary dense convs.
 
-Which is faster was measured on the 2-core dev CPU (Xeon VM, torch 2.14 CPU, fp32, random weights,
-interleaved runs so background load hits every variant alike; min of 7 runs, seconds per forward):
-
-    GPEN-BFR-256  threads batch | grouped | input_scaling | input_scaling + reference FIR
-                     1      1   |  0.247  |    0.247      |   0.496
-                     1      4   |  1.318  |    1.137      |   2.107
-                     2      1   |  0.140  |    0.133      |   0.301
-                     2      4   |  0.779  |    0.744      |   1.386
-    GPEN-BFR-512     2      1   |  2.63   |    2.41       |   4.95   (min of 3)
-
-``input_scaling`` is never slower (tied at 1 thread, batch 1) and 4-14% faster otherwise, so it is
-the default.  "Reference FIR" is the blur written as (N*C, 1, H, W) single-channel convs instead of
-the depthwise (groups=C) conv used here: 1.6-2.3x slower.  On CPU a batch of 4 costs *more* per face
-than 4 single forwards; that is page faults, not the model: glibc mmaps every tensor over 32 MB
-afresh (327k minor faults per batch-4 forward vs 20k at batch 1).  With MALLOC_MMAP_THRESHOLD_=33554432
-MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=536870912 in the worker's environment, batch 4 at
-1 thread went from 1.27 s to 0.95 s and batch 1 from 0.25 s to 0.22 s.
+``input_scaling`` is the default: never slower on CPU and 4-14 % faster in most cases measured
+(docs/benchmarks.md, "The generator's forms").
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ gpen-watch must not compile anything, so these are plain ``torch.nn.functional``
 the same numbers on any device.
 
 FIR filtering is done as one depthwise convolution (``groups=C``) over the whole batch instead of the
-upstream "reference" form that reshapes (N, C, H, W) to (N*C, 1, H, W) single-channel images: on CPU
-the depthwise form was ~2x faster for GPEN-256 at batch 1 and ~3x at batch 16 (PERFORMANCE.md).
+upstream "reference" form that reshapes (N, C, H, W) to (N*C, 1, H, W) single-channel images: it is
+the faster of the two on CPU and batches better (docs/benchmarks.md, "The generator's forms").
 """
 
 from __future__ import annotations

@@ -1,1 +1,3 @@
-"""service stage of gpen-watch."""
+"""``gpen-watch run`` and its companions: the service loop that ties watch, journal, dispatch and
+outbox together (``daemon``), the local control channel behind ``status``/``pause``/``resume``/``stop``
+(``control``), and start at login (``login_cli``)."""
