@@ -23,7 +23,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -176,6 +176,8 @@ class FusedLeakyReLU(nn.Module):
 class Blur(nn.Module):
     """FIR low-pass (no rate change) with explicit padding; part of every up/down-sampling conv."""
 
+    kernel: Tensor  # a buffer: part of the state dict (``*.kernel``)
+
     def __init__(self, taps: Sequence[float], pad: tuple[int, int], upsample_factor: int = 1) -> None:
         super().__init__()
         kernel = make_fir_kernel(taps)
@@ -191,6 +193,8 @@ class Blur(nn.Module):
 
 class Upsample(nn.Module):
     """2x FIR upsampling of the RGB skip image; kept in fp32 because it carries the output image."""
+
+    kernel: Tensor  # a buffer: part of the state dict (``*.kernel``)
 
     def __init__(self, taps: Sequence[float], factor: int = 2) -> None:
         super().__init__()
@@ -235,7 +239,8 @@ class ConvLayer(nn.Sequential):
         # Same maths as running the Sequential, in one conv + one in-place activation: the bias goes
         # into the conv, and the sqrt(2) gain into weight and bias (leaky ReLU commutes with a
         # positive scale).  Saves two full passes over every encoder feature map.
-        *blur, conv, act = self
+        *blur, conv_module, act_module = self
+        conv, act = cast(EqualConv2d, conv_module), cast(FusedLeakyReLU, act_module)
         if blur:
             x = blur[0](x)
         y = F.conv2d(
@@ -414,7 +419,8 @@ class StyledConv(nn.Module):
 
     def forward_reference(self, x: Tensor, w: Tensor, feat: Tensor) -> Tensor:
         """Upstream's op-by-op order; kept to test the fused forward against."""
-        return self.activate(self.noise(self.conv(x, w), feat))
+        out: Tensor = self.activate(self.noise(self.conv(x, w), feat))
+        return out
 
 
 class ToRGB(nn.Module):
@@ -428,7 +434,7 @@ class ToRGB(nn.Module):
     def forward(self, x: Tensor, w: Tensor, skip: Tensor | None = None) -> Tensor:
         # x: (N, Cin, H, W), skip: (N, 3, H/2, W/2) -> (N, 3, H, W); the fp32 bias keeps the
         # accumulated image in fp32 under autocast.
-        out = self.conv(x, w) + self.bias
+        out: Tensor = self.conv(x, w) + self.bias
         if skip is not None:
             out = out + self.upsample(skip)
         return out
@@ -467,7 +473,7 @@ class StyleGenerator(nn.Module):
         # GPEN feeds one latent to every layer (no style mixing, truncation 1), so all layers share w.
         w = self.style(latent)  # (N, style_dim)
         out = self.conv1(self.input(latent.shape[0]), w, feats[0])  # (N, 2*ch4, 4, 4)
-        skip = self.to_rgb1(out, w)  # (N, 3, 4, 4)
+        skip: Tensor = self.to_rgb1(out, w)  # (N, 3, 4, 4)
         for i, to_rgb in enumerate(self.to_rgbs):
             # Each resolution's encoder feature is used by both of its styled convs.
             feat = feats[i + 1]
@@ -523,7 +529,8 @@ class GPEN(nn.Module):
             h = getattr(self, name)(h)
             feats.append(h)  # resolutions S, S/2, ..., 4
         latent = self.final_linear(h.flatten(1))  # (N, ch4*16) -> (N, style_dim)
-        return self.generator(latent, feats[::-1])
+        image: Tensor = self.generator(latent, feats[::-1])
+        return image
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -634,7 +641,7 @@ class GPENRunner:
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode(), self.autocast():
-            out = self.model(x)
+            out: Tensor = self.model(x)
         return out.float()
 
 
