@@ -137,9 +137,19 @@ def test_registry_names_and_lookups() -> None:
     assert R50.mirrors[0].endswith("/RetinaFace-R50.pth")
     assert registry.spec_for_filename("RetinaFace-R50.pth") is R50
     assert [s.name for s in registry.default_specs()] == ["GPEN-BFR-512", "RetinaFace-R50", "ParseNet"]
+    pinned = {spec.name: (spec.size_bytes, spec.sha256) for spec in registry.all_specs()}
+    # The published files' values; the others have none published, so none are invented.
+    assert pinned == {
+        "GPEN-BFR-512": (284_085_738, "f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51"),
+        "GPEN-BFR-256": (None, None),
+        "RetinaFace-R50": (109_497_761, "6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d"),
+        "RetinaFace-MobileNet0.25": (None, None),
+        "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
+    }
+    assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
+    assert registry.get_spec("GPEN-BFR-512").size_text == "270.9 MiB (284,085,738 bytes)"
+    assert registry.get_spec("GPEN-BFR-256").size_text == "~72 MiB"
     for spec in registry.all_specs():
-        # Nothing published: no invented sizes or digests.
-        assert spec.size_bytes is None and spec.sha256 is None
         assert spec.url.startswith("https://")
         assert spec.license_note
     assert "non-commercial" in registry.get_spec("GPEN-BFR-256").license_note
@@ -316,6 +326,20 @@ def test_ensure_model_downloads_into_cache(server: tuple[str, Path], tmp_path: P
     assert path == paths.model_cache_dir() / MOBILE.filename
     assert path.read_bytes() == b"detector"
     assert store.ensure_model(spec, tmp_path / "explicit", download=False) == path
+
+
+def test_pinned_digest_refuses_a_different_download(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = server
+    body = b"not the published ParseNet file"
+    (root / "p.pth").write_bytes(body)
+    spec = dataclasses.replace(PARSENET, url=f"{base}/p.pth", mirrors=(), size_bytes=len(body))
+    with pytest.raises(ModelError) as info:
+        store.ensure_model(spec, None, progress=False)
+    message = str(info.value)
+    # Both digests, so the user can tell a wrong mirror from a damaged transfer.
+    assert hashlib.sha256(body).hexdigest() in message and PARSENET.sha256 in message
+    assert "discarded" in message
+    assert leftovers(paths.model_cache_dir()) == []
 
 
 def test_ensure_model_download_failure_names_file_url_and_folders(
@@ -593,7 +617,8 @@ def test_cli_fetch(
     save_random(MOBILE, root / MOBILE.filename, prefix="module.")
     (root / PARSENET.filename).write_bytes(b"<html>not weights</html>")
     local = tuple(
-        dataclasses.replace(s, url=f"{base}/{s.filename}", mirrors=()) for s in registry.all_specs()
+        dataclasses.replace(s, url=f"{base}/{s.filename}", mirrors=(), size_bytes=None, sha256=None)
+        for s in registry.all_specs()
     )
     monkeypatch.setattr(registry, "MODELS", local)
 

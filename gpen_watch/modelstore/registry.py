@@ -27,6 +27,11 @@ _GPEN_BASE = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/mode
 _FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
 
 
+def mib(n: int) -> str:
+    """Sizes are shown in MiB everywhere (the README, `models list`, progress), never MB."""
+    return f"{n / (1 << 20):.1f} MiB"
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One downloadable weights file."""
@@ -35,13 +40,13 @@ class ModelSpec:
     filename: str
     url: str
     kind: ModelKind
-    # Exact size and digest, checked after download when set. Upstream publishes neither, and the
-    # approximate sizes we know would reject good files, so both stay None until someone pins them.
+    # Exact size and digest of the published file, checked on every download (a download that differs
+    # is refused and removed). None where no value has been published that we could check against.
     size_bytes: int | None
     sha256: str | None
     description: str
     license_note: str
-    # For display only ("~284 MB"); never used to accept or reject a file.
+    # For display only, where size_bytes is not pinned ("~72 MiB"); never used to accept a file.
     approx_size: str = ""
     # Tried in order after ``url``; each must serve a file with the same state-dict layout.
     mirrors: tuple[str, ...] = ()
@@ -49,6 +54,13 @@ class ModelSpec:
     alt_filenames: tuple[str, ...] = ()
     # Architecture variant for the builder (RetinaFace backbone network_name).
     arch: str = ""
+
+    @property
+    def size_text(self) -> str:
+        """The download's size for people: "270.9 MiB (284,085,738 bytes)", or the estimate."""
+        if self.size_bytes is not None:
+            return f"{mib(self.size_bytes)} ({self.size_bytes:,} bytes)"
+        return self.approx_size or "size unknown"
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -65,11 +77,10 @@ MODELS: tuple[ModelSpec, ...] = (
         filename="GPEN-BFR-512.pth",
         url=f"{_GPEN_BASE}/GPEN-BFR-512.pth",
         kind="gpen",
-        size_bytes=None,
-        sha256=None,
+        size_bytes=284_085_738,
+        sha256="f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51",
         description="GPEN blind face restoration, 512x512 faces (71.0 M parameters; default)",
         license_note=GPEN_LICENSE,
-        approx_size="~284 MB",
     ),
     ModelSpec(
         name="GPEN-BFR-256",
@@ -80,19 +91,19 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="GPEN blind face restoration, 256x256 faces (18.9 M parameters; faster, softer)",
         license_note=GPEN_LICENSE,
-        # 18.9 M fp32 parameters; derived, not a published figure.
-        approx_size="~76 MB",
+        # Unpinned: no published size or digest found. 18.9 M fp32 parameters; derived, not published.
+        approx_size="~72 MiB",
     ),
     ModelSpec(
         name="RetinaFace-R50",
         filename="detection_Resnet50_Final.pth",
         url=f"{_FACEXLIB_BASE}/v0.1.0/detection_Resnet50_Final.pth",
         kind="detector",
-        size_bytes=None,
-        sha256=None,
+        # The same bytes as GPEN's RetinaFace-R50.pth (the mirror), so one pin covers both URLs.
+        size_bytes=109_497_761,
+        sha256="6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d",
         description="RetinaFace face detector, ResNet-50 backbone (restore.detector = retinaface_resnet50)",
         license_note=FACEXLIB_LICENSE,
-        approx_size="~104 MiB",
         # GPEN ships the same network under its own name; its state-dict layout is identical.
         mirrors=(f"{_GPEN_BASE}/RetinaFace-R50.pth",),
         alt_filenames=("RetinaFace-R50.pth",),
@@ -108,7 +119,8 @@ MODELS: tuple[ModelSpec, ...] = (
         description="RetinaFace face detector, MobileNet-0.25 backbone: small and fast, misses more "
         "small faces (restore.detector = retinaface_mobile0.25)",
         license_note=FACEXLIB_LICENSE,
-        approx_size="~1.7 MB",
+        # Unpinned: no published digest found (a third-party project lists 1,789,735 bytes for a copy).
+        approx_size="~1.7 MiB",
         arch="mobile0.25",
     ),
     ModelSpec(
@@ -116,11 +128,12 @@ MODELS: tuple[ModelSpec, ...] = (
         filename="parsing_parsenet.pth",
         url=f"{_FACEXLIB_BASE}/v0.2.2/parsing_parsenet.pth",
         kind="parser",
-        size_bytes=None,
-        sha256=None,
+        # The same bytes as GPEN's ParseNet-latest.pth.
+        size_bytes=85_331_193,
+        sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
         description="ParseNet face parsing (19 classes): the paste-back mask (restore.use_parse)",
         license_note=FACEXLIB_LICENSE,
-        approx_size="~81 MiB",
+        alt_filenames=("ParseNet-latest.pth",),
     ),
 )
 
