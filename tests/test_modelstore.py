@@ -172,7 +172,8 @@ def test_config_names_are_all_registered() -> None:
 
 def test_light_modules_do_not_import_torch() -> None:
     code = (
-        "import sys, gpen_watch.modelstore.store, gpen_watch.modelstore.cli;"
+        "import sys, gpen_watch.modelstore.store, gpen_watch.modelstore.cli, gpen_watch.modelstore.needs,"
+        " gpen_watch.modelstore.fetcher, gpen_watch.service.model_gate;"
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -560,7 +561,8 @@ def test_cli_list_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert f"present at {mine / MOBILE.filename}" in out
     assert "1,234 bytes" in out
-    assert "GPEN-BFR-512 (default)  [gpen]  missing" in out
+    assert "GPEN-BFR-512 (used by the configuration)  [gpen]  missing" in out
+    assert "270.9 MiB (284,085,738 bytes)" in out
     assert "non-commercial" in out
     assert cli.main(["models", "path"]) == 0
     assert capsys.readouterr().out.strip() == str(paths.model_cache_dir())
@@ -644,3 +646,57 @@ def test_cli_fetch(
         assert f"{name}: FAILED" in out and registry.get_spec(name).url in out
     assert str(paths.model_cache_dir()) in out
     assert "ParseNet: saved to" in out
+
+
+def _use_256(tmp_path: Path) -> Path:
+    cfg = tmp_path / "gpen.toml"
+    cfg.write_text('[restore]\nmodel = "GPEN-BFR-256"\ndetector = "retinaface_mobile0.25"\n')
+    return cfg
+
+
+def test_cli_list_marks_what_the_configuration_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["models", "list", "--config", str(_use_256(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "GPEN-BFR-256 (used by the configuration)  [gpen]" in out
+    assert "RetinaFace-MobileNet0.25 (used by the configuration)  [detector]" in out
+    assert "ParseNet (used by the configuration)  [parser]" in out
+    # The built-in defaults are not marked when the configuration does not use them.
+    assert "GPEN-BFR-512  [gpen]" in out and "RetinaFace-R50  [detector]" in out
+
+
+def test_cli_fetch_without_names_fetches_what_the_configuration_uses(
+    server: tuple[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base, root = server
+    for spec in registry.all_specs():
+        (root / spec.filename).write_bytes(spec.filename.encode())
+    local = tuple(
+        dataclasses.replace(s, url=f"{base}/{s.filename}", mirrors=(), size_bytes=None, sha256=None)
+        for s in registry.all_specs()
+    )
+    monkeypatch.setattr(registry, "MODELS", local)
+    assert (
+        cli.main(["models", "fetch", "--no-progress", "--no-verify", "--config", str(_use_256(tmp_path))])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "GPEN-BFR-512" not in out and "RetinaFace-R50" not in out
+    assert leftovers(paths.model_cache_dir()) == sorted(
+        ["GPEN-BFR-256.pth", MOBILE.filename, PARSENET.filename]
+    )
+
+
+def test_cli_verify_with_nothing_present_fails_without_loading_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys; from gpen_watch import cli; rc = cli.main(['models', 'verify']);"
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "no model files present in" in done.stderr and "gpen-watch models fetch" in done.stderr
+    assert str(paths.model_cache_dir()) in done.stderr

@@ -7,11 +7,13 @@ do, lazily.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from gpen_watch import config, paths
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import GpenWatchError, ModelError
-from gpen_watch.modelstore import registry, store
+from gpen_watch.modelstore import needs, registry, store
 from gpen_watch.modelstore.registry import ModelSpec
 
 
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "fetch",
         parents=[common],
         help="download missing models into the cache",
-        description=f"Download missing models (default: {', '.join(registry.DEFAULT_NAMES)}). Known: {names}.",
+        description=f"Download missing models (default: the ones the configuration uses). Known: {names}.",
     )
     fetch.add_argument("names", nargs="*", metavar="NAME", help="models to fetch")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -52,21 +54,24 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    model_dir = _model_dir(args)
+    restore = _restore_config(args)
+    model_dir = restore.model_dir
     action = args.models_action
     if action == "list":
-        return _list(model_dir)
+        return _list(restore)
     if action == "fetch":
-        return _fetch(args.names, model_dir, progress=not args.no_progress, check=not args.no_verify)
+        return _fetch(args.names, restore, progress=not args.no_progress, check=not args.no_verify)
     if action == "verify":
         return _verify(args.names, model_dir)
     return _path(args.name, model_dir)
 
 
-def _model_dir(args: argparse.Namespace) -> Path | None:
+def _restore_config(args: argparse.Namespace) -> RestoreConfig:
+    """The configuration's restore settings, with --model-dir in place of restore.model_dir."""
+    restore = config.load(args.config, must_exist=args.config is not None).restore
     if args.model_dir is not None:
-        return args.model_dir
-    return config.load(args.config, must_exist=args.config is not None).restore.model_dir
+        restore = dataclasses.replace(restore, model_dir=args.model_dir)
+    return restore
 
 
 def _specs(names: list[str]) -> list[ModelSpec]:
@@ -74,16 +79,18 @@ def _specs(names: list[str]) -> list[ModelSpec]:
     return [registry.get_spec(name) for name in names]
 
 
-def _list(model_dir: Path | None) -> int:
+def _list(restore: RestoreConfig) -> int:
+    model_dir = restore.model_dir
     print("Model folders, searched in this order:")
     for folder in store.model_search_dirs(model_dir):
         print(f"  {folder}")
+    used = {spec.name for spec in needs.needed_specs(restore)}
     for spec in registry.all_specs():
         found = store.find_model(spec, model_dir)
         status = f"present at {found}" if found else "missing"
-        default = " (default)" if spec.name in registry.DEFAULT_NAMES else ""
+        mark = " (used by the configuration)" if spec.name in used else ""
         print()
-        print(f"{spec.name}{default}  [{spec.kind}]  {status}")
+        print(f"{spec.name}{mark}  [{spec.kind}]  {status}")
         print(f"  size:    {_size(spec, found)}")
         print(f"  about:   {spec.description}")
         print(f"  file:    {spec.filename}  from {spec.url}")
@@ -97,20 +104,26 @@ def _size(spec: ModelSpec, found: Path | None) -> str:
             return f"{found.stat().st_size:,} bytes"
         except OSError:
             pass
-    if spec.size_bytes is not None:
-        return f"{spec.size_bytes:,} bytes"
-    return spec.approx_size or "unknown"
+    return spec.size_text
 
 
-def _fetch(names: list[str], model_dir: Path | None, progress: bool, check: bool) -> int:
-    specs = _specs(names) if names else list(registry.default_specs())
+def _fetch(names: list[str], restore: RestoreConfig, progress: bool, check: bool) -> int:
+    model_dir = restore.model_dir
+    if names:
+        specs = _specs(names)
+    else:
+        specs = list(needs.needed_specs(restore))
+        for need in needs.needs(restore):
+            if need.custom is not None:  # restore.model is the user's own file: nothing to download
+                where = "present" if need.custom.is_file() else "MISSING"
+                print(f"{need.role}: restore.model is the file {need.custom} ({where}); not downloaded")
     failures: list[str] = []
     for spec in specs:
         found = store.find_model(spec, model_dir)
         if found is not None:
             print(f"{spec.name}: present at {found}")
             continue
-        print(f"{spec.name}: downloading {spec.filename} ({spec.approx_size or 'size unknown'})")
+        print(f"{spec.name}: downloading {spec.filename}, {spec.size_text}")
         try:
             path = store.ensure_model(spec, model_dir, download=True, progress=progress)
             if check:
@@ -138,14 +151,18 @@ def _check_download(spec: ModelSpec, path: Path) -> None:
 
 
 def _verify(names: list[str], model_dir: Path | None) -> int:
-    from gpen_watch.modelstore.verify import verify_file
-
     explicit = bool(names)
     specs = _specs(names) if explicit else list(registry.all_specs())
+    found = {spec.name: store.find_model(spec, model_dir) for spec in specs}
+    if not explicit and not any(found.values()):
+        # Said before torch is imported: that import alone takes seconds.
+        folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
+        raise ModelError(f"no model files present in {folders}; run `gpen-watch models fetch`")
+    from gpen_watch.modelstore.verify import verify_file
+
     failures: list[str] = []
-    checked = 0
     for spec in specs:
-        path = store.find_model(spec, model_dir)
+        path = found[spec.name]
         if path is None:
             if explicit:
                 print(f"{spec.name}: MISSING (run `gpen-watch models fetch {spec.name}`)")
@@ -153,7 +170,6 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
             else:
                 print(f"{spec.name}: missing, skipped")
             continue
-        checked += 1
         try:
             verify_file(spec, path)
         except ModelError as exc:
@@ -163,8 +179,6 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
         print(f"{spec.name}: OK ({path})")
     if failures:
         raise ModelError(f"{len(failures)} model(s) failed verification: {', '.join(failures)}")
-    if checked == 0:
-        print("no model files present; run `gpen-watch models fetch`")
     return 0
 
 

@@ -1,0 +1,190 @@
+"""Which weights files a configuration needs, and whether each is there and looks whole.
+
+Torch-free, for the service's parent process and the ``models`` CLI: a file is judged by a stat and
+its container's header and directory (a ``.pth`` is a zip archive, or a legacy pickle stream), never
+by loading it. Loading, and the architecture check, belong to the workers (``verify``).
+"""
+
+from __future__ import annotations
+
+import enum
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.modelstore import registry, store
+from gpen_watch.modelstore.registry import ModelSpec
+
+# torch.save's zip format, and the legacy format (a pickle, protocol 2 and up, starts with PROTO).
+_ZIP_MAGIC = b"PK\x03\x04"
+_PICKLE_PROTO = 0x80
+
+
+class FileState(enum.Enum):
+    PRESENT = "present"
+    MISSING = "missing"
+    CORRUPT = "corrupt"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One file the configuration needs: a registry model, or a custom file (``restore.model`` path)."""
+
+    role: str  # "generator", "detector", "parser"
+    spec: ModelSpec | None
+    custom: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return self.spec.filename if self.spec is not None else str(self.custom)
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    need: Need
+    state: FileState
+    path: Path | None = None  # where it was found
+    reason: str = ""  # why it is corrupt
+    # (size, mtime_ns) of the file found, to notice a replaced file with a stat.
+    stamp: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    files: tuple[FileCheck, ...]
+    folders: tuple[Path, ...]
+
+    @property
+    def ready(self) -> bool:
+        return all(f.state is FileState.PRESENT for f in self.files)
+
+    @property
+    def missing(self) -> tuple[FileCheck, ...]:
+        return tuple(f for f in self.files if f.state is FileState.MISSING)
+
+    @property
+    def corrupt(self) -> tuple[FileCheck, ...]:
+        return tuple(f for f in self.files if f.state is FileState.CORRUPT)
+
+    @property
+    def stamp(self) -> tuple[tuple[str, tuple[int, int] | None], ...]:
+        """Changes whenever a needed file appears, goes or is replaced."""
+        return tuple((str(f.path), f.stamp) for f in self.files)
+
+    def downloadable(self) -> tuple[ModelSpec, ...]:
+        """Missing registry files (a custom file can only come from the user)."""
+        return tuple(f.need.spec for f in self.missing if f.need.spec is not None)
+
+
+def needs(cfg: RestoreConfig) -> tuple[Need, ...]:
+    """Every file ``cfg`` makes the engine load: generator, detector, and parser when used."""
+    out: list[Need] = []
+    names = {n.lower(): n for n in registry.model_names()}
+    if cfg.model.lower() in names:
+        out.append(Need("generator", registry.get_spec(cfg.model)))
+    else:
+        out.append(Need("generator", None, Path(cfg.model).expanduser()))
+    out.append(Need("detector", registry.detector_spec(cfg.detector)))
+    if cfg.use_parse:
+        out.append(Need("parser", registry.parser_spec()))
+    return tuple(out)
+
+
+def needed_specs(cfg: RestoreConfig) -> tuple[ModelSpec, ...]:
+    return tuple(n.spec for n in needs(cfg) if n.spec is not None)
+
+
+def check(cfg: RestoreConfig, env: Mapping[str, str] | None = None, deep: bool = True) -> ModelCheck:
+    """Look for every needed file. ``deep=False`` only stats (for a periodic check); the header is
+    read when ``deep`` (at start, and when a file's stamp changed)."""
+    folders = tuple(store.model_search_dirs(cfg.model_dir, env))
+    return ModelCheck(tuple(check_one(n, cfg.model_dir, env, deep) for n in needs(cfg)), folders)
+
+
+def check_one(need: Need, model_dir: Path | None, env: Mapping[str, str] | None, deep: bool) -> FileCheck:
+    if need.spec is not None:
+        path = store.find_model(need.spec, model_dir, env)
+    else:
+        assert need.custom is not None
+        path = need.custom if need.custom.is_file() else None
+    if path is None:
+        return FileCheck(need, FileState.MISSING)
+    try:
+        st = path.stat()
+    except OSError:
+        return FileCheck(need, FileState.MISSING)
+    stamp = (st.st_size, st.st_mtime_ns)
+    reason = header_problem(path) if deep else None
+    if reason:
+        return FileCheck(need, FileState.CORRUPT, path, reason, stamp)
+    return FileCheck(need, FileState.PRESENT, path, stamp=stamp)
+
+
+def header_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a whole PyTorch weights file, from its first bytes and (for the zip
+    format) its central directory at the end; None when it looks whole. A cut-short zip loses the
+    directory, so truncated downloads and copies are caught here; damage inside the data is the
+    workers' to find."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if not head:
+        return "empty (0 bytes)"
+    if head == _ZIP_MAGIC:
+        try:
+            with zipfile.ZipFile(path) as z:
+                if not z.namelist():
+                    return "an empty archive, not a weights file"
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            return f"truncated or damaged archive ({exc})"
+        return None
+    if head[0] == _PICKLE_PROTO:
+        return None
+    if head.startswith(b"<") or head.lower().startswith(b"<!do"):
+        return "an HTML page (a download that went to an error or login page), not a weights file"
+    return f"not a PyTorch weights file (starts with {head!r})"
+
+
+# --- what the user reads ------------------------------------------------------------------------
+
+
+def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = None) -> str:
+    """One problem naming every missing file, its URL and size, and the folders looked in."""
+    failures = failures or {}
+    parts = []
+    for f in result.missing:
+        spec = f.need.spec
+        if spec is None:
+            parts.append(f"{f.need.custom} (restore.model; no such file)")
+            continue
+        text = f"{spec.filename} ({spec.name}, {spec.size_text}) from {spec.url}"
+        if spec.name in failures:
+            text += f" [download failed: {failures[spec.name]}]"
+        parts.append(text)
+    folders = ", ".join(str(d) for d in result.folders)
+    n = len(parts)
+    return (
+        f"model file{'s' if n != 1 else ''} missing: {'; '.join(parts)}. Looked for in {folders}. "
+        "Download them on a machine with internet access and copy them into one of those folders: "
+        "the workers start as soon as every file is there (no `gpen-watch resume` needed)."
+    )
+
+
+def corrupt_message(result: ModelCheck) -> str:
+    parts = []
+    for f in result.corrupt:
+        what = f.need.spec.name if f.need.spec is not None else "restore.model"
+        parts.append(f"{f.path} ({what}): {f.reason}")
+    n = len(parts)
+    advice = "Replace it with a good copy" if n == 1 else "Replace them with good copies"
+    names = " ".join(f.need.spec.name for f in result.corrupt if f.need.spec is not None)
+    if names:
+        advice += f" (delete and run `gpen-watch models fetch {names}`, or copy one in)"
+    return (
+        f"corrupt model file{'s' if n != 1 else ''}: {'; '.join(parts)}. {advice}: "
+        "the workers start as soon as the file changes."
+    )
