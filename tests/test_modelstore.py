@@ -147,7 +147,7 @@ def test_registry_names_and_lookups() -> None:
         "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
     }
     assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
-    assert registry.get_spec("GPEN-BFR-512").size_text == "270.9 MiB (284,085,738 bytes)"
+    assert registry.get_spec("GPEN-BFR-512").size_text == "270.9 MiB, 284,085,738 bytes"
     assert registry.get_spec("GPEN-BFR-256").size_text == "~72 MiB"
     for spec in registry.all_specs():
         assert spec.url.startswith("https://")
@@ -562,7 +562,7 @@ def test_cli_list_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert f"present at {mine / MOBILE.filename}" in out
     assert "1,234 bytes" in out
     assert "GPEN-BFR-512 (used by the configuration)  [gpen]  missing" in out
-    assert "270.9 MiB (284,085,738 bytes)" in out
+    assert "270.9 MiB, 284,085,738 bytes" in out
     assert "non-commercial" in out
     assert cli.main(["models", "path"]) == 0
     assert capsys.readouterr().out.strip() == str(paths.model_cache_dir())

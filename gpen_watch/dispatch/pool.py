@@ -127,6 +127,8 @@ class _Worker:
     fatal: tuple[str, str] | None = None
     kill_reason: str | None = None
     error: str | None = None
+    # In ERROR because its model files could not be loaded (the service retries when they change).
+    model_error: bool = False
 
 
 class Pool:
@@ -231,9 +233,21 @@ class Pool:
         now = self._clock()
         for w in self._workers:
             if w.state in (ERROR, RETIRED) and not self._stopping:
-                w.start_failures = 0
+                w.start_failures, w.model_error = 0, False
                 w.state, w.restart_at = BACKOFF, now
         self._dispatch()
+
+    def stopped_for_models(self) -> bool:
+        """Whether a worker is stopped because it could not load its model files."""
+        return any(w.state == ERROR and w.model_error for w in self._workers)
+
+    def retry_model_errors(self) -> None:
+        """Start the workers stopped by their model files again (the files changed)."""
+        now = self._clock()
+        for w in self._workers:
+            if w.state == ERROR and w.model_error and not self._stopping:
+                w.start_failures, w.model_error = 0, False
+                w.state, w.restart_at = BACKOFF, now
 
     def take_back_stranded(self) -> list[Task]:
         """Tasks waiting for a worker when no worker can come (all stopped by errors or retired).
@@ -402,7 +416,7 @@ class Pool:
             self._pending.extendleft(f.task for f in flights)
             if fatal_kind == P.FATAL_MODEL:
                 # Missing or corrupt weights: every restart would fail the same way.
-                w.state, w.error = ERROR, reason
+                w.state, w.error, w.model_error = ERROR, reason, True
                 log.error("worker %s cannot load the models: %s", w.slot.name, reason)
                 return
             if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FATAL_DEVICE:

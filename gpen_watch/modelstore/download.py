@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -29,6 +30,8 @@ DEFAULT_TIMEOUT = 60.0
 STALE_PART_SECONDS = 24 * 3600
 
 Progress = bool | Literal["always"]
+# Called after each chunk with (bytes received, bytes expected or None), on the downloading thread.
+OnProgress = Callable[[int, int | None], None]
 
 
 class DownloadError(ModelError):
@@ -56,6 +59,7 @@ def download(
     sha256: str | None = None,
     progress: Progress = True,
     timeout: float = DEFAULT_TIMEOUT,
+    on_progress: OnProgress | None = None,
 ) -> Path:
     """Fetch ``url`` into ``dest`` and return ``dest``; raise DownloadError (a ModelError) on failure.
 
@@ -82,7 +86,9 @@ def download(
                     url, dest, f"server reports {total} bytes, expected {expected_size}", network=False
                 )
             with open(tmp, "xb") as out:
-                received, digest = _copy(response, out, url, dest, total or expected_size, progress)
+                received, digest = _copy(
+                    response, out, url, dest, total or expected_size, progress, on_progress
+                )
                 out.flush()
                 os.fsync(out.fileno())
         _check(url, dest, received, total, expected_size, digest, sha256)
@@ -102,7 +108,11 @@ def _open_url(url: str, dest: Path, timeout: float) -> http.client.HTTPResponse:
     except urllib.error.HTTPError as exc:
         raise DownloadError(url, dest, f"HTTP {exc.code} {exc.reason}", network=True) from exc
     except urllib.error.URLError as exc:
-        raise DownloadError(url, dest, f"{exc.reason}", network=True) from exc
+        # "Name or service not known", not "[Errno -2] Name or service not known".
+        reason = (
+            exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
+        )
+        raise DownloadError(url, dest, f"{reason}", network=True) from exc
     except (OSError, http.client.HTTPException, ValueError) as exc:
         raise DownloadError(url, dest, f"{exc}", network=True) from exc
 
@@ -122,6 +132,7 @@ def _copy(
     dest: Path,
     total: int | None,
     progress: Progress,
+    on_progress: OnProgress | None = None,
 ) -> tuple[int, str]:
     """Stream the body to ``out``; return (bytes received, sha256 hex digest)."""
     from tqdm import tqdm
@@ -156,6 +167,8 @@ def _copy(
             digest.update(chunk)
             received += len(chunk)
             bar.update(len(chunk))
+            if on_progress is not None:
+                on_progress(received, total)
     return received, digest.hexdigest()
 
 

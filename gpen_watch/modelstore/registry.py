@@ -57,9 +57,9 @@ class ModelSpec:
 
     @property
     def size_text(self) -> str:
-        """The download's size for people: "270.9 MiB (284,085,738 bytes)", or the estimate."""
+        """The download's size for people: "270.9 MiB, 284,085,738 bytes", or the estimate."""
         if self.size_bytes is not None:
-            return f"{mib(self.size_bytes)} ({self.size_bytes:,} bytes)"
+            return f"{mib(self.size_bytes)}, {self.size_bytes:,} bytes"
         return self.approx_size or "size unknown"
 
     @property

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gpen_watch import paths
 from gpen_watch.errors import ModelError
-from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, Progress, download
+from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
 from gpen_watch.modelstore.registry import ModelSpec
 
 ENV_MODEL_DIR = "GPEN_WATCH_MODEL_DIR"
@@ -70,7 +70,19 @@ def ensure_model(
             f"Run `gpen-watch models fetch {spec.name}`, or download {spec.url} and put it in one of "
             "those folders."
         )
-    return _download_spec(spec, folders, progress, timeout)
+    return fetch(spec, model_dir, progress, env, timeout)
+
+
+def fetch(
+    spec: ModelSpec,
+    model_dir: Path | None,
+    progress: Progress = False,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_progress: OnProgress | None = None,
+) -> Path:
+    """Download ``spec`` into the cache, trying its URLs in turn; a ModelError says what failed."""
+    return _download_spec(spec, model_search_dirs(model_dir, env), progress, timeout, on_progress)
 
 
 def cache_path(spec: ModelSpec) -> Path:
@@ -78,7 +90,13 @@ def cache_path(spec: ModelSpec) -> Path:
     return paths.model_cache_dir() / spec.filename
 
 
-def _download_spec(spec: ModelSpec, folders: list[Path], progress: Progress, timeout: float) -> Path:
+def _download_spec(
+    spec: ModelSpec,
+    folders: list[Path],
+    progress: Progress,
+    timeout: float,
+    on_progress: OnProgress | None = None,
+) -> Path:
     dest = cache_path(spec)
     failures: list[DownloadError] = []
     for url in spec.urls:
@@ -90,6 +108,7 @@ def _download_spec(spec: ModelSpec, folders: list[Path], progress: Progress, tim
                 sha256=spec.sha256,
                 progress=progress,
                 timeout=timeout,
+                on_progress=on_progress,
             )
         except DownloadError as exc:
             failures.append(exc)

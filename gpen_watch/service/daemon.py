@@ -35,6 +35,7 @@ from gpen_watch.journal.states import JobState, Original
 from gpen_watch.outbox import commit, failed, naming, originals, recovery
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service import control
+from gpen_watch.service.model_gate import ModelGate
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,13 @@ class Service:
         child_env: dict[str, str] | None = None,
         stop_grace: float = 10.0,
         journal_path: Path | None = None,
+        check_models: bool | None = None,
     ) -> None:
         self.cfg = cfg
+        # The model files are the real engine's; a substitute restorer (tests, benchmarks) brings its own.
+        self.check_models = factory == P.DEFAULT_FACTORY if check_models is None else check_models
+        self._gate: ModelGate | None = None
+        self._workers_started = False
         self.factory = factory
         self.child_env = child_env or {}
         self.stop_grace = stop_grace
@@ -210,22 +216,28 @@ class Service:
                 child_env=self.child_env,
                 log_level=logging.getLogger().getEffectiveLevel(),
             )
-            self._pool.start()
+            if self.check_models:
+                self._gate = ModelGate(self.cfg.restore, self._wake)
+            if self._gate is None or self._gate.start():
+                self._start_workers()
             server = control.ControlServer(self.control)
             server.start()
             self._watcher = self._start_watcher()
             log.info(
-                "gpen-watch %s running (pid %d): watching %s -> %s",
+                "gpen-watch %s running (pid %d): watching %s -> %s%s",
                 __version__,
                 os.getpid(),
                 ", ".join(str(i.path) for i in self.cfg.watch.inboxes),
                 self.cfg.watch.outbox,
+                "" if self._workers_started else "; photos wait in the queue until the model files are there",
             )
             self.ready.set()
             self._loop()
             self._shutdown()
         finally:
             self._closed.set()
+            if self._gate is not None:
+                self._gate.close()
             self._refuse_requests()
             if self._watcher is not None:
                 self._stop_watcher()
@@ -251,6 +263,7 @@ class Service:
             self._take_arrivals()
             self._answer_requests()
             self._feed()
+            self._watch_models()
             self._retry_originals()
             self._tp.busy(self._pool.in_flight() > 0)
             for event in self._pool.poll(self._tick()):
@@ -260,9 +273,30 @@ class Service:
                 self._requeue(stranded, "no worker can run it: " + (self._pool.problem() or "no worker"))
 
     def _tick(self) -> float:
+        idle = IDLE_TICK_S if self._gate is None else min(IDLE_TICK_S, self._gate.due_in())
         if self._hold_until and self._arrivals.empty():
-            return max(0.0, min(IDLE_TICK_S, self._hold_until - time.monotonic()))
-        return 0.0 if not self._arrivals.empty() or not self._requests.empty() else IDLE_TICK_S
+            return max(0.0, min(idle, self._hold_until - time.monotonic()))
+        return 0.0 if not self._arrivals.empty() or not self._requests.empty() else idle
+
+    def _start_workers(self) -> None:
+        assert self._pool is not None
+        self._workers_started = True
+        self._maybe_queued = True
+        self._pool.start()
+
+    def _watch_models(self) -> None:
+        """Start the held workers once the model files are there (see model_gate)."""
+        assert self._pool is not None
+        if self._gate is None or self._stop.is_set():
+            return
+        if self._workers_started and self._pool.stopped_for_models():
+            self._gate.workers_failed()
+        if self._gate.poll():
+            if self._workers_started:
+                self._maybe_queued = True
+                self._pool.retry_model_errors()
+            else:
+                self._start_workers()
 
     def _shutdown(self) -> None:
         """Finish or hand back the work in flight within stop_grace seconds."""
@@ -584,6 +618,8 @@ class Service:
             if self._originals_retry_at is not None:
                 self._originals_retry_at = 0.0  # the same for originals waiting for their folder
             self._pool.resume()
+            if self._gate is not None:
+                self._gate.retry_now()
             log.info("resumed")
             return {"ok": True}
         return self.status()
@@ -601,7 +637,13 @@ class Service:
             for j in self._journal.recent_errors(5)
         ]
         outbox = self.cfg.watch.outbox
-        problems = (self._problem or self._pool.problem(), self._originals_problem())
+        gate = self._gate
+        problems = (
+            self._problem or self._pool.problem(),
+            gate.problem() if gate is not None else None,
+            self._originals_problem(),
+        )
+        notices = (gate.notice() if gate is not None else None, self._originals_notice())
         return {
             "ok": True,
             "version": __version__,
@@ -612,13 +654,15 @@ class Service:
             "problem": "; ".join(p for p in problems if p) or None,
             "originals_waiting": sum(w.count for w in self._waiting.values()),
             # Not a problem (nothing to fix here, nothing retried): a note for the user.
-            "notice": self._originals_notice(),
+            "notice": "; ".join(n for n in notices if n) or None,
             "originals_left": sum(self._left.values()),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
             "done_today": self._journal.done_today(),
             "settling": self._watcher.pending if self._watcher is not None else 0,
             "throughput": self._tp.summary(),
             "workers": self._pool.snapshot(),
+            # The model files the workers need: state, each file, download progress (None: not checked).
+            "models": gate.status() if gate is not None else None,
             "last_errors": errors,
             "inboxes": [str(i.path) for i in self.cfg.watch.inboxes],
             "outbox": str(outbox),

@@ -1,0 +1,245 @@
+"""The service's start-up gate: workers start only once every model file they need is there.
+
+At start the service checks the files its configuration needs (generator, detector, parser). Any that
+are missing are downloaded on a background thread (BackgroundFetch) with progress in the status;
+what cannot be had is one problem naming every missing file, its URL, its size and the folders it
+is looked for in. Meanwhile photos are queued in the journal as usual; nothing is claimed.
+
+Noticing the files: the service loop calls ``poll()`` every CHECK_EVERY_S while it waits, which
+stats the few needed paths (the model folders may not exist yet, so a watchdog observer would need
+to watch their parents and still miss a network share; three stats every two seconds cost nothing).
+A file's header is read only when its stamp (size, mtime) changed, and it must hold still for one
+interval, so a file still being copied is not loaded half-written. Failed downloads are retried
+every FETCH_RETRY_S (and at once on ``resume``), for when the network comes back.
+
+A worker that starts and finds a file the header check could not fault (damaged data, the wrong
+architecture) stops with the loader's message; the gate then holds the workers until a needed file
+changes, and lets them try again by themselves.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.modelstore import needs
+from gpen_watch.modelstore.fetcher import BackgroundFetch
+from gpen_watch.modelstore.needs import ModelCheck
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_S = 2.0
+# Failed downloads are tried again after this, doubling up to FETCH_RETRY_MAX_S while they fail.
+FETCH_RETRY_S = 60.0
+FETCH_RETRY_MAX_S = 3600.0
+
+
+class GateState(enum.Enum):
+    READY = "ready"  # workers may run
+    WAITING = "waiting"  # files missing or corrupt: workers are held
+    WORKERS_FAILED = "workers_failed"  # workers could not load the files: held until one changes
+
+
+class ModelGate:
+    def __init__(
+        self,
+        cfg: RestoreConfig,
+        wake: Callable[[], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fetch_timeout: float = 60.0,
+    ) -> None:
+        self._cfg = cfg
+        self._wake = wake
+        self._clock = clock
+        self._fetch_timeout = fetch_timeout
+        self.state = GateState.READY
+        self._check: ModelCheck | None = None
+        self._settled_stamp: Any = None  # the stamp seen at the previous poll
+        self._failed_stamp: Any = None  # the stamp the workers failed on
+        self._next_check = 0.0
+        self._next_fetch = 0.0
+        self._fetch: BackgroundFetch | None = None
+        self._failures: dict[str, str] = {}  # last download failure per model name
+        self._refused: set[str] = set()  # downloaded but refused: not retried before `resume`
+        self._retry_s = FETCH_RETRY_S
+        self._rounds = 0  # fetch rounds started
+
+    # --- driven by the service loop -------------------------------------------------------------
+
+    def start(self) -> bool:
+        """Check at start; True when the workers can start now. Else downloads begin."""
+        self._check = needs.check(self._cfg)
+        self._settled_stamp = self._check.stamp
+        if self._check.ready:
+            return True
+        self.state = GateState.WAITING
+        self._maybe_fetch()
+        self._log_waiting()
+        return False
+
+    def due_in(self) -> float:
+        """Seconds until the loop should call poll() (a large number when nothing is awaited)."""
+        if self.state is GateState.READY:
+            return 3600.0
+        return max(0.0, self._next_check - self._clock())
+
+    def poll(self) -> bool:
+        """The periodic check; True when the held workers should (re)start now."""
+        if self.state is GateState.READY or self._clock() < self._next_check:
+            return False
+        self._next_check = self._clock() + CHECK_EVERY_S
+        if self._fetch is not None and self._fetch.done:
+            self._fetch_ended(self._fetch)
+        shallow = needs.check(self._cfg, deep=False)
+        stamp = shallow.stamp
+        settled = stamp == self._settled_stamp
+        self._settled_stamp = stamp
+        if self._check is None or stamp != self._check.stamp:
+            self._check = needs.check(self._cfg)  # something changed: read the headers again
+        if self.state is GateState.WORKERS_FAILED and stamp == self._failed_stamp:
+            return False
+        if not settled:
+            return False
+        if self._check.ready:
+            was = self.state
+            self.state = GateState.READY
+            self._failures.clear()
+            if was is GateState.WORKERS_FAILED:
+                log.info("a model file changed: the workers try to load them again")
+            else:
+                log.info("every model file is there now: starting the workers")
+            return True
+        if self.state is GateState.WORKERS_FAILED:
+            self.state = GateState.WAITING  # the change made a file missing or corrupt
+            self._log_waiting()
+        self._maybe_fetch()
+        return False
+
+    def _fetch_ended(self, fetch: BackgroundFetch) -> None:
+        self._fetch = None
+        failures = fetch.failures()
+        self._failures.update(failures)
+        self._refused |= fetch.refused()
+        for name in fetch.fetched():
+            self._failures.pop(name, None)
+        self._next_fetch = self._clock() + self._retry_s
+        if failures:
+            if self._rounds == 1:
+                self._log_waiting()  # the full problem, once; retries are quiet
+            self._retry_s = min(FETCH_RETRY_MAX_S, self._retry_s * 2)
+
+    def workers_failed(self) -> None:
+        """The workers could not load the files (the pool stopped them): wait for a change."""
+        if self.state is GateState.WORKERS_FAILED:
+            return
+        self._check = needs.check(self._cfg)
+        self._failed_stamp = self._settled_stamp = self._check.stamp
+        self.state = GateState.WORKERS_FAILED
+        self._next_check = self._clock() + CHECK_EVERY_S
+        log.error("the workers cannot load the model files; they try again once a file changes")
+
+    def retry_now(self) -> None:
+        """``resume``: check now, and download again now."""
+        self._next_check = 0.0
+        self._next_fetch = 0.0
+        self._retry_s = FETCH_RETRY_S
+        self._refused.clear()
+        if self.state is GateState.WORKERS_FAILED:
+            # The pool restarts the stopped workers itself on resume; if they fail again, that
+            # failure is recorded against the files as they are now.
+            self.state = GateState.READY
+        if self.state is GateState.WAITING:
+            self._maybe_fetch()
+
+    def close(self) -> None:
+        if self._fetch is not None:
+            self._fetch.cancel()
+            self._fetch = None
+
+    def _maybe_fetch(self) -> None:
+        assert self._check is not None
+        specs = [s for s in self._check.downloadable() if s.name not in self._refused]
+        if not specs or self._fetch is not None or self._clock() < self._next_fetch:
+            return
+        self._rounds += 1
+        quiet = self._rounds > 1
+        self._fetch = BackgroundFetch(
+            specs, self._cfg.model_dir, self._wake, self._fetch_timeout, quiet
+        ).start()
+
+    def _log_waiting(self) -> None:
+        problem = self.problem()
+        if problem:
+            log.error("%s", problem)
+        elif self._check is not None and self._check.missing:
+            names = ", ".join(f.need.label for f in self._check.missing)
+            log.warning("model files missing: %s; downloading them", names)
+
+    # --- what status shows ----------------------------------------------------------------------
+
+    def _known_failures(self) -> dict[str, str]:
+        failures = dict(self._failures)
+        if self._fetch is not None:
+            failures.update(self._fetch.failures())
+        return failures
+
+    def problem(self) -> str | None:
+        if self.state is GateState.READY or self._check is None:
+            return None
+        if self.state is GateState.WORKERS_FAILED:
+            return "the workers try again as soon as a model file changes"
+        parts = []
+        if self._check.corrupt:
+            parts.append(needs.corrupt_message(self._check))
+        missing = self._check.missing
+        failures = self._known_failures()
+        # While the first downloads run, that is news (notice), not yet a problem.
+        hopeless = any(f.need.spec is None or f.need.spec.name in failures for f in missing)
+        if missing and (hopeless or self._fetch is None):
+            parts.append(needs.missing_message(self._check, failures))
+        return "; ".join(parts) or None
+
+    def notice(self) -> str | None:
+        if self._fetch is None or self.state is GateState.READY:
+            return None
+        progress = self._fetch.progress()
+        return progress.text() if progress is not None else None
+
+    def status(self) -> dict[str, Any]:
+        check = self._check
+        progress = self._fetch.progress() if self._fetch is not None else None
+        failures = self._known_failures()
+        files = []
+        for f in check.files if check is not None else ():
+            spec = f.need.spec
+            files.append(
+                {
+                    "role": f.need.role,
+                    "name": spec.name if spec is not None else None,
+                    "file": f.need.label,
+                    "state": f.state.value,
+                    "path": str(f.path) if f.path is not None else None,
+                    "reason": f.reason or (failures.get(spec.name) if spec is not None else None),
+                    "url": spec.url if spec is not None else None,
+                    "size_bytes": spec.size_bytes if spec is not None else None,
+                }
+            )
+        return {
+            "state": self.state.value,
+            "files": files,
+            "folders": [str(d) for d in check.folders] if check is not None else [],
+            "download": None
+            if progress is None
+            else {
+                "name": progress.name,
+                "file": progress.filename,
+                "done": progress.done,
+                "total": progress.total,
+                "percent": progress.percent,
+            },
+        }

@@ -1,0 +1,183 @@
+"""The service's model gate in-process: downloads with progress from a loopback HTTP server (the
+network's stand-in), the problem when they fail, and starting once the files are there.
+
+The gate's clock is a counter the test moves, so the periodic checks run without waiting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import http.server
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpen_watch import paths
+from gpen_watch.config import RestoreConfig
+from gpen_watch.modelstore import needs, registry
+from gpen_watch.modelstore.fetcher import BackgroundFetch, FetchProgress
+from gpen_watch.service import model_gate
+from gpen_watch.service.model_gate import GateState, ModelGate
+
+GPEN256 = registry.get_spec("GPEN-BFR-256")
+MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")
+
+
+def weights_bytes(n_floats: int) -> bytes:
+    """A real torch.save zip of about n_floats*4 bytes (the architecture is the workers' to check)."""
+    buf = io.BytesIO()
+    torch.save({"w": torch.zeros(n_floats)}, buf)
+    return buf.getvalue()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "www"
+    root.mkdir()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", root
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def local_registry(server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every model's URL on the loopback server (nothing served yet); returns the folder it serves."""
+    base, root = server
+    local = tuple(
+        dataclasses.replace(s, url=f"{base}/{s.filename}", mirrors=(), size_bytes=None, sha256=None)
+        for s in registry.all_specs()
+    )
+    monkeypatch.setattr(registry, "MODELS", local)
+    return root
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def config(models: Path) -> RestoreConfig:
+    return RestoreConfig(
+        model="GPEN-BFR-256", detector="retinaface_mobile0.25", use_parse=False, model_dir=models
+    )
+
+
+def poll_until(gate: ModelGate, clock: Clock, cond: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; status {gate.status()}"
+        clock.now += model_gate.CHECK_EVERY_S
+        gate.poll()
+        time.sleep(0.02)
+
+
+def test_fetch_reports_progress_and_logs_each_tenth(
+    local_registry: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = weights_bytes(3 << 18)  # 3 MiB: three 1 MiB chunks
+    (local_registry / GPEN256.filename).write_bytes(body)
+    spec = registry.get_spec(GPEN256.name)
+    seen: list[FetchProgress | None] = []
+    done = threading.Event()
+    caplog.set_level(logging.INFO, logger="gpen_watch.modelstore.fetcher")
+    fetch = BackgroundFetch([spec], tmp_path / "models", done.set)
+    fetch.start()
+    while not done.wait(0.001):
+        seen.append(fetch.progress())
+    assert fetch.failures() == {} and fetch.fetched() == [GPEN256.name]
+    assert (paths.model_cache_dir() / GPEN256.filename).read_bytes() == body
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("downloading GPEN-BFR-256: 100 % (3.0 of 3.0 MiB)") for line in lines), lines
+    assert len([line for line in lines if "downloading GPEN-BFR-256: " in line]) <= 11  # not per chunk
+    assert any(line.startswith("downloading GPEN-BFR-256: 33 %") for line in lines), lines
+    assert fetch.progress() is None  # cleared at the end
+    text = FetchProgress("GPEN-BFR-512", "GPEN-BFR-512.pth", 122_200_000, 284_085_738).text()
+    assert text == "downloading GPEN-BFR-512: 43 % (116.5 of 270.9 MiB)"
+
+
+def test_gate_downloads_what_is_missing_then_lets_the_workers_start(
+    local_registry: Path, tmp_path: Path
+) -> None:
+    for spec in (GPEN256, MOBILE):
+        (local_registry / spec.filename).write_bytes(weights_bytes(1000))
+    clock = Clock()
+    woken = threading.Event()
+    gate = ModelGate(config(tmp_path / "models"), woken.set, clock=clock)
+    try:
+        assert gate.start() is False
+        assert gate.state is GateState.WAITING
+        assert woken.wait(30), "the fetch never finished"
+        poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
+        assert gate.problem() is None and gate.notice() is None
+        assert {f["state"] for f in gate.status()["files"]} == {"present"}
+        assert sorted(p.name for p in paths.model_cache_dir().iterdir()) == sorted(
+            [GPEN256.filename, MOBILE.filename]
+        )
+    finally:
+        gate.close()
+
+
+def test_gate_problem_when_downloads_fail_and_recovers_when_the_network_comes_back(
+    local_registry: Path, tmp_path: Path
+) -> None:
+    clock = Clock()
+    woken = threading.Event()
+    models = tmp_path / "models"
+    gate = ModelGate(config(models), woken.set, clock=clock)
+    try:
+        assert gate.start() is False
+        assert woken.wait(30)
+        poll_until(gate, clock, lambda: gate.problem() is not None, "the problem")
+        problem = gate.problem()
+        assert problem is not None
+        for spec in (GPEN256, MOBILE):
+            assert spec.filename in problem and registry.get_spec(spec.name).url in problem
+        assert "HTTP 404" in problem and str(models) in problem and str(paths.model_cache_dir()) in problem
+        assert gate.state is GateState.WAITING
+
+        # The server has the files now (the network came back): the next retry gets them.
+        for spec in (GPEN256, MOBILE):
+            (local_registry / spec.filename).write_bytes(weights_bytes(1000))
+        woken.clear()
+        clock.now += model_gate.FETCH_RETRY_S
+        poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready after the retry")
+        assert gate.problem() is None
+    finally:
+        gate.close()
+
+
+def test_header_check_tells_corrupt_from_whole(tmp_path: Path) -> None:
+    good = tmp_path / "good.pth"
+    good.write_bytes(weights_bytes(100))
+    assert needs.header_problem(good) is None
+    cut = tmp_path / "cut.pth"
+    cut.write_bytes(good.read_bytes()[:300])
+    assert "truncated" in (needs.header_problem(cut) or "")
+    page = tmp_path / "page.pth"
+    page.write_bytes(b"<!DOCTYPE html><html>Not Found</html>")
+    assert "HTML page" in (needs.header_problem(page) or "")
+    empty = tmp_path / "empty.pth"
+    empty.write_bytes(b"")
+    assert needs.header_problem(empty) == "empty (0 bytes)"
+    legacy = tmp_path / "legacy.pth"
+    torch.save({"w": torch.zeros(3)}, legacy, _use_new_zipfile_serialization=False)
+    assert needs.header_problem(legacy) is None
