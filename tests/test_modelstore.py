@@ -700,3 +700,22 @@ def test_cli_verify_with_nothing_present_fails_without_loading_torch(tmp_path: P
     assert done.returncode == 2, done.stderr
     assert "no model files present in" in done.stderr and "gpen-watch models fetch" in done.stderr
     assert str(paths.model_cache_dir()) in done.stderr
+
+
+def test_readme_model_sizes_add_up_to_what_the_first_run_downloads() -> None:
+    import re
+
+    from gpen_watch.config import RestoreConfig
+    from gpen_watch.modelstore import needs
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert " MB" not in readme.split("## Models")[1].split("## Configuration")[0]
+    first_run = needs.needed_specs(RestoreConfig())
+    total = sum(spec.size_bytes or 0 for spec in first_run)
+    assert all(spec.size_bytes for spec in first_run)
+    for spec in first_run:
+        assert f"{registry.mib(spec.size_bytes or 0)} ({spec.size_bytes:,} bytes)" in readme, spec.name
+    assert f"{registry.mib(total)} ({total:,} bytes)" in readme
+    assert re.search(
+        rf"the first run downloads the model weights, {re.escape(registry.mib(total))}\)", readme
+    )
