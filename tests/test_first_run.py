@@ -155,7 +155,13 @@ def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_w
     assert s["models"]["state"] == "workers_failed"
     assert s["queue"]["queued"] == 1 and s["queue"]["failed"] == 0
 
+    # Paused meanwhile: the good copy still restarts the worker by itself, but it takes no work.
+    assert svc.request("pause")["ok"]
     write_atomic(models / GPEN256.filename, gpen256_file)
+    s = svc.wait(lambda s: s["workers"][0]["state"] == "idle", 120, "the worker loaded the good copy")
+    assert s["paused"] and s["queue"]["queued"] == 1 and s["problem"] is None
+    assert s["models"]["state"] == "ready"
+    assert svc.request("resume")["ok"]
     s = svc.wait_done(1)
     assert outbox_files(svc.outbox) == ["grace.jpg"] and s["problem"] is None
     assert s["workers"][0]["restarts"] == 0

@@ -37,7 +37,24 @@ def weights_bytes(n_floats: int) -> bytes:
     return buf.getvalue()
 
 
+RELEASE = threading.Event()  # lets a /half/ download finish
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.startswith("/half/"):
+            # Sends the first half of the file, then waits: a download in progress.
+            body = (Path(self.directory) / self.path[len("/half/") :]).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            RELEASE.wait(30)
+            self.wfile.write(body[len(body) // 2 :])
+            return
+        super().do_GET()
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
@@ -181,3 +198,37 @@ def test_header_check_tells_corrupt_from_whole(tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.pth"
     torch.save({"w": torch.zeros(3)}, legacy, _use_new_zipfile_serialization=False)
     assert needs.header_problem(legacy) is None
+
+
+def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
+    local_registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = weights_bytes(1 << 20)  # 4 MiB: the first half arrives, then the server waits
+    (local_registry / GPEN256.filename).write_bytes(body)
+    (local_registry / MOBILE.filename).write_bytes(weights_bytes(1000))
+    slow = tuple(
+        dataclasses.replace(s, url=s.url.replace(s.filename, f"half/{s.filename}"))
+        if s.name == GPEN256.name
+        else s
+        for s in registry.MODELS
+    )
+    monkeypatch.setattr(registry, "MODELS", slow)
+    RELEASE.clear()
+    clock = Clock()
+    gate = ModelGate(config(tmp_path / "models"), lambda: None, clock=clock)
+    try:
+        assert gate.start() is False
+        # The first half holds two whole 1 MiB chunks; the third waits for the rest.
+        pct = (2 << 20) * 100 // len(body)
+        poll_until(gate, clock, lambda: f"{pct} %" in (gate.notice() or ""), "half downloaded")
+        assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.0 of {registry.mib(len(body))})"
+        assert gate.problem() is None  # news, not a fault
+        status = gate.status()
+        assert status["state"] == "waiting" and status["download"]["percent"] == pct
+        assert status["download"]["file"] == GPEN256.filename
+        RELEASE.set()
+        poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
+        assert gate.notice() is None and gate.status()["download"] is None
+    finally:
+        RELEASE.set()
+        gate.close()
