@@ -123,12 +123,13 @@ def test_fetch_reports_progress_and_logs_each_tenth(
     assert fetch.failures() == {} and fetch.fetched() == [GPEN256.name]
     assert (paths.model_cache_dir() / GPEN256.filename).read_bytes() == body
     lines = [r.getMessage() for r in caplog.records]
-    assert any(line.startswith("downloading GPEN-BFR-256: 100 % (3.0 of 3.0 MiB)") for line in lines), lines
+    full = f"downloading GPEN-BFR-256: 100 % ({len(body) / 1e6:.1f} of {registry.mb(len(body))})"
+    assert full in lines, lines
     assert len([line for line in lines if "downloading GPEN-BFR-256: " in line]) <= 11  # not per chunk
     assert any(line.startswith("downloading GPEN-BFR-256: 33 %") for line in lines), lines
     assert fetch.progress() is None  # cleared at the end
     text = FetchProgress("GPEN-BFR-512", "GPEN-BFR-512.pth", 122_200_000, 284_085_738).text()
-    assert text == "downloading GPEN-BFR-512: 43 % (116.5 of 270.9 MiB)"
+    assert text == "downloading GPEN-BFR-512: 43 % (122.2 of 284.1 MB)"
 
 
 def test_gate_downloads_what_is_missing_then_lets_the_workers_start(
@@ -203,7 +204,7 @@ def test_header_check_tells_corrupt_from_whole(tmp_path: Path) -> None:
 def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
     local_registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    body = weights_bytes(1 << 20)  # 4 MiB: the first half arrives, then the server waits
+    body = weights_bytes(1 << 20)  # 4.2 MB: the first half arrives, then the server waits
     (local_registry / GPEN256.filename).write_bytes(body)
     (local_registry / MOBILE.filename).write_bytes(weights_bytes(1000))
     slow = tuple(
@@ -221,7 +222,7 @@ def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
         # The first half holds two whole 1 MiB chunks; the third waits for the rest.
         pct = (2 << 20) * 100 // len(body)
         poll_until(gate, clock, lambda: f"{pct} %" in (gate.notice() or ""), "half downloaded")
-        assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.0 of {registry.mib(len(body))})"
+        assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.1 of {registry.mb(len(body))})"
         assert gate.problem() is None  # news, not a fault
         status = gate.status()
         assert status["state"] == "waiting" and status["download"]["percent"] == pct

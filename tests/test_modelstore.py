@@ -147,8 +147,8 @@ def test_registry_names_and_lookups() -> None:
         "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
     }
     assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
-    assert registry.get_spec("GPEN-BFR-512").size_text == "270.9 MiB, 284,085,738 bytes"
-    assert registry.get_spec("GPEN-BFR-256").size_text == "~72 MiB"
+    assert registry.get_spec("GPEN-BFR-512").size_text == "284.1 MB, 284,085,738 bytes"
+    assert registry.get_spec("GPEN-BFR-256").size_text == "~76 MB"
     for spec in registry.all_specs():
         assert spec.url.startswith("https://")
         assert spec.license_note
@@ -562,7 +562,7 @@ def test_cli_list_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert f"present at {mine / MOBILE.filename}" in out
     assert "1,234 bytes" in out
     assert "GPEN-BFR-512 (used by the configuration)  [gpen]  missing" in out
-    assert "270.9 MiB, 284,085,738 bytes" in out
+    assert "284.1 MB, 284,085,738 bytes" in out
     assert "non-commercial" in out
     assert cli.main(["models", "path"]) == 0
     assert capsys.readouterr().out.strip() == str(paths.model_cache_dir())
@@ -703,19 +703,17 @@ def test_cli_verify_with_nothing_present_fails_without_loading_torch(tmp_path: P
 
 
 def test_readme_model_sizes_add_up_to_what_the_first_run_downloads() -> None:
-    import re
-
     from gpen_watch.config import RestoreConfig
     from gpen_watch.modelstore import needs
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    assert " MB" not in readme.split("## Models")[1].split("## Configuration")[0]
+    assert "MiB" not in readme  # one unit everywhere: MB
     first_run = needs.needed_specs(RestoreConfig())
-    total = sum(spec.size_bytes or 0 for spec in first_run)
     assert all(spec.size_bytes for spec in first_run)
+    total = sum(spec.size_bytes or 0 for spec in first_run)
     for spec in first_run:
-        assert f"{registry.mib(spec.size_bytes or 0)} ({spec.size_bytes:,} bytes)" in readme, spec.name
-    assert f"{registry.mib(total)} ({total:,} bytes)" in readme
-    assert re.search(
-        rf"the first run downloads the model weights, {re.escape(registry.mib(total))}\)", readme
-    )
+        size = spec.size_bytes or 0
+        assert f"{registry.mb(size)} ({size:,} bytes)" in readme, spec.name  # the Models table
+        assert f"{spec.name} {registry.mb(size)}" in readme, spec.name  # Set up's list
+    assert f"{registry.mb(total)} ({total:,} bytes)" in readme
+    assert f"Model weights: {total / 1e6:.0f} MB" in readme

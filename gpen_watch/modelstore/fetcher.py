@@ -1,6 +1,6 @@
 """Downloading missing model files on a background thread, with progress others can read.
 
-The service's loop must keep answering status and taking arrivals while hundreds of MiB come in, so
+The service's loop must keep answering status and taking arrivals while hundreds of MB come in, so
 the downloads run on their own thread, one file after another. Torch-free.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from gpen_watch.errors import ModelError
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError
-from gpen_watch.modelstore.registry import ModelSpec, mib
+from gpen_watch.modelstore.registry import ModelSpec, mb
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ class FetchProgress:
 
     def text(self) -> str:
         if self.percent is None:
-            return f"downloading {self.name}: {mib(self.done)}"
+            return f"downloading {self.name}: {mb(self.done)}"
         assert self.total is not None
-        return f"downloading {self.name}: {self.percent} % ({self.done / (1 << 20):.1f} of {mib(self.total)})"
+        return f"downloading {self.name}: {self.percent} % ({self.done / 1e6:.1f} of {mb(self.total)})"
 
 
 class BackgroundFetch:
@@ -67,7 +67,7 @@ class BackgroundFetch:
         self._progress: FetchProgress | None = None
         self._failures: dict[str, str] = {}
         # Fetched but refused (wrong size or digest, a server error page): trying again every few
-        # minutes would download hundreds of MiB each time for the same result.
+        # minutes would download hundreds of MB each time for the same result.
         self._refused: set[str] = set()
         self._fetched: list[str] = []
         self._cancel = threading.Event()

@@ -27,9 +27,9 @@ _GPEN_BASE = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/mode
 _FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
 
 
-def mib(n: int) -> str:
-    """Sizes are shown in MiB everywhere (the README, `models list`, progress), never MB."""
-    return f"{n / (1 << 20):.1f} MiB"
+def mb(n: int) -> str:
+    """Sizes are shown in MB (10^6 bytes) everywhere (the README, `models list`, progress), never MiB."""
+    return f"{n / 1e6:.1f} MB"
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class ModelSpec:
     sha256: str | None
     description: str
     license_note: str
-    # For display only, where size_bytes is not pinned ("~72 MiB"); never used to accept a file.
+    # For display only, where size_bytes is not pinned ("~76 MB"); never used to accept a file.
     approx_size: str = ""
     # Tried in order after ``url``; each must serve a file with the same state-dict layout.
     mirrors: tuple[str, ...] = ()
@@ -57,9 +57,9 @@ class ModelSpec:
 
     @property
     def size_text(self) -> str:
-        """The download's size for people: "270.9 MiB, 284,085,738 bytes", or the estimate."""
+        """The download's size for people: "284.1 MB, 284,085,738 bytes", or the estimate."""
         if self.size_bytes is not None:
-            return f"{mib(self.size_bytes)}, {self.size_bytes:,} bytes"
+            return f"{mb(self.size_bytes)}, {self.size_bytes:,} bytes"
         return self.approx_size or "size unknown"
 
     @property
@@ -92,7 +92,7 @@ MODELS: tuple[ModelSpec, ...] = (
         description="GPEN blind face restoration, 256x256 faces (18.9 M parameters; faster, softer)",
         license_note=GPEN_LICENSE,
         # Unpinned: no published size or digest found. 18.9 M fp32 parameters; derived, not published.
-        approx_size="~72 MiB",
+        approx_size="~76 MB",
     ),
     ModelSpec(
         name="RetinaFace-R50",
@@ -120,7 +120,7 @@ MODELS: tuple[ModelSpec, ...] = (
         "small faces (restore.detector = retinaface_mobile0.25)",
         license_note=FACEXLIB_LICENSE,
         # Unpinned: no published digest found (a third-party project lists 1,789,735 bytes for a copy).
-        approx_size="~1.7 MiB",
+        approx_size="~1.8 MB",
         arch="mobile0.25",
     ),
     ModelSpec(

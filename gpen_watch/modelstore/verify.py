@@ -193,7 +193,7 @@ def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "c
 
 def _gpen_from_state(cfg: Any, state: dict[str, Tensor], path: Path, device: str | torch.device) -> nn.Module:
     """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
-    of the (up to 271 MiB) weights in memory."""
+    of the (up to 284 MB) weights in memory."""
     from gpen_watch.restore.gpen_model import build_gpen
 
     with torch.device("meta"):
