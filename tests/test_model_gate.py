@@ -233,3 +233,46 @@ def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
     finally:
         RELEASE.set()
         gate.close()
+
+
+def test_a_download_that_is_not_weights_is_removed_and_not_retried_until_resume(
+    local_registry: Path, tmp_path: Path
+) -> None:
+    (local_registry / GPEN256.filename).write_bytes(b"<!DOCTYPE html><html>rate limited</html>")
+    (local_registry / MOBILE.filename).write_bytes(weights_bytes(1000))
+    clock = Clock()
+    woken = threading.Event()
+    gate = ModelGate(config(tmp_path / "models"), woken.set, clock=clock)
+    try:
+        assert gate.start() is False
+        assert woken.wait(30)
+        poll_until(gate, clock, lambda: gate.problem() is not None, "the problem")
+        problem = gate.problem() or ""
+        assert "HTML page" in problem and "removed" in problem and GPEN256.filename in problem
+        assert sorted(p.name for p in paths.model_cache_dir().iterdir()) == [MOBILE.filename]
+        # Not fetched again on the retry timer (it would be the same page each time)...
+        (local_registry / GPEN256.filename).write_bytes(weights_bytes(1000))
+        clock.now += model_gate.FETCH_RETRY_MAX_S
+        gate.poll()
+        time.sleep(0.5)
+        clock.now += model_gate.CHECK_EVERY_S
+        gate.poll()
+        assert gate.state is GateState.WAITING
+        # ...but at once on resume.
+        gate.retry_now()
+        poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready after resume")
+    finally:
+        gate.close()
+
+
+def test_missing_custom_generator_file_says_where_to_put_it(tmp_path: Path) -> None:
+    mine = tmp_path / "my-gpen.pth"
+    cfg = RestoreConfig(
+        model=str(mine), detector="retinaface_mobile0.25", use_parse=False, model_dir=tmp_path
+    )
+    (tmp_path / MOBILE.filename).write_bytes(weights_bytes(10))
+    result = needs.check(cfg)
+    assert [f.state.value for f in result.files] == ["missing", "present"]
+    message = needs.missing_message(result)
+    assert message.startswith(f"model file missing: {mine} (restore.model: no such file). Put the file there")
+    assert "Looked for in" not in message

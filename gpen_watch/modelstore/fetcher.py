@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_watch.errors import ModelError
-from gpen_watch.modelstore import store
+from gpen_watch.modelstore import needs, store
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError
 from gpen_watch.modelstore.registry import ModelSpec, mb
 
@@ -163,6 +163,17 @@ class BackgroundFetch:
             with self._lock:
                 self._failures[spec.name] = f"{type(exc).__name__}: {exc}"
             log.exception("downloading %s failed", spec.filename)
+            return
+        bad = needs.header_problem(path)
+        if bad:
+            # Our own fresh download (an unpinned file: a server's error page, a cut-off body): left
+            # in the cache, it would be found on every start and fail every worker.
+            path.unlink(missing_ok=True)
+            reason = f"the file downloaded from {spec.url} is {bad}; removed"
+            with self._lock:
+                self._failures[spec.name] = reason
+                self._refused.add(spec.name)
+            log.error("%s: %s", spec.filename, reason)
             return
         with self._lock:
             self._fetched.append(spec.name)

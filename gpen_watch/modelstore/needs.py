@@ -159,19 +159,23 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
     for f in result.missing:
         spec = f.need.spec
         if spec is None:
-            parts.append(f"{f.need.custom} (restore.model; no such file)")
+            parts.append(f"{f.need.custom} (restore.model: no such file)")
             continue
         text = f"{spec.filename} ({spec.name}, {spec.size_text}) from {spec.url}"
         if spec.name in failures:
             text += f" [download failed: {failures[spec.name]}]"
         parts.append(text)
-    folders = ", ".join(str(d) for d in result.folders)
     n = len(parts)
-    return (
-        f"model file{'s' if n != 1 else ''} missing: {'; '.join(parts)}. Looked for in {folders}. "
-        "Download them on a machine with internet access and copy them into one of those folders: "
-        "the workers start as soon as every file is there (no `gpen-watch resume` needed)."
-    )
+    text = f"model file{'s' if n != 1 else ''} missing: {'; '.join(parts)}. "
+    if any(f.need.spec is not None for f in result.missing):
+        folders = ", ".join(str(d) for d in result.folders)
+        text += (
+            f"Looked for in {folders}. Download them on a machine with internet access and copy them "
+            "into one of those folders"
+        )
+    else:
+        text += "Put the file there, or set restore.model to a GPEN model name or another file"
+    return text + ": the workers start as soon as every file is there (no `gpen-watch resume` needed)."
 
 
 def corrupt_message(result: ModelCheck) -> str:
