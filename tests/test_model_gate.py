@@ -276,3 +276,33 @@ def test_missing_custom_generator_file_says_where_to_put_it(tmp_path: Path) -> N
     message = needs.missing_message(result)
     assert message.startswith(f"model file missing: {mine} (restore.model: no such file). Put the file there")
     assert "Looked for in" not in message
+
+
+def test_files_copied_in_during_a_download_end_it_and_leave_no_partial_file(
+    local_registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (local_registry / GPEN256.filename).write_bytes(weights_bytes(1 << 20))
+    slow = tuple(
+        dataclasses.replace(s, url=s.url.replace(s.filename, f"half/{s.filename}")) for s in registry.MODELS
+    )
+    monkeypatch.setattr(registry, "MODELS", slow)
+    RELEASE.clear()
+    clock = Clock()
+    models = tmp_path / "models"
+    gate = ModelGate(config(models), lambda: None, clock=clock)
+    try:
+        assert gate.start() is False
+        poll_until(gate, clock, lambda: "downloading GPEN-BFR-256" in (gate.notice() or ""), "downloading")
+        models.mkdir()
+        for spec in (GPEN256, MOBILE):
+            (models / spec.filename).write_bytes(weights_bytes(10))
+        poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
+        RELEASE.set()  # the next chunk arrives; the cancelled download stops there
+        deadline = time.monotonic() + 30
+        cache = paths.model_cache_dir()
+        while any(cache.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(cache.iterdir()) == []  # neither the file nor its .part
+    finally:
+        RELEASE.set()
+        gate.close()

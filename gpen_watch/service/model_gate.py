@@ -109,6 +109,10 @@ class ModelGate:
             was = self.state
             self.state = GateState.READY
             self._failures.clear()
+            if self._fetch is not None:
+                # The user copied the files in meanwhile: the rest of the download is not needed.
+                self._fetch.cancel(wait=0.0)
+                self._fetch = None
             if was is GateState.WORKERS_FAILED:
                 log.info("a model file changed: the workers try to load them again")
             else:
