@@ -196,7 +196,8 @@ class ModelGate:
         if self.state is GateState.READY or self._check is None:
             return None
         if self.state is GateState.WORKERS_FAILED:
-            return "the workers try again as soon as a model file changes"
+            # The loader's own message is the pool's problem (and each worker's error in status).
+            return "a worker could not load the model files; it tries again as soon as a model file changes"
         parts = []
         if self._check.corrupt:
             parts.append(needs.corrupt_message(self._check))
