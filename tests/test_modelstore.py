@@ -136,7 +136,15 @@ def test_registry_names_and_lookups() -> None:
     assert R50.url.endswith("/detection_Resnet50_Final.pth")
     assert R50.mirrors[0].endswith("/RetinaFace-R50.pth")
     assert registry.spec_for_filename("RetinaFace-R50.pth") is R50
-    assert [s.name for s in registry.default_specs()] == ["GPEN-BFR-512", "RetinaFace-R50", "ParseNet"]
+    from gpen_watch.config import RestoreConfig
+    from gpen_watch.modelstore import needs
+
+    # What the default configuration needs (`models fetch` with no names, the first run).
+    assert [s.name for s in needs.needed_specs(RestoreConfig())] == [
+        "GPEN-BFR-512",
+        "RetinaFace-R50",
+        "ParseNet",
+    ]
     pinned = {spec.name: (spec.size_bytes, spec.sha256) for spec in registry.all_specs()}
     # The published files' values; the others have none published, so none are invented.
     assert pinned == {

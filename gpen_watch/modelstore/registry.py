@@ -137,9 +137,6 @@ MODELS: tuple[ModelSpec, ...] = (
     ),
 )
 
-# What `gpen-watch models fetch` gets with no names: enough for the default configuration.
-DEFAULT_NAMES: tuple[str, ...] = ("GPEN-BFR-512", "RetinaFace-R50", "ParseNet")
-
 # restore.detector (config) -> registry name.
 DETECTOR_CONFIG_NAMES = MappingProxyType(
     {
@@ -177,10 +174,6 @@ def detector_spec(config_name: str) -> ModelSpec:
 
 def parser_spec() -> ModelSpec:
     return get_spec(PARSER_NAME)
-
-
-def default_specs() -> tuple[ModelSpec, ...]:
-    return tuple(get_spec(name) for name in DEFAULT_NAMES)
 
 
 def spec_for_filename(filename: str) -> ModelSpec | None:
