@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gpen_watch.modelstore import verify
 from gpen_watch.restore.gpen_model import (
     GPEN_CONFIGS,
     MODULATION_MODES,
     GPENConfig,
     build_gpen,
-    gpen_from_state_dict,
     gpen_state_dict_shapes,
     infer_gpen_config,
     prepare_for_inference,
@@ -70,8 +70,12 @@ def test_matches_upstream_fixture(ref: dict, mode: str) -> None:
     assert diff <= 1e-4, f"{mode}: max abs diff {diff:.3g}"
 
 
-def test_gpen_from_state_dict_loads_fixture(ref: dict) -> None:
-    model = gpen_from_state_dict(ref["state_dict"])
+def test_a_custom_checkpoint_file_loads_through_the_model_store_with_its_inferred_config(
+    ref: dict, tmp_path: Path
+) -> None:
+    path = tmp_path / "fixture.pth"
+    torch.save(ref["state_dict"], path)
+    model = verify.load_gpen(path)
     with torch.no_grad():
         out = model(ref["input"])
     assert (out - ref["output"]).abs().max().item() <= 1e-4
@@ -164,7 +168,7 @@ def test_save_and_load_by_path(tmp_path: Path) -> None:
     model = _tiny_model()
     path = tmp_path / "tiny.pth"
     torch.save(model.state_dict(), path)
-    loaded = gpen_from_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    loaded = verify.load_gpen(path)
     assert loaded.config == TINY
     x = _face_batch(1, TINY.size)
     with torch.no_grad():

@@ -104,7 +104,10 @@ def download(
 def _open_url(url: str, dest: Path, timeout: float) -> http.client.HTTPResponse:
     request = urllib.request.Request(url, headers={"User-Agent": f"gpen-watch/{__version__}"})
     try:
-        return urllib.request.urlopen(request, timeout=timeout)  # scheme checked in download()
+        response: http.client.HTTPResponse = urllib.request.urlopen(
+            request, timeout=timeout
+        )  # scheme checked in download()
+        return response
     except urllib.error.HTTPError as exc:
         raise DownloadError(url, dest, f"HTTP {exc.code} {exc.reason}", network=True) from exc
     except urllib.error.URLError as exc:

@@ -6,8 +6,8 @@ refuses everything else. The state dict must then match the architecture exactly
 shapes) before any of it is copied in, so a wrong or damaged file fails loudly, naming the file and the
 first key that differs, instead of silently producing garbage faces.
 
-Imports torch: use it only in workers and the ``models`` CLI. facexlib and the GPEN generator are
-imported inside the builders.
+Imports torch: use it only in workers and the ``models`` CLI. facexlib (which needs torchvision) is
+imported inside the builders that use it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from gpen_watch.errors import ModelError
 from gpen_watch.modelstore.registry import ModelSpec, get_spec, model_names, parser_spec, spec_for_filename
 from gpen_watch.modelstore.store import ensure_model
+from gpen_watch.restore.gpen_model import GPEN, GPEN_CONFIGS, GPENConfig, build_gpen, infer_gpen_config
 
 # Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema".
 _CONTAINER_KEYS = ("params_ema", "params", "state_dict")
@@ -165,8 +166,6 @@ def load_weights(model: nn.Module, path: Path, name: str | None = None) -> nn.Mo
 def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Module:
     """``spec``'s architecture with random weights (nothing is downloaded)."""
     if spec.kind == "gpen":
-        from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
-
         return build_gpen(GPEN_CONFIGS[spec.name]).to(device)
     if spec.kind == "detector":
         from facexlib.detection.retinaface import RetinaFace
@@ -174,28 +173,28 @@ def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Modul
         with warnings.catch_warnings():
             # torchvision deprecation noise about resnet50(pretrained=False) inside facexlib.
             warnings.simplefilter("ignore")
-            return RetinaFace(network_name=spec.arch, half=False, device=torch.device(device))
+            detector: nn.Module = RetinaFace(network_name=spec.arch, half=False, device=torch.device(device))
+        return detector
     if spec.kind == "parser":
         from facexlib.parsing.parsenet import ParseNet
 
-        return ParseNet(in_size=512, out_size=512, parsing_ch=19).to(device)
+        parser: nn.Module = ParseNet(in_size=512, out_size=512, parsing_ch=19).to(device)
+        return parser
     raise ModelError(f"model {spec.name}: unknown kind {spec.kind!r}")
 
 
 def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "cpu") -> nn.Module:
     """Build ``spec``'s architecture and load ``path`` into it (checked), in eval mode."""
     if spec.kind == "gpen":
-        from gpen_watch.restore.gpen_model import GPEN_CONFIGS
-
         return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
     return load_weights(build_model(spec, device), path, spec.name)
 
 
-def _gpen_from_state(cfg: Any, state: dict[str, Tensor], path: Path, device: str | torch.device) -> nn.Module:
+def _gpen_from_state(
+    cfg: GPENConfig, state: dict[str, Tensor], path: Path, device: str | torch.device
+) -> GPEN:
     """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
     of the (up to 284 MB) weights in memory."""
-    from gpen_watch.restore.gpen_model import build_gpen
-
     with torch.device("meta"):
         net = build_gpen(cfg)
     check_state_dict(net, state, path)
@@ -218,7 +217,7 @@ def load_gpen(
     model_dir: Path | None = None,
     device: str | torch.device = "cpu",
     download: bool = True,
-) -> nn.Module:
+) -> GPEN:
     """A GPEN generator in eval mode.
 
     ``model`` is a registry name ("GPEN-BFR-512"), whose fixed configuration is used, or a path to a
@@ -229,15 +228,13 @@ def load_gpen(
         if spec.kind != "gpen":
             raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
         path = ensure_model(spec, model_dir, download=download)
-        return load_model_file(spec, path, device)
+        return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
     path = Path(model).expanduser()
     if not path.is_file():
         raise ModelError(
             f"{model}: neither a GPEN model name ({', '.join(n for n in model_names() if 'GPEN' in n)}) "
             "nor an existing weights file"
         )
-    from gpen_watch.restore.gpen_model import infer_gpen_config
-
     state = load_checkpoint(path)
     try:
         cfg = infer_gpen_config(state)

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gpen_watch.config import Precision
 from gpen_watch.restore.gpen_ops import (
     LRELU_GAIN,
     LRELU_SLOPE,
@@ -586,24 +587,9 @@ def gpen_state_dict_shapes(cfg: GPENConfig) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-def gpen_from_state_dict(
-    state_dict: Mapping[str, Tensor], modulation: ModulationMode = DEFAULT_MODULATION
-) -> GPEN:
-    """Build the GPEN that ``state_dict`` describes and load it strictly (eval mode, on CPU)."""
-    cfg = infer_gpen_config(state_dict)
-    with torch.device("meta"):
-        model = build_gpen(cfg, modulation=modulation)
-    # Weights live in fp32 whatever the file holds; reduced precision is autocast's job.
-    sd = {k: v.float() if v.is_floating_point() else v for k, v in state_dict.items()}
-    # assign=True adopts the checkpoint's tensors instead of copying into meta placeholders.
-    model.load_state_dict(sd, strict=True, assign=True)
-    return model.eval()
-
-
 # ---------------------------------------------------------------------------------------------------
 # Inference setup
 
-Precision = Literal["auto", "fp32", "fp16", "bf16"]
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -677,7 +663,6 @@ __all__: list[str] = [
     "MODULATION_MODES",
     "ModulationMode",
     "build_gpen",
-    "gpen_from_state_dict",
     "gpen_state_dict_shapes",
     "infer_gpen_config",
     "prepare_for_inference",
