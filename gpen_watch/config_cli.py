@@ -12,7 +12,13 @@ from gpen_watch.errors import ConfigError
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
-    parser.add_argument("--config", type=Path, default=None, help="config file (default: %(default)s)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"config file (default: {paths.config_file()})",
+    )
     parser.add_argument("--force", action="store_true", help="init: overwrite an existing file")
 
 
