@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from gpen_watch import config, paths
+from gpen_watch.config_template import commented_toml
 from gpen_watch.errors import ConfigError
 
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(config.to_toml(config.Config()), encoding="utf-8")
+        path.write_text(commented_toml(config.Config()), encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write config: {exc}") from None
     print(f"wrote {path}")
