@@ -246,3 +246,16 @@ def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path,
     proc = run_cli(tiny_models, str(album), "-o", str(tmp_path / "all"))
     assert proc.returncode == 0, proc.stderr
     assert "left out 1 file in the folders" in proc.stdout and "readme.txt" in proc.stdout
+
+
+def test_jpeg_comment_reaches_the_restored_photo(
+    tiny_models: TinyModels, astronaut_bgr: np.ndarray, tmp_path: Path
+) -> None:
+    src = tmp_path / "in" / "scan.jpg"
+    src.parent.mkdir()
+    Image.fromarray(astronaut_bgr[:, :, ::-1].copy()).save(src, quality=90, comment=b"print 42, box 7")
+    out = tmp_path / "out"
+    proc = run_cli(tiny_models, str(src), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"restored 1 of 1 images?, [1-9]\d* face", proc.stdout), proc.stdout  # re-encoded
+    assert Image.open(out / "scan.jpg").info.get("comment") == b"print 42, box 7"
