@@ -592,6 +592,7 @@ class Service:
         """The status reply (service loop only)."""
         assert self._pool is not None and self._journal is not None
         counts = self._journal.counts()
+        restored_today, no_face_today, faces_today = self._journal.today()
         errors = [
             {
                 "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
@@ -615,7 +616,12 @@ class Service:
             "notice": self._originals_notice(),
             "originals_left": sum(self._left.values()),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
-            "done_today": self._journal.done_today(),
+            # queue.done counts every job that ended well, ever; today's photos are split into those
+            # with restored faces and those without a face (copied through, nothing restored).
+            "done_today": restored_today + no_face_today,
+            "restored_today": restored_today,
+            "no_face_today": no_face_today,
+            "faces_today": faces_today,
             "settling": self._watcher.pending if self._watcher is not None else 0,
             "throughput": self._tp.summary(),
             "workers": self._pool.snapshot(),
