@@ -128,6 +128,8 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     # The start-up log says what each worker loaded.
     assert "worker cpu#0 ready on cpu: fake model, fake detector, on cpu" in svc.log_text()
     assert s["workers"][0]["loaded"] == "fake model, fake detector, on cpu"
+    assert f"no face in {svc.inbox / 'noface.jpg'}; written to" in svc.log_text()
+    assert f"restored {svc.inbox / 'a.jpg'} ->" in svc.log_text()
     out = subprocess.run(
         [sys.executable, "-m", "gpen_watch", "status"],
         env=svc.env,

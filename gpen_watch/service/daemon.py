@@ -531,7 +531,10 @@ class Service:
             self._note(outcome.original)
             self._tp.record(res.faces)
             notes = f" ({'; '.join(res.notes)})" if res.notes else ""
-            log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+            if res.faces:
+                log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+            else:  # done, but not "restored": counted apart in status as well
+                log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
             return
         if res.error_kind == "outbox":
             # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
