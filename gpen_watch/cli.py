@@ -13,7 +13,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from gpen_watch import __version__
 from gpen_watch.errors import GpenWatchError
@@ -120,11 +120,16 @@ def _main(argv: Sequence[str] | None) -> int:
 def _reader_gone() -> int:
     """The reader of stdout went away (`gpen-watch status | head`): it took what it wanted, which is
     no failure of the command, so it ends quietly with status 0 (not 141, not a traceback)."""
-    # Whatever is still buffered would raise again when Python flushes stdout on exit.
+    silence(sys.stdout)
+    return 0
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream`` at the null device once its reader is gone: what is still buffered, and
+    whatever is written later, must not raise again (Python flushes stdout on exit, too)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
     except (OSError, ValueError):
         pass
-    return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -259,3 +260,23 @@ def test_jpeg_comment_reaches_the_restored_photo(
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"restored 1 of 1 images?, [1-9]\d* face", proc.stdout), proc.stdout  # re-encoded
     assert Image.open(out / "scan.jpg").info.get("comment") == b"print 42, box 7"
+
+
+def test_a_closed_pipe_does_not_cut_the_batch_short(
+    tiny_models: TinyModels, album: Path, tmp_path: Path
+) -> None:
+    """`gpen-watch restore ... 2>&1 | head -1`: the reader goes, the photos still all get done."""
+    (album / "notes.jpg").write_text("not a photo\n")  # a 'failed:' line to write mid-batch
+    out = tmp_path / "out"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album), "-o", str(out)]
+        cmd += ["--model", str(tiny_models.gpen), "--detector", "retinaface_mobile0.25"]
+        cmd += ["--device", "cpu", "--no-download", "--no-parse"]
+        proc = subprocess.run(cmd, stdout=write_end, stderr=write_end, env=cli_env(tiny_models), timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1  # one input failed, as the summary nobody read would have said
+    assert len([p for p in out.rglob("*") if p.is_file()]) == 5
+    assert not list(out.rglob(".*gpen-tmp*"))

@@ -10,9 +10,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gpen_watch import config
+from gpen_watch.cli import silence
 from gpen_watch.errors import InputError, OutputError
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.options import add_restore_options, restore_overrides
@@ -53,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
         skipped = [p for p in plan if p.dst.exists()]
         plan = [p for p in plan if not p.dst.exists()]
     for p in skipped:
-        print(f"skip {p.src}: {p.dst} exists (use --overwrite)", file=sys.stderr)
+        say(f"skip {p.src}: {p.dst} exists (use --overwrite)")
     if not plan:
         # Nothing to restore: say why, without paying for the models or creating any folder.
         for src, reason in problems:
-            print(f"gpen-watch: {src}: {reason}", file=sys.stderr)
-        print(nothing_to_do(len(skipped), ignored, outdir))
+            say(f"gpen-watch: {src}: {reason}")
+        say(nothing_to_do(len(skipped), ignored, outdir), sys.stdout)
         return 2 if problems else 0
     # Checked before the models load (a typo fails fast), created only once they have: a run that
     # stops on missing weights leaves no empty folders behind.
@@ -80,16 +81,16 @@ def run(args: argparse.Namespace) -> int:
             if res.ok and res.dst is not None:
                 _commit(res, final[res.src], args.overwrite)
             elif not res.ok:
-                bar.write(f"failed: {res.src}: {res.error}")
+                say(f"failed: {res.src}: {res.error}", bar=bar)
             for note in res.notes:
-                bar.write(f"note: {res.src.name}: {note}")
+                say(f"note: {res.src.name}: {note}", bar=bar)
             results.append(res)
             bar.set_postfix(faces=sum(r.faces for r in results), refresh=False)
             bar.update(1)
         bar.close()
         elapsed = time.perf_counter() - t0
     failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
-    print(
+    say(
         summary(
             results,
             failures,
@@ -98,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
             restorer.load_seconds,
             skipped=len(skipped),
             ignored=ignored,
-        )
+        ),
+        sys.stdout,
     )
     return 0 if not failures else 1
 
@@ -280,6 +282,20 @@ def _ignored_line(ignored: list[Path]) -> str:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def say(text: str, stream: TextIO | None = None, bar: Any = None) -> None:
+    """Print a line (to stderr unless told); a reader that went away (`... | head`) silences the
+    stream but does not stop the batch: the photos matter more than the lines about them, and a
+    batch cut short would leave temp files behind."""
+    stream = stream or sys.stderr
+    try:
+        if bar is not None:
+            bar.write(text, file=stream)
+        else:
+            print(text, file=stream, flush=True)
+    except BrokenPipeError:
+        silence(stream)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
