@@ -20,6 +20,7 @@ from gpen_watch.service import control, run_cli
 # control server in this process).
 COMMANDS = [
     ["--help"],
+    ["--version"],
     ["restore", "--help"],
     ["run", "--help"],
     ["models", "list"],
