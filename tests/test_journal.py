@@ -295,7 +295,7 @@ def test_today_counts_photos_without_a_face_apart(tmp_path: Path) -> None:
     now = [time.mktime((2024, 5, 1, 12, 0, 0, 0, 0, -1))]
     j = Journal.open(tmp_path / "j.sqlite3", clock=lambda: now[0])
     ids = [add(j, f"{i}.jpg").job.id for i in range(4)]
-    j.claim(4, "w")
+    j.claim_batch(4, "w")
     j.finish(ids[0], "/out/0.jpg", faces=2)
     j.finish(ids[1], "/out/1.jpg", faces=0)  # a landscape: done, nothing restored
     j.finish(ids[2], "/out/2.jpg", faces=1)

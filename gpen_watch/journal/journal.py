@@ -681,7 +681,7 @@ class Journal:
         a photo without a face is done (copied to the outbox) but has had nothing restored."""
         row = self._read(
             "SELECT COALESCE(SUM(faces > 0), 0), COALESCE(SUM(COALESCE(faces, 0) = 0), 0),"
-            " COALESCE(SUM(faces), 0) FROM jobs WHERE state = 'done' AND finished >= ?",
+            f" COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
             (self._midnight(),),
         )[0]
         return int(row[0]), int(row[1]), int(row[2])
