@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import textwrap
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from gpen_watch import __version__
 from gpen_watch.errors import GpenWatchError
@@ -29,8 +32,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, wrapping only at spaces: its default breaks at hyphens, which cuts
+    names users type ("GPEN-BFR-256", "--no-parse", "cuda:N") across lines."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.fill(
+            text,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Every parser of the command line, sub-commands' too (add_subparsers makes its children of
+    the parent's class), formats its help with HelpFormatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gpen-watch",
         description="Restore faces in photos with GPEN, once or as a hot-folder service.",
     )
@@ -51,8 +83,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        # Flushed here, where a closed pipe can still be caught, rather than at interpreter exit.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        sys.stdout.flush()  # --help or --version: a closed pipe raises here, where main catches it
+        raise
     if not getattr(args, "command", None):
         parser.print_help()
         return 1
@@ -69,3 +115,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpen-watch: interrupted", file=sys.stderr)
         return 130
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (`gpen-watch status | head`): it took what it wanted, which is
+    no failure of the command, so it ends quietly with status 0 (not 141, not a traceback)."""
+    silence(sys.stdout)
+    return 0
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream`` at the null device once its reader is gone: what is still buffered, and
+    whatever is written later, must not raise again (Python flushes stdout on exit, too)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -351,7 +351,8 @@ def to_toml(cfg: Config) -> str:
                 tables.append((f.name, value))
                 continue
             if value is None:
-                lines.append(f"# {f.name} = (unset)")
+                # Unset; still valid TOML with the "# " removed ("" reads back as unset).
+                lines.append(f'# {f.name} = ""')
                 continue
             lines.append(f"{f.name} = {_toml_value(value)}")
         for name, items in tables:

@@ -7,12 +7,19 @@ import sys
 from pathlib import Path
 
 from gpen_watch import config, paths
+from gpen_watch.config_template import commented_toml
 from gpen_watch.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
-    parser.add_argument("--config", type=Path, default=None, help="config file (default: %(default)s)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"config file (default: {paths.config_file()})",
+    )
     parser.add_argument("--force", action="store_true", help="init: overwrite an existing file")
 
 
@@ -29,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(config.to_toml(config.Config()), encoding="utf-8")
+        path.write_text(commented_toml(config.Config()), encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write config: {exc}") from None
     print(f"wrote {path}")

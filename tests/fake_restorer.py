@@ -14,6 +14,7 @@ What it does to an image depends on the file name:
     raise     raises instead of returning a result
     slow      sleeps FAKE_SLOW seconds (default 1) first
     bad       returns a failed result ("not an image")
+    noface    copies the file to dst and reports no face (a landscape)
     anything else: copies the file to dst and reports one face.
 
 FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (with
@@ -55,6 +56,8 @@ class FakeRestorer:
         self.threads = threads
         # What a real engine would ask the pool for (0: says nothing, the pool picks).
         self.read_ahead = int(os.environ.get("FAKE_READ_AHEAD", "0"))
+        # What the real engine says it loaded, for the start-up log and status.
+        self.loaded = f"fake model, fake detector, on {device}"
 
     def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
         for job in jobs:
@@ -100,7 +103,8 @@ class FakeRestorer:
         notes = [f"scale={job.scale}", f"threads={self.threads}", f"device={self.device}"]
         if os.environ.get("FAKE_LOG_TORCH"):
             notes.append(f"torch={'torch' in sys.modules}")
-        return FileResult(job.src, ok=True, dst=job.dst, faces=1, notes=notes, timings={"restore": 0.001})
+        faces = 0 if "noface" in name else 1
+        return FileResult(job.src, ok=True, dst=job.dst, faces=faces, notes=notes, timings={"restore": 0.001})
 
     def close(self) -> None:
         pass

@@ -7,6 +7,7 @@ folders redirected by conftest's autouse isolated_user_dirs fixture.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -504,3 +505,61 @@ def test_a_config_file_named_on_the_command_line_must_exist(tmp_path: Path, comm
     assert f"{missing}: config file not found" in proc.stderr
     # Without --config a missing default file still means the defaults.
     assert config.load(tmp_path / "absent.toml") == Config()
+
+
+# --- the commented file and the README table ------------------------------------------------------
+
+
+def _uncommented(text: str) -> list[str]:
+    return [line[2:] if line.startswith("# ") else line for line in text.splitlines()]
+
+
+def test_config_init_writes_notes_and_every_line_stays_valid_uncommented(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    proc = gpen_watch("init", "--config", str(path))
+    assert proc.returncode == 0, proc.stderr
+    text = path.read_text(encoding="utf-8")
+    assert config.load(path) == Config()
+    for i, line in enumerate(_uncommented(text), 1):
+        try:
+            tomllib.loads(line)
+        except tomllib.TOMLDecodeError as exc:
+            raise AssertionError(f"line {i} with '# ' removed is not TOML: {line!r} ({exc})") from None
+    # All of it uncommented at once still loads, to the same defaults.
+    assert config.load(write(tmp_path, "\n".join(_uncommented(text)), "all.toml")) == Config()
+    # Every setting has its note above it.
+    lines = text.splitlines()
+    for section in ("watch", "restore", "output", "workers"):
+        for f in dataclasses.fields(getattr(Config(), section)):
+            if f.name == "inboxes":
+                continue
+            at = next(i for i, line in enumerate(lines) if line.lstrip("# ").startswith(f"{f.name} = "))
+            assert lines[at - 1].startswith("## "), (section, f.name)
+
+
+def test_config_show_stays_valid_uncommented(tmp_path: Path) -> None:
+    proc = gpen_watch("show")
+    assert proc.returncode == 0, proc.stderr
+    assert '# model_dir = ""' in proc.stdout
+    assert config.load(write(tmp_path, "\n".join(_uncommented(proc.stdout)))) == Config()
+
+
+def _readme_settings() -> dict[str, str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {row.split("`")[1]: row for row in rows}
+
+
+def test_readme_configuration_table_lists_every_setting() -> None:
+    table = _readme_settings()
+    expected = {
+        f"{section.name}.{f.name}"
+        for section in dataclasses.fields(Config)
+        for f in dataclasses.fields(getattr(Config(), section.name))
+    }
+    assert sorted(expected - set(table)) == [], "settings missing from README's table"
+    assert sorted(set(table) - expected) == [], "README's table names settings that do not exist"
+    # The fields of each inbox are named in the watch.inboxes row.
+    for f in dataclasses.fields(InboxConfig):
+        assert f.name in table["watch.inboxes"], f.name

@@ -173,6 +173,9 @@ def test_format_status() -> None:
             "uptime_s": 75,
             "paused": True,
             "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
+            "restored_today": 7,
+            "no_face_today": 3,
+            "faces_today": 12,
             "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
             "workers": [
                 {
@@ -185,6 +188,7 @@ def test_format_status() -> None:
                     "restarts": 1,
                     "pid": 43,
                     "error": None,
+                    "loaded": "GPEN-BFR-256 (256 px), retinaface_mobile0.25, feathered mask, on cpu in fp32",
                 }
             ],
             "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
@@ -193,6 +197,11 @@ def test_format_status() -> None:
     )
     assert "paused (pid 42, up 1m15s)" in text
     assert "note: 1 original(s) left in the inbox: could not delete it" in text and "PROBLEM" not in text
-    assert "queue: 3 waiting, 1 running; done 10, failed 1, unsupported 2" in text
-    assert "cpu#0" in text and "restarts 1" in text
+    assert "queue: 3 waiting, 1 running" in text
+    assert "all time: 10 done, 1 failed, 2 unsupported" in text
+    assert "today: 7 photos restored (12 faces), 3 without a face" in text
+    assert "this run: 10 done, 14 faces restored" in text
+    # The worker's count (failures included) is not called "done" like the queue's.
+    assert "cpu#0" in text and "processed 10" in text and "restarts 1" in text
+    assert "GPEN-BFR-256 (256 px), retinaface_mobile0.25" in text
     assert "a.jpg: truncated JPEG" in text

@@ -106,9 +106,43 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
         timeout=30,
     )
     assert out.returncode == 0, out.stderr
-    assert "done 2" in out.stdout and "cpu#1" in out.stdout
+    assert "all time: 2 done" in out.stdout and "cpu#1" in out.stdout
     assert svc.stop() == 0
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
+
+
+def test_status_counts_photos_without_a_face_apart(services: Callable[..., Service]) -> None:
+    svc = services()
+    svc.inbox.mkdir(parents=True)
+    svc.start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    drop(svc.inbox, "b.jpg", b"photo b")
+    drop(svc.inbox, "noface.jpg", b"a landscape")  # the fake restorer finds no face in it
+    drop(svc.inbox, "bad.jpg", b"bad")
+    s = svc.wait_done(4)
+    assert (s["restored_today"], s["no_face_today"], s["faces_today"]) == (2, 1, 2)
+    # The queue's "done" (jobs that ended well) and this run's throughput agree; the worker's
+    # count is every photo it finished, the failed one too, and is printed under another name.
+    assert s["queue"]["done"] == s["throughput"]["images"] == 3
+    assert s["workers"][0]["done"] == 4
+    # The start-up log says what each worker loaded.
+    assert "worker cpu#0 ready on cpu: fake model, fake detector, on cpu" in svc.log_text()
+    assert s["workers"][0]["loaded"] == "fake model, fake detector, on cpu"
+    assert f"no face in {svc.inbox / 'noface.jpg'}; written to" in svc.log_text()
+    assert f"restored {svc.inbox / 'a.jpg'} ->" in svc.log_text()
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "today: 2 photos restored (2 faces), 1 without a face" in out.stdout
+    assert "all time: 3 done, 0 failed, 1 unsupported" in out.stdout
+    assert "this run: 3 done, 2 faces restored" in out.stdout
+    assert "processed 4" in out.stdout and " done 4" not in out.stdout
+    assert svc.stop() == 0
 
 
 def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..., Service]) -> None:
@@ -416,6 +450,11 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
         assert "Reason:" in text and "unknown" not in text.split("Reason:")[1].splitlines()[0], text
     assert "MP" in reasons["bomb.png"] or "large" in reasons["bomb.png"].lower()
     assert s["queue"]["done"] == 1 and s["queue"]["failed"] + s["queue"]["unsupported"] == 3
+    # The start-up log names what the worker really loaded, every "auto" resolved.
+    assert (
+        "ready on cpu: tiny-gpen-64.pth (64 px), retinaface_mobile0.25, feathered mask, on cpu in fp32"
+        in svc.log_text()
+    ), svc.logs()
     # The service went on working after the bad files, and the parent never loaded torch.
     assert s["workers"][0]["restarts"] == 0
     assert s["torch_loaded"] is False

@@ -399,6 +399,25 @@ def test_xmp_carried_with_orientation_reset(tmp_path: Path) -> None:
         assert b"Grandma 1962" in got and b'tiff:Orientation="1"' in got, fmt
 
 
+def test_jpeg_comment_carried_to_output(tmp_path: Path) -> None:
+    # Archivists keep provenance in the COM marker; bytes that are not UTF-8 must survive too.
+    comment = b"Scanned 1987 from print no. 42, Smith family archive \xe9"
+    src = tmp_path / "com.jpg"
+    grace_hopper().save(src, quality=92, exif=camera_exif(6), comment=comment)
+    li = load_image(src)
+    assert li.comment == comment
+    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg"))
+    assert out.info.get("comment") == comment
+    assert out.getexif()[TAG_MAKE] == "Canon"  # alongside the EXIF, not instead of it
+    png = Image.open(save_image(li, li.pixels, tmp_path / "out.png", format="png"))
+    assert png.info.get("Comment") == comment.decode("utf-8", "replace")
+    # A JPEG without one gets none (Pillow would copy the sample photo's own comment over).
+    Image.fromarray(np.asarray(grace_hopper())).save(tmp_path / "plain.jpg")
+    plain = load_image(tmp_path / "plain.jpg")
+    assert plain.comment is None
+    assert "comment" not in Image.open(save_image(plain, plain.pixels, tmp_path / "p.jpg")).info
+
+
 def test_oversized_exif_drops_makernote_for_jpeg(tmp_path: Path) -> None:
     src = tmp_path / "big_exif.png"  # PNG allows any EXIF size; JPEG's APP1 holds 64 KiB
     exif = camera_exif()

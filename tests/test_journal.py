@@ -291,6 +291,19 @@ def test_output_reservations_are_exclusive_among_active_jobs(journal: Journal) -
     assert journal.get(a).output == Path("/out/x.jpg")  # type: ignore[union-attr]
 
 
+def test_today_counts_photos_without_a_face_apart(tmp_path: Path) -> None:
+    now = [time.mktime((2024, 5, 1, 12, 0, 0, 0, 0, -1))]
+    j = Journal.open(tmp_path / "j.sqlite3", clock=lambda: now[0])
+    ids = [add(j, f"{i}.jpg").job.id for i in range(4)]
+    j.claim_batch(4, "w")
+    j.finish(ids[0], "/out/0.jpg", faces=2)
+    j.finish(ids[1], "/out/1.jpg", faces=0)  # a landscape: done, nothing restored
+    j.finish(ids[2], "/out/2.jpg", faces=1)
+    j.fail(ids[3], "truncated JPEG")
+    assert j.today() == (2, 1, 3)
+    assert j.done_today() == 3  # every finished photo, faces or not
+
+
 def test_status_queries(tmp_path: Path) -> None:
     now = [time.mktime((2024, 5, 1, 12, 0, 0, 0, 0, -1))]
     j = Journal.open(tmp_path / "j.sqlite3", clock=lambda: now[0])
@@ -305,6 +318,7 @@ def test_status_queries(tmp_path: Path) -> None:
     j.fail(ids[3], "text file", kind="unsupported")
     assert j.done_today() == 1
     assert j.done_since(0) == (2, 4)
+    assert j.today() == (1, 0, 3)
     assert [x.id for x in j.recent_errors(5)] == [ids[3], ids[2]]
     assert j.recent_errors(5)[1].error == "truncated JPEG"
     counts = j.counts()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +191,92 @@ def test_output_folder_problems(tiny_models: TinyModels, album: Path, tmp_path: 
     # Writing results into the input folder itself would replace the inputs: refused.
     proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(album))
     assert proc.returncode == 2 and "replace the input" in proc.stderr
+
+
+def _restore_without_models(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`restore` pointed at weights that do not exist: any run that loads the models fails."""
+    empty = tmp_path / "no-models"
+    empty.mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "gpen_watch", "restore", *args, "--model", str(empty / "none.pth")]
+    cmd += ["--model-dir", str(empty), "--device", "cpu", "--no-download", "--no-progress"]
+    env = cli_env(TinyModels(empty, empty / "none.pth"))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_all_results_exist_says_how_many_skipped_without_loading_models(album: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "trip").mkdir(parents=True)
+    for name in ("astronaut.png", "gray.jpg", "deep.png", "trip/hopper.jpg", "trip/cutout.png"):
+        (out / name).write_bytes(b"mine")
+    proc = _restore_without_models(tmp_path, str(album), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to restore: skipped 5 images whose result exists" in proc.stdout
+    assert "--overwrite" in proc.stdout
+    assert "not found" not in proc.stderr and "restorer ready" not in proc.stderr
+    proc = _restore_without_models(tmp_path, str(album / "gray.jpg"), "-o", str(out))
+    assert proc.returncode == 0 and "skipped 1 image whose" in proc.stdout
+
+
+def test_missing_weights_leave_no_output_folder(album: Path, tmp_path: Path) -> None:
+    out = tmp_path / "new" / "out"
+    proc = _restore_without_models(tmp_path, str(album), "-o", str(out))
+    assert proc.returncode == 2 and "none.pth" in proc.stderr
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_named_file_that_is_not_an_image_is_reported_before_the_models_load(
+    album: Path, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a photo\n" * 50)
+    out = tmp_path / "out"
+    proc = _restore_without_models(tmp_path, str(notes), "-o", str(out))
+    assert proc.returncode == 2
+    assert f"{notes}: not an image file (looks like text)" in proc.stderr
+    assert "none.pth" not in proc.stderr  # the models were never needed
+    assert not out.exists()
+
+
+def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
+    (album / "readme.txt").write_text("what these photos are\n")
+    proc = run_cli(tiny_models, str(album / "gray.jpg"), "-o", str(tmp_path / "one"))
+    assert proc.returncode == 0, proc.stderr
+    assert "restored 1 of 1 image, " in proc.stdout
+    assert not re.search(r"\b1 (images|faces)\b", proc.stdout), proc.stdout
+    # A folder's other files are left out, and the summary says so.
+    proc = run_cli(tiny_models, str(album), "-o", str(tmp_path / "all"))
+    assert proc.returncode == 0, proc.stderr
+    assert "left out 1 file in the folders" in proc.stdout and "readme.txt" in proc.stdout
+
+
+def test_jpeg_comment_reaches_the_restored_photo(
+    tiny_models: TinyModels, astronaut_bgr: np.ndarray, tmp_path: Path
+) -> None:
+    src = tmp_path / "in" / "scan.jpg"
+    src.parent.mkdir()
+    Image.fromarray(astronaut_bgr[:, :, ::-1].copy()).save(src, quality=90, comment=b"print 42, box 7")
+    out = tmp_path / "out"
+    proc = run_cli(tiny_models, str(src), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"restored 1 of 1 images?, [1-9]\d* face", proc.stdout), proc.stdout  # re-encoded
+    assert Image.open(out / "scan.jpg").info.get("comment") == b"print 42, box 7"
+
+
+def test_a_closed_pipe_does_not_cut_the_batch_short(
+    tiny_models: TinyModels, album: Path, tmp_path: Path
+) -> None:
+    """`gpen-watch restore ... 2>&1 | head -1`: the reader goes, the photos still all get done."""
+    (album / "notes.jpg").write_text("not a photo\n")  # a 'failed:' line to write mid-batch
+    out = tmp_path / "out"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album), "-o", str(out)]
+        cmd += ["--model", str(tiny_models.gpen), "--detector", "retinaface_mobile0.25"]
+        cmd += ["--device", "cpu", "--no-download", "--no-parse"]
+        proc = subprocess.run(cmd, stdout=write_end, stderr=write_end, env=cli_env(tiny_models), timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1  # one input failed, as the summary nobody read would have said
+    assert len([p for p in out.rglob("*") if p.is_file()]) == 5
+    assert not list(out.rglob(".*gpen-tmp*"))

@@ -141,6 +141,15 @@ def test_menu_with_a_gpu() -> None:
     assert [e.text for e in entries if e.default] == ["Open outbox"]
 
 
+def test_restored_today_counts_photos_with_faces_and_those_without_apart() -> None:
+    view = model.view_from_status(status(done_today=9, restored_today=6, no_face_today=3))
+    assert view.done == 6 and view.no_face == 3
+    assert "Restored today: 6; 3 without a face" in texts(model.menu(view))
+    # None without a face today: the line stays short.
+    view = model.view_from_status(status(done_today=6, restored_today=6, no_face_today=0))
+    assert "Restored today: 6" in texts(model.menu(view))
+
+
 def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
     view = model.view_from_status(status(queued=2, paused=True, problem="outbox: read-only file system"))
     lines = texts(model.menu(view))

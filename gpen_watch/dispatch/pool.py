@@ -122,6 +122,8 @@ class _Worker:
     busy_seconds: float = 0.0
     # Photos the worker's restorer wants in hand at once (it says so when ready; 0: not said).
     read_ahead: int = 0
+    # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
+    loaded: str = ""
     # Running an isolated task: nothing else is sent until it finishes.
     exclusive: bool = False
     fatal: tuple[str, str] | None = None
@@ -337,12 +339,14 @@ class Pool:
             w.state = READY
             w.pid = msg[1].get("pid", w.pid)
             w.read_ahead = int(msg[1].get("read_ahead") or 0)
+            w.loaded = str(msg[1].get("loaded") or "")
             w.start_failures = 0
             w.error = None
             log.info(
-                "worker %s ready on %s (pid %s, %s threads, %.1f s to load)",
+                "worker %s ready on %s: %s (pid %s, %s threads, %.1f s to load)",
                 w.slot.name,
                 w.slot.label,
+                w.loaded or "restorer loaded",
                 w.pid,
                 w.slot.threads,
                 now - w.started_at,
@@ -622,6 +626,7 @@ class Pool:
                 "in_flight_cap": self._in_flight_cap(w),
                 "done": w.done,
                 "faces": w.faces,
+                "loaded": w.loaded if w.state in _ALIVE else "",
                 "restarts": w.restarts,
                 "last_seen_s": round(now - w.last_msg_at, 1) if w.state in _ALIVE else None,
                 "error": w.error,

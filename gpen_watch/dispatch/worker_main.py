@@ -119,6 +119,9 @@ def main(conn: Connection, args: WorkerArgs) -> None:
                 "device": args.slot.device,
                 "threads": args.slot.threads,
                 "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0),
+                # For the parent's start-up log and status: which weights, detector, device and
+                # precision this worker really runs (auto settings resolved).
+                "loaded": str(getattr(restorer, "loaded", "") or ""),
             },
         )
     )

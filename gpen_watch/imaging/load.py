@@ -137,6 +137,8 @@ class LoadedImage:
     # (device, inode, size, mtime in ns) of the file that was decoded: lets a later byte copy
     # check it reads the same file, not one swapped in under the same name since.
     source_id: tuple[int, int, int, int] | None = None
+    # The JPEG comment (COM marker) of a JPEG source, or None: archivists keep provenance there.
+    comment: bytes | None = None
 
     @property
     def oriented(self) -> bool:
@@ -472,6 +474,7 @@ def _load_opened(path: Path, fh: IO[bytes], im: Image.Image, fmt: str, max_side:
         jpeg_quality=info["jpeg_quality"],
         jpeg_subsampling=info["jpeg_subsampling"],
         orientation=orientation,
+        comment=info["comment"],
     )
 
 
@@ -601,8 +604,10 @@ def _source_info(im: Image.Image, fmt: str) -> dict:
         "dpi": (float(dpi[0]), float(dpi[1])) if dpi and dpi[0] > 1 and dpi[1] > 1 else None,
         "jpeg_quality": None,
         "jpeg_subsampling": None,
+        "comment": None,
     }
     if fmt == "JPEG":
+        out["comment"] = info.get("comment") or None
         from PIL import JpegImagePlugin
 
         out["jpeg_quality"] = _estimate_jpeg_quality(getattr(im, "quantization", None))

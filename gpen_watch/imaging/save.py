@@ -210,6 +210,7 @@ def _encode_pillow(
     dpi: tuple[float, float] | None,
 ) -> bytes:
     pil = Image.fromarray(planes)  # L, LA, RGB, RGBA or I;16 from shape and dtype
+    comment: bytes | None = getattr(image, "comment", None)
     kw: dict = {}
     if exif is not None:
         kw["exif"] = exif
@@ -223,15 +224,21 @@ def _encode_pillow(
         kw["subsampling"] = sub if sub is not None else 0  # 4:4:4 unless the source said otherwise
         if xmp:
             kw["xmp"] = xmp
+        if comment:
+            kw["comment"] = comment
     elif fmt == "WEBP":
         kw["quality"] = quality
         if pil.mode in ("L", "LA"):
             pil = pil.convert("RGBA" if pil.mode == "LA" else "RGB")  # WebP has no gray mode
         if xmp:
             kw["xmp"] = xmp
-    elif fmt == "PNG" and xmp:
+    elif fmt == "PNG" and (xmp or comment):
         info = PngImagePlugin.PngInfo()
-        info.add_itxt("XML:com.adobe.xmp", xmp.decode("utf-8", "replace"))
+        if xmp:
+            info.add_itxt("XML:com.adobe.xmp", xmp.decode("utf-8", "replace"))
+        if comment:
+            # PNG's registered keyword for it; tEXt when Latin-1 will do, else iTXt.
+            info.add_text("Comment", comment.decode("utf-8", "replace"))
         kw["pnginfo"] = info
     elif fmt == "BMP":
         kw.pop("exif", None)

@@ -674,8 +674,21 @@ class Journal:
 
     def done_today(self) -> int:
         """Images finished since local midnight."""
-        midnight = datetime.fromtimestamp(self._clock()).replace(hour=0, minute=0, second=0, microsecond=0)
-        return self.done_since(midnight.timestamp())[0]
+        return self.done_since(self._midnight())[0]
+
+    def today(self) -> tuple[int, int, int]:
+        """(images with restored faces, images without a face, faces) finished since local midnight:
+        a photo without a face is done (copied to the outbox) but has had nothing restored."""
+        row = self._read(
+            "SELECT COALESCE(SUM(faces > 0), 0), COALESCE(SUM(COALESCE(faces, 0) = 0), 0),"
+            f" COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
+            (self._midnight(),),
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def _midnight(self) -> float:
+        now = datetime.fromtimestamp(self._clock())
+        return now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
 
     def history(self, job_id: int) -> list[Event]:
         rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))

@@ -10,10 +10,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from gpen_watch import config
-from gpen_watch.errors import OutputError
+from gpen_watch.cli import silence
+from gpen_watch.errors import InputError, OutputError
 from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.options import add_restore_options, restore_overrides
 
 log = logging.getLogger(__name__)
 
@@ -25,22 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUTDIR", help="folder for results"
     )
-    parser.add_argument("--model", help="GPEN-BFR-512 (default), GPEN-BFR-256, or a .pth file")
-    parser.add_argument("--model-dir", type=Path, help="folder with model files (checked before downloading)")
     parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
-    parser.add_argument("--face-batch", type=int, help="faces per generator pass (0: from free memory)")
-    parser.add_argument("--max-side", type=int, help="pre-scale photos whose long side is larger (0: never)")
-    parser.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"])
-    parser.add_argument("--detector", choices=list(config.DETECTOR_NAMES))
-    parser.add_argument("--threshold", type=float, help="face detection score threshold (default 0.9)")
-    parser.add_argument("--no-parse", action="store_true", help="feathered mask instead of face parsing")
-    parser.add_argument("--format", choices=["same", "jpeg", "png", "webp", "tiff"], help="output format")
-    parser.add_argument("--quality", type=int, help="JPEG/WebP quality (default 95)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: all cores)")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in OUTDIR")
     parser.add_argument("--no-download", action="store_true", help="never download missing model files")
-    parser.add_argument("--config", type=Path, help="config file (settings below override it)")
+    parser.add_argument("--config", type=Path, metavar="PATH", help="config file (the options override it)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_restore_options(parser)
 
 
 @dataclass
@@ -54,26 +48,31 @@ def run(args: argparse.Namespace) -> int:
     from gpen_watch.imaging.load import SUPPORTED_EXTENSIONS
 
     outdir: Path = args.output.expanduser().resolve()
-    plan, problems = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
-    if not plan and problems:
-        for src, reason in problems:
-            print(f"gpen-watch: {src}: {reason}", file=sys.stderr)
-        return 2
-    _check_writable(outdir)
+    plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
     skipped: list[Planned] = []
     if not args.overwrite:
         skipped = [p for p in plan if p.dst.exists()]
         plan = [p for p in plan if not p.dst.exists()]
     for p in skipped:
-        print(f"skip {p.src}: {p.dst} exists (use --overwrite)", file=sys.stderr)
-    for folder in sorted({p.dst.parent for p in plan}):
-        _check_writable(folder)
+        say(f"skip {p.src}: {p.dst} exists (use --overwrite)")
+    if not plan:
+        # Nothing to restore: say why, without paying for the models or creating any folder.
+        for src, reason in problems:
+            say(f"gpen-watch: {src}: {reason}")
+        say(nothing_to_do(len(skipped), ignored, outdir), sys.stdout)
+        return 2 if problems else 0
+    # Checked before the models load (a typo fails fast), created only once they have: a run that
+    # stops on missing weights leaves no empty folders behind.
+    for folder in sorted({outdir} | {p.dst.parent for p in plan}):
+        _check_creatable(folder)
 
     from gpen_watch.restore.restorer import Restorer
 
     started = time.perf_counter()
     results: list[FileResult] = []
     with Restorer(cfg.restore, threads=args.threads, download=not args.no_download) as restorer:
+        for folder in sorted({p.dst.parent for p in plan}):
+            _make_folder(folder)
         jobs = [FileJob(p.src, _temp_name(p.dst), cfg.output.format, cfg.output.jpeg_quality) for p in plan]
         final = {job.src: p.dst for job, p in zip(jobs, plan)}
         bar = _progress(len(jobs), disable=args.no_progress)
@@ -82,25 +81,41 @@ def run(args: argparse.Namespace) -> int:
             if res.ok and res.dst is not None:
                 _commit(res, final[res.src], args.overwrite)
             elif not res.ok:
-                bar.write(f"failed: {res.src}: {res.error}")
+                say(f"failed: {res.src}: {res.error}", bar=bar)
             for note in res.notes:
-                bar.write(f"note: {res.src.name}: {note}")
+                say(f"note: {res.src.name}: {note}", bar=bar)
             results.append(res)
             bar.set_postfix(faces=sum(r.faces for r in results), refresh=False)
             bar.update(1)
         bar.close()
         elapsed = time.perf_counter() - t0
     failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
-    print(summary(results, failures, elapsed, time.perf_counter() - started, restorer.load_seconds))
+    say(
+        summary(
+            results,
+            failures,
+            elapsed,
+            time.perf_counter() - started,
+            restorer.load_seconds,
+            skipped=len(skipped),
+            ignored=ignored,
+        ),
+        sys.stdout,
+    )
     return 0 if not failures else 1
 
 
 def plan_jobs(
     inputs: list[Path], outdir: Path, extensions: frozenset[str] | set[str], out_format: str
-) -> tuple[list[Planned], list[tuple[Path, str]]]:
-    """Files to restore and where each result goes; folders keep their structure under OUTDIR."""
+) -> tuple[list[Planned], list[tuple[Path, str]], list[Path]]:
+    """Files to restore and where each result goes (folders keep their structure under OUTDIR),
+    the inputs that cannot be restored with the reason, and the files in folders left out for an
+    extension that is not an image's."""
+    from gpen_watch.imaging.load import probe_image
+
     plan: list[Planned] = []
     problems: list[tuple[Path, str]] = []
+    ignored: list[Path] = []
     seen: set[Path] = set()
     for raw in inputs:
         path = raw.expanduser()
@@ -115,20 +130,30 @@ def plan_jobs(
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and (here / d) != outdir)
                 for name in sorted(filenames):
                     f = here / name
-                    if name.startswith(".") or f.suffix.lower() not in extensions or f.is_symlink():
+                    if name.startswith(".") or f.is_symlink():
+                        continue
+                    if f.suffix.lower() not in extensions:
+                        ignored.append(f)
                         continue
                     rel = f.relative_to(root)
                     dst = outdir / root.name / rel if len(inputs) > 1 else outdir / rel
                     _add(plan, seen, f, _with_format(dst, out_format))
         elif path.is_file():
             f = path.resolve()
+            # A file the user named is judged by its content (any name), from its header alone, so
+            # a document given by mistake is reported before the models load.
+            try:
+                probe_image(f)
+            except InputError as exc:
+                problems.append((raw, exc.reason))
+                continue
             _add(plan, seen, f, _with_format(outdir / f.name, out_format))
         else:
             problems.append((raw, "not a regular file"))
     for p in plan:
         if p.dst == p.src:
             raise OutputError(f"{p.src}: the result would replace the input; choose another output folder")
-    return plan, problems
+    return plan, problems, ignored
 
 
 def _add(plan: list[Planned], seen: set[Path], src: Path, dst: Path) -> None:
@@ -178,16 +203,27 @@ def _commit(res: FileResult, final: Path, overwrite: bool) -> None:
     res.dst = final
 
 
-def _check_writable(outdir: Path) -> None:
+def _check_creatable(folder: Path) -> None:
+    """Raise OutputError unless ``folder`` exists and is writable, or could be made so."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(f"{folder}: cannot create output folder: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == folder:
+            raise OutputError(f"{folder}: output folder is not writable")
+        raise OutputError(f"{folder}: cannot create output folder: {existing} is not writable")
+
+
+def _make_folder(folder: Path) -> None:
     try:
-        outdir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{outdir}: cannot create output folder: {exc.strerror or exc}") from exc
-    if not os.access(outdir, os.W_OK | os.X_OK):
-        raise OutputError(f"{outdir}: output folder is not writable")
+        raise OutputError(f"{folder}: cannot create output folder: {exc.strerror or exc}") from exc
 
 
-def _progress(total: int, disable: bool):  # noqa: ANN202 - tqdm's type
+def _progress(total: int, disable: bool) -> Any:  # tqdm's type
     from tqdm import tqdm
 
     return tqdm(total=total, unit="img", disable=disable or None, file=sys.stderr, dynamic_ncols=True)
@@ -199,40 +235,71 @@ def summary(
     elapsed: float,
     total: float,
     load_seconds: float,
+    skipped: int = 0,
+    ignored: list[Path] | None = None,
 ) -> str:
     ok = [r for r in results if r.ok]
     faces = sum(r.faces for r in ok)
     no_face = sum(1 for r in ok if r.faces == 0)
-    stage = Counter()
+    stage: Counter[str] = Counter()
     for r in results:
         stage.update(r.timings)
     lines = [
-        f"restored {len(ok)} of {len(ok) + len(failures)} images, "
-        f"{faces} faces ({no_face} images without a face)",
+        f"restored {len(ok)} of {_count(len(ok) + len(failures), 'image')}, "
+        f"{_count(faces, 'face')} ({_count(no_face, 'image')} without a face)",
         f"time {total:.1f} s (models {load_seconds:.1f} s, images {elapsed:.1f} s): "
         f"{len(results) / elapsed if elapsed > 0 else 0:.2f} images/s, "
         f"{faces / elapsed if elapsed > 0 else 0:.2f} faces/s",
     ]
     if stage:
         lines.append("stage totals: " + ", ".join(f"{k} {stage[k]:.1f} s" for k in STAGES if k in stage))
+    if skipped:
+        lines.append(f"skipped {_count(skipped, 'image')} whose result exists (--overwrite replaces it)")
+    if ignored:
+        lines.append(_ignored_line(ignored))
     if failures:
         lines.append(f"{len(failures)} failed:")
         lines.extend(f"  {src}: {reason}" for src, reason in failures)
     return "\n".join(lines)
 
 
+def nothing_to_do(skipped: int, ignored: list[Path], outdir: Path) -> str:
+    """The summary of a run with no image left to restore."""
+    if skipped:
+        line = (
+            f"nothing to restore: skipped {_count(skipped, 'image')} whose result exists in {outdir} "
+            "(--overwrite replaces them)"
+        )
+    else:
+        line = "nothing to restore: no image found in the inputs"
+    return line + ("\n" + _ignored_line(ignored) if ignored else "")
+
+
+def _ignored_line(ignored: list[Path]) -> str:
+    n = _count(len(ignored), "file")
+    return f"left out {n} in the folders without an image file extension (e.g. {ignored[0]})"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def say(text: str, stream: TextIO | None = None, bar: Any = None) -> None:
+    """Print a line (to stderr unless told); a reader that went away (`... | head`) silences the
+    stream but does not stop the batch: the photos matter more than the lines about them, and a
+    batch cut short would leave temp files behind."""
+    stream = stream or sys.stderr
+    try:
+        if bar is not None:
+            bar.write(text, file=stream)
+        else:
+            print(text, file=stream, flush=True)
+    except BrokenPipeError:
+        silence(stream)
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    pairs = {
-        "restore.model": args.model,
-        "restore.model_dir": args.model_dir,
-        "restore.device": args.device,
-        "restore.face_batch": args.face_batch,
-        "restore.max_side": args.max_side,
-        "restore.precision": args.precision,
-        "restore.detector": args.detector,
-        "restore.detect_threshold": args.threshold,
-        "restore.use_parse": False if args.no_parse else None,
-        "output.format": args.format,
-        "output.jpeg_quality": args.quality,
-    }
-    return {k: v for k, v in pairs.items() if v is not None}
+    out: dict[str, object] = restore_overrides(args)
+    if args.device is not None:
+        out["restore.device"] = args.device
+    return out

@@ -19,11 +19,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from gpen_watch.config import RestoreConfig
+from gpen_watch.config import MODEL_NAMES, RestoreConfig
 from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.save import copy_source, output_format, save_image
@@ -99,10 +100,14 @@ class Restorer:
         self.io_threads = n_io
         self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
+        model = cfg.model if cfg.model in MODEL_NAMES else Path(cfg.model).name
+        mask = "face-parsing mask" if parser is not None else "feathered mask"
+        # Said once at start (logged here, sent to the parent by workers): what really runs, with
+        # every "auto" resolved.
+        self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {dev} in {self.place.precision}"
         log.info(
-            "restorer ready on %s (%s, face batch %d, %d threads) in %.1f s",
-            dev,
-            self.place.precision,
+            "restorer ready: %s (face batch %d, %d threads) in %.1f s",
+            self.loaded,
             batch,
             self.threads,
             self.load_seconds,

@@ -83,24 +83,36 @@ def format_status(s: dict[str, Any]) -> str:
     q = s.get("queue", {})
     lines.append(
         f"queue: {q.get('queued', 0)} waiting, {q.get('running', 0)} running"
-        f"; done {q.get('done', 0)}, failed {q.get('failed', 0)}, unsupported {q.get('unsupported', 0)}"
-        + (f", duplicates {q['duplicate']}" if q.get("duplicate") else "")
-        + (f"; {s['settling']} file(s) settling" if s.get("settling") else "")
+        + (f"; {_count(s['settling'], 'file')} settling" if s.get("settling") else "")
+    )
+    if "restored_today" in s:
+        lines.append(
+            f"today: {_count(s['restored_today'], 'photo')} restored "
+            f"({_count(s.get('faces_today', 0), 'face')}), {s.get('no_face_today', 0)} without a face"
+        )
+    # "done": ended well (restored, or without a face and copied through), as in the journal.
+    lines.append(
+        f"all time: {q.get('done', 0)} done, {q.get('failed', 0)} failed, {q.get('unsupported', 0)} unsupported"
+        + (f", {q['duplicate']} duplicate" if q.get("duplicate") else "")
     )
     t = s.get("throughput", {})
     lines.append(
-        f"this run: {t.get('images', 0)} image(s), {t.get('faces', 0)} face(s) restored"
+        f"this run: {t.get('images', 0)} done, {_count(t.get('faces', 0), 'face')} restored"
         f"; last minute {t.get('images_per_min', 0)} image(s)/min"
         + (f"; {t['images_per_s']:.2f} images/s while busy" if t.get("images_per_s") else "")
     )
-    lines.append("workers:")
+    # A worker's count is every photo it finished this run, failures included: named apart from
+    # "done" so the two are not read as the same number.
+    lines.append("workers (processed this run):")
     for w in s.get("workers", []):
         extra = f" pid {w['pid']}" if w.get("pid") else ""
         line = (
             f"  {w['name']:<10} {w['device']:<28} {w['state']:<10} in flight {w['in_flight']}"
-            f"  done {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}"
+            f"  processed {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}"
         )
         lines.append(line)
+        if w.get("loaded"):
+            lines.append(f"             {w['loaded']}")
         if w.get("error"):
             lines.append(f"             error: {w['error']}")
     errors = s.get("last_errors", [])
@@ -113,6 +125,10 @@ def format_status(s: dict[str, Any]) -> str:
             value = ", ".join(s[folder]) if isinstance(s[folder], list) else s[folder]
             lines.append(f"{folder}: {value}")
     return "\n".join(lines)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _duration(seconds: float) -> str:

@@ -565,7 +565,10 @@ class Service:
             self._note(outcome.original)
             self._tp.record(res.faces)
             notes = f" ({'; '.join(res.notes)})" if res.notes else ""
-            log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+            if res.faces:
+                log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+            else:  # done, but not "restored": counted apart in status as well
+                log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
             return
         if res.error_kind == "outbox":
             # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
@@ -628,6 +631,7 @@ class Service:
         """The status reply (service loop only)."""
         assert self._pool is not None and self._journal is not None
         counts = self._journal.counts()
+        restored_today, no_face_today, faces_today = self._journal.today()
         errors = [
             {
                 "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
@@ -657,7 +661,12 @@ class Service:
             "notice": "; ".join(n for n in notices if n) or None,
             "originals_left": sum(self._left.values()),
             "queue": {**counts, "in_flight": self._pool.in_flight()},
-            "done_today": self._journal.done_today(),
+            # queue.done counts every job that ended well, ever; today's photos are split into those
+            # with restored faces and those without a face (copied through, nothing restored).
+            "done_today": restored_today + no_face_today,
+            "restored_today": restored_today,
+            "no_face_today": no_face_today,
+            "faces_today": faces_today,
             "settling": self._watcher.pending if self._watcher is not None else 0,
             "throughput": self._tp.summary(),
             "workers": self._pool.snapshot(),

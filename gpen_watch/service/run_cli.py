@@ -14,6 +14,7 @@ from typing import Any
 from gpen_watch import config, paths
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.errors import ConfigError
+from gpen_watch.restore.options import add_restore_options, restore_overrides
 
 LOG_FILE = "gpen-watch.log"
 # Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
@@ -53,14 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         help="workers per GPU, or CPU workers when there is no GPU",
     )
     parser.add_argument(
-        "--face-batch", type=int, default=None, metavar="N", help="faces per forward pass (0: auto)"
-    )
-    parser.add_argument(
-        "--max-side", type=int, default=None, metavar="N", help="pre-scale images longer than this"
-    )
-    parser.add_argument("--model", default=None, metavar="NAME|PATH", help="GPEN model name or .pth file")
-    parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR", help="folder with model files")
-    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -74,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         metavar="S",
         help="seconds in-flight images get to finish on stop (default: 10)",
     )
+    add_restore_options(parser)
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -88,14 +82,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.workers is not None:
         out["workers.workers_per_device"] = args.workers
         out["workers.cpu_workers"] = args.workers
-    if args.face_batch is not None:
-        out["restore.face_batch"] = args.face_batch
-    if args.max_side is not None:
-        out["restore.max_side"] = args.max_side
-    if args.model is not None:
-        out["restore.model"] = args.model
-    if args.model_dir is not None:
-        out["restore.model_dir"] = _absolute(args.model_dir)
+    out.update(restore_overrides(args))
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

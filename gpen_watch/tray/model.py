@@ -50,9 +50,11 @@ class TrayView:
     problem: str | None = None
     # Worth knowing, not a fault (originals a read-only inbox keeps): a menu line, the state stays.
     notice: str | None = None
-    # Images finished today (journal), or since start when the service does not report that.
+    # Photos with restored faces today (journal), or images finished since start when the service
+    # does not report that.
     done: int = 0
     done_today: bool = True
+    no_face: int = 0  # photos today without a face: done, but nothing was restored
     restored_total: int = 0  # since start, for "batch finished" notifications
     failed_total: int = 0
     gpus: tuple[GpuSample, ...] = ()
@@ -120,15 +122,17 @@ def view_from_status(
     cpu_mode = not gpus or (
         bool(workers) and all(str(w.get("device", "")).startswith("cpu") for w in workers)
     )
-    has_today = "done_today" in status
+    has_today = "restored_today" in status or "done_today" in status
+    today = int(status.get("restored_today", status.get("done_today")) or 0)
     return TrayView(
         state=state,
         queue_depth=depth,
         paused=paused,
         problem=problem,
         notice=notice,
-        done=int(status["done_today"] if has_today else throughput.get("images", 0)),
+        done=today if has_today else int(throughput.get("images", 0)),
         done_today=has_today,
+        no_face=int(status.get("no_face_today") or 0),
         restored_total=int(throughput.get("images", 0)),
         failed_total=int(throughput.get("failed", 0)),
         gpus=gpus,
@@ -192,7 +196,8 @@ def summary_lines(view: TrayView) -> list[str]:
         lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
     if view.notice:
         lines.append(_clip(f"Note: {view.notice}", MAX_PROBLEM))
-    lines.append(f"Restored {'today' if view.done_today else 'since start'}: {view.done}")
+    restored = f"Restored {'today' if view.done_today else 'since start'}: {view.done}"
+    lines.append(restored + (f"; {view.no_face} without a face" if view.no_face else ""))
     return lines
 
 

@@ -1,0 +1,86 @@
+"""The file `gpen-watch config init` writes: every setting at its default, each with a note.
+
+Notes start with "## " and settings without a value (the unset paths) with "# ", so that a user
+who removes a leading "# " from any line still has a valid file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gpen_watch.config import Config, _toml_value
+
+# One line per setting, for the file; README.md's "Configuration" table says the same at length.
+NOTES: dict[str, str] = {
+    "watch.inboxes": "Watched folders; one [[watch.inboxes]] table each.",
+    "watch.inboxes.path": "The folder to watch.",
+    "watch.inboxes.recursive": "Also watch its subfolders (results keep the same subfolders).",
+    "watch.inboxes.outbox": "Results of this inbox go here instead of watch.outbox.",
+    "watch.outbox": "Where results go (subfolders mirror the inbox).",
+    "watch.settle_seconds": "A file is taken once its size and mtime are unchanged this long (s).",
+    "watch.polling": "Poll instead of OS events: needed for network shares (events miss remote writes).",
+    "watch.poll_interval": "Seconds between two looks at the inbox when polling.",
+    "watch.rescan_seconds": "Full rescan of the inboxes this often (s), for events that got lost.",
+    "restore.model": "GPEN-BFR-512, GPEN-BFR-256 (much faster, 256 px faces), or a .pth file.",
+    "restore.detector": "retinaface_resnet50, or retinaface_mobile0.25 (smaller, faster).",
+    "restore.use_parse": "Face-parsing mask for paste-back; false: a feathered one (faster on CPU).",
+    "restore.detect_threshold": "Face detection score threshold, in (0, 1].",
+    "restore.detect_max_side": "Detection runs on a copy whose long side is at most this (px).",
+    "restore.min_face": "Faces smaller than this (px) are left alone.",
+    "restore.face_batch": "Faces per generator pass; 0 picks from free GPU memory.",
+    "restore.max_side": "Photos with a longer side are pre-scaled first (px; 0: never).",
+    "restore.precision": "auto (fp32 on CPU, bf16 on GPUs that have it), fp32, fp16 or bf16.",
+    "restore.channels_last": "Channels-last memory layout on GPUs (pays off with tensor cores; not used on CPU).",
+    "restore.device": "Device for `gpen-watch restore`: auto, cpu, cuda or cuda:N.",
+    "restore.model_dir": "Folder searched for model files before the download cache.",
+    "restore.max_megapixels": "Larger images (megapixels) are refused before they are decoded.",
+    "output.format": "same, jpeg, png, webp or tiff.",
+    "output.jpeg_quality": "JPEG/WebP quality, 1 to 100.",
+    "output.name_template": "Result name: {stem} {ext} {name} {date} {model}.",
+    "output.originals": "After success: archive, keep or delete the original.",
+    "output.archive_dir": "Where archived originals go (unset: originals/ beside the outbox).",
+    "workers.devices": 'Devices for workers: ["auto"] (every GPU, else CPU), or e.g. ["cuda:0"].',
+    "workers.workers_per_device": "Restorer processes per GPU.",
+    "workers.cpu_workers": "Restorer processes on a machine without a GPU.",
+    "workers.images_in_flight": "Photos handed to a worker at once; 0: what its engine asks for.",
+    "workers.image_timeout": "Seconds before a worker stuck on one photo is restarted.",
+    "workers.max_attempts": "Tries before a photo is set aside as failed.",
+}
+
+HEADER = """\
+## gpen-watch settings, written by `gpen-watch config init` with every default.
+## Lines starting with "## " are notes. A line starting with "# " is a setting without a value:
+## remove the "# " and fill in the value to set it. `gpen-watch config show` prints what is in
+## effect; the README's "Configuration" section says more about each setting.
+"""
+
+
+def commented_toml(cfg: Config) -> str:
+    """``cfg`` as TOML with a note above each setting; unset settings commented out."""
+    lines = [HEADER]
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        tables: list[tuple[str, list[Any]]] = []
+        lines.append(f"[{section.name}]")
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+                tables.append((f.name, value))  # arrays of tables go after the plain keys
+                continue
+            lines += _setting(f"{section.name}.{f.name}", f.name, value)
+        for name, items in tables:
+            for item in items:
+                lines += ["", f"## {NOTES[f'{section.name}.{name}']}", f"[[{section.name}.{name}]]"]
+                for f in dataclasses.fields(item):
+                    lines += _setting(f"{section.name}.{name}.{f.name}", f.name, getattr(item, f.name))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _setting(dotted: str, name: str, value: Any) -> list[str]:
+    note = f"## {NOTES[dotted]}"
+    if value is None:
+        # An empty string reads back as "unset", so the line is valid TOML as it stands.
+        return [note, f'# {name} = ""']
+    return [note, f"{name} = {_toml_value(value)}"]
