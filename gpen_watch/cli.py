@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from gpen_watch import __version__
 from gpen_watch.errors import GpenWatchError
+from gpen_watch.streams import silence
 
 # command -> (module, help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -122,14 +122,3 @@ def _reader_gone() -> int:
     no failure of the command, so it ends quietly with status 0 (not 141, not a traceback)."""
     silence(sys.stdout)
     return 0
-
-
-def silence(stream: TextIO) -> None:
-    """Point ``stream`` at the null device once its reader is gone: what is still buffered, and
-    whatever is written later, must not raise again (Python flushes stdout on exit, too)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass

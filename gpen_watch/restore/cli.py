@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpen_watch import config
-from gpen_watch.cli import silence
 from gpen_watch.errors import InputError, OutputError
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.options import add_restore_options, restore_overrides
+from gpen_watch.streams import silence
 
 log = logging.getLogger(__name__)
 
