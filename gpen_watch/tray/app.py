@@ -145,6 +145,10 @@ class TrayApp:
             if not started:
                 self._release_setup_thread()
                 self._hooks.close()
+                try:
+                    self.backend.discard(self._icon)
+                except Exception:
+                    log.debug("could not take the failed tray icon away", exc_info=True)
                 log.warning(
                     "no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc
                 )

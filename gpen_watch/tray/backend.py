@@ -68,6 +68,9 @@ class Backend:
         """Backend-specific set-up of a new icon, before its loop runs (on the main thread)."""
         return Hooks()
 
+    def discard(self, icon: Any) -> None:
+        """Take away an icon whose loop failed to start (the app then runs headless)."""
+
     def waiting_for_tray(self) -> str | None:
         """Why the icon cannot be seen yet (no tray on the display), or None."""
         return None
@@ -85,15 +88,17 @@ def load(
     wait_s = TRAY_WAIT_S if tray_wait_s is None else tray_wait_s
     if x11 and not environ.get("DISPLAY") and not environ.get("WAYLAND_DISPLAY"):
         raise TrayUnavailable("no display (DISPLAY and WAYLAND_DISPLAY are not set)")
-    if x11 and not environ.get("PYSTRAY_BACKEND"):
+    if x11:
         from gpen_watch.tray import glib
 
-        name, why = glib.choose(environ, wait_s)
-        log.debug("tray backend %s (%s)", name, why)
-        # pystray reads its choice from the environment when it is first imported.
-        environ["PYSTRAY_BACKEND"] = name
-        if environ is not os.environ:
-            os.environ["PYSTRAY_BACKEND"] = name
+        glib.import_gi()  # also for a backend forced with PYSTRAY_BACKEND
+        if not environ.get("PYSTRAY_BACKEND"):
+            name, why = glib.choose(environ, wait_s)
+            log.debug("tray backend %s (%s)", name, why)
+            # pystray reads its choice from the environment when it is first imported.
+            environ["PYSTRAY_BACKEND"] = name
+            if environ is not os.environ:
+                os.environ["PYSTRAY_BACKEND"] = name
     try:
         import pystray
     except Exception as exc:  # ImportError, or Xlib's display errors raised while importing

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from PIL import Image
+
 from gpen_watch.tray.backend import Backend, Hooks
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,21 @@ WATCHER = "org.kde.StatusNotifierWatcher"
 class GLibBackend(Backend):
     def prepare(self, icon: Any) -> Hooks:
         return GLibHooks()
+
+    def create_icon(self, name: str, image: Image.Image, title: str, menu: Any) -> Any:
+        cls = gtk_icon_class(self.pystray) if self.name == "gtk" else self.pystray.Icon
+        return cls(name, image, title, menu=menu)
+
+    def discard(self, icon: Any) -> None:
+        # pystray's GTK icon docks into an XEmbed tray as soon as GTK runs, before the loop that
+        # failed: without this a 1 px wide empty icon stays in the tray while the log says headless.
+        from gi.repository import Gtk
+
+        status_icon = getattr(icon, "_status_icon", None)
+        if status_icon is not None:
+            status_icon.set_visible(False)
+        while Gtk.events_pending():
+            Gtk.main_iteration_do(False)
 
 
 class GLibHooks(Hooks):
@@ -58,6 +75,42 @@ class GLibHooks(Hooks):
             return False  # once
 
         GLib.idle_add(restore)
+
+
+def gtk_icon_class(pystray: Any) -> type:
+    """pystray's gtk icon, drawn at the size the tray gives it: pystray hands GTK the 64 px file,
+    which GtkStatusIcon scales past its slot (in trayer the badge was cut off at the corner)."""
+    from gi.repository import GdkPixbuf, GLib
+
+    class GtkIcon(pystray.Icon):  # type: ignore[misc, name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._status_icon.connect("size-changed", self._on_size_changed)
+
+        def _on_size_changed(self, _status_icon: Any, size: int) -> bool:
+            self._fit(size)
+            return True  # handled: GTK does not scale it again
+
+        def _update_icon(self) -> None:
+            super()._update_icon()  # the file, which notifications show; queued on the loop
+            GLib.idle_add(lambda: self._fit(self._status_icon.get_size()) and False)
+
+        def _fit(self, size: int) -> bool:
+            if not self.icon or size <= 0:
+                return False
+            image = self.icon.convert("RGBA").resize((size, size), Image.Resampling.LANCZOS)
+            pixbuf = GdkPixbuf.Pixbuf.new_from_bytes(
+                GLib.Bytes.new(image.tobytes()), GdkPixbuf.Colorspace.RGB, True, 8, size, size, size * 4
+            )
+            self._status_icon.set_from_pixbuf(pixbuf)
+            return False
+
+        def _update_title(self) -> None:
+            super()._update_title()  # the accessible name; the tooltip is what users see on hover
+            text = self.title
+            GLib.idle_add(lambda: self._status_icon.set_tooltip_text(text) and False)
+
+    return GtkIcon
 
 
 def choose(environ: Mapping[str, str], wait_s: float) -> tuple[str, str]:

@@ -149,8 +149,6 @@ def icon_class(pystray: Any) -> type:
         def _show(self) -> None:
             if self._systray_manager is None:  # the first image may have docked it already
                 self._dock_window()  # no tray yet: MANAGER docks it later
-            if self._systray_manager is None:
-                log.info("no system tray on the display yet: the icon docks when one appears")
 
         def _update_icon(self) -> None:
             # The root-cause fix: redraw in place. A dock request for a docked window re-embeds it.
