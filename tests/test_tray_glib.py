@@ -171,7 +171,8 @@ def test_gtk_without_dbus_is_headless_with_nothing_left_in_the_tray(
     tray = trays(xserver, PYSTRAY_BACKEND="gtk", DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent")
     tray.wait(lambda: "running headless" in log_text(), "the headless line", 60)
     tray.wait(lambda: status("paused") is False, "the service answering", 60)
-    tray.is_icon = lambda w: xembed_client(tray, w)  # type: ignore[method-assign]
+    # Any XEmbed window in the tray, however narrow (it was a 1x46 empty one).
+    tray.is_icon = lambda w: w.get_full_property(xserver.display.intern_atom("_XEMBED_INFO"), 0) is not None  # type: ignore[method-assign]
     assert tray.icon_window() is None
     assert tray.stop() == 0
 
