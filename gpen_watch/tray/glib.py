@@ -82,7 +82,7 @@ def gtk_icon_class(pystray: Any) -> type:
     which GtkStatusIcon scales past its slot (in trayer the badge was cut off at the corner)."""
     from gi.repository import GdkPixbuf, GLib
 
-    class GtkIcon(pystray.Icon):  # type: ignore[misc, name-defined]
+    class GtkIcon(pystray.Icon):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._status_icon.connect("size-changed", self._on_size_changed)
@@ -165,7 +165,8 @@ def import_gi() -> ModuleType | None:
     try:
         import gi
 
-        return gi
+        own: ModuleType = gi
+        return own
     except ImportError:
         pass
     if enable_system_gi() is None:
@@ -173,7 +174,8 @@ def import_gi() -> ModuleType | None:
     try:
         import gi
 
-        return gi
+        system: ModuleType = gi
+        return system
     except ImportError as exc:
         log.debug("the system's PyGObject does not load here: %s", exc)
         return None

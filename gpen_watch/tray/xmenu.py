@@ -60,7 +60,7 @@ def layout(items: Any, separator: Any) -> tuple[list[Row], int, int]:
             top += SEPARATOR_ROW
             continue
         left, _t, right, _b = probe.textbbox((0, 0), text, font=font)
-        width = max(width, right - left + 2 * PAD_X + CHECK_W)
+        width = max(width, round(right - left) + 2 * PAD_X + CHECK_W)
         rows.append(Row(top, ROW, text, item, bool(item.enabled), item.checked))
         top += ROW
     return rows, width, top + 1

@@ -98,6 +98,10 @@ def icon_class(pystray: Any) -> type:
     class XorgIcon(_xorg.Icon):  # type: ignore[misc]
         HAS_MENU = True  # our own menu window
         HAS_NOTIFICATION = False
+        # pystray's, set in its __init__ (mypy cannot see into the untyped base).
+        _systray_manager: Any
+        _icon_data: Any
+        _icon: Any
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self._menu_window: xmenu.MenuWindow | None = None
