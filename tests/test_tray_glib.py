@@ -37,6 +37,8 @@ from gpen_watch.tray import glib, model
 xserver, trays, shots = xvfb.xserver, xvfb.trays, xvfb.shots
 
 pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Xvfb and trayer are X11 programs"),
+    pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb not installed (Debian: xvfb)"),
     pytest.mark.skipif(
         shutil.which("dbus-run-session") is None, reason="no dbus-run-session (Debian: dbus-bin)"
     ),
