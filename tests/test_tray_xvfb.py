@@ -526,12 +526,20 @@ def test_right_click_opens_a_menu_that_pauses_and_quits(
 
     menu = open_menu()
     x, y, w, h = geometry(xserver.display, menu)
+    icon_x, icon_y, icon_w, icon_h = geometry(xserver.display, tray.icon_window())
+    assert y == icon_y + icon_h  # right below the icon, which stays visible
+    entries = model.menu(model.TrayView("idle", 0), click_pauses=True)
+    xtest.fake_input(xserver.display, X.MotionNotify, x=x + w // 2, y=y + menu_row_centre(entries, "Pause"))
+    xserver.display.sync()
+    hover = xmenu.COLOURS["hover"]
+    tray.wait(
+        lambda: colour_pixels(grab(xserver.display).crop((x, y, x + w, y + h)), hover, 8) > 500, "hover", 10
+    )
     screen = grab(xserver.display)
     screen.save(shots / "tray-menu-screen.png")
     shot = screen.crop((x, y, x + w, y + h))
     shot.save(shots / "tray-menu.png")
     assert w >= xmenu.MIN_WIDTH and h > 10 * xmenu.ROW
-    entries = model.menu(model.TrayView("idle", 0), click_pauses=True)
     assert abs(h - menu_row_centre(entries, "Quit") - xmenu.ROW // 2 - 1) <= 1  # every entry is drawn
     assert xmenu.render(*_layout(entries), None) is not None
 

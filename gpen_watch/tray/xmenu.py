@@ -22,7 +22,7 @@ FONT_PX = 13
 ROW = 22
 SEPARATOR_ROW = 9
 PAD_X = 10
-CHECK_W = 18  # room for a check mark before checkbox items
+CHECK_W = 20  # room for a checkbox before the text
 MIN_WIDTH = 160
 COLOURS = {
     "bg": "#f5f5f5",
@@ -81,9 +81,11 @@ def render(rows: list[Row], width: int, height: int, hover: int | None) -> Image
             draw.rectangle((1, row.top, width - 2, row.top + row.height - 1), fill=COLOURS["hover"])
             ink = COLOURS["hover_text"]
         cy = row.top + row.height / 2
-        if row.checked:
-            x0, y0 = PAD_X, cy
-            draw.line((x0, y0, x0 + 4, y0 + 4, x0 + 11, y0 - 5), fill=ink, width=2)
+        if row.checked is not None:  # a checkbox, empty or ticked, as GTK menus draw them
+            x0, y0 = PAD_X, round(cy)
+            draw.rectangle((x0, y0 - 6, x0 + 12, y0 + 6), outline=ink)
+            if row.checked:
+                draw.line((x0 + 3, y0, x0 + 5, y0 + 3, x0 + 10, y0 - 3), fill=ink, width=2)
         draw.text((PAD_X + CHECK_W, cy), row.text, font=font, fill=ink, anchor="lm")
     return image
 
@@ -123,14 +125,14 @@ class MenuWindow:
         self._draw()
 
     @classmethod
-    def open(cls, display: Any, menu: Any, icon: Any, x: int, y: int) -> MenuWindow:
-        """Show ``menu`` (a pystray Menu) with a corner at the pointer, inside the screen."""
+    def open(cls, display: Any, menu: Any, icon: Any, x: int, top: int, bottom: int) -> MenuWindow:
+        """Show ``menu`` (a pystray Menu) at the pointer's ``x``, below the icon spanning ``top`` to
+        ``bottom`` on the screen where it fits, else above it (a panel at the bottom)."""
         rows, w, h = layout(menu.items, type(menu).SEPARATOR)
         g = display.screen().root.get_geometry()
-        # Below and right of the pointer where it fits, else above or left (a tray at the bottom).
         left = x if x + w <= g.width else max(0, x - w)
-        top = y if y + h <= g.height else max(0, y - h)
-        return cls(display, icon, rows, left, top, w, h)
+        y = bottom if bottom + h <= g.height else max(0, top - h)
+        return cls(display, icon, rows, left, y, w, h)
 
     def row_at(self, x: int, y: int) -> int | None:
         w, h = self.size

@@ -177,8 +177,10 @@ def icon_class(pystray: Any) -> type:
             if event.detail == 1:
                 self()
             elif event.detail == 3 and self.menu is not None:
+                top = event.root_y - event.event_y  # the icon's edges on the screen
+                height = self._window.get_geometry().height
                 self._menu_window = xmenu.MenuWindow.open(
-                    self._display, self.menu, self, event.root_x, event.root_y
+                    self._display, self.menu, self, event.root_x, top, top + height
                 )
 
         # --- drawing and names -----------------------------------------------------------------
