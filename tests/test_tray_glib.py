@@ -126,6 +126,15 @@ def test_glib_icon_docks_redraws_and_has_a_menu(
     assert h > 200 and w > 120, (w, h)
     click_at(xserver.display, 5, 380)  # outside: closes it
     tray.wait(lambda: _popup(xserver.display) is None, "the GTK menu to close", 15)
+
+    host = xserver.procs.pop()  # the tray host restarts: GTK docks the icon into the new one
+    host.terminate()
+    host.wait(10)
+    xserver.start_tray_host(tmp_path)
+    tray.wait(tray.icon_window, "the icon docked in the new tray", 30)
+    assert geometry(xserver.display, tray.icon_window())[2:] == first[2:]
+    view = model.TrayView("idle", 0)
+    tray.wait(lambda: _drawn(tray, view, shots / f"tray-{name}-redocked.png"), "the icon redrawn", 15)
     assert tray.stop() == 0
     assert "no tray icon" not in log_text()
 
