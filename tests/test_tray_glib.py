@@ -200,3 +200,23 @@ def test_without_dbus_it_picks_the_xorg_icon(
     assert "tray icon shown (pystray xorg backend" in log_text()
     assert find_window(xserver.display, lambda w: xembed_client(tray, w)).id == tray.icon_window().id
     assert tray.stop() == 0
+
+
+def test_gtk_icon_waits_for_a_late_tray(
+    xserver: XServer, trays: Callable[..., Tray], tmp_path: Path, shots: Path
+) -> None:
+    """No tray at start: gtk says so once, and GTK docks the icon when the panel comes."""
+    why = _system_gi(GTK)
+    if why:
+        pytest.skip(why)
+    tray = trays(xserver, DBUS, TEST_TRAY_WAIT_S="1")
+    tray.wait(lambda: status("paused") is False, "the service answering", 60)
+    assert "tray icon shown (pystray gtk backend)" in log_text()
+    tray.is_icon = lambda w: xembed_client(tray, w)  # type: ignore[method-assign]
+    assert tray.icon_window() is None
+    xserver.start_tray_host(tmp_path)
+    tray.wait(tray.icon_window, "the GTK icon docked in the late tray", 30)
+    tray.wait(lambda: _drawn(tray, model.TrayView("idle", 0), shots / "tray-gtk-late.png"), "idle icon", 15)
+    assert tray.stop() == 0
+    waiting = [ln for ln in log_text().splitlines() if "no system tray on the display yet" in ln]
+    assert len(waiting) == 1 and waiting[0].endswith("the icon appears when one starts"), waiting

@@ -55,6 +55,8 @@ class Backend:
     pystray: ModuleType
     has_menu: bool
     has_notification: bool
+    # XEmbed icons (xorg, gtk): a tray owned the selection at start; else the icon docks later.
+    tray_present: bool = True
 
     @property
     def click_pauses(self) -> bool:
@@ -73,7 +75,9 @@ class Backend:
 
     def waiting_for_tray(self) -> str | None:
         """Why the icon cannot be seen yet (no tray on the display), or None."""
-        return None
+        if self.tray_present:
+            return None
+        return "no system tray on the display yet (GNOME needs the AppIndicator extension)"
 
 
 def load(
@@ -115,11 +119,13 @@ def wrap(name: str, pystray: ModuleType, wait_s: float = 0.0) -> Backend:
     if name == "xorg":
         from gpen_watch.tray import xorg
 
-        return xorg.XorgBackend(name, pystray, True, False, tray_present=xorg.wait_for_tray(wait_s))
+        return xorg.XorgBackend(name, pystray, True, False, xorg.wait_for_tray(wait_s))
     if name in ("gtk", "appindicator"):
-        from gpen_watch.tray import glib
+        from gpen_watch.tray import glib, xorg
 
-        return glib.GLibBackend(name, pystray, True, bool(pystray.Icon.HAS_NOTIFICATION))
+        # appindicator shows through D-Bus where a watcher runs (glib.choose); gtk needs a tray.
+        present = name == "appindicator" or xorg.wait_for_tray(wait_s)
+        return glib.GLibBackend(name, pystray, True, bool(pystray.Icon.HAS_NOTIFICATION), present)
     if name == "darwin":
         from gpen_watch.tray import darwin
 

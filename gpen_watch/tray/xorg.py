@@ -45,8 +45,6 @@ ATOM = "_GPEN_WATCH_RUN"
 class XorgBackend(Backend):
     """A left click toggles pause; a right click opens gpen-watch's own menu window."""
 
-    tray_present: bool = True  # a tray owned the selection at start (else the icon docks later)
-
     @property
     def click_pauses(self) -> bool:
         return True
@@ -56,11 +54,6 @@ class XorgBackend(Backend):
 
     def prepare(self, icon: Any) -> Hooks:
         return XorgHooks(icon)
-
-    def waiting_for_tray(self) -> str | None:
-        if self.tray_present:
-            return None
-        return "no system tray on the display yet (GNOME needs the AppIndicator extension)"
 
 
 def tray_owner(display: Any) -> int:
