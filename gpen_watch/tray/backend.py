@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -97,7 +97,7 @@ def load(
 
         glib.import_gi()  # also for a backend forced with PYSTRAY_BACKEND
         if not environ.get("PYSTRAY_BACKEND"):
-            name, why = glib.choose(environ, wait_s)
+            name, why = glib.choose()
             log.debug("tray backend %s (%s)", name, why)
             # pystray reads its choice from the environment when it is first imported.
             environ["PYSTRAY_BACKEND"] = name
@@ -131,7 +131,3 @@ def wrap(name: str, pystray: ModuleType, wait_s: float = 0.0) -> Backend:
 
         return darwin.DarwinBackend(name, pystray, True, True)
     return Backend(name, pystray, bool(pystray.Icon.HAS_MENU), bool(pystray.Icon.HAS_NOTIFICATION))
-
-
-def display_name(environ: Mapping[str, str]) -> str:
-    return environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY") or "?"

@@ -18,7 +18,7 @@ import importlib.abc
 import importlib.machinery
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -113,7 +113,7 @@ def gtk_icon_class(pystray: Any) -> type:
     return GtkIcon
 
 
-def choose(environ: Mapping[str, str], wait_s: float) -> tuple[str, str]:
+def choose() -> tuple[str, str]:
     """The pystray backend name for this Linux session, and why (for the log)."""
     gi = import_gi()
     if gi is None:
