@@ -3,7 +3,8 @@
 The service is the real one (watcher, journal, worker processes with the fake restorer); the icon is
 pystray's xorg backend, docked into trayer through XEmbed. The test clicks the icon through XTEST,
 drops photos, and reads the icon's window name and pixels back from the X server. Skipped where
-Xvfb or trayer cannot be had (.ci/run installs them on Debian).
+Xvfb or trayer cannot be had (.ci/run installs them on Debian). Screenshots go to the test's tmp
+folder, or to $TRAY_SHOTS to keep them (the folder is printed; `pytest -s` shows it).
 """
 
 from __future__ import annotations
