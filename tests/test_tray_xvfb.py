@@ -168,6 +168,8 @@ class Tray:
                 env=self.env,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                # Its own process group: close() also ends what a prefix started (a D-Bus daemon).
+                start_new_session=True,
             )
 
     def logs(self) -> str:
@@ -233,6 +235,10 @@ class Tray:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture
