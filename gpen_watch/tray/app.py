@@ -28,7 +28,7 @@ from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
-from gpen_watch.tray.backend import Backend, Hooks, TrayUnavailable, load, prepare
+from gpen_watch.tray.backend import Backend, Hooks, TrayUnavailable, load
 from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
 from gpen_watch.tray.notices import Notice, NoticeTracker
 
@@ -120,13 +120,13 @@ class TrayApp:
         view = self._view
         entries = self._entries(view)
         try:
-            self._icon = self.backend.pystray.Icon(
+            self._icon = self.backend.create_icon(
                 "gpen-watch",
                 icons.render(self.base, model.badge(view)),
                 model.title(view),
-                menu=self._build_menu(entries),
+                self._build_menu(entries),
             )
-            self._hooks = prepare(self._icon, self.backend)
+            self._hooks = self.backend.prepare(self._icon)
         except Exception as exc:  # the backend could not make its window or indicator
             log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
             return self.service.run()
@@ -145,6 +145,10 @@ class TrayApp:
             if not started:
                 self._release_setup_thread()
                 self._hooks.close()
+                try:
+                    self.backend.discard(self._icon)
+                except Exception:
+                    log.debug("could not take the failed tray icon away", exc_info=True)
                 log.warning(
                     "no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc
                 )
@@ -186,17 +190,23 @@ class TrayApp:
             try:
                 self._hooks.loop_started()
                 self._with_icon(lambda icon: setattr(icon, "visible", True))
-                log.info(
-                    "tray icon shown (pystray %s backend%s)",
-                    self.backend.name,
-                    "" if self.backend.has_menu else "; no menu: click the icon to pause or resume",
-                )
+                log.info("tray icon shown (pystray %s backend%s)", self.backend.name, self._click_help())
+                waiting = self.backend.waiting_for_tray()
+                if waiting:
+                    log.warning("%s: the icon appears when one starts", waiting)
             except Exception:
                 log.exception("showing the tray icon failed")
             self._service_thread = threading.Thread(target=self._run_service, name="gpen-watch-service")
             self._poll_thread = threading.Thread(target=self._poll, name="gpen-watch-tray-poll", daemon=True)
             self._service_thread.start()
             self._poll_thread.start()
+
+    def _click_help(self) -> str:
+        if not self.backend.has_menu:
+            return "; no menu: click the icon to pause or resume"
+        if self.backend.click_pauses:
+            return "; click the icon to pause or resume, right-click for the menu"
+        return ""
 
     def _run_service(self) -> None:
         try:
@@ -277,7 +287,9 @@ class TrayApp:
 
     def _entries(self, view: model.TrayView) -> list[model.Entry]:
         names = [i.path.name or str(i.path) for i in self.cfg.watch.inboxes]
-        return model.menu(view, inbox_names=names, has_menu=self.backend.has_menu)
+        return model.menu(
+            view, inbox_names=names, has_menu=self.backend.has_menu, click_pauses=self.backend.click_pauses
+        )
 
     def _build_menu(self, entries: list[model.Entry]) -> Any:
         return menus.build(self.backend.pystray, entries, self.on_action)

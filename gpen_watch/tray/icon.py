@@ -43,8 +43,8 @@ def render(base: Image.Image, badge: Badge) -> Image.Image:
         height = round(size * 0.58)
         px = round(height * 0.78)
         while True:  # shrink the figure until the pill fits the icon ("99+")
-            font = _font(px)
-            left, _top, right, _bottom = draw.textbbox((0, 0), badge.text, font=font, stroke_width=1)
+            face = font(px)
+            left, _top, right, _bottom = draw.textbbox((0, 0), badge.text, font=face, stroke_width=1)
             width = max(height, right - left + round(height * 0.35))
             if width <= size or px <= 6:
                 break
@@ -66,7 +66,7 @@ def render(base: Image.Image, badge: Badge) -> Image.Image:
         draw.text(
             (cx, cy),
             badge.text,
-            font=font,
+            font=face,
             fill=badge.ink,
             anchor="mm",
             stroke_width=1,
@@ -76,7 +76,7 @@ def render(base: Image.Image, badge: Badge) -> Image.Image:
 
 
 @lru_cache(maxsize=8)
-def _font(px: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def font(px: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     # Pillow's built-in scalable font (no system fonts needed); a bitmap font without FreeType.
     try:
         return ImageFont.load_default(size=px)

@@ -208,13 +208,20 @@ def device_lines(view: TrayView) -> list[str]:
 
 
 def menu(
-    view: TrayView, *, inbox_names: list[str] | tuple[str, ...] = ("inbox",), has_menu: bool = True
+    view: TrayView,
+    *,
+    inbox_names: list[str] | tuple[str, ...] = ("inbox",),
+    has_menu: bool = True,
+    click_pauses: bool | None = None,
 ) -> list[Entry]:
-    """The menu, top to bottom. Without a menu (xorg), a click on the icon toggles pause."""
+    """The menu, top to bottom. The default item is what a plain click on the icon does: Pause where
+    ``click_pauses`` (xorg, and any backend without a menu), else Open outbox."""
+    if click_pauses is None:
+        click_pauses = not has_menu
     entries = [Entry(line) for line in summary_lines(view)]
     entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
     entries.append(SEPARATOR)
-    entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=not has_menu))
+    entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=click_pauses))
     entries.append(SEPARATOR)
     if len(inbox_names) == 1:
         entries.append(Entry("Open inbox", "open_inbox:0"))
@@ -224,7 +231,7 @@ def menu(
             for i, name in enumerate(inbox_names)
         ]
     entries += [
-        Entry("Open outbox", "open_outbox", default=has_menu),
+        Entry("Open outbox", "open_outbox", default=not click_pauses),
         Entry("Open failed folder", "open_failed"),
         Entry("Open log", "open_log"),
         SEPARATOR,
@@ -235,4 +242,30 @@ def menu(
 
 
 def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + ELLIPSIS
+
+
+ELLIPSIS = "…"
+# Stand-ins for the characters our own texts use that narrow encodings (X11's Latin-1 WM_NAME) lack.
+PLAIN = {
+    ELLIPSIS: "...",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+}
+
+
+def encodable(text: str, encoding: str) -> str:
+    """``text`` with every character ``encoding`` cannot write replaced: the plain stand-ins above,
+    "?" for anything else (a file name in a problem message can hold any character)."""
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        pass
+    for char, plain in PLAIN.items():
+        text = text.replace(char, plain)
+    return text.encode(encoding, "replace").decode(encoding)
