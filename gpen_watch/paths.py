@@ -39,6 +39,11 @@ def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP, appauthor=False))
 
 
+def log_file() -> Path:
+    """The service's log (rotated: ``.1``, ``.2``, ``.3`` beside it)."""
+    return log_dir() / "gpen-watch.log"
+
+
 def runtime_dir() -> Path:
     """Per-user folder for the control socket (not world-readable).
 

@@ -152,7 +152,7 @@ class ServiceProcess:
         self.proc.wait(10)
 
     def log_text(self) -> str:
-        log = paths.log_dir() / "gpen-watch.log"
+        log = paths.log_file()
         return log.read_text(errors="replace") if log.exists() else ""
 
     def logs(self) -> str:

@@ -85,7 +85,7 @@ def status(field: str) -> Any:
 
 
 def log_text() -> str:
-    log = paths.log_dir() / "gpen-watch.log"
+    log = paths.log_file()
     return log.read_text() if log.exists() else ""
 
 

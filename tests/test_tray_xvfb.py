@@ -173,7 +173,7 @@ class Tray:
             )
 
     def logs(self) -> str:
-        log = paths.log_dir() / "gpen-watch.log"
+        log = paths.log_file()
         text = log.read_text(errors="replace")[-5000:] if log.exists() else "(no log)"
         return f"--- log ---\n{text}\n--- stderr ---\n{self.stderr.read_text(errors='replace')[-3000:]}"
 
@@ -398,7 +398,7 @@ def test_icon_docks_shows_the_queue_and_a_click_pauses(
     tray.wait(lambda: len(list(tray.outbox.glob("*.*"))) == 3, "3 results in the outbox", 60)
     tray.wait_title("gpen-watch: idle: queue empty", timeout=15)
     assert tray.stop() == 0
-    log = (paths.log_dir() / "gpen-watch.log").read_text()
+    log = (paths.log_file()).read_text()
     assert "tray icon shown (pystray xorg backend; click the icon to pause or resume, right-click" in log
     assert "no tray icon" not in log
 
@@ -456,7 +456,7 @@ def test_a_problem_with_a_long_message_shows_in_the_title(
     assert tray.icon_window().get_wm_name() == title[:-1] + "..."
     red = tray.shot(shots / "tray-problem.png")
     assert colour_pixels(red, model.BADGE_COLOURS["error"][0]) > 10
-    log = (paths.log_dir() / "gpen-watch.log").read_text()
+    log = (paths.log_file()).read_text()
     assert "UnicodeEncodeError" not in log and "tray icon update failed" not in log
     assert tray.stop() == 0
 
@@ -481,7 +481,7 @@ def test_icon_docks_again_when_the_tray_host_restarts(
     tray.click()  # and it still takes clicks
     tray.wait_title("gpen-watch: idle: queue empty", timeout=15)
     assert tray.stop() == 0
-    log = (paths.log_dir() / "gpen-watch.log").read_text()
+    log = (paths.log_file()).read_text()
     assert "Failed to dock" not in log and "AssertionError" not in log
     assert "a system tray appeared on the display: docking the icon" in log
 
@@ -501,9 +501,7 @@ def test_a_tray_that_appears_late_gets_the_icon(
     tray.click()
     tray.wait_title("gpen-watch: paused: queue empty", timeout=15)
     assert tray.stop() == 0
-    lines = [
-        ln for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines() if "gpen_watch.tray" in ln
-    ]
+    lines = [ln for ln in (paths.log_file()).read_text().splitlines() if "gpen_watch.tray" in ln]
     waiting = [ln for ln in lines if "no system tray on the display yet" in ln]
     assert len(waiting) == 1 and waiting[0].endswith("the icon appears when one starts"), lines
     assert not any("running headless" in ln for ln in lines), lines
@@ -563,7 +561,7 @@ def test_right_click_opens_a_menu_that_pauses_and_quits(
     x, y, w, h = geometry(xserver.display, menu)
     click_at(xserver.display, x + w // 2, y + menu_row_centre(entries, "Quit"))
     assert tray.proc.wait(30) == 0
-    assert "Quit chosen in the tray: stopping" in (paths.log_dir() / "gpen-watch.log").read_text()
+    assert "Quit chosen in the tray: stopping" in (paths.log_file()).read_text()
 
 
 def _menu_window(display: Any) -> Any:
@@ -594,7 +592,7 @@ def test_unreachable_display_runs_headless(trays: Callable[..., Tray], tmp_path:
     assert tray.stop() == 0
     lines = [
         ln
-        for ln in (paths.log_dir() / "gpen-watch.log").read_text().splitlines()
+        for ln in (paths.log_file()).read_text().splitlines()
         if "gpen_watch.tray" in ln and " DEBUG " not in ln
     ]
     assert len(lines) == 1 and "no tray icon: no usable tray backend" in lines[0], lines

@@ -16,7 +16,6 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.errors import ConfigError
 from gpen_watch.restore.options import add_restore_options, restore_overrides
 
-LOG_FILE = "gpen-watch.log"
 # Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
 RESTORER_ENV = "GPEN_WATCH_RESTORER"
 
@@ -98,9 +97,8 @@ def _absolute(path: Path) -> str:
 
 def setup_logging(verbose: bool) -> Path:
     """Rotating log file in the user log folder, plus stderr when it is a terminal."""
-    folder = paths.log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOG_FILE
+    path = paths.log_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -43,7 +43,6 @@ POLL_S = 1.0
 GPU_MENU_REFRESH_S = 3.0
 # How long the service thread waits to stop the icon when another thread is stuck in a call to it.
 ICON_STOP_WAIT_S = 5.0
-LOG_FILE = "gpen-watch.log"  # as in gpen_watch.service.run_cli
 
 
 class ServiceLike(Protocol):
@@ -85,7 +84,7 @@ class TrayApp:
         self.service = service
         self.cfg = cfg
         self.backend = backend
-        self.log_path = log_path or paths.log_dir() / LOG_FILE
+        self.log_path = log_path or paths.log_file()
         self.platform = platform or platforms.current()
         self.gpus = gpus or NvmlMonitor()
         self.poll_s = poll_s
