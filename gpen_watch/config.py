@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from gpen_watch import paths
 from gpen_watch.errors import ConfigError
+from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,9 +28,6 @@ else:  # pragma: no cover
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 OriginalsPolicy = Literal["archive", "keep", "delete"]
 OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
-
-MODEL_NAMES = ("GPEN-BFR-512", "GPEN-BFR-256")
-DETECTOR_NAMES = ("retinaface_resnet50", "retinaface_mobile0.25")
 
 
 def default_inbox() -> Path:
@@ -266,9 +264,9 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
     r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
     checks: list[tuple[bool, str, str]] = [
         (
-            r.model in MODEL_NAMES or r.model.endswith((".pth", ".pt")),
+            r.model in GPEN_NAMES or r.model.endswith((".pth", ".pt")),
             "restore.model",
-            f"must be one of {', '.join(MODEL_NAMES)} or a .pth file",
+            f"must be one of {', '.join(GPEN_NAMES)} or a .pth file",
         ),
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),

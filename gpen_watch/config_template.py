@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from gpen_watch.config import Config, _toml_value
+from gpen_watch.modelstore import registry
 
 # One line per setting, for the file; README.md's "Configuration" table says the same at length.
 NOTES: dict[str, str] = {
@@ -22,8 +23,8 @@ NOTES: dict[str, str] = {
     "watch.polling": "Poll instead of OS events: needed for network shares (events miss remote writes).",
     "watch.poll_interval": "Seconds between two looks at the inbox when polling.",
     "watch.rescan_seconds": "Full rescan of the inboxes this often (s), for events that got lost.",
-    "restore.model": "GPEN-BFR-512, GPEN-BFR-256 (much faster, 256 px faces), or a .pth file.",
-    "restore.detector": "retinaface_resnet50, or retinaface_mobile0.25 (smaller, faster).",
+    "restore.model": f"{registry.choices_text('gpen')}, or a .pth file.",
+    "restore.detector": f"{registry.choices_text('detector')}.",
     "restore.use_parse": "Face-parsing mask for paste-back; false: a feathered one (faster on CPU).",
     "restore.detect_threshold": "Face detection score threshold, in (0, 1].",
     "restore.detect_max_side": "Detection runs on a copy whose long side is at most this (px).",

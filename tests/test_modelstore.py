@@ -172,7 +172,7 @@ def test_registry_names_and_lookups() -> None:
 def test_config_names_are_all_registered() -> None:
     from gpen_watch import config
 
-    for name in config.MODEL_NAMES:
+    for name in registry.GPEN_NAMES:
         assert registry.get_spec(name).kind == "gpen"
     for name in config.DETECTOR_NAMES:
         assert registry.detector_spec(name).kind == "detector"

@@ -20,7 +20,7 @@ from gpen_watch.platform.login_common import LoginOptions, LoginResult
 from gpen_watch.tray import app as tray_app
 from gpen_watch.tray import model
 from gpen_watch.tray.app import TrayApp, run_with_tray
-from gpen_watch.tray.backend import Backend
+from gpen_watch.tray.base import Backend
 from gpen_watch.tray.gpu import NvmlMonitor
 
 # --- stand-ins -------------------------------------------------------------------------------------

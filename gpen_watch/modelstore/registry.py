@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from gpen_watch.errors import ModelError
+from gpen_watch.restore.gpen_config import GPENConfig
 
 ModelKind = Literal["gpen", "detector", "parser"]
 
@@ -54,6 +55,10 @@ class ModelSpec:
     alt_filenames: tuple[str, ...] = ()
     # Architecture variant for the builder (RetinaFace backbone network_name).
     arch: str = ""
+    # The generator's shape, for kind "gpen": the checkpoint must match it exactly.
+    gpen: GPENConfig | None = None
+    # How this choice differs from the others of its kind, for help text and the config file.
+    choice_note: str = ""
 
     @property
     def size_text(self) -> str:
@@ -81,6 +86,8 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256="f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51",
         description="GPEN blind face restoration, 512x512 faces (71.0 M parameters; default)",
         license_note=GPEN_LICENSE,
+        gpen=GPENConfig(size=512, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
+        choice_note="512 px faces",
     ),
     ModelSpec(
         name="GPEN-BFR-256",
@@ -91,6 +98,8 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="GPEN blind face restoration, 256x256 faces (18.9 M parameters; faster, softer)",
         license_note=GPEN_LICENSE,
+        gpen=GPENConfig(size=256, style_dim=512, n_mlp=8, channel_multiplier=1, narrow=0.5),
+        choice_note="256 px faces, much faster on a CPU",
         # Unpinned: no published size or digest found. 18.9 M fp32 parameters; derived, not published.
         approx_size="~76 MB",
     ),
@@ -108,6 +117,7 @@ MODELS: tuple[ModelSpec, ...] = (
         mirrors=(f"{_GPEN_BASE}/RetinaFace-R50.pth",),
         alt_filenames=("RetinaFace-R50.pth",),
         arch="resnet50",
+        choice_note="more accurate",
     ),
     ModelSpec(
         name="RetinaFace-MobileNet0.25",
@@ -122,6 +132,7 @@ MODELS: tuple[ModelSpec, ...] = (
         # Unpinned: no published digest found (a third-party project lists 1,789,735 bytes for a copy).
         approx_size="~1.8 MB",
         arch="mobile0.25",
+        choice_note="smaller and faster, misses more small faces",
     ),
     ModelSpec(
         name="ParseNet",
@@ -146,6 +157,22 @@ DETECTOR_CONFIG_NAMES = MappingProxyType(
 )
 
 PARSER_NAME = "ParseNet"
+
+# Registry name -> generator shape, for every GPEN checkpoint gpen-watch knows.
+GPEN_CONFIGS = MappingProxyType({spec.name: spec.gpen for spec in MODELS if spec.gpen is not None})
+# What restore.model may name (besides a .pth file) and restore.detector may be.
+GPEN_NAMES = tuple(GPEN_CONFIGS)
+DETECTOR_NAMES = tuple(DETECTOR_CONFIG_NAMES)
+
+
+def choices_text(kind: Literal["gpen", "detector"]) -> str:
+    """The names restore.model or restore.detector takes, each with how it differs, for help text:
+    "GPEN-BFR-512 (512 px faces), GPEN-BFR-256 (...)"."""
+    if kind == "gpen":
+        named = [(name, get_spec(name)) for name in GPEN_NAMES]
+    else:
+        named = [(name, get_spec(name)) for name in DETECTOR_NAMES]
+    return ", ".join(f"{name} ({spec.choice_note})" if spec.choice_note else name for name, spec in named)
 
 
 def all_specs() -> tuple[ModelSpec, ...]:

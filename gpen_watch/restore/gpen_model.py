@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gpen_watch.config import Precision
+from gpen_watch.modelstore.registry import GPEN_CONFIGS
+from gpen_watch.restore.gpen_config import GPENConfig
 from gpen_watch.restore.gpen_ops import (
     LRELU_GAIN,
     LRELU_SLOPE,
@@ -53,48 +55,6 @@ DEMOD_EPS = 1e-8
 
 # ---------------------------------------------------------------------------------------------------
 # Configuration
-
-
-@dataclass(frozen=True)
-class GPENConfig:
-    """Constructor arguments of an upstream ``FullGenerator`` (isconcat=True, lr_mlp=0.01)."""
-
-    size: int
-    style_dim: int = 512
-    n_mlp: int = 8
-    channel_multiplier: int = 2
-    narrow: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.size not in (8, 16, 32, 64, 128, 256, 512, 1024):
-            raise ValueError(f"GPEN size must be a power of two in 8..1024, got {self.size}")
-        if self.style_dim < 1 or self.n_mlp < 0 or self.channel_multiplier < 1 or self.narrow <= 0:
-            raise ValueError(f"invalid GPEN config {self}")
-
-    @property
-    def log_size(self) -> int:
-        return int(math.log2(self.size))
-
-    def channels(self) -> dict[int, int]:
-        """Feature channels per resolution, truncated with int() exactly as upstream does."""
-        cm, nw = self.channel_multiplier, self.narrow
-        return {
-            4: int(512 * nw),
-            8: int(512 * nw),
-            16: int(512 * nw),
-            32: int(512 * nw),
-            64: int(256 * cm * nw),
-            128: int(128 * cm * nw),
-            256: int(64 * cm * nw),
-            512: int(32 * cm * nw),
-            1024: int(16 * cm * nw),
-        }
-
-
-GPEN_CONFIGS: dict[str, GPENConfig] = {
-    "GPEN-BFR-512": GPENConfig(size=512, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
-    "GPEN-BFR-256": GPENConfig(size=256, style_dim=512, n_mlp=8, channel_multiplier=1, narrow=0.5),
-}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config
+from gpen_watch.modelstore import registry
 
 
 def add_restore_options(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model",
         metavar="NAME|PATH",
-        help=f"{' or '.join(config.MODEL_NAMES)} (default: {config.RestoreConfig.model}), or a .pth file",
+        help=f"{registry.choices_text('gpen')}, or a .pth file (default: {config.RestoreConfig.model})",
     )
     group.add_argument(
         "--model-dir",
@@ -29,9 +30,8 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--detector",
-        choices=list(config.DETECTOR_NAMES),
-        help="face detector: retinaface_resnet50 (default, more accurate) or retinaface_mobile0.25 "
-        "(smaller and faster)",
+        choices=list(registry.DETECTOR_NAMES),
+        help=f"face detector: {registry.choices_text('detector')} (default: {config.RestoreConfig.detector})",
     )
     group.add_argument(
         "--threshold",

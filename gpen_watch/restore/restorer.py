@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gpen_watch.config import MODEL_NAMES, RestoreConfig
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.save import copy_source, output_format, save_image
+from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, paste
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Face, FaceDetector, Prepared
@@ -100,7 +101,7 @@ class Restorer:
         self.io_threads = n_io
         self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
-        model = cfg.model if cfg.model in MODEL_NAMES else Path(cfg.model).name
+        model = cfg.model if cfg.model in GPEN_NAMES else Path(cfg.model).name
         mask = "face-parsing mask" if parser is not None else "feathered mask"
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.

@@ -28,7 +28,8 @@ from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
-from gpen_watch.tray.backend import Backend, Hooks, TrayUnavailable, load
+from gpen_watch.tray.backend import load
+from gpen_watch.tray.base import Backend, Hooks, TrayUnavailable
 from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
 from gpen_watch.tray.notices import Notice, NoticeTracker
 

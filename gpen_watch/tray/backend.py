@@ -1,9 +1,8 @@
-"""The tray backend interface, and choosing one (or saying in one sentence why there is none).
+"""Choosing a tray backend (or saying in one sentence why there is none).
 
-A backend is a :class:`Backend`: it makes the icon (a pystray Icon, or a subclass of one with
-fixes) and the :class:`Hooks` through which the app's threads reach it. One module per backend:
-xorg.py (pystray's XEmbed icon, fixed, with our own menu window), glib.py (gtk and appindicator,
-through the system's PyGObject), darwin.py; win32 uses this base as it is.
+The interface is ``base.Backend``; one module per backend: xorg.py (pystray's XEmbed icon, fixed,
+with our own menu window), glib.py (gtk and appindicator, through the system's PyGObject),
+darwin.py; win32 uses the base as it is.
 
 pystray picks its backend when it is imported; on Linux gpen-watch decides first (glib.choose)
 and tells pystray through PYSTRAY_BACKEND, which a user may also set to force one.
@@ -14,12 +13,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import MutableMapping
 from types import ModuleType
-from typing import Any
 
-from PIL import Image
+from gpen_watch.tray.base import Backend, TrayUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -28,56 +25,6 @@ log = logging.getLogger(__name__)
 TRAY_WAIT_S = 10.0
 
 LINUX_HINT = "for a tray on Linux see packaging/README.md, 'The tray on Linux'"
-
-
-class TrayUnavailable(Exception):
-    """No tray icon can be shown here; the message says why (one log line)."""
-
-
-class Hooks:
-    """How the app's threads reach the icon; most backends take calls from any thread."""
-
-    def loop_started(self) -> None:
-        """Called from pystray's setup thread once the backend's loop runs."""
-
-    def submit(self, call: Callable[[], None]) -> None:
-        call()
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A tray backend as the app sees it. Subclasses change how the icon is made and reached."""
-
-    name: str  # "appindicator", "gtk", "xorg", "darwin", "win32"
-    pystray: ModuleType
-    has_menu: bool
-    has_notification: bool
-    # XEmbed icons (xorg, gtk): a tray owned the selection at start; else the icon docks later.
-    tray_present: bool = True
-
-    @property
-    def click_pauses(self) -> bool:
-        """A plain click on the icon toggles pause (else it opens the outbox, the menu's default)."""
-        return not self.has_menu
-
-    def create_icon(self, name: str, image: Image.Image, title: str, menu: Any) -> Any:
-        return self.pystray.Icon(name, image, title, menu=menu)
-
-    def prepare(self, icon: Any) -> Hooks:
-        """Backend-specific set-up of a new icon, before its loop runs (on the main thread)."""
-        return Hooks()
-
-    def discard(self, icon: Any) -> None:
-        """Take away an icon whose loop failed to start (the app then runs headless)."""
-
-    def waiting_for_tray(self) -> str | None:
-        """Why the icon cannot be seen yet (no tray on the display), or None."""
-        if self.tray_present:
-            return None
-        return "no system tray on the display yet (GNOME needs the AppIndicator extension)"
 
 
 def load(

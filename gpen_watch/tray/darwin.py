@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpen_watch.tray.backend import Backend, Hooks
+from gpen_watch.tray.base import Backend, Hooks
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from PIL import Image
 
-from gpen_watch.tray.backend import Backend, Hooks
+from gpen_watch.tray.base import Backend, Hooks
 
 log = logging.getLogger(__name__)
 
