@@ -70,12 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="more log output")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # command not built yet
+        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p, name)
         p.set_defaults(_module=module)
