@@ -62,7 +62,8 @@ def _run_into_closed_pipe(args: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_a_closed_pipe_ends_quietly(args: list[str]) -> None:
     proc = _run_into_closed_pipe(args)
-    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
 
 
@@ -84,9 +85,11 @@ def test_status_of_a_running_service_into_a_closed_pipe(short_runtime_dir: Path)
             shell = f"{sys.executable} -m gpen_watch {' '.join(args)} | head -1"
             proc = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=120)
             assert proc.stdout.count("\n") == 1
-            assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+            assert "Traceback" not in proc.stderr, proc.stderr
+            assert "BrokenPipe" not in proc.stderr, proc.stderr
             proc = _run_into_closed_pipe(args)
-            assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+            assert proc.returncode == 0, proc.stderr
+            assert "Traceback" not in proc.stderr, proc.stderr
     finally:
         server.close()
 
@@ -123,8 +126,12 @@ def test_restore_help_explains_precision_and_detector(monkeypatch: pytest.Monkey
     text = parsers["gpen-watch restore"].format_help()
     precision = re.search(r"--precision \{[^}]*\}\s+(.*)", text)
     detector = re.search(r"--detector \{[^}]*\}\s+(.*)", text)
-    assert precision and "fp32 on a CPU" in precision.group(1) and "bf16" in precision.group(1)
-    assert detector and "retinaface_mobile0.25" in detector.group(1) and "faster" in detector.group(1)
+    assert precision
+    assert "fp32 on a CPU" in precision.group(1)
+    assert "bf16" in precision.group(1)
+    assert detector
+    assert "retinaface_mobile0.25" in detector.group(1)
+    assert "faster" in detector.group(1)
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
@@ -178,7 +185,8 @@ def test_run_restore_options_become_settings(tmp_path: Path) -> None:
     from gpen_watch import config
 
     cfg = config.load(tmp_path / "none.toml", got)
-    assert cfg.restore.use_parse is False and cfg.restore.detector == "retinaface_mobile0.25"
+    assert cfg.restore.use_parse is False
+    assert cfg.restore.detector == "retinaface_mobile0.25"
     # Nothing given: nothing overridden (the config file decides).
     assert run_cli.overrides(parser.parse_args(["run"])) == {}
 
@@ -190,4 +198,5 @@ def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
     flags = ["--detector", "retinaface_mobile0.25", "--no-parse", "--face-batch", "4", "--max-side", "0"]
     restore = restore_cli._overrides(parser.parse_args(["restore", "x.jpg", "-o", "out", *flags]))
     run = run_cli.overrides(parser.parse_args(["run", *flags]))
-    assert restore == run and restore["restore.use_parse"] is False
+    assert restore == run
+    assert restore["restore.use_parse"] is False

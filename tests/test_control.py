@@ -99,7 +99,8 @@ def test_client_without_the_secret_is_refused(server: control.ControlServer) -> 
     # Skips the handshake and sends a command straight away.
     s, r = _raw(server.address)
     hello = json.loads(r.readline())
-    assert "nonce" in hello and "token" not in json.dumps(hello)
+    assert "nonce" in hello
+    assert "token" not in json.dumps(hello)
     s.sendall(b'{"cmd": "stop"}\n')
     assert json.loads(r.readline()) == {"ok": False, "error": "authentication failed"}
     assert r.readline() == b""  # closed
@@ -196,12 +197,15 @@ def test_format_status() -> None:
         }
     )
     assert "paused (pid 42, up 1m15s)" in text
-    assert "note: 1 original(s) left in the inbox: could not delete it" in text and "PROBLEM" not in text
+    assert "note: 1 original(s) left in the inbox: could not delete it" in text
+    assert "PROBLEM" not in text
     assert "queue: 3 waiting, 1 running" in text
     assert "all time: 10 done, 1 failed, 2 unsupported" in text
     assert "today: 7 photos restored (12 faces), 3 without a face" in text
     assert "this run: 10 done, 14 faces restored" in text
     # The worker's count (failures included) is not called "done" like the queue's.
-    assert "cpu#0" in text and "processed 10" in text and "restarts 1" in text
+    assert "cpu#0" in text
+    assert "processed 10" in text
+    assert "restarts 1" in text
     assert "GPEN-BFR-256 (256 px), retinaface_mobile0.25" in text
     assert "a.jpg: truncated JPEG" in text

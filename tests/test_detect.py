@@ -65,7 +65,8 @@ def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
     def key(fs):  # noqa: ANN001, ANN202
         return {tuple(np.round(f.box).astype(int)) for f in fs if f.box[2] < 200 and f.box[3] < 150}
 
-    assert key(together[1]) and key(together[1]) == key(alone)
+    assert key(together[1])
+    assert key(together[1]) == key(alone)
 
 
 def test_downscaled_detection_maps_back_to_image_coordinates(net: RetinaFace) -> None:

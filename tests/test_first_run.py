@@ -94,8 +94,11 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
     problem = s["problem"]
     # One problem names every missing file, its URL, its size and where it is looked for.
     for spec in (GPEN256, MOBILE):
-        assert spec.filename in problem and spec.url in problem and spec.size_text in problem
-    assert str(models) in problem and str(paths.model_cache_dir()) in problem
+        assert spec.filename in problem
+        assert spec.url in problem
+        assert spec.size_text in problem
+    assert str(models) in problem
+    assert str(paths.model_cache_dir()) in problem
     assert "no `gpen-watch resume` needed" in problem
     assert "Name or service not known" in problem or "download failed" in problem
     assert s["models"]["state"] == "waiting"
@@ -113,7 +116,8 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
     s = svc.wait_done(1)
     assert outbox_files(svc.outbox) == ["grace.jpg"]
     assert s["queue"]["done"] == 1
-    assert s["problem"] is None and s["models"]["state"] == "ready"
+    assert s["problem"] is None
+    assert s["models"]["state"] == "ready"
     assert s["torch_loaded"] is False
     log = svc.log_text()
     assert "every model file is there now: starting the workers" in log
@@ -140,7 +144,8 @@ def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_w
         lambda s: bool(s["problem"]) and s["queue"]["queued"] == 1, what="the corrupt file's problem"
     )
     assert s["problem"].startswith("corrupt model file: ")
-    assert str(models / GPEN256.filename) in s["problem"] and "truncated" in s["problem"]
+    assert str(models / GPEN256.filename) in s["problem"]
+    assert "truncated" in s["problem"]
     assert "missing" not in s["problem"]
     assert [f["state"] for f in s["models"]["files"]] == ["corrupt", "present"]
 
@@ -150,19 +155,24 @@ def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_w
     s = svc.wait(
         lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 120, "the worker's model error"
     )
-    assert "does not match" in s["problem"] and str(models / GPEN256.filename) in s["problem"]
+    assert "does not match" in s["problem"]
+    assert str(models / GPEN256.filename) in s["problem"]
     assert "as soon as a model file changes" in s["problem"]
     assert s["models"]["state"] == "workers_failed"
-    assert s["queue"]["queued"] == 1 and s["queue"]["failed"] == 0
+    assert s["queue"]["queued"] == 1
+    assert s["queue"]["failed"] == 0
 
     # Paused meanwhile: the good copy still restarts the worker by itself, but it takes no work.
     assert svc.request("pause")["ok"]
     write_atomic(models / GPEN256.filename, gpen256_file)
     s = svc.wait(lambda s: s["workers"][0]["state"] == "idle", 120, "the worker loaded the good copy")
-    assert s["paused"] and s["queue"]["queued"] == 1 and s["problem"] is None
+    assert s["paused"]
+    assert s["queue"]["queued"] == 1
+    assert s["problem"] is None
     assert s["models"]["state"] == "ready"
     assert svc.request("resume")["ok"]
     s = svc.wait_done(1)
-    assert outbox_files(svc.outbox) == ["grace.jpg"] and s["problem"] is None
+    assert outbox_files(svc.outbox) == ["grace.jpg"]
+    assert s["problem"] is None
     assert s["workers"][0]["restarts"] == 0
     svc.stop()

@@ -66,18 +66,24 @@ def test_damaged_journal_is_reported_with_what_to_do(tmp_path: Path) -> None:
 
 def test_add_creates_a_queued_job_with_history(journal: Journal) -> None:
     r = add(journal, "a.jpg")
-    assert r.status == "new" and r.is_new
+    assert r.status == "new"
+    assert r.is_new
     job = journal.get(r.job.id)
     assert job is not None
-    assert job.state == "queued" and job.attempts == 0 and job.source == Path("/in/a.jpg")
-    assert job.rel == Path("a.jpg") and job.size == 10 and job.mtime == 1000.0
+    assert job.state == "queued"
+    assert job.attempts == 0
+    assert job.source == Path("/in/a.jpg")
+    assert job.rel == Path("a.jpg")
+    assert job.size == 10
+    assert job.mtime == 1000.0
     assert [e.kind for e in journal.history(job.id)] == ["added"]
 
 
 def test_same_file_seen_again_is_known_not_a_new_job(journal: Journal) -> None:
     first = add(journal, "a.jpg")
     again = add(journal, "a.jpg")
-    assert again.status == "known" and again.job.id == first.job.id
+    assert again.status == "known"
+    assert again.job.id == first.job.id
     assert journal.counts()["queued"] == 1
 
 
@@ -87,9 +93,11 @@ def test_same_photo_under_another_name_after_done_is_a_duplicate(journal: Journa
     journal.finish(first.job.id, "/out/a.jpg", faces=2, timings={"restore": 1.5}, notes=["ok"])
     dup = add(journal, "copy of a.jpg", content="photo")
     assert dup.status == "duplicate"
-    assert dup.duplicate_of is not None and dup.duplicate_of.id == first.job.id
+    assert dup.duplicate_of is not None
+    assert dup.duplicate_of.id == first.job.id
     assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
-    assert dup.job.state == "duplicate" and dup.job.duplicate_of == first.job.id
+    assert dup.job.state == "duplicate"
+    assert dup.job.duplicate_of == first.job.id
     assert dup.job.notes == [dup.message]
     # The duplicate file seen again by a rescan is not announced twice.
     assert add(journal, "copy of a.jpg", content="photo").status == "known"
@@ -106,18 +114,26 @@ def test_twin_waits_for_the_first_and_is_then_a_duplicate_of_it(journal: Journal
     other = add(journal, "c.jpg", content="other")
     batch = journal.claim_batch(3, "w0")
     assert [j.id for j in batch.jobs] == [first.job.id, other.job.id]  # the twin is held, not skipped over
-    assert batch.held == 1 and batch.duplicates == []
+    assert batch.held == 1
+    assert batch.duplicates == []
     assert journal.claim_batch(3, "w0").jobs == []  # still held while the first runs
     assert journal.get(twin.job.id).state == "queued"  # type: ignore[union-attr]
     journal.finish(first.job.id, "/out/a.jpg")
     batch = journal.claim_batch(3, "w0")
-    assert batch.jobs == [] and batch.held == 0
+    assert batch.jobs == []
+    assert batch.held == 0
     (dup,) = batch.duplicates
     # Exactly what add() records for a drop after the first was done.
-    assert dup.status == "duplicate" and dup.duplicate_of is not None and dup.duplicate_of.id == first.job.id
+    assert dup.status == "duplicate"
+    assert dup.duplicate_of is not None
+    assert dup.duplicate_of.id == first.job.id
     assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
-    assert dup.job.id == twin.job.id and dup.job.state == "duplicate" and dup.job.duplicate_of == first.job.id
-    assert dup.job.notes == [dup.message] and dup.job.output == Path("/out/a.jpg") and dup.job.attempts == 0
+    assert dup.job.id == twin.job.id
+    assert dup.job.state == "duplicate"
+    assert dup.job.duplicate_of == first.job.id
+    assert dup.job.notes == [dup.message]
+    assert dup.job.output == Path("/out/a.jpg")
+    assert dup.job.attempts == 0
     assert [e.kind for e in journal.history(twin.job.id)] == ["added", "duplicate"]
     assert add(journal, "b.jpg", content="photo").status == "known"  # a rescan does not announce it again
 
@@ -134,7 +150,8 @@ def test_twin_of_a_failed_first_is_processed_like_any_other_job(journal: Journal
     assert [j.id for j in journal.claim_batch(5, "w0").jobs] == twins[:1]
     journal.finish(twins[0], "/out/b0.jpg")
     batch = journal.claim_batch(5, "w0")
-    assert batch.jobs == [] and [d.job.id for d in batch.duplicates] == twins[1:]
+    assert batch.jobs == []
+    assert [d.job.id for d in batch.duplicates] == twins[1:]
     assert batch.duplicates[0].duplicate_of.id == twins[0]  # type: ignore[union-attr]
 
 
@@ -142,7 +159,8 @@ def test_held_twins_do_not_hold_up_the_rest_of_the_queue(journal: Journal) -> No
     # More twins than one page of the queue walk: the jobs behind them are still found.
     ids = [add(journal, f"{i}.jpg", content="same" if i < 150 else f"x{i}").job.id for i in range(160)]
     batch = journal.claim_batch(4, "w0")
-    assert [j.id for j in batch.jobs] == [ids[0], *ids[150:153]] and batch.held == 149
+    assert [j.id for j in batch.jobs] == [ids[0], *ids[150:153]]
+    assert batch.held == 149
 
 
 def test_redrop_after_original_was_archived_is_a_duplicate_but_kept_original_is_known(
@@ -191,9 +209,12 @@ def test_original_waiting_for_its_folder_is_known_and_listed_until_moved(journal
 def test_file_replaced_while_queued_supersedes_the_old_job(journal: Journal) -> None:
     old = add(journal, "a.jpg", content="v1")
     new = add(journal, "a.jpg", content="v2")
-    assert new.status == "new" and new.superseded == [old.job.id]
+    assert new.status == "new"
+    assert new.superseded == [old.job.id]
     gone = journal.get(old.job.id)
-    assert gone is not None and gone.state == "gone" and "replaced" in (gone.error or "")
+    assert gone is not None
+    assert gone.state == "gone"
+    assert "replaced" in (gone.error or "")
 
 
 def test_claim_moves_oldest_queued_to_running_and_counts_attempts(journal: Journal) -> None:
@@ -222,7 +243,8 @@ def test_concurrent_claims_never_hand_out_a_job_twice(journal: Journal) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(got) == sorted(set(got)) and len(got) == 200
+    assert sorted(got) == sorted(set(got))
+    assert len(got) == 200
 
 
 def test_claims_from_two_processes_never_overlap(tmp_path: Path) -> None:
@@ -275,7 +297,9 @@ def test_requeue_running_after_crash_and_gives_up_after_max_attempts(journal: Jo
     assert journal.requeue_running("service restarted", max_attempts=2) == 1
     assert journal.get(a).state == "queued"  # type: ignore[union-attr]
     failed = journal.get(b)
-    assert failed is not None and failed.state == "failed" and "gave up after 2" in (failed.error or "")
+    assert failed is not None
+    assert failed.state == "failed"
+    assert "gave up after 2" in (failed.error or "")
 
 
 def test_output_reservations_are_exclusive_among_active_jobs(journal: Journal) -> None:
@@ -322,7 +346,9 @@ def test_status_queries(tmp_path: Path) -> None:
     assert [x.id for x in j.recent_errors(5)] == [ids[3], ids[2]]
     assert j.recent_errors(5)[1].error == "truncated JPEG"
     counts = j.counts()
-    assert counts["done"] == 2 and counts["failed"] == 1 and counts["unsupported"] == 1
+    assert counts["done"] == 2
+    assert counts["failed"] == 1
+    assert counts["unsupported"] == 1
     assert set(counts) == {str(state) for state in JobState}
     j.log_event(ids[1], "note", "oom: retrying at scale 0.5", worker="cuda:0")
     assert j.history(ids[1])[-1].detail == "oom: retrying at scale 0.5"
@@ -435,7 +461,8 @@ def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "inside"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with Journal.open(path) as j:
@@ -448,7 +475,8 @@ def test_file_dropped_again_after_it_went_missing_is_a_new_job(journal: Journal)
     first = add(journal, "a.jpg")
     assert journal.mark_gone(first.job.id)
     again = add(journal, "a.jpg")
-    assert again.status == "new" and again.job.id != first.job.id
+    assert again.status == "new"
+    assert again.job.id != first.job.id
 
 
 def test_status_reader_opens_read_only_beside_the_running_writer(tmp_path: Path) -> None:

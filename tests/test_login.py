@@ -101,14 +101,18 @@ def test_autostart_entry_runs_this_python_and_parses_back(
 ) -> None:
     result = linux_login.install(LoginOptions(python=python_with_spaces), run=Calls())
     path = Path(os.environ["XDG_CONFIG_HOME"]) / "autostart" / "gpen-watch.desktop"
-    assert result.changed and path.is_file()
+    assert result.changed
+    assert path.is_file()
     entry = read_desktop(path)
-    assert entry["Type"] == "Application" and entry["Terminal"] == "false"
+    assert entry["Type"] == "Application"
+    assert entry["Terminal"] == "false"
     assert desktop_argv(entry["Exec"]) == [python_with_spaces, "-m", "gpen_watch", "run"]
     assert Path(entry["Icon"]).is_file()
     assert MARKER in path.read_text()
     status = linux_login.status()
-    assert status.installed and status.kind == "xdg-autostart" and status.location == str(path)
+    assert status.installed
+    assert status.kind == "xdg-autostart"
+    assert status.location == str(path)
 
 
 def test_autostart_no_tray() -> None:
@@ -124,7 +128,8 @@ def test_install_twice_is_harmless_and_uninstall_removes_exactly_what_install_ma
     first = linux_login.install(LoginOptions(), run=Calls())
     after_first = tree(isolated_user_dirs)
     second = linux_login.install(LoginOptions(), run=Calls())
-    assert first.changed and not second.changed
+    assert first.changed
+    assert not second.changed
     assert second.messages[0] == "already installed; nothing changed"
     assert tree(isolated_user_dirs) == after_first
     assert linux_login.uninstall(run=Calls()).changed
@@ -140,7 +145,8 @@ def test_a_file_the_user_wrote_is_never_overwritten_or_removed() -> None:
     with pytest.raises(LoginError, match="not written by gpen-watch"):
         linux_login.install(LoginOptions(), run=Calls())
     result = linux_login.uninstall(run=Calls())
-    assert "left" in result.messages[0] and path.read_text() == "[Desktop Entry]\nExec=my-own-thing\n"
+    assert "left" in result.messages[0]
+    assert path.read_text() == "[Desktop Entry]\nExec=my-own-thing\n"
     assert not linux_login.status().installed
 
 
@@ -173,11 +179,13 @@ def test_systemd_unit_for_the_graphical_session(isolated_user_dirs: Path, python
         "run",
     ]
     link = path.parent / "graphical-session.target.wants" / "gpen-watch.service"
-    assert link.is_symlink() and link.resolve() == path.resolve()
+    assert link.is_symlink()
+    assert link.resolve() == path.resolve()
     assert ["systemctl", "--user", "daemon-reload"] in calls.calls
     systemd_verify(path)
     st = linux_login.status()
-    assert st.installed and st.kind == "systemd"
+    assert st.installed
+    assert st.kind == "systemd"
     assert st.notes == (STALE,)  # written for python_with_spaces, not for the Python running the tests
 
 
@@ -185,7 +193,8 @@ def test_systemd_headless_unit_uses_default_target(isolated_user_dirs: Path) -> 
     linux_login.install(LoginOptions(systemd=True, no_tray=True), run=Calls())
     path = linux_login.unit_file()
     unit = read_unit(path)
-    assert "PartOf" not in unit["Unit"] and unit["Install"]["WantedBy"] == "default.target"
+    assert "PartOf" not in unit["Unit"]
+    assert unit["Install"]["WantedBy"] == "default.target"
     assert unit["Service"]["ExecStart"].endswith("-m gpen_watch run --no-tray")
     assert linux_login.wants_link("default.target").is_symlink()
     assert not linux_login.wants_link("graphical-session.target").exists()
@@ -197,11 +206,13 @@ def test_switching_between_autostart_and_systemd_keeps_one(isolated_user_dirs: P
     before = tree(isolated_user_dirs)
     linux_login.install(LoginOptions(), run=Calls())
     linux_login.install(LoginOptions(systemd=True), run=Calls())
-    assert not linux_login.autostart_file().exists() and linux_login.unit_file().exists()
+    assert not linux_login.autostart_file().exists()
+    assert linux_login.unit_file().exists()
     linux_login.install(LoginOptions(systemd=True, no_tray=True), run=Calls())
     assert not linux_login.wants_link("graphical-session.target").exists()
     linux_login.install(LoginOptions(), run=Calls())
-    assert linux_login.autostart_file().exists() and not linux_login.unit_file().exists()
+    assert linux_login.autostart_file().exists()
+    assert not linux_login.unit_file().exists()
     linux_login.uninstall(run=Calls())
     assert tree(isolated_user_dirs) == before
 
@@ -246,7 +257,9 @@ def test_launch_agent_uninstall(isolated_user_dirs: Path, monkeypatch: pytest.Mo
     before = tree(isolated_user_dirs)
     macos_login.install(LoginOptions(), run=Calls())
     st = macos_login.status(run=Calls())
-    assert st.installed and st.kind == "launchagent" and st.notes == ()
+    assert st.installed
+    assert st.kind == "launchagent"
+    assert st.notes == ()
     calls = Calls()
     assert macos_login.uninstall(run=calls).changed
     assert ["launchctl", "bootout", f"gui/{os.getuid()}/org.gpen-watch.gpen-watch"] in calls.calls
@@ -256,7 +269,8 @@ def test_launch_agent_uninstall(isolated_user_dirs: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("XPC_SERVICE_NAME", macos_login.LABEL)
     calls = Calls()
     macos_login.uninstall(run=calls)
-    assert not any(c[1] == "bootout" for c in calls.calls) and not macos_login.agent_file().exists()
+    assert not any(c[1] == "bootout" for c in calls.calls)
+    assert not macos_login.agent_file().exists()
     for folder in ("Library/LaunchAgents", "Library"):
         (isolated_user_dirs / folder).rmdir()  # the Mac's own folders, made here by install
     assert tree(isolated_user_dirs) == before
@@ -284,8 +298,11 @@ def test_run_key_uses_pythonw(tmp_path: Path) -> None:
     assert key == {"gpen-watch": f'"{scripts / "pythonw.exe"}" -m gpen_watch run'}
     assert not windows_login.install(LoginOptions(python=str(scripts / "python.exe")), key=key).changed
     st = windows_login.status(key)
-    assert st.installed and st.kind == "run-key" and st.command == key["gpen-watch"]
-    assert windows_login.uninstall(key).changed and key == {}
+    assert st.installed
+    assert st.kind == "run-key"
+    assert st.command == key["gpen-watch"]
+    assert windows_login.uninstall(key).changed
+    assert key == {}
 
 
 def test_run_key_without_pythonw_and_headless(tmp_path: Path) -> None:
@@ -298,7 +315,8 @@ def test_run_key_of_someone_else_is_left_alone() -> None:
     key = DictRunKey({"gpen-watch": r"C:\Tools\other.exe"})
     with pytest.raises(LoginError):
         windows_login.install(LoginOptions(), key=key)
-    assert not windows_login.uninstall(key).changed and key == {"gpen-watch": r"C:\Tools\other.exe"}
+    assert not windows_login.uninstall(key).changed
+    assert key == {"gpen-watch": r"C:\Tools\other.exe"}
     assert not windows_login.status(key).installed
 
 
@@ -306,8 +324,10 @@ def test_run_key_of_someone_else_is_left_alone() -> None:
 
 
 def test_platform_modules_by_name() -> None:
-    assert module_name("linux") == "linux" and module_name("freebsd14") == "linux"
-    assert module_name("darwin") == "macos" and module_name("win32") == "windows"
+    assert module_name("linux") == "linux"
+    assert module_name("freebsd14") == "linux"
+    assert module_name("darwin") == "macos"
+    assert module_name("win32") == "windows"
     for plat, login in (("linux", linux_login), ("darwin", macos_login), ("win32", windows_login)):
         platform = current(plat)  # instantiating checks that it implements all of Platform
         assert isinstance(platform, Platform)
@@ -329,7 +349,8 @@ def test_service_cli_install_status_uninstall(
     assert "already installed" in capsys.readouterr().out
     assert main(["service", "status"]) == 0
     out = capsys.readouterr().out
-    assert "installed (xdg-autostart)" in out and f"{sys.executable} -m gpen_watch run" in out
+    assert "installed (xdg-autostart)" in out
+    assert f"{sys.executable} -m gpen_watch run" in out
     assert main(["service", "install", "--systemd", "--no-tray"]) == 0
     capsys.readouterr()
     assert main(["service", "status"]) == 0

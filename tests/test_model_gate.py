@@ -120,7 +120,8 @@ def test_fetch_reports_progress_and_logs_each_tenth(
     fetch.start()
     while not done.wait(0.001):
         seen.append(fetch.progress())
-    assert fetch.failures() == {} and fetch.fetched() == [GPEN256.name]
+    assert fetch.failures() == {}
+    assert fetch.fetched() == [GPEN256.name]
     assert (paths.model_cache_dir() / GPEN256.filename).read_bytes() == body
     lines = [r.getMessage() for r in caplog.records]
     full = f"downloading GPEN-BFR-256: 100 % ({len(body) / 1e6:.1f} of {registry.mb(len(body))})"
@@ -145,7 +146,8 @@ def test_gate_downloads_what_is_missing_then_lets_the_workers_start(
         assert gate.state is GateState.WAITING
         assert woken.wait(30), "the fetch never finished"
         poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
-        assert gate.problem() is None and gate.notice() is None
+        assert gate.problem() is None
+        assert gate.notice() is None
         assert {f["state"] for f in gate.status()["files"]} == {"present"}
         assert sorted(p.name for p in paths.model_cache_dir().iterdir()) == sorted(
             [GPEN256.filename, MOBILE.filename]
@@ -168,8 +170,11 @@ def test_gate_problem_when_downloads_fail_and_recovers_when_the_network_comes_ba
         problem = gate.problem()
         assert problem is not None
         for spec in (GPEN256, MOBILE):
-            assert spec.filename in problem and registry.get_spec(spec.name).url in problem
-        assert "HTTP 404" in problem and str(models) in problem and str(paths.model_cache_dir()) in problem
+            assert spec.filename in problem
+            assert registry.get_spec(spec.name).url in problem
+        assert "HTTP 404" in problem
+        assert str(models) in problem
+        assert str(paths.model_cache_dir()) in problem
         assert gate.state is GateState.WAITING
 
         # The server has the files now (the network came back): the next retry gets them.
@@ -225,11 +230,13 @@ def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
         assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.1 of {registry.mb(len(body))})"
         assert gate.problem() is None  # news, not a fault
         status = gate.status()
-        assert status["state"] == "waiting" and status["download"]["percent"] == pct
+        assert status["state"] == "waiting"
+        assert status["download"]["percent"] == pct
         assert status["download"]["file"] == GPEN256.filename
         RELEASE.set()
         poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
-        assert gate.notice() is None and gate.status()["download"] is None
+        assert gate.notice() is None
+        assert gate.status()["download"] is None
     finally:
         RELEASE.set()
         gate.close()
@@ -248,7 +255,9 @@ def test_a_download_that_is_not_weights_is_removed_and_not_retried_until_resume(
         assert woken.wait(30)
         poll_until(gate, clock, lambda: gate.problem() is not None, "the problem")
         problem = gate.problem() or ""
-        assert "HTML page" in problem and "removed" in problem and GPEN256.filename in problem
+        assert "HTML page" in problem
+        assert "removed" in problem
+        assert GPEN256.filename in problem
         assert sorted(p.name for p in paths.model_cache_dir().iterdir()) == [MOBILE.filename]
         # Not fetched again on the retry timer (it would be the same page each time)...
         (local_registry / GPEN256.filename).write_bytes(weights_bytes(1000))

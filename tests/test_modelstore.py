@@ -226,8 +226,10 @@ def test_ensure_model_missing_without_download(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as info:
         store.ensure_model(PARSENET, tmp_path / "mine", download=False)
     message = str(info.value)
-    assert PARSENET.filename in message and PARSENET.url in message
-    assert str(tmp_path / "mine") in message and str(paths.model_cache_dir()) in message
+    assert PARSENET.filename in message
+    assert PARSENET.url in message
+    assert str(tmp_path / "mine") in message
+    assert str(paths.model_cache_dir()) in message
     assert "gpen-watch models fetch ParseNet" in message
 
 
@@ -246,7 +248,8 @@ def test_download_ok(server: tuple[str, Path], tmp_path: Path) -> None:
         sha256=hashlib.sha256(body).hexdigest().upper(),
         progress=False,
     )
-    assert out == dest and dest.read_bytes() == body
+    assert out == dest
+    assert dest.read_bytes() == body
     assert leftovers(dest.parent) == ["w.pth"]
 
 
@@ -270,7 +273,8 @@ def test_download_mismatch_leaves_nothing(server: tuple[str, Path], tmp_path: Pa
     kwargs = {"expected_size": len(body) + 1} if bad == "size" else {"sha256": "0" * 64}
     with pytest.raises(DownloadError) as info:
         download(f"{base}/w.pth", dest, progress=False, **kwargs)
-    assert f"{base}/w.pth" in str(info.value) and "w.pth" in str(info.value)
+    assert f"{base}/w.pth" in str(info.value)
+    assert "w.pth" in str(info.value)
     assert not info.value.network
     assert leftovers(dest.parent) == []
 
@@ -301,7 +305,8 @@ def test_download_404_and_refused(server: tuple[str, Path], tmp_path: Path) -> N
         with pytest.raises(DownloadError) as info:
             download(url, dest, progress=False, timeout=5)
         message = str(info.value)
-        assert url in message and reason in message
+        assert url in message
+        assert reason in message
         assert f"put it at {dest}" in message
         assert info.value.network
         assert leftovers(dest.parent) == []
@@ -323,7 +328,8 @@ def test_download_removes_only_stale_parts(server: tuple[str, Path], tmp_path: P
     old = time.time() - 3 * 24 * 3600
     os.utime(stale, (old, old))
     download(f"{base}/w.pth", tmp_path / "w.pth", progress=False)
-    assert not stale.exists() and fresh.exists()
+    assert not stale.exists()
+    assert fresh.exists()
 
 
 def test_ensure_model_downloads_into_cache(server: tuple[str, Path], tmp_path: Path) -> None:
@@ -346,7 +352,8 @@ def test_pinned_digest_refuses_a_different_download(server: tuple[str, Path], tm
         store.ensure_model(spec, None, progress=False)
     message = str(info.value)
     # Both digests, so the user can tell a wrong mirror from a damaged transfer.
-    assert hashlib.sha256(body).hexdigest() in message and PARSENET.sha256 in message
+    assert hashlib.sha256(body).hexdigest() in message
+    assert PARSENET.sha256 in message
     assert "discarded" in message
     assert leftovers(paths.model_cache_dir()) == []
 
@@ -360,8 +367,10 @@ def test_ensure_model_download_failure_names_file_url_and_folders(
         store.ensure_model(spec, tmp_path / "offline", progress=False, timeout=5)
     message = str(info.value)
     assert PARSENET.filename in message
-    assert spec.url in message and spec.mirrors[0] in message
-    assert str(tmp_path / "offline") in message and str(paths.model_cache_dir()) in message
+    assert spec.url in message
+    assert spec.mirrors[0] in message
+    assert str(tmp_path / "offline") in message
+    assert str(paths.model_cache_dir()) in message
     assert leftovers(paths.model_cache_dir()) == []
 
 
@@ -413,8 +422,10 @@ def test_mismatch_names_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as info:
         verify.load_detector(MOBILE.name, tmp_path, download=False)
     message = str(info.value)
-    assert str(path) in message and key in message
-    assert str(tuple(state[key].shape)) in message and "(3, 3, 3, 3)" in message
+    assert str(path) in message
+    assert key in message
+    assert str(tuple(state[key].shape)) in message
+    assert "(3, 3, 3, 3)" in message
 
     bad = dict(state)
     del bad[key]
@@ -465,7 +476,8 @@ def test_code_running_pickle_refused(tmp_path: Path, how: str) -> None:
     # ...but not here.
     assert not marker.exists()
     message = str(info.value)
-    assert str(path) in message and "refused" in message
+    assert str(path) in message
+    assert "refused" in message
     assert "weights_only=False" not in message
 
 
@@ -613,7 +625,8 @@ def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / MOBILE.filename).write_bytes(data[:1000])
     assert cli.main(["models", "verify", MOBILE.name, "--model-dir", str(tmp_path)]) == 2
     captured = capsys.readouterr()
-    assert "RetinaFace-MobileNet0.25: FAILED" in captured.out and "corrupt" in captured.out
+    assert "RetinaFace-MobileNet0.25: FAILED" in captured.out
+    assert "corrupt" in captured.out
     assert "failed verification" in captured.err
 
 
@@ -643,7 +656,8 @@ def test_cli_fetch(
     # A download that is not a valid ParseNet file is deleted, not left to break every run.
     assert cli.main(["models", "fetch", "ParseNet", "--no-progress"]) == 2
     captured = capsys.readouterr()
-    assert "ParseNet: FAILED" in captured.out and "could not fetch ParseNet" in captured.err
+    assert "ParseNet: FAILED" in captured.out
+    assert "could not fetch ParseNet" in captured.err
     assert leftovers(paths.model_cache_dir()) == [MOBILE.filename]
 
     # No names: the defaults. The GPEN and R50 files are not served (404), so those fail, naming their
@@ -651,7 +665,8 @@ def test_cli_fetch(
     assert cli.main(["models", "fetch", "--no-progress", "--no-verify"]) == 2
     out = capsys.readouterr().out
     for name in ("GPEN-BFR-512", "RetinaFace-R50"):
-        assert f"{name}: FAILED" in out and registry.get_spec(name).url in out
+        assert f"{name}: FAILED" in out
+        assert registry.get_spec(name).url in out
     assert str(paths.model_cache_dir()) in out
     assert "ParseNet: saved to" in out
 
@@ -671,7 +686,8 @@ def test_cli_list_marks_what_the_configuration_uses(
     assert "RetinaFace-MobileNet0.25 (used by the configuration)  [detector]" in out
     assert "ParseNet (used by the configuration)  [parser]" in out
     # The built-in defaults are not marked when the configuration does not use them.
-    assert "GPEN-BFR-512  [gpen]" in out and "RetinaFace-R50  [detector]" in out
+    assert "GPEN-BFR-512  [gpen]" in out
+    assert "RetinaFace-R50  [detector]" in out
 
 
 def test_cli_fetch_without_names_fetches_what_the_configuration_uses(
@@ -693,7 +709,8 @@ def test_cli_fetch_without_names_fetches_what_the_configuration_uses(
         == 0
     )
     out = capsys.readouterr().out
-    assert "GPEN-BFR-512" not in out and "RetinaFace-R50" not in out
+    assert "GPEN-BFR-512" not in out
+    assert "RetinaFace-R50" not in out
     assert leftovers(paths.model_cache_dir()) == sorted(
         ["GPEN-BFR-256.pth", MOBILE.filename, PARSENET.filename]
     )
@@ -706,7 +723,8 @@ def test_cli_verify_with_nothing_present_fails_without_loading_torch(tmp_path: P
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
-    assert "no model files present in" in done.stderr and "gpen-watch models fetch" in done.stderr
+    assert "no model files present in" in done.stderr
+    assert "gpen-watch models fetch" in done.stderr
     assert str(paths.model_cache_dir()) in done.stderr
 
 

@@ -85,27 +85,27 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             # Nothing lost, nothing failed for this: the result is in the outbox, the originals wait
             # in the inbox, and the status says where they cannot go and how many wait.
             s = svc.wait(lambda s: s["originals_waiting"] == 2, 60, "both originals waiting")
-            assert s["queue"]["done"] == 1 and s["queue"]["unsupported"] == 1
+            assert s["queue"]["done"] == 1
+            assert s["queue"]["unsupported"] == 1
             problem = s["problem"] or ""
-            assert (
-                f"cannot move originals to {originals}" in problem
-                and f"cannot move originals to {failed}" in problem
-            )
-            assert "1 left in the inbox" in problem and "retrying every 30 s" in problem
+            assert f"cannot move originals to {originals}" in problem
+            assert f"cannot move originals to {failed}" in problem
+            assert "1 left in the inbox" in problem
+            assert "retrying every 30 s" in problem
             assert ("Read-only file system" if arch.mounted else "Permission denied") in problem
             assert f"PROBLEM: cannot move originals to {originals}" in gpen_status()
-            assert files(svc.inbox) == ["bad.jpg", "good.jpg"] and files(svc.outbox) == ["good.jpg"]
+            assert files(svc.inbox) == ["bad.jpg", "good.jpg"]
+            assert files(svc.outbox) == ["good.jpg"]
             assert files(failed) == []
 
             # The archive works again: `resume` moves its original at once; failed/ still refuses.
             arch.refuse(False)
             assert control.request("resume")["ok"]
             s = svc.wait(lambda s: s["originals_waiting"] == 1, 30, "the archived original moved")
-            assert (
-                str(originals) not in (s["problem"] or "")
-                and f"cannot move originals to {failed}" in s["problem"]
-            )
-            assert files(originals) == ["good.jpg"] and files(svc.inbox) == ["bad.jpg"]
+            assert str(originals) not in (s["problem"] or "")
+            assert f"cannot move originals to {failed}" in s["problem"]
+            assert files(originals) == ["good.jpg"]
+            assert files(svc.inbox) == ["bad.jpg"]
 
             # Across a restart: the journal knows what waits; moved at start once failed/ works.
             assert svc.stop() == 0
@@ -117,7 +117,8 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
             assert files(svc.inbox) == []
             assert files(failed) == ["bad.jpg", "bad.jpg.error.txt"]
             assert "moved here as bad.jpg" in (failed / "bad.jpg.error.txt").read_text()
-            assert files(svc.outbox) == ["good.jpg"] and (svc.outbox / "good.jpg").read_bytes() == b"a photo"
+            assert files(svc.outbox) == ["good.jpg"]
+            assert (svc.outbox / "good.jpg").read_bytes() == b"a photo"
             assert (originals / "good.jpg").read_bytes() == b"a photo"
             assert svc.stop() == 0
     finally:
@@ -149,7 +150,8 @@ def test_the_service_retries_waiting_originals_periodically_without_resume(
     svc._journal = journal = Journal.open(tmp_path / "journal.sqlite3")
     try:
         svc._retry_originals()  # at start: nothing waits, nothing to do later
-        assert svc._originals_retry_at is None and svc._originals_problem() is None
+        assert svc._originals_retry_at is None
+        assert svc._originals_problem() is None
         src = inbox / "a.jpg"
         src.write_bytes(b"a photo")
         st = src.stat()
@@ -172,11 +174,14 @@ def test_the_service_retries_waiting_originals_periodically_without_resume(
         monkeypatch.undo()  # room again (and the real retry interval back)
         monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
         svc._retry_originals()  # not due yet
-        assert src.exists() and svc._originals_problem() is not None
+        assert src.exists()
+        assert svc._originals_problem() is not None
         time.sleep(0.35)
         svc._retry_originals()
-        assert not src.exists() and (originals / "a.jpg").read_bytes() == b"a photo"
-        assert svc._originals_problem() is None and svc._originals_retry_at is None
+        assert not src.exists()
+        assert (originals / "a.jpg").read_bytes() == b"a photo"
+        assert svc._originals_problem() is None
+        assert svc._originals_retry_at is None
         assert (outbox / "a.jpg").read_bytes() == b"restored"
     finally:
         journal.close()

@@ -107,8 +107,12 @@ def test_render_name_fields_and_format_extension() -> None:
 )
 def test_names_can_never_leave_the_folder(src: str, tmp_path: Path) -> None:
     name = naming.render_name("{stem}{ext}", src)
-    assert "/" not in name and "\\" not in name and "\0" not in name and "\n" not in name
-    assert not name.startswith(".") and name not in ("", ".", "..")
+    assert "/" not in name
+    assert "\\" not in name
+    assert "\0" not in name
+    assert "\n" not in name
+    assert not name.startswith(".")
+    assert name not in ("", ".", "..")
     out = naming.free_name(tmp_path, name)
     assert out.parent == tmp_path
 
@@ -127,11 +131,14 @@ def test_injected_template_fields_are_refused() -> None:
 
 def test_long_names_are_cut_to_fit_with_their_extension() -> None:
     name = naming.render_name("{stem}{ext}", "é" * 300 + ".jpeg")
-    assert len(name.encode()) <= naming.MAX_NAME_BYTES and name.endswith(".jpeg")
+    assert len(name.encode()) <= naming.MAX_NAME_BYTES
+    assert name.endswith(".jpeg")
     name.encode().decode()  # cut on a character boundary
     tmp = naming.tmp_path(Path("/o") / name, 123456789)
-    assert len(tmp.name.encode()) <= 255 and naming.tmp_job_id(tmp.name) == 123456789
-    assert naming.tmp_job_id("photo.jpg") is None and naming.tmp_job_id(".x.gpen-tmp-") is None
+    assert len(tmp.name.encode()) <= 255
+    assert naming.tmp_job_id(tmp.name) == 123456789
+    assert naming.tmp_job_id("photo.jpg") is None
+    assert naming.tmp_job_id(".x.gpen-tmp-") is None
     # The image writer's temp for a worker's temp output (left by a worker killed while saving).
     assert naming.tmp_job_id(f".{tmp.name}.tmp-0a1b2c3d") == 123456789
     assert naming.tmp_job_id(f".{tmp.name}.tmp-zz") is None
@@ -155,7 +162,9 @@ def test_output_mirrors_the_subfolder_under_the_right_outbox(tmp_path: Path) -> 
     assert naming.plan_output(cfg, own, "a.jpg") == tmp_path / "scans-out/a.png"
     assert naming.mirror_dir(tmp_path / "out", "../x/./../y") == tmp_path / "out/x/y"
     dirs = naming.service_dirs(cfg)
-    assert tmp_path / "failed" in dirs and tmp_path / "originals" in dirs and tmp_path / "scans-out" in dirs
+    assert tmp_path / "failed" in dirs
+    assert tmp_path / "originals" in dirs
+    assert tmp_path / "scans-out" in dirs
     assert naming.find_inbox(cfg, tmp_path / "scans") is own
     assert naming.find_inbox(cfg, tmp_path / "removed").path == tmp_path / "removed"
 
@@ -188,7 +197,8 @@ def test_two_jobs_with_the_same_output_name_get_different_names(env: Env) -> Non
     fa, ta = commit.prepare(env.journal, a, env.cfg)
     fb, tb = commit.prepare(env.journal, b, env.cfg)
     assert (fa.name, fb.name) == ("restored.jpg", "restored (1).jpg")
-    assert ta.name == f".restored.jpg.gpen-tmp-{a}" and ta.parent == fa.parent
+    assert ta.name == f".restored.jpg.gpen-tmp-{a}"
+    assert ta.parent == fa.parent
 
 
 # --- commit -------------------------------------------------------------------------------------
@@ -201,11 +211,17 @@ def test_commit_publishes_finishes_then_archives_the_original(env: Env) -> None:
     assert outcome.output == env.outbox / "2024" / "a.jpg"
     assert (env.outbox / "2024" / "a.jpg").read_bytes() == b"restored photo"
     assert env.files(env.outbox) == ["2024/a.jpg"]  # temp name gone
-    assert outcome.original is not None and outcome.original.action == "archived"
-    assert env.files(env.archive) == ["2024/a.jpg"] and env.files(env.inbox) == []
+    assert outcome.original is not None
+    assert outcome.original.action == "archived"
+    assert env.files(env.archive) == ["2024/a.jpg"]
+    assert env.files(env.inbox) == []
     job = env.journal.get(job_id)
-    assert job is not None and job.state == "done" and job.faces == 2 and job.timings == {"restore": 0.5}
-    assert job.original == "archived" and job.original_path == env.archive / "2024" / "a.jpg"
+    assert job is not None
+    assert job.state == "done"
+    assert job.faces == 2
+    assert job.timings == {"restore": 0.5}
+    assert job.original == "archived"
+    assert job.original_path == env.archive / "2024" / "a.jpg"
     kinds = [e.kind for e in env.journal.history(job_id)]
     assert kinds.index("committing") < kinds.index("finished") < kinds.index("original")
 
@@ -251,7 +267,9 @@ def test_keep_and_delete_policies(tmp_path: Path) -> None:
     keep = Env(tmp_path / "k", originals="keep")
     job_id = keep.drop("a.jpg")
     out = commit.commit(keep.journal, job_id, keep.run_worker(job_id), keep.cfg)
-    assert out.original is not None and out.original.action == "kept" and keep.files(keep.inbox) == ["a.jpg"]
+    assert out.original is not None
+    assert out.original.action == "kept"
+    assert keep.files(keep.inbox) == ["a.jpg"]
     # A rescan sees the kept original again: it is known, not a new job.
     st = (keep.inbox / "a.jpg").stat()
     again = keep.journal.add(
@@ -262,7 +280,9 @@ def test_keep_and_delete_policies(tmp_path: Path) -> None:
     delete = Env(tmp_path / "d", originals="delete")
     job_id = delete.drop("a.jpg")
     out = commit.commit(delete.journal, job_id, delete.run_worker(job_id), delete.cfg)
-    assert out.original is not None and out.original.action == "deleted" and delete.files(delete.inbox) == []
+    assert out.original is not None
+    assert out.original.action == "deleted"
+    assert delete.files(delete.inbox) == []
     assert delete.files(delete.outbox) == ["a.jpg"]
 
 
@@ -274,7 +294,8 @@ def test_delete_spares_an_original_replaced_by_different_content(tmp_path: Path)
     (e.inbox / "a.jpg").write_bytes(b"other")  # same size...
     os.utime(e.inbox / "a.jpg", ns=(st.st_atime_ns, st.st_mtime_ns))  # ...and mtime: only the hash tells
     out = commit.commit(e.journal, job_id, result, e.cfg)
-    assert out.original is not None and out.original.action == "replaced"
+    assert out.original is not None
+    assert out.original.action == "replaced"
     assert (e.inbox / "a.jpg").read_bytes() == b"other"
 
 
@@ -303,7 +324,8 @@ def test_missing_worker_output_is_an_output_error_and_nothing_moves(env: Env) ->
     result.dst.unlink()
     with pytest.raises(OutputError, match="cannot be read"):
         commit.commit(env.journal, job_id, result, env.cfg)
-    assert env.files(env.inbox) == ["a.jpg"] and env.journal.get(job_id).state == "running"  # type: ignore[union-attr]
+    assert env.files(env.inbox) == ["a.jpg"]
+    assert env.journal.get(job_id).state == "running"  # type: ignore[union-attr]
 
 
 # --- crashes between the steps: run the steps by hand, "crash" (reopen), recover ----------------
@@ -311,9 +333,13 @@ def test_missing_worker_output_is_an_output_error_and_nothing_moves(env: Env) ->
 
 def _assert_finished_once(env: Env, job_id: int, rel: str = "a.jpg") -> None:
     job = env.journal.get(job_id)
-    assert job is not None and job.state == "done" and job.original == "archived"
-    assert env.files(env.outbox) == [rel] and (env.outbox / rel).read_bytes() == b"restored photo"
-    assert env.files(env.archive) == [rel] and env.files(env.inbox) == []
+    assert job is not None
+    assert job.state == "done"
+    assert job.original == "archived"
+    assert env.files(env.outbox) == [rel]
+    assert (env.outbox / rel).read_bytes() == b"restored photo"
+    assert env.files(env.archive) == [rel]
+    assert env.files(env.inbox) == []
 
 
 def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
@@ -321,8 +347,11 @@ def test_crash_before_publish_requeues_and_removes_the_temp(env: Env) -> None:
     env.run_worker(job_id, b"half a resto")  # worker killed mid-write: partial temp file
     env.reopen()
     report = recovery.recover(env.journal, env.cfg)
-    assert report.requeued == 1 and report.temps_removed == 1 and report.finished == []
-    assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
+    assert report.requeued == 1
+    assert report.temps_removed == 1
+    assert report.finished == []
+    assert env.files(env.outbox) == []
+    assert env.files(env.inbox) == ["a.jpg"]
     # Redone: the reserved name is reused, the output appears once.
     result = env.run_worker(job_id)
     commit.commit(env.journal, job_id, result, env.cfg)
@@ -338,8 +367,10 @@ def test_recovery_removes_the_image_writers_temp_left_by_a_killed_worker(env: En
     writer_tmp.write_bytes(b"half an enc")
     env.reopen()
     report = recovery.recover(env.journal, env.cfg)
-    assert report.requeued == 1 and report.temps_removed == 1
-    assert env.files(env.outbox) == [] and env.files(env.inbox) == ["a.jpg"]
+    assert report.requeued == 1
+    assert report.temps_removed == 1
+    assert env.files(env.outbox) == []
+    assert env.files(env.inbox) == ["a.jpg"]
 
 
 def test_crash_after_token_before_link_publishes_the_complete_temp(env: Env) -> None:
@@ -351,7 +382,8 @@ def test_crash_after_token_before_link_publishes_the_complete_temp(env: Env) -> 
     env.journal.begin_commit(job_id, env.outbox / "a.jpg", st.st_ino, st.st_size, 2, {}, [])
     env.reopen()
     report = recovery.recover(env.journal, env.cfg)
-    assert report.finished == [job_id] and report.requeued == 0
+    assert report.finished == [job_id]
+    assert report.requeued == 0
     _assert_finished_once(env, job_id)
 
 
@@ -373,7 +405,8 @@ def test_crash_after_publish_before_done_is_finished_not_redone(env: Env) -> Non
     assert commit.publish(env.journal, job_id, env.run_worker(job_id)) == env.outbox / "a.jpg"
     env.reopen()
     report = recovery.recover(env.journal, env.cfg)
-    assert report.finished == [job_id] and report.requeued == 0
+    assert report.finished == [job_id]
+    assert report.requeued == 0
     _assert_finished_once(env, job_id)
     assert env.journal.get(job_id).faces == 2  # the worker's result survived in the token  # type: ignore[union-attr]
 
@@ -408,8 +441,10 @@ def test_a_foreign_file_at_the_final_name_is_not_mistaken_for_our_output(env: En
     (env.outbox / "a.jpg").write_bytes(b"restored photo")  # same size as ours would be, not ours
     env.reopen()
     report = recovery.recover(env.journal, env.cfg)
-    assert report.finished == [] and report.requeued == 1
-    assert result.dst is not None and not result.dst.exists()
+    assert report.finished == []
+    assert report.requeued == 1
+    assert result.dst is not None
+    assert not result.dst.exists()
 
 
 _CRASHING_COMMIT = textwrap.dedent(
@@ -499,14 +534,21 @@ def test_failed_file_goes_to_failed_with_its_reason(env: Env) -> None:
     job_id = env.drop("2024/bad.jpg", b"not really a jpeg")
     result = env.run_worker(job_id)
     outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg, tmp=result.dst)
-    assert outcome is not None and outcome.action == "set-aside"
+    assert outcome is not None
+    assert outcome.action == "set-aside"
     assert env.files(env.failed) == ["2024/bad.jpg", "2024/bad.jpg.error.txt"]
-    assert env.files(env.inbox) == [] and env.files(env.outbox) == []
+    assert env.files(env.inbox) == []
+    assert env.files(env.outbox) == []
     text = (env.failed / "2024" / "bad.jpg.error.txt").read_text()
-    assert "Reason:   truncated JPEG" in text and f"Job:      {job_id}" in text and "Attempts: 1" in text
-    assert "When:" in text and "moved here as bad.jpg" in text
+    assert "Reason:   truncated JPEG" in text
+    assert f"Job:      {job_id}" in text
+    assert "Attempts: 1" in text
+    assert "When:" in text
+    assert "moved here as bad.jpg" in text
     job = env.journal.get(job_id)
-    assert job is not None and job.state == "failed" and job.original == "set-aside"
+    assert job is not None
+    assert job.state == "failed"
+    assert job.original == "set-aside"
     assert failed.fail(env.journal, job_id, "again", env.cfg) is None  # already ended
 
 
@@ -516,10 +558,12 @@ def test_unsupported_file_and_name_collisions_in_failed(env: Env) -> None:
     (env.failed / "notes (1).txt.error.txt").write_text("orphan error file holds this name")
     job_id = env.drop("notes.txt", b"hello")
     outcome = failed.fail(env.journal, job_id, "not an image (text file)", env.cfg, kind="unsupported")
-    assert outcome is not None and outcome.path == env.failed / "notes (2).txt"
+    assert outcome is not None
+    assert outcome.path == env.failed / "notes (2).txt"
     assert (env.failed / "notes (2).txt").read_bytes() == b"hello"
     text = (env.failed / "notes (2).txt.error.txt").read_text()
-    assert "not a photo gpen-watch can read" in text and "Kind:     unsupported" in text
+    assert "not a photo gpen-watch can read" in text
+    assert "Kind:     unsupported" in text
     assert (env.failed / "notes.txt").read_text() == "an earlier one"
 
 
@@ -540,11 +584,16 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     job_id = env.drop("a.jpg")
     _refusing_folder(monkeypatch)
     outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
-    assert outcome is not None and outcome.action == Original.WAITING
-    assert outcome.folder == env.failed and outcome.detail == "Read-only file system"
-    assert env.files(env.inbox) == ["a.jpg"] and env.files(env.failed) == []  # no error file yet
+    assert outcome is not None
+    assert outcome.action == Original.WAITING
+    assert outcome.folder == env.failed
+    assert outcome.detail == "Read-only file system"
+    assert env.files(env.inbox) == ["a.jpg"]
+    assert env.files(env.failed) == []  # no error file yet
     job = env.journal.get(job_id)
-    assert job is not None and job.state == "failed" and job.original == "waiting"
+    assert job is not None
+    assert job.state == "failed"
+    assert job.original == "waiting"
     assert [e.kind for e in env.journal.history(job_id)].count("original-waiting") == 1
     # The rescan sees the file again: known, not a new job.
     st = (env.inbox / "a.jpg").stat()
@@ -564,9 +613,11 @@ def test_failed_photo_waits_while_failed_folder_refuses_it_then_is_set_aside(env
     monkeypatch.undo()
     env.reopen()
     assert originals.retry_waiting(env.journal, env.cfg) == (1, [])
-    assert env.files(env.inbox) == [] and env.files(env.failed) == ["a.jpg", "a.jpg.error.txt"]
+    assert env.files(env.inbox) == []
+    assert env.files(env.failed) == ["a.jpg", "a.jpg.error.txt"]
     text = (env.failed / "a.jpg.error.txt").read_text()
-    assert "Reason:   truncated JPEG" in text and "moved here as a.jpg" in text
+    assert "Reason:   truncated JPEG" in text
+    assert "moved here as a.jpg" in text
     assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
     assert env.journal.waiting_originals() == []
 
@@ -586,8 +637,10 @@ def test_archive_that_refuses_originals_keeps_them_waiting_then_takes_them(
     assert env.files(env.outbox) == ["2024/a.jpg", "b.jpg"]
     assert env.files(env.inbox) == ["2024/a.jpg", "b.jpg"]
     for out in (out_a, out_b):
-        assert out.original is not None and out.original.action == "waiting"
-        assert out.original.folder == env.archive and out.original.detail == os.strerror(code)
+        assert out.original is not None
+        assert out.original.action == "waiting"
+        assert out.original.folder == env.archive
+        assert out.original.detail == os.strerror(code)
     assert [j.id for j in env.journal.waiting_originals()] == [a, b]
     assert env.journal.get(a).original_path == env.archive / "2024"  # type: ignore[union-attr]
     # One attempt per refusing folder and pass, however many wait for it.
@@ -624,7 +677,8 @@ def test_a_waiting_original_that_went_away_or_changed_is_not_waited_for(env: Env
     (env.inbox / "c.jpg").unlink()
     assert originals.retry_waiting(env.journal, env.cfg) == (3, [])
     assert [env.journal.get(j).original for j in (a, b, c)] == ["missing", "replaced", "missing"]  # type: ignore[union-attr]
-    assert env.files(env.inbox) == ["b.jpg"] and env.files(env.archive) == []
+    assert env.files(env.inbox) == ["b.jpg"]
+    assert env.files(env.archive) == []
     assert "no longer in the inbox" in (env.failed / "c.jpg.error.txt").read_text()
 
 
@@ -637,14 +691,19 @@ def test_original_the_inbox_cannot_let_go_is_left_and_that_is_recorded(env: Env,
 
     monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
     outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
-    assert outcome is not None and outcome.action == "left" and "Read-only" in outcome.detail
+    assert outcome is not None
+    assert outcome.action == "left"
+    assert "Read-only" in outcome.detail
     assert env.files(env.inbox) == ["a.jpg"]
     text = (env.failed / "a.jpg.error.txt").read_text()
-    assert "left in the inbox" in text and "Read-only" in text
+    assert "left in the inbox" in text
+    assert "Read-only" in text
     job = env.journal.get(job_id)
-    assert job is not None and job.original == "left"
+    assert job is not None
+    assert job.original == "left"
     assert any(e.kind == "original-left" for e in env.journal.history(job_id))
-    assert env.journal.waiting_originals() == [] and originals.retry_waiting(env.journal, env.cfg) == (0, [])
+    assert env.journal.waiting_originals() == []
+    assert originals.retry_waiting(env.journal, env.cfg) == (0, [])
     # The rescan sees the file again: known, not retried forever.
     st = source.stat()
     assert (
@@ -664,7 +723,8 @@ def test_retry_reports_a_waiting_original_the_inbox_then_cannot_let_go(env: Env,
     monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
     heard: list[moves.OriginalOutcome] = []
     assert originals.retry_waiting(env.journal, env.cfg, heard.append) == (1, [])
-    assert [o.action for o in heard] == ["left"] and env.journal.waiting_originals() == []
+    assert [o.action for o in heard] == ["left"]
+    assert env.journal.waiting_originals() == []
 
 
 def test_recovery_reports_originals_the_inbox_cannot_let_go(env: Env, monkeypatch) -> None:
@@ -678,7 +738,8 @@ def test_recovery_reports_originals_the_inbox_cannot_let_go(env: Env, monkeypatc
 
     monkeypatch.setattr(durable, "move_no_clobber", read_only_inbox)
     report = recovery.recover(env.journal, env.cfg)
-    assert report.originals == 1 and [o.action for o in report.left] == ["left"]
+    assert report.originals == 1
+    assert [o.action for o in report.left] == ["left"]
     assert "Read-only file system" in report.left[0].detail
 
 
@@ -687,7 +748,8 @@ def test_a_name_the_folder_cannot_hold_is_left_not_retried(env: Env, monkeypatch
     result = env.run_worker(job_id)
     _refusing_folder(monkeypatch, errno.ENAMETOOLONG)
     outcome = commit.commit(env.journal, job_id, result, env.cfg)
-    assert outcome.original is not None and outcome.original.action == "left"
+    assert outcome.original is not None
+    assert outcome.original.action == "left"
     assert env.journal.waiting_originals() == []
 
 
@@ -708,8 +770,10 @@ def test_move_undoes_its_link_when_the_original_cannot_leave_the_inbox(tmp_path:
     with pytest.raises(PermissionError) as info:
         durable.move_no_clobber(src, archive, "a.jpg", 7)
     monkeypatch.undo()
-    assert info.value.filename == str(src) and info.value.filename2 is None  # the inbox's trouble
-    assert src.read_bytes() == b"photo" and list(archive.iterdir()) == []  # not under two names
+    assert info.value.filename == str(src)
+    assert info.value.filename2 is None  # the inbox's trouble
+    assert src.read_bytes() == b"photo"
+    assert list(archive.iterdir()) == []  # not under two names
 
 
 def test_move_across_file_systems_leaves_no_partial_copy_in_a_full_folder(
@@ -735,10 +799,12 @@ def test_move_across_file_systems_leaves_no_partial_copy_in_a_full_folder(
     monkeypatch.setattr(durable.shutil, "copy2", copy2)
     with pytest.raises(OSError, match="No space"):
         durable.move_no_clobber(src, archive, "a.jpg", 7)
-    assert list(archive.iterdir()) == [] and src.read_bytes() == b"photo" * 1000
+    assert list(archive.iterdir()) == []
+    assert src.read_bytes() == b"photo" * 1000
     monkeypatch.setattr(durable.shutil, "copy2", real_copy2)  # room again
     assert durable.move_no_clobber(src, archive, "a.jpg", 7) == archive / "a.jpg"
-    assert not src.exists() and [p.name for p in archive.iterdir()] == ["a.jpg"]
+    assert not src.exists()
+    assert [p.name for p in archive.iterdir()] == ["a.jpg"]
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions")
@@ -749,14 +815,17 @@ def test_read_only_inbox_for_real(env: Env) -> None:
         outcome = failed.fail(env.journal, job_id, "truncated JPEG", env.cfg)
     finally:
         env.inbox.chmod(0o755)
-    assert outcome is not None and outcome.action == "left" and env.files(env.inbox) == ["a.jpg"]
+    assert outcome is not None
+    assert outcome.action == "left"
+    assert env.files(env.inbox) == ["a.jpg"]
 
 
 def test_vanished_original_still_gets_an_error_file(env: Env) -> None:
     job_id = env.drop("a.jpg")
     (env.inbox / "a.jpg").unlink()
     outcome = failed.fail(env.journal, job_id, "could not read", env.cfg)
-    assert outcome is not None and outcome.action == "missing"
+    assert outcome is not None
+    assert outcome.action == "missing"
     assert "no longer in the inbox" in (env.failed / "a.jpg.error.txt").read_text()
 
 
@@ -790,9 +859,11 @@ def test_duplicate_drop_is_archived_like_a_done_one(env: Env) -> None:
     path.write_bytes(b"original photo")
     st = path.stat()
     dup = env.journal.add(path, env.inbox, "copy.jpg", st.st_size, st.st_mtime, hash_file(path))
-    assert dup.status == "duplicate" and "output " + str(env.outbox / "a.jpg") in dup.message
+    assert dup.status == "duplicate"
+    assert "output " + str(env.outbox / "a.jpg") in dup.message
     assert originals.dispose_original(env.journal, dup.job.id, env.cfg).action == "archived"
-    assert env.files(env.archive) == ["a.jpg", "copy.jpg"] and env.files(env.outbox) == ["a.jpg"]
+    assert env.files(env.archive) == ["a.jpg", "copy.jpg"]
+    assert env.files(env.outbox) == ["a.jpg"]
 
 
 def test_stale_temps_are_cleaned_but_not_those_of_running_jobs(env: Env) -> None:
@@ -804,7 +875,8 @@ def test_stale_temps_are_cleaned_but_not_those_of_running_jobs(env: Env) -> None
     keep = env.outbox / "sub" / ".hidden-user-file"
     keep.write_bytes(b"y")
     assert recovery.clean_stale_temps(env.journal, env.cfg) == 1
-    assert not stale.exists() and keep.exists()
+    assert not stale.exists()
+    assert keep.exists()
     assert (env.outbox / f".a.jpg.gpen-tmp-{running}").exists()
 
 

@@ -87,11 +87,13 @@ def test_folder_restore_keeps_size_orientation_metadata(
 
     cutout = Image.open(out / "trip" / "cutout.png")
     assert cutout.mode == "RGBA"
-    assert np.array(cutout)[:40, :, 3].max() == 0 and np.array(cutout)[100:, :, 3].min() == 255
+    assert np.array(cutout)[:40, :, 3].max() == 0
+    assert np.array(cutout)[100:, :, 3].min() == 255
 
     assert Image.open(out / "gray.jpg").mode == "L"
     deep = cv2.imread(str(out / "deep.png"), cv2.IMREAD_UNCHANGED)
-    assert deep.dtype == np.uint16 and deep.shape == (512, 512, 3)
+    assert deep.dtype == np.uint16
+    assert deep.shape == (512, 512, 3)
     assert Image.open(out / "astronaut.png").size == (512, 512)
 
 
@@ -150,9 +152,11 @@ def test_bad_inputs_are_reported_and_others_restored(
     text = proc.stdout + proc.stderr
     assert "missing.jpg: no such file or folder" in text
     assert "notes.jpg: not an image" in text
-    assert "zero.jpg:" in text and "empty" in text
+    assert "zero.jpg:" in text
+    assert "empty" in text
     # The PNG that is really a JPEG is restored, and named for what it is.
-    assert (out / "really_a_jpeg.jpg").exists() and not (out / "really_a_jpeg.png").exists()
+    assert (out / "really_a_jpeg.jpg").exists()
+    assert not (out / "really_a_jpeg.png").exists()
     assert (out / "astronaut.png").exists()
     assert not list(out.glob(".*gpen-tmp*"))
 
@@ -190,7 +194,8 @@ def test_output_folder_problems(tiny_models: TinyModels, album: Path, tmp_path: 
     assert "cannot create output folder" in proc.stderr
     # Writing results into the input folder itself would replace the inputs: refused.
     proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(album))
-    assert proc.returncode == 2 and "replace the input" in proc.stderr
+    assert proc.returncode == 2
+    assert "replace the input" in proc.stderr
 
 
 def _restore_without_models(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -212,15 +217,18 @@ def test_all_results_exist_says_how_many_skipped_without_loading_models(album: P
     assert proc.returncode == 0, proc.stderr
     assert "nothing to restore: skipped 5 images whose result exists" in proc.stdout
     assert "--overwrite" in proc.stdout
-    assert "not found" not in proc.stderr and "restorer ready" not in proc.stderr
+    assert "not found" not in proc.stderr
+    assert "restorer ready" not in proc.stderr
     proc = _restore_without_models(tmp_path, str(album / "gray.jpg"), "-o", str(out))
-    assert proc.returncode == 0 and "skipped 1 image whose" in proc.stdout
+    assert proc.returncode == 0
+    assert "skipped 1 image whose" in proc.stdout
 
 
 def test_missing_weights_leave_no_output_folder(album: Path, tmp_path: Path) -> None:
     out = tmp_path / "new" / "out"
     proc = _restore_without_models(tmp_path, str(album), "-o", str(out))
-    assert proc.returncode == 2 and "none.pth" in proc.stderr
+    assert proc.returncode == 2
+    assert "none.pth" in proc.stderr
     assert not (tmp_path / "new").exists()
 
 
@@ -246,7 +254,8 @@ def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path,
     # A folder's other files are left out, and the summary says so.
     proc = run_cli(tiny_models, str(album), "-o", str(tmp_path / "all"))
     assert proc.returncode == 0, proc.stderr
-    assert "left out 1 file in the folders" in proc.stdout and "readme.txt" in proc.stdout
+    assert "left out 1 file in the folders" in proc.stdout
+    assert "readme.txt" in proc.stdout
 
 
 def test_jpeg_comment_reaches_the_restored_photo(

@@ -280,7 +280,8 @@ def test_service_runs_in_a_background_thread_and_the_icon_follows_it(running: Ca
     r = running()
     icon = r.icon
     wait_for(lambda: icon.titles[-1] == "gpen-watch: idle: queue empty", "idle title")
-    assert icon.visible and r.service.ran_on == "gpen-watch-service"
+    assert icon.visible
+    assert r.service.ran_on == "gpen-watch-service"
     assert icon.titles[0] == "gpen-watch: starting"
     r.service.queued = 3
     wait_for(lambda: icon.titles[-1] == "gpen-watch: working: 3 in the queue", "working title")
@@ -330,7 +331,8 @@ def test_pause_toggle_is_a_checkbox_that_pauses_and_resumes(running: Callable[..
     assert icon.item("Pause").checked is False
     icon.click("Pause")
     wait_for(lambda: icon.item("Pause").checked is True, "checked")
-    assert "pause" in r.service.commands and icon.titles[-1] == "gpen-watch: paused: queue empty"
+    assert "pause" in r.service.commands
+    assert icon.titles[-1] == "gpen-watch: paused: queue empty"
     icon.click("Pause")
     wait_for(lambda: icon.item("Pause").checked is False, "unchecked")
     assert "resume" in r.service.commands
@@ -385,7 +387,9 @@ def test_quit_stops_the_service_gracefully_then_the_icon(running: Callable[..., 
     wait_for(lambda: r.service.ready.is_set(), "ready")
     icon.click("Quit")
     r.thread.join(10)
-    assert r.result == [0] and r.service.stop_requested.is_set() and icon._stopped.is_set()
+    assert r.result == [0]
+    assert r.service.stop_requested.is_set()
+    assert icon._stopped.is_set()
 
 
 def test_notifications_batch_finished_and_problems(running: Callable[..., Running]) -> None:
@@ -442,7 +446,8 @@ def test_icon_loop_ending_on_its_own_stops_the_service(
 ) -> None:
     r = running(loop_ends_after=0.3)
     r.thread.join(10)
-    assert r.result == [0] and r.service.stop_requested.is_set()
+    assert r.result == [0]
+    assert r.service.stop_requested.is_set()
     assert any("event loop ended" in rec.getMessage() for rec in caplog.records)
 
 

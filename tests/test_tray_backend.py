@@ -45,7 +45,8 @@ def test_the_icon_is_drawn_square_in_a_tall_slot() -> None:
     box = ImageChops.difference(out, bg).convert("L").point(lambda v: 255 if v > 24 else 0).getbbox()
     assert box is not None
     left, top, right, bottom = box
-    assert (left, right) == (0, 24) and (top, bottom) == (11, 35), box  # 24x24, centred
+    assert (left, right) == (0, 24), box
+    assert (top, bottom) == (11, 35), box  # 24x24, centred
 
 
 def test_click_pauses_makes_pause_the_default_even_with_a_menu() -> None:
@@ -101,4 +102,5 @@ else:
     if probe.returncode == 0:
         pytest.skip("this Python has a PyGObject of its own: the system one is never looked for")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok", result.stderr

@@ -123,7 +123,8 @@ def test_glib_icon_docks_redraws_and_has_a_menu(
     screen = grab(xserver.display)
     screen.save(shots / f"tray-{name}-menu-screen.png")
     screen.crop((x, y, x + w, y + h)).save(shots / f"tray-{name}-menu.png")
-    assert h > 200 and w > 120, (w, h)
+    assert h > 200, (w, h)
+    assert w > 120, (w, h)
     click_at(xserver.display, 5, 380)  # outside: closes it
     tray.wait(lambda: _popup(xserver.display) is None, "the GTK menu to close", 15)
 
@@ -219,4 +220,5 @@ def test_gtk_icon_waits_for_a_late_tray(
     tray.wait(lambda: _drawn(tray, model.TrayView("idle", 0), shots / "tray-gtk-late.png"), "idle icon", 15)
     assert tray.stop() == 0
     waiting = [ln for ln in log_text().splitlines() if "no system tray on the display yet" in ln]
-    assert len(waiting) == 1 and waiting[0].endswith("the icon appears when one starts"), waiting
+    assert len(waiting) == 1, waiting
+    assert waiting[0].endswith("the icon appears when one starts"), waiting

@@ -77,8 +77,10 @@ def test_samples_every_gpu_and_opens_nvml_once() -> None:
 
 def test_no_driver_is_cpu_mode_not_an_error() -> None:
     mon = NvmlMonitor(FakeNvml([], init_error="Driver Not Loaded"), environ={})
-    assert mon.sample() == [] and mon.sample() == []
-    assert mon.reason is not None and "Driver Not Loaded" in mon.reason
+    assert mon.sample() == []
+    assert mon.sample() == []
+    assert mon.reason is not None
+    assert "Driver Not Loaded" in mon.reason
     mon.close()
 
 
@@ -91,7 +93,8 @@ def test_only_the_gpus_the_service_can_see() -> None:
     mon = NvmlMonitor(FakeNvml(["A", "B", "C"]), environ={"CUDA_VISIBLE_DEVICES": "2,0"})
     assert [g.index for g in mon.sample()] == [0, 2]
     mon = NvmlMonitor(FakeNvml(["A", "B"]), environ={"CUDA_VISIBLE_DEVICES": ""})
-    assert mon.sample() == [] and mon.reason == "no NVIDIA GPU found"
+    assert mon.sample() == []
+    assert mon.reason == "no NVIDIA GPU found"
 
 
 def test_real_nvml_never_raises() -> None:
@@ -103,7 +106,9 @@ def test_real_nvml_never_raises() -> None:
         assert mon.reason
         return
     for s in samples:
-        assert s.name and s.mem_total and s.mem_total > 2**30
+        assert s.name
+        assert s.mem_total
+        assert s.mem_total > 2**30
         assert s.util_percent is None or 0 <= s.util_percent <= 100
         assert s.temp_c is None or 0 < s.temp_c < 120
 

@@ -104,7 +104,8 @@ def test_title_says_state_and_depth_and_fits_a_windows_tooltip() -> None:
     )
     assert model.title(model.view_from_status(None)) == "gpen-watch: starting"
     long = model.title(model.view_from_status(status(problem="outbox: " + "x" * 200)))
-    assert long.startswith("gpen-watch: needs attention - outbox: ") and len(long) <= model.MAX_TITLE
+    assert long.startswith("gpen-watch: needs attention - outbox: ")
+    assert len(long) <= model.MAX_TITLE
 
 
 def texts(entries: list[model.Entry]) -> list[str]:
@@ -134,7 +135,8 @@ def test_menu_with_a_gpu() -> None:
     by_text = {e.text: e for e in entries}
     assert all(by_text[t].action is None for t in texts(entries)[:3])  # information only
     assert by_text["NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C"].live
-    assert by_text["Pause"].checked is False and by_text["Pause"].action == "toggle_pause"
+    assert by_text["Pause"].checked is False
+    assert by_text["Pause"].action == "toggle_pause"
     assert by_text["Start at login"].checked is True
     assert by_text["Quit"].action == "quit"
     # With a menu a plain click opens the outbox (Windows, GTK); the menu does the rest.
@@ -143,7 +145,8 @@ def test_menu_with_a_gpu() -> None:
 
 def test_restored_today_counts_photos_with_faces_and_those_without_apart() -> None:
     view = model.view_from_status(status(done_today=9, restored_today=6, no_face_today=3))
-    assert view.done == 6 and view.no_face == 3
+    assert view.done == 6
+    assert view.no_face == 3
     assert "Restored today: 6; 3 without a face" in texts(model.menu(view))
     # None without a face today: the line stays short.
     view = model.view_from_status(status(done_today=6, restored_today=6, no_face_today=0))
@@ -166,7 +169,8 @@ def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
     """Originals a read-only inbox keeps: their results are out, so the icon stays green."""
     note = "3 original(s) left in the inbox: inbox is read-only"
     view = model.view_from_status(status(images=3, notice=note))
-    assert view.state == "idle" and model.badge(view).fill == model.BADGE_COLOURS["idle"][0]
+    assert view.state == "idle"
+    assert model.badge(view).fill == model.BADGE_COLOURS["idle"][0]
     lines = texts(model.menu(view))
     assert lines[:3] == [
         "Idle: queue empty",
@@ -188,7 +192,8 @@ def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
 
 def test_cpu_mode_when_every_worker_runs_on_the_cpu_even_with_a_gpu() -> None:
     view = model.view_from_status(status(devices=("cpu",)), [H200])
-    assert view.cpu_mode and model.device_lines(view) == ["CPU mode"]
+    assert view.cpu_mode
+    assert model.device_lines(view) == ["CPU mode"]
 
 
 def test_gpu_line_leaves_out_what_the_gpu_does_not_report() -> None:
@@ -246,14 +251,16 @@ def test_problem_notice_once_per_problem() -> None:
     t = NoticeTracker()
     weights = "cpu#0: GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`"
     (n,) = t.update(model.view_from_status(status(problem=weights)))
-    assert n.title == "gpen-watch: model weights missing" and n.message == weights
+    assert n.title == "gpen-watch: model weights missing"
+    assert n.message == weights
     assert t.update(model.view_from_status(status(problem=weights))) == []
     assert t.update(model.view_from_status(status())) == []
     (n,) = t.update(model.view_from_status(status(problem="outbox: [Errno 30] Read-only file system")))
     assert n.title == "gpen-watch: cannot write to the outbox"
     originals = "cannot move originals to /p/failed: No space left on device; 1 left in the inbox; retrying every 30 s"
     (n,) = t.update(model.view_from_status(status(problem=originals)))
-    assert n.title == "gpen-watch: originals waiting to be moved" and n.message == originals
+    assert n.title == "gpen-watch: originals waiting to be moved"
+    assert n.message == originals
     assert t.update(model.view_from_status(status(problem=originals.replace("1 left", "2 left")))) == []
 
 
@@ -289,7 +296,8 @@ def test_icon_badge_has_the_state_colour_in_the_lower_right(state: str) -> None:
     base = icon.load_base()
     view = model.TrayView(state, 5)  # type: ignore[arg-type]
     image = icon.render(base, model.badge(view))
-    assert image.size == (icon.SIZE, icon.SIZE) and image.mode == "RGBA"
+    assert image.size == (icon.SIZE, icon.SIZE)
+    assert image.mode == "RGBA"
     fill = model.BADGE_COLOURS[state][0]  # type: ignore[index]
     half = icon.SIZE // 2
     assert count_colour(image, fill, (half, half, icon.SIZE, icon.SIZE)) > 150
@@ -311,4 +319,5 @@ def test_icon_asset_is_found() -> None:
     from gpen_watch.platform import resources
 
     path = resources.find(*icon.ICON_FILE)
-    assert path is not None and Image.open(path).size == (256, 256)
+    assert path is not None
+    assert Image.open(path).size == (256, 256)

@@ -362,7 +362,10 @@ def assert_square_icon(tray: Tray, view: model.TrayView, path: Path, tolerance: 
     left, top, right, bottom = drawn_box(crop)
     side = min(crop.size)
     # Square and as large as the slot allows (not stretched to the slot: the ovals of the issue).
-    assert abs((right - left) - (bottom - top)) <= tolerance and right - left >= side - 2, (
+    assert abs((right - left) - (bottom - top)) <= tolerance, (
+        f"{path}: icon drawn in {right - left}x{bottom - top} px of a {crop.width}x{crop.height} slot"
+    )
+    assert right - left >= side - 2, (
         f"{path}: icon drawn in {right - left}x{bottom - top} px of a {crop.width}x{crop.height} slot"
     )
     drawn = crop.crop((left, top, right, bottom))
@@ -413,7 +416,8 @@ def test_icon_keeps_its_size_and_pixels_through_50_clicks(
     tray.wait_title("gpen-watch: idle: queue empty")
     window = tray.icon_window()
     first = geometry(xserver.display, window)
-    assert first[2] >= 16 and first[3] >= 16, first
+    assert first[2] >= 16, first
+    assert first[3] >= 16, first
     for n in range(50):
         tray.click()
         paused = n % 2 == 0
@@ -450,14 +454,16 @@ def test_a_problem_with_a_long_message_shows_in_the_title(
     tray = trays(xserver, FAKE_LOAD="model_error", **XORG)
     tray.wait(lambda: tray.title().startswith("gpen-watch: needs attention"), "the problem title", 60)
     title = tray.title()
-    assert title.endswith(model.ELLIPSIS) and len(title) == model.MAX_TITLE, title
+    assert title.endswith(model.ELLIPSIS), title
+    assert len(title) == model.MAX_TITLE, title
     assert "GPEN-BFR-512: weights" in title
     # WM_NAME is Latin-1: it says the same with "..." (older trays and tools read only that).
     assert tray.icon_window().get_wm_name() == title[:-1] + "..."
     red = tray.shot(shots / "tray-problem.png")
     assert colour_pixels(red, model.BADGE_COLOURS["error"][0]) > 10
     log = (paths.log_file()).read_text()
-    assert "UnicodeEncodeError" not in log and "tray icon update failed" not in log
+    assert "UnicodeEncodeError" not in log
+    assert "tray icon update failed" not in log
     assert tray.stop() == 0
 
 
@@ -482,7 +488,8 @@ def test_icon_docks_again_when_the_tray_host_restarts(
     tray.wait_title("gpen-watch: idle: queue empty", timeout=15)
     assert tray.stop() == 0
     log = (paths.log_file()).read_text()
-    assert "Failed to dock" not in log and "AssertionError" not in log
+    assert "Failed to dock" not in log
+    assert "AssertionError" not in log
     assert "a system tray appeared on the display: docking the icon" in log
 
 
@@ -503,7 +510,8 @@ def test_a_tray_that_appears_late_gets_the_icon(
     assert tray.stop() == 0
     lines = [ln for ln in (paths.log_file()).read_text().splitlines() if "gpen_watch.tray" in ln]
     waiting = [ln for ln in lines if "no system tray on the display yet" in ln]
-    assert len(waiting) == 1 and waiting[0].endswith("the icon appears when one starts"), lines
+    assert len(waiting) == 1, lines
+    assert waiting[0].endswith("the icon appears when one starts"), lines
     assert not any("running headless" in ln for ln in lines), lines
 
 
@@ -544,7 +552,8 @@ def test_right_click_opens_a_menu_that_pauses_and_quits(
     screen.save(shots / "tray-menu-screen.png")
     shot = screen.crop((x, y, x + w, y + h))
     shot.save(shots / "tray-menu.png")
-    assert w >= xmenu.MIN_WIDTH and h > 10 * xmenu.ROW
+    assert w >= xmenu.MIN_WIDTH
+    assert h > 10 * xmenu.ROW
     assert abs(h - menu_row_centre(entries, "Quit") - xmenu.ROW // 2 - 1) <= 1  # every entry is drawn
     assert xmenu.render(*_layout(entries), None) is not None
 
@@ -595,7 +604,8 @@ def test_unreachable_display_runs_headless(trays: Callable[..., Tray], tmp_path:
         for ln in (paths.log_file()).read_text().splitlines()
         if "gpen_watch.tray" in ln and " DEBUG " not in ln
     ]
-    assert len(lines) == 1 and "no tray icon: no usable tray backend" in lines[0], lines
+    assert len(lines) == 1, lines
+    assert "no tray icon: no usable tray backend" in lines[0], lines
 
 
 def _status_ok() -> bool:

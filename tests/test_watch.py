@@ -109,7 +109,9 @@ def test_ordinary_names_are_not_ignored(name: str) -> None:
 
 def test_supported_extensions_fall_back_until_imaging_exists() -> None:
     exts = supported_extensions()
-    assert ".jpg" in exts and ".png" in exts and all(e.startswith(".") and e == e.lower() for e in exts)
+    assert ".jpg" in exts
+    assert ".png" in exts
+    assert all(e.startswith(".") and e == e.lower() for e in exts)
     assert ".jpg" in FALLBACK_EXTENSIONS
 
 
@@ -126,8 +128,10 @@ def test_filter_classifies_files_and_never_follows_or_opens_special_ones(tmp_pat
     os.mkfifo(inbox / "pipe.jpg")
     (inbox / "folder.jpg").mkdir()
     flt = InboxFilter(inbox, True, [outbox], FALLBACK_EXTENSIONS)
-    assert flt.ignore_reason(inbox / "a.JPG") is None and flt.is_supported(inbox / "a.JPG")
-    assert flt.ignore_reason(inbox / "notes.txt") is None and not flt.is_supported(inbox / "notes.txt")
+    assert flt.ignore_reason(inbox / "a.JPG") is None
+    assert flt.is_supported(inbox / "a.JPG")
+    assert flt.ignore_reason(inbox / "notes.txt") is None
+    assert not flt.is_supported(inbox / "notes.txt")
     assert flt.ignore_reason(inbox / "sub" / "b.png") is None
     assert flt.ignore_reason(outbox / "c.jpg") == "the service's own folder"
     assert "symbolic link" in (flt.ignore_reason(inbox / "link.jpg") or "")
@@ -135,7 +139,8 @@ def test_filter_classifies_files_and_never_follows_or_opens_special_ones(tmp_pat
     assert flt.ignore_reason(inbox / "folder.jpg") == "folder"
     assert flt.ignore_reason(tmp_path / "outside.jpg") == "outside the inbox"
     assert flt.ignore_reason(inbox / ".git" / "x.jpg") is not None
-    assert flt.dir_reason(inbox / "sub") is None and flt.dir_reason(outbox) is not None
+    assert flt.dir_reason(inbox / "sub") is None
+    assert flt.dir_reason(outbox) is not None
     flat = InboxFilter(inbox, False, [], FALLBACK_EXTENSIONS)
     assert flat.ignore_reason(inbox / "sub" / "b.png") == "outside the inbox"
     assert flat.dir_reason(inbox / "sub") == "inbox is not recursive"
@@ -166,7 +171,8 @@ def test_settle_tracker_takes_a_file_only_after_a_quiet_period() -> None:
     tr = SettleTracker(1.0, clock)
     p = Path("/in/a.jpg")
     tr.observe(p, 100, 1.0)
-    assert tr.due() == [] and tr.next_due() == 101.0
+    assert tr.due() == []
+    assert tr.next_due() == 101.0
     clock.t = 100.6
     tr.observe(p, 200, 2.0)  # still growing: the wait starts over
     clock.t = 101.2
@@ -175,8 +181,11 @@ def test_settle_tracker_takes_a_file_only_after_a_quiet_period() -> None:
     assert tr.due() == [p]
     assert not tr.confirm(p, 250, 2.5)  # grew again when re-checked
     clock.t = 102.8
-    assert tr.due() == [p] and tr.confirm(p, 250, 2.5)
-    assert p not in tr and len(tr) == 0 and tr.next_due() is None
+    assert tr.due() == [p]
+    assert tr.confirm(p, 250, 2.5)
+    assert p not in tr
+    assert len(tr) == 0
+    assert tr.next_due() is None
 
 
 def test_settle_tracker_same_observation_does_not_restart_and_postpone_does() -> None:
@@ -189,7 +198,8 @@ def test_settle_tracker_same_observation_does_not_restart_and_postpone_does() ->
     clock.t = 101.0
     assert tr.due() == [p]
     tr.postpone(p)  # e.g. still locked by the copying program
-    assert tr.due() == [] and tr.next_due() == 102.0
+    assert tr.due() == []
+    assert tr.next_due() == 102.0
 
 
 def test_settle_tracker_forgets_folders_and_zero_settle_is_immediate() -> None:
@@ -214,7 +224,8 @@ def test_settle_tracker_waits_longer_for_an_empty_file_and_normally_once_it_has_
     tr.observe(photo, 10, 1.0)
     assert tr.next_due() == 101.0
     clock.t = 101.0
-    assert tr.due() == [photo] and tr.confirm(photo, 10, 1.0)
+    assert tr.due() == [photo]
+    assert tr.confirm(photo, 10, 1.0)
     assert not tr.confirm(empty, 0, 1.0)  # a copier that created it may not have written yet
     assert tr.next_due() == 130.0
     clock.t = 120.0
@@ -222,11 +233,13 @@ def test_settle_tracker_waits_longer_for_an_empty_file_and_normally_once_it_has_
     tr.observe(stalled, 4096, 2.0)  # the copy resumed: from now on, the normal settle time
     assert tr.next_due() == 121.0
     clock.t = 121.0
-    assert tr.due() == [stalled] and tr.confirm(stalled, 4096, 2.0)
+    assert tr.due() == [stalled]
+    assert tr.confirm(stalled, 4096, 2.0)
     clock.t = 129.9
     assert tr.due() == []
     clock.t = 130.0
-    assert tr.due() == [empty] and tr.confirm(empty, 0, 1.0)  # empty all along: taken (and set aside)
+    assert tr.due() == [empty]
+    assert tr.confirm(empty, 0, 1.0)  # empty all along: taken (and set aside)
     assert len(tr) == 0
     # A settle time longer than the grace applies to empty files too; the default grace is 30 s.
     assert SettleTracker(60.0, clock, empty_grace_seconds=30.0).empty_settle_seconds == 60.0
@@ -271,7 +284,9 @@ def test_slow_copy_is_taken_only_when_complete(inbox: Path) -> None:
         writer.join()
     assert len(col.arrivals) == 1
     a = col.arrivals[0]
-    assert a.size == 13 * len(chunk) and a.rel == Path("slow.jpg") and a.supported
+    assert a.size == 13 * len(chunk)
+    assert a.rel == Path("slow.jpg")
+    assert a.supported
     assert col.times[a.path] >= finished[0]
 
 
@@ -303,13 +318,15 @@ def test_empty_file_waits_for_the_grace_and_one_that_gets_content_is_taken_whole
         (inbox / "photo.jpg").write_bytes(b"p")
         wait_until(lambda: col.has("photo.jpg"))
         time.sleep(4 * SETTLE)  # well past the normal settle time: the empty files still wait
-        assert col.names() == ["photo.jpg"] and w.pending == 2
+        assert col.names() == ["photo.jpg"]
+        assert w.pending == 2
         (inbox / "stalled.jpg").write_bytes(b"s" * 1000)  # ...and resumes within the grace
         wait_until(lambda: col.has("empty.jpg"))
         assert time.monotonic() - start >= grace
     # The resumed copy was taken once, whole, after the normal settle time; the empty one at the end.
     sizes = {a.path.name: a.size for a in col.arrivals}
-    assert sizes == {"photo.jpg": 1, "stalled.jpg": 1000, "empty.jpg": 0} and len(col.arrivals) == 3
+    assert sizes == {"photo.jpg": 1, "stalled.jpg": 1000, "empty.jpg": 0}
+    assert len(col.arrivals) == 3
     assert col.times[inbox / "stalled.jpg"] < col.times[inbox / "empty.jpg"]
 
 
@@ -386,7 +403,8 @@ def test_non_images_are_reported_as_unsupported_not_dropped(inbox: Path) -> None
         (inbox / "folder.jpg" / "in.jpg").write_bytes(b"x")
         wait_until(lambda: len(col.arrivals) == 2)
     by_name = {a.path.name: a for a in col.arrivals}
-    assert not by_name["notes.txt"].supported and by_name["in.jpg"].supported
+    assert not by_name["notes.txt"].supported
+    assert by_name["in.jpg"].supported
 
 
 def test_folder_moved_into_the_inbox_brings_its_files(tmp_path: Path, inbox: Path) -> None:
@@ -457,7 +475,8 @@ def test_hidden_photo_is_left_alone_and_reported_once(inbox: Path, caplog: pytes
         wait_until(lambda: noted() == [".after.png", ".before.jpg", ".before.jpg"])
         wait_until(lambda: w.scans >= scans + 8)
         assert noted() == [".after.png", ".before.jpg", ".before.jpg"]
-    assert col.names() == ["sentinel.jpg"] and col.gone == []
+    assert col.names() == ["sentinel.jpg"]
+    assert col.gone == []
     assert (inbox / ".after.png").read_bytes() == b"2"
 
 

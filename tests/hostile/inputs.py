@@ -148,9 +148,8 @@ def out_size(w: int, h: int) -> Callable[[Path, Job], None]:
 
 def out_16bit(out: Path, job: Job) -> None:
     arr = cv2.imdecode(np.fromfile(str(out), np.uint8), cv2.IMREAD_UNCHANGED)
-    assert arr is not None and arr.dtype == np.uint16, (
-        f"output is not 16-bit ({None if arr is None else arr.dtype})"
-    )
+    assert arr is not None, f"output is not 16-bit ({None if arr is None else arr.dtype})"
+    assert arr.dtype == np.uint16, f"output is not 16-bit ({None if arr is None else arr.dtype})"
 
 
 def out_icc(out: Path, job: Job) -> None:
@@ -294,7 +293,8 @@ def _long_name(inbox: Path, ledger: Ledger) -> None:
     write_atomic(inbox / rel, data)
 
     def check(out: Path, job: Job) -> None:
-        assert len(out.name.encode()) <= 200 and out.suffix == ".jpg", out.name
+        assert len(out.name.encode()) <= 200, out.name
+        assert out.suffix == ".jpg", out.name
 
     ledger.add(rel, data, DONE, output_check=check)
 

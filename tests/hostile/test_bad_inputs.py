@@ -115,13 +115,15 @@ def test_invariant_real_engine(real: Outcome) -> None:
 
 def _hidden_reported_once(o: Outcome) -> None:
     lines = [line for line in o.log.splitlines() if ".hidden.jpg" in line]
-    assert len(lines) == 1 and "hidden" in lines[0], lines
+    assert len(lines) == 1, lines
+    assert "hidden" in lines[0], lines
     assert (o.svc.inbox / ".hidden.jpg").exists()
 
 
 def _not_followed(o: Outcome) -> None:
     outside = o.svc.root / "outside"
-    assert (outside / "secret.jpg").exists() and (outside / "album" / "in-linked-folder.jpg").exists()
+    assert (outside / "secret.jpg").exists()
+    assert (outside / "album" / "in-linked-folder.jpg").exists()
     assert not any("secret" in p.name or "in-linked-folder" in p.name for p in o.svc.outbox.rglob("*"))
 
 
@@ -130,7 +132,8 @@ def _heic(o: Outcome) -> None:
         import pillow_heif  # noqa: F401
     except ImportError:
         (job,) = o.jobs["phone.heic"]
-        assert job.state == "unsupported" and "install pillow-heif" in (job.error or "")
+        assert job.state == "unsupported"
+        assert "install pillow-heif" in (job.error or "")
 
 
 def _special_files_untouched(o: Outcome) -> None:
@@ -233,7 +236,8 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
     stalled = svc.inbox / "stalled-copy.jpg"
     with open(stalled, "wb") as f:
         time.sleep(5 * svc.settle)
-        assert stalled.exists() and not _jobs_of(svc, "stalled-copy.jpg"), "an empty file was taken"
+        assert stalled.exists(), "an empty file was taken"
+        assert not _jobs_of(svc, "stalled-copy.jpg"), "an empty file was taken"
         f.write(data["stalled"])
     ledger.add("stalled-copy.jpg", data["stalled"], {"done"})
 
@@ -265,7 +269,9 @@ def _pair_restored_once(o: Outcome) -> None:
     (a,), (b,) = o.jobs["slow-pair-1.jpg"], o.jobs["slow-pair-2.jpg"]
     done, dup = (a, b) if a.state == "done" else (b, a)
     assert (done.state, dup.state) == ("done", "duplicate"), (a, b)
-    assert dup.duplicate_of == done.id and dup.output == done.output and dup.attempts == 0
+    assert dup.duplicate_of == done.id
+    assert dup.output == done.output
+    assert dup.attempts == 0
     # It was queued when the first was, and waited for it instead of being restored beside it.
     with isolated_env(o.svc.root / "home"), Journal.open(readonly=True) as j:
         kinds = [e.kind for e in j.history(dup.id)]

@@ -38,15 +38,18 @@ def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(
     # The service finds the cut-short archive itself and holds the workers until the file changes.
     s = svc.wait(lambda s: bool(s["problem"]), 90, "corrupt file problem")
     problem = s["problem"] or ""
-    assert str(detector) in problem and "corrupt" in problem, problem
+    assert str(detector) in problem, problem
+    assert "corrupt" in problem, problem
     assert "gpen-watch models fetch" in problem, problem
     s = svc.wait(lambda s: s["queue"]["queued"] == 1, what="photo queued")
     time.sleep(1.0)
     s = svc.status()
-    assert s["workers"][0]["restarts"] == 0 and s["workers"][0]["state"] == "stopped"  # not crash-looping
+    assert s["workers"][0]["restarts"] == 0
+    assert s["workers"][0]["state"] == "stopped"  # not crash-looping
     took, text = scenarios.status_cli(svc.env)
     assert "models fetch" in text, text
-    assert (svc.inbox / "waits.jpg").exists() and not svc.failed.exists()
+    assert (svc.inbox / "waits.jpg").exists()
+    assert not svc.failed.exists()
     write_atomic(detector, good)  # fetched again: the workers start by themselves, no resume
     svc.wait_idle(1, timeout=120)
     assert svc.stop() == 0
@@ -73,7 +76,8 @@ def test_code_running_pickle_as_model_is_refused(services: Any, tiny_models: Any
     ledger.add("waits.jpg", inputs.jpeg(seed=61), {"done"})
     svc.start(wait=False)
     s = svc.wait(lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 90, "worker error")
-    assert "refused to load" in (s["problem"] or "") and str(evil) in s["problem"], s["problem"]
+    assert "refused to load" in (s["problem"] or ""), s["problem"]
+    assert str(evil) in s["problem"], s["problem"]
     assert not marker.exists(), "the pickle's code ran"
     evil.write_bytes(tiny_models.gpen.read_bytes())  # replaced by a real weights file
     assert svc.request("resume")["ok"]
