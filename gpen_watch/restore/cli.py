@@ -91,8 +91,13 @@ def _run(args: argparse.Namespace, state: _RunState) -> int:
     final = {job.src: p.dst for job, p in zip(jobs, plan)}
     state.jobs = jobs
     folders = sorted({p.dst.parent for p in plan})
-    # Made only once the models have loaded (on the engine thread, before the first photo).
-    engine = state.engine = _Engine(cfg, args, jobs, lambda: [_make_folder(f) for f in folders])
+
+    def make_folders() -> None:
+        # Only once the models have loaded (on the engine thread, before the first photo).
+        for folder in folders:
+            _make_folder(folder)
+
+    engine = state.engine = _Engine(cfg, args, jobs, make_folders)
     load_seconds = _restore(engine, jobs, final, results, args)
     elapsed = time.perf_counter() - engine.images_started
     failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
@@ -186,7 +191,7 @@ class _Engine:
         cfg: config.Config,
         args: argparse.Namespace,
         jobs: list[FileJob],
-        on_loaded: Callable[[], object],
+        on_loaded: Callable[[], None],
     ) -> None:
         self._cfg, self._args, self._jobs, self._on_loaded = cfg, args, jobs, on_loaded
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
