@@ -21,7 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from gpen_watch import __version__
 from gpen_watch.config import Config
@@ -409,9 +409,7 @@ class Service:
         refusal = self._refusal(a.path)
         if refusal is not None:
             # What the worker would answer, wording and kind included, without waiting for one.
-            kind: Literal["failed", "unsupported"] = (
-                "unsupported" if refusal.kind == "unsupported" else "failed"
-            )
+            kind = JobState.UNSUPPORTED if refusal.kind == "unsupported" else JobState.FAILED
             self._tp.failed += 1
             self._note(failed.fail(self._journal, added.job.id, refusal.reason, self.cfg, kind=kind))
             log.warning("%s: %s: %s", a.path, kind, refusal.reason)
