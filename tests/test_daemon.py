@@ -8,6 +8,7 @@ tiny random-weight models (conftest.tiny_models) on real photos and broken files
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 import tmpfs
+from PIL import Image
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
 from gpen_watch import paths
@@ -483,7 +485,10 @@ def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
         "restore.use_parse=false",
         fake=False,
     )
-    drop(svc.inbox, "a.jpg", b"\xff\xd8 not decoded: no worker runs")
+    # A real photo: one the service can tell is no image is set aside without a worker.
+    photo = io.BytesIO()
+    Image.new("RGB", (32, 24), (90, 120, 150)).save(photo, "JPEG")
+    drop(svc.inbox, "a.jpg", photo.getvalue())
     svc.start(wait=False)
     # The service sees the cut-short archive itself and holds the workers (none crash-loops on it).
     s = svc.wait(lambda s: bool(s["problem"]) and s["queue"]["queued"] == 1, 90, "corrupt weights problem")

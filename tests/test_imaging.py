@@ -549,7 +549,9 @@ def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
     with pytest.raises(ImageTooLargeError) as err:
         load_image(src)
-    assert err.value.reason == "image is 20000x20000 (400 MP), over the 200 MP limit"
+    assert err.value.reason == (
+        "image is 20000x20000 (400 MP), over the 200 MP limit; raise the restore.max_megapixels setting to restore it"
+    )
     assert err.value.kind == "failed" and isinstance(err.value, InputError)
 
 

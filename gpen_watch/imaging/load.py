@@ -203,6 +203,30 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise BrokenImageError(path, _decode_failure_reason(fmt, exc)) from exc
 
 
+def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError | None:
+    """The refusal ``load_image`` would give ``path`` from its header alone, else None.
+
+    No pixel is decoded, so the daemon can set such files aside as they arrive instead of queueing
+    them behind real work; the error is the very one the worker raises, so is its wording. None
+    also when the file cannot be read right now (the worker's turn decides then) and for HEIF/AVIF,
+    whose opener (pillow-heif) the worker loads and the caller may not.
+    """
+    path = Path(path)
+    try:
+        _check_path(path)
+        with _open_file(path) as fh:
+            if _sniff(fh.read(16)) in _HEIF_KINDS:
+                return None
+            fh.seek(0)
+            im = _identify(fh, path)
+            _check_megapixels(path, im.size, max_megapixels)
+    except (NotAnImageError, BrokenImageError, ImageTooLargeError) as exc:
+        return exc
+    except ImageInputError:
+        return None
+    return None
+
+
 def open_unchanged(path: Path, source_id: tuple[int, int, int, int] | None) -> IO[bytes] | None:
     """Open ``path`` for a byte copy if it is still the very file ``load_image`` decoded (same
     device, inode, size and mtime, not a link); None if it changed, went or cannot be read."""
@@ -277,7 +301,11 @@ def _open_file(path: Path) -> IO[bytes]:
 def _check_megapixels(path: Path, size: tuple[int, int], max_megapixels: float) -> None:
     megapixels = size[0] * size[1] / 1e6
     if max_megapixels > 0 and megapixels > max_megapixels:
-        raise ImageTooLargeError(path, f"image is {_size_text(size)}, over the {max_megapixels:g} MP limit")
+        raise ImageTooLargeError(
+            path,
+            f"image is {_size_text(size)}, over the {max_megapixels:g} MP limit; "
+            "raise the restore.max_megapixels setting to restore it",
+        )
 
 
 def _size_text(size: tuple[int, int]) -> str:
@@ -292,7 +320,7 @@ def _identify(fh: IO[bytes], path: Path) -> Image.Image:
     head = fh.read(64)
     try:
         im = _open_header(fh)
-        if im is None and _sniff(head) in ("HEIC", "HEIF", "AVIF") and _register_heif():
+        if im is None and _sniff(head) in _HEIF_KINDS and _register_heif():
             im = _open_header(fh)
     except Image.DecompressionBombError as exc:
         raise ImageTooLargeError(path, f"rejected by Pillow's decompression-bomb guard ({exc})") from exc
@@ -371,6 +399,7 @@ _MAGIC: list[tuple[bytes, int, str]] = [
     (b"\xff\x0a", 0, "JPEG XL"),
     (b"\x00\x00\x00\x0cJXL ", 0, "JPEG XL"),
 ]
+_HEIF_KINDS = ("HEIC", "HEIF", "AVIF")
 _FTYP_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"hevc": "HEIC", b"heim": "HEIC", b"heis": "HEIC",
                 b"mif1": "HEIF", b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}  # fmt: skip
 
@@ -402,7 +431,7 @@ def _looks_like_text(head: bytes) -> bool:
 
 def _identify_failure(path: Path, head: bytes) -> ImageInputError:
     kind = _sniff(head)
-    if kind in ("HEIC", "HEIF", "AVIF"):
+    if kind in _HEIF_KINDS:
         return UnsupportedFormatError(path, f"unsupported format {kind} (install pillow-heif to read it)")
     if kind in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP"):
         return BrokenImageError(path, f"broken {kind}: the header is truncated or corrupt")

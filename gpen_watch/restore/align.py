@@ -39,6 +39,20 @@ _PREFILTER_BELOW = 0.9
 # Lanczos window size (lobes) of the anti-aliasing filter; 3 is what image libraries use for
 # high-quality downscaling (Pillow's LANCZOS, ImageMagick's default).
 _LANCZOS_LOBES = 3
+# The Lanczos kernel grows as 1/scale (6/scale + 1 taps). Below this scale the source region is
+# first shrunk with INTER_AREA (cost linear in the region's pixels, whatever the factor) to where
+# the remaining shrink is _RESIDUAL_SCALE, so the kernel never exceeds 6/0.125 + 1 = 49 taps: a
+# detector reporting a face millions of pixels across once asked for a 2.5-million-tap filter.
+# At a residual 0.25 the box filter's response at the output's Nyquist frequency is sinc(1/8),
+# 0.97, so it barely touches what the Lanczos filter keeps.
+_LANCZOS_MIN_SCALE = 0.125
+_RESIDUAL_SCALE = 0.25
+# A detection is not a face of this photo when its landmarks spread wider than this many times the
+# photo's long side, its box is more than _MAX_BOX_SIDE times that side, or less than
+# _MIN_BOX_INSIDE of the box lies in the photo (a face cut by the frame keeps far more than that).
+_MAX_LANDMARK_SPAN = 2.0
+_MAX_BOX_SIDE = 4.0
+_MIN_BOX_INSIDE = 0.1
 
 
 def face_template(size: int) -> np.ndarray:
@@ -138,6 +152,9 @@ def lanczos_lowpass_kernel(scale: float, lobes: int = _LANCZOS_LOBES) -> np.ndar
     Cut-off at the output's Nyquist frequency, ``0.5 * scale`` cycles per source pixel, which is
     what a Lanczos resize does when it stretches its kernel by 1/scale; taps sum to 1.
     """
+    if not _LANCZOS_MIN_SCALE <= scale < 1.0:
+        # The bound on the filter's size is this function's to keep, not its callers'.
+        raise ValueError(f"Lanczos prefilter scale must be in [{_LANCZOS_MIN_SCALE}, 1), got {scale}")
     cutoff = 0.5 * scale
     half = math.ceil(lobes / (2.0 * cutoff))
     n = np.arange(-half, half + 1, dtype=np.float64)
@@ -179,6 +196,9 @@ def warp_affine_resampled(
     passband: it turned the 512-crop round trip into 38 dB, the Lanczos filter gives 43.5 dB.
     """
     m = np.asarray(m, dtype=np.float64)
+    if min(src.shape[:2]) == 1 and border_mode == cv2.BORDER_REFLECT_101:
+        # The same pixels for a one-pixel side; OpenCV's warp never returns with reflection there.
+        border_mode = cv2.BORDER_REPLICATE
     scale = affine_scale(m)
     work_dtype = np.float32 if float_output else src.dtype
     if scale >= _PREFILTER_BELOW:
@@ -186,25 +206,90 @@ def warp_affine_resampled(
             src.astype(work_dtype, copy=False), m, dsize, flags=cv2.INTER_CUBIC, borderMode=border_mode
         )
         return warped
-    kernel = lanczos_lowpass_kernel(scale)
-    half = len(kernel) // 2
+    if not math.isfinite(scale) or scale <= 0.0:
+        raise ValueError("affine is degenerate (zero or non-finite scale)")
+    residual = max(scale, _RESIDUAL_SCALE if scale < _LANCZOS_MIN_SCALE else 0.0)
+    half = len(lanczos_lowpass_kernel(residual)) // 2
     # Filter only the source region the output can reach (plus the filter's and the bicubic
     # kernel's reach, so the region's own edges never leak in): on a 12 MP photo filtering the
-    # whole frame for every face would cost far more than the warp.
-    box = _preimage_box(m, dsize, src.shape[:2], margin=half + 3)
+    # whole frame for every face would cost far more than the warp. The margin is in source
+    # pixels: after a pre-shrink one filtered pixel spans scale / residual of them.
+    margin = math.ceil((half + 3) * residual / scale)
+    box = _preimage_box(m, dsize, src.shape[:2], margin=margin)
     if box is None:
         # The output lies wholly off the source: only the border rule decides its pixels.
         region, x0, y0 = src, 0, 0
     else:
         x0, y0, x1, y1 = box
         region = src[y0:y1, x0:x1]
+    # region pixel -> destination pixel
+    local = m.copy()
+    local[:, 2] += m[:, :2] @ np.array([x0, y0], dtype=np.float64)
+    if residual > scale:
+        region, local = _preshrink(region, local, scale / residual)
+        residual = affine_scale(local)
+    kernel = lanczos_lowpass_kernel(min(max(residual, _LANCZOS_MIN_SCALE), _PREFILTER_BELOW))
     filtered = cv2.sepFilter2D(region, cv2.CV_32F, kernel, kernel, borderType=cv2.BORDER_REFLECT_101)
-    shifted = m.copy()
-    shifted[:, 2] += m[:, :2] @ np.array([x0, y0], dtype=np.float64)  # region pixel -> src pixel
-    warped = cv2.warpAffine(filtered, shifted, dsize, flags=cv2.INTER_CUBIC, borderMode=border_mode)
+    warped = cv2.warpAffine(filtered, local, dsize, flags=cv2.INTER_CUBIC, borderMode=border_mode)
     if float_output:
         return warped
     return _round_to(warped, src.dtype)
+
+
+def _preshrink(region: np.ndarray, m: np.ndarray, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Shrink ``region`` by about ``factor`` (< 1) with INTER_AREA; returns it and the affine
+    ``m`` (region pixel -> destination) rewritten for the shrunk pixels."""
+    h, w = region.shape[:2]
+    # At least 2 pixels a side (when there were): see the one-pixel note in warp_affine_resampled.
+    new_w, new_h = max(min(2, w), round(w * factor)), max(min(2, h), round(h * factor))
+    shrunk = cv2.resize(region, (new_w, new_h), interpolation=cv2.INTER_AREA)
+    # cv2.resize maps pixel centres as region = (shrunk + 0.5) * (w / new_w) - 0.5, per axis.
+    sx, sy = w / new_w, h / new_h
+    to_region = np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5]])
+    composed = np.hstack([m[:, :2] @ to_region[:, :2], (m[:, :2] @ to_region[:, 2] + m[:, 2])[:, None]])
+    return shrunk, composed
+
+
+def face_problem(box: np.ndarray | None, landmarks: np.ndarray, image_hw: tuple[int, int]) -> str | None:
+    """Why a detection cannot be a face in an image of ``image_hw`` (H, W), or None if it can.
+
+    Args:
+        box: (4,) x1, y1, x2, y2 in image pixels, or None when only landmarks are known.
+        landmarks: (5, 2) points, ordered as ``GPEN_TEMPLATE_512``.
+
+    A broken or mismatched detector checkpoint reports such geometry; aligning it would ask for a
+    crop of millions of source pixels (or none at all), so the one place that checks it is here.
+    """
+    h, w = image_hw
+    long_side = float(max(h, w))
+    pts = np.asarray(landmarks, dtype=np.float64)
+    if pts.shape != (5, 2) or not np.isfinite(pts).all():
+        return "landmarks are not finite"
+    span = float((pts.max(axis=0) - pts.min(axis=0)).max())
+    if span > _MAX_LANDMARK_SPAN * long_side:
+        return f"landmarks {span:.0f} px apart in a {w}x{h} photo"
+    if box is not None:
+        b = np.asarray(box, dtype=np.float64)
+        if b.shape != (4,) or not np.isfinite(b).all():
+            return "face box is not finite"
+        bw, bh = float(b[2] - b[0]), float(b[3] - b[1])
+        if bw <= 0 or bh <= 0:
+            return "face box is empty"
+        if max(bw, bh) > _MAX_BOX_SIDE * long_side:
+            return f"face box {bw:.0f}x{bh:.0f} px in a {w}x{h} photo"
+        inside_w = max(0.0, min(float(b[2]), w) - max(float(b[0]), 0.0))
+        inside_h = max(0.0, min(float(b[3]), h) - max(float(b[1]), 0.0))
+        if inside_w * inside_h < _MIN_BOX_INSIDE * bw * bh:
+            return "face box lies outside the photo"
+    centre = pts.mean(axis=0)
+    if not (-span <= centre[0] <= w + span and -span <= centre[1] <= h + span):
+        return "landmarks lie outside the photo"
+    try:
+        forward = estimate_similarity(pts, face_template(512))
+        invert_affine(forward)
+    except ValueError as exc:
+        return f"no alignment possible ({exc})"
+    return None
 
 
 def _round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from gpen_watch import config
 from gpen_watch.errors import InputError, OutputError
+from gpen_watch.restore import engine_thread
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.options import add_restore_options, restore_overrides
 from gpen_watch.streams import silence
@@ -44,10 +45,21 @@ class Planned:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Ctrl-C or SIGTERM at any point, from loading the config on: see engine_thread.abandon.
+    state = engine_thread.RunState()
+    try:
+        with engine_thread.stop_signals():
+            return _run(args, state)
+    except engine_thread.Stopped as stop:
+        engine_thread.abandon(state, stop.signum, say)
+
+
+def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
     cfg = config.load(args.config, _overrides(args), must_exist=args.config is not None)
     from gpen_watch.imaging.load import SUPPORTED_EXTENSIONS
 
     outdir: Path = args.output.expanduser().resolve()
+    state.outdir = outdir
     plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
     skipped: list[Planned] = []
     if not args.overwrite:
@@ -66,18 +78,52 @@ def run(args: argparse.Namespace) -> int:
     for folder in sorted({outdir} | {p.dst.parent for p in plan}):
         _check_creatable(folder)
 
-    from gpen_watch.restore.restorer import Restorer
-
     started = time.perf_counter()
-    results: list[FileResult] = []
-    with Restorer(cfg.restore, threads=args.threads, download=not args.no_download) as restorer:
-        for folder in sorted({p.dst.parent for p in plan}):
+    results: list[FileResult] = state.results
+    jobs = [FileJob(p.src, _temp_name(p.dst), cfg.output.format, cfg.output.jpeg_quality) for p in plan]
+    final = {job.src: p.dst for job, p in zip(jobs, plan)}
+    state.jobs = jobs
+    folders = sorted({p.dst.parent for p in plan})
+
+    def make_folders() -> None:
+        # Only once the models have loaded (on the engine thread, before the first photo).
+        for folder in folders:
             _make_folder(folder)
-        jobs = [FileJob(p.src, _temp_name(p.dst), cfg.output.format, cfg.output.jpeg_quality) for p in plan]
-        final = {job.src: p.dst for job, p in zip(jobs, plan)}
-        bar = _progress(len(jobs), disable=args.no_progress)
-        t0 = time.perf_counter()
-        for res in restorer.restore_files(jobs):
+
+    engine = state.engine = engine_thread.Engine(cfg, args, jobs, make_folders)
+    load_seconds = _restore(engine, jobs, final, results, args)
+    elapsed = time.perf_counter() - engine.images_started
+    failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
+    say(
+        summary(
+            results,
+            failures,
+            elapsed,
+            time.perf_counter() - started,
+            load_seconds,
+            skipped=len(skipped),
+            ignored=ignored,
+        ),
+        sys.stdout,
+    )
+    return 0 if not failures else 1
+
+
+def _restore(
+    engine: engine_thread.Engine,
+    jobs: list[FileJob],
+    final: dict[Path, Path],
+    results: list[FileResult],
+    args: argparse.Namespace,
+) -> float:
+    """Commit and report each result as the engine thread hands it over; the model load time."""
+    bar = None
+    try:
+        for res in engine.results():
+            if res is None:  # the models are loaded
+                bar = _progress(len(jobs), disable=args.no_progress)
+                continue
+            assert bar is not None
             if res.ok and res.dst is not None:
                 _commit(res, final[res.src], args.overwrite)
             elif not res.ok:
@@ -87,22 +133,10 @@ def run(args: argparse.Namespace) -> int:
             results.append(res)
             bar.set_postfix(faces=sum(r.faces for r in results), refresh=False)
             bar.update(1)
-        bar.close()
-        elapsed = time.perf_counter() - t0
-    failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
-    say(
-        summary(
-            results,
-            failures,
-            elapsed,
-            time.perf_counter() - started,
-            restorer.load_seconds,
-            skipped=len(skipped),
-            ignored=ignored,
-        ),
-        sys.stdout,
-    )
-    return 0 if not failures else 1
+    finally:
+        if bar is not None:
+            bar.close()
+    return engine.load_seconds
 
 
 def plan_jobs(

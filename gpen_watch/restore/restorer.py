@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -106,6 +107,7 @@ class Restorer:
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
         self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {dev} in {self.place.precision}"
+        self._stopping = threading.Event()
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -126,6 +128,11 @@ class Restorer:
         if self.place.device.type != "cpu":
             n = max(n, min(self.face_batch, 32))
         return n
+
+    def stop(self) -> None:
+        """Ask a running ``restore_files`` (on another thread) to end: it starts nothing new, writes
+        no further result, and returns at its next step. Thread-safe; cannot be undone."""
+        self._stopping.set()
 
     def close(self) -> None:
         self._decode_pool.shutdown(wait=True, cancel_futures=True)
@@ -170,7 +177,7 @@ class Restorer:
                     return
                 decoding.append(self._decode_pool.submit(self._decode, job))
 
-        while True:
+        while not self._stopping.is_set():
             refill()
             if not (decoding or ready or finishing):
                 if exhausted:
@@ -188,7 +195,7 @@ class Restorer:
                     ready.append(work)
                 else:
                     finishing.add(self._finish_pool.submit(self._finish, work))
-            if ready:
+            if ready and not self._stopping.is_set():
                 for work in self._run_batch(ready):
                     finishing.add(self._finish_pool.submit(self._finish, work))
                 ready = [w for w in ready if w.pending]
@@ -263,6 +270,7 @@ class Restorer:
             self._fail(work, "out of GPU memory while detecting faces", oom=True)
             return
         t1 = time.perf_counter()
+        faces = self._plausible(work, faces)
         faces = [f for f in faces if f.size >= self.cfg.min_face]
         work.faces = faces
         work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
@@ -272,6 +280,28 @@ class Restorer:
             work.pending = len(faces)
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
+
+    @staticmethod
+    def _plausible(work: _Work, faces: list[Face]) -> list[Face]:
+        """The faces that can be in the photo; the others are dropped with a note saying why."""
+        assert work.image is not None
+        hw = (int(work.image.bgr8.shape[0]), int(work.image.bgr8.shape[1]))
+        kept: list[Face] = []
+        problems: list[str] = []
+        for face in faces:
+            problem = align.face_problem(face.box, face.landmarks, hw)
+            if problem is None:
+                kept.append(face)
+            else:
+                problems.append(problem)
+        if problems:
+            n = len(problems)
+            work.result.notes.append(
+                f"ignored {n} detection{'' if n == 1 else 's'} that cannot be a face in this photo "
+                f"({problems[0]}{'; ...' if n > 1 else ''}): is the detector checkpoint broken "
+                "or meant for another model? (restore.detector)"
+            )
+        return kept
 
     @staticmethod
     def _queued_faces(ready: list[_Work]) -> int:
@@ -325,6 +355,9 @@ class Restorer:
         result, image, job = work.result, work.image, work.job
         if image is None:
             return result
+        if self._stopping.is_set():
+            result.error, result.error_kind = "stopped before it was written", "failed"
+            return result
         try:
             t0 = time.perf_counter()
             if work.faces:
@@ -336,6 +369,9 @@ class Restorer:
                 result.notes.append("no face found; image passed through unchanged")
             t1 = time.perf_counter()
             result.timings["paste"] = t1 - t0
+            if self._stopping.is_set():  # pasting can take a while: look again before writing
+                result.error, result.error_kind = "stopped before it was written", "failed"
+                return result
             result.format = output_format(image.format, job.format)
             copied = False
             if not work.faces and _can_copy_verbatim(image, job):

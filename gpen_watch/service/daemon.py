@@ -21,7 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpen_watch import __version__
 from gpen_watch.config import Config
@@ -37,6 +37,9 @@ from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service import control
 from gpen_watch.service.model_gate import ModelGate
 
+if TYPE_CHECKING:
+    from gpen_watch.imaging.load import ImageInputError
+
 log = logging.getLogger(__name__)
 
 # After the outbox refuses a write (full, read-only, gone), wait this long before trying again.
@@ -46,6 +49,10 @@ OUTBOX_RETRY_S = 30.0
 IDLE_TICK_S = 5.0
 # Arrivals recorded per turn of the loop, so a thousand dropped files do not hold up results.
 MAX_ARRIVALS_PER_TURN = 200
+# Files the engine would refuse from their header alone are set aside on arrival (see _refusal).
+# Those rules are the real engine's: a stand-in restorer (tests' GPEN_WATCH_RESTORER) restores any
+# bytes, so it gets them only when this variable is "1".
+HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
 
 
 @dataclass
@@ -120,6 +127,7 @@ class Service:
         self.child_env = child_env or {}
         self.stop_grace = stop_grace
         self.journal_path = journal_path
+        self._header_checks = factory == P.DEFAULT_FACTORY or os.environ.get(HEADER_CHECKS_ENV) == "1"
         self._arrivals: queue.Queue[Arrival | Path] = queue.Queue()
         self._requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
         self._stop = threading.Event()
@@ -398,8 +406,29 @@ class Service:
             )
             log.warning("%s: set aside: %s", a.path, a.unsupported)
             return
+        refusal = self._refusal(a.path)
+        if refusal is not None:
+            # What the worker would answer, wording and kind included, without waiting for one.
+            kind = JobState.UNSUPPORTED if refusal.kind == "unsupported" else JobState.FAILED
+            self._tp.failed += 1
+            self._note(failed.fail(self._journal, added.job.id, refusal.reason, self.cfg, kind=kind))
+            log.warning("%s: %s: %s", a.path, kind, refusal.reason)
+            return
         self._maybe_queued = True
         log.info("queued %s", a.path)
+
+    def _refusal(self, path: Path) -> ImageInputError | None:
+        """The engine's refusal of ``path`` from its header (an ImageInputError), or None."""
+        if not self._header_checks:
+            return None
+        # Already loaded here: the watcher's filters take imaging's list of extensions from it.
+        from gpen_watch.imaging.load import header_refusal
+
+        try:
+            return header_refusal(path, self.cfg.restore.max_megapixels)
+        except Exception:  # noqa: BLE001 - a reader bug must not lose the file: the worker decides
+            log.exception("%s: could not check the header; queued for a worker", path)
+            return None
 
     # --- work -----------------------------------------------------------------------------------
 
