@@ -156,7 +156,7 @@ class _State:
         self.busy = False
 
     def drain(self) -> list[tuple[int, FileJob]]:
-        items = []
+        items: list[tuple[int, FileJob]] = []
         while True:
             try:
                 item = self.inbox.get_nowait()
@@ -253,7 +253,8 @@ def _fatal(chan: _Channel, kind: str, message: str, code: int) -> None:
 
 def _load_factory(spec: str) -> Callable[..., Any]:
     module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    result: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return result
 
 
 def _is_device_error(exc: BaseException | str) -> bool:

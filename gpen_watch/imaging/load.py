@@ -18,9 +18,10 @@ import os
 import re
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import cv2
 import numpy as np
@@ -340,7 +341,8 @@ def _riff_truncated(head: bytes, fh: IO[bytes]) -> bool:
     if head[:4] != b"RIFF" or len(head) < 8:
         return False
     declared = struct.unpack("<I", head[4:8])[0] + 8
-    return fh.seek(0, os.SEEK_END) < declared
+    result: bool = fh.seek(0, os.SEEK_END) < declared
+    return result
 
 
 def _open_header(fh: IO[bytes]) -> Image.Image | None:
@@ -522,9 +524,9 @@ def _decode(
         pixels, alpha = _decode_16bit_colour(fh, fmt)
         return pixels, alpha, header_icc
     if fmt == "JPEG" and im.mode in ("RGB", "L"):
-        pixels = _decode_jpeg_opencv(fh, im.size, stored_target)
-        if pixels is not None:
-            return pixels, None, header_icc
+        decoded = _decode_jpeg_opencv(fh, im.size, stored_target)
+        if decoded is not None:
+            return decoded, None, header_icc
     if fmt == "JPEG" and stored_target is not None:
         # DCT-domain downscale: decodes at 1/2, 1/4 or 1/8 while staying >= the target.
         im.draft(None, stored_target)
@@ -572,7 +574,7 @@ def _note_frames(im: Image.Image, fmt: str, notes: list[str]) -> None:
     what = "pages" if fmt == "TIFF" else "frames"
     try:
         if getattr(im, "is_animated", False):
-            notes.append(f"{fmt} has {im.n_frames} {what}; only the first was restored")
+            notes.append(f"{fmt} has {getattr(im, 'n_frames', '?')} {what}; only the first was restored")
     except Exception:  # noqa: BLE001 - a broken later frame must not cost the first one
         notes.append(f"{fmt}: later {what} are unreadable; only the first was restored")
         im.seek(0)
@@ -623,10 +625,10 @@ def _reset_xmp_orientation(xmp: bytes | str | None) -> bytes | None:
     )
 
 
-def _source_info(im: Image.Image, fmt: str) -> dict:
+def _source_info(im: Image.Image, fmt: str) -> dict[str, Any]:
     info = im.info
     dpi = info.get("dpi")
-    out: dict = {
+    out: dict[str, Any] = {
         "icc_profile": info.get("icc_profile") or None,
         "xmp": info.get("xmp"),
         # Writers put 1 (or 0) dpi where the resolution is unknown; do not carry that.
@@ -654,7 +656,7 @@ _STD_LUMA_SUM = sum(
 )  # fmt: skip
 
 
-def _estimate_jpeg_quality(tables: dict | None) -> int | None:
+def _estimate_jpeg_quality(tables: dict[int, list[int]] | None) -> int | None:
     """Invert IJG quality scaling from the luminance table (exact for libjpeg encoders, rough otherwise)."""
     if not tables or 0 not in tables:
         return None
@@ -675,9 +677,11 @@ def _target_size(size: tuple[int, int], max_side: int) -> tuple[int, int] | None
 
 def _is_16bit_colour(im: Image.Image) -> bool:
     """Pillow opens 16-bit RGB(A)/LA PNG and TIFF but keeps only 8 bits; OpenCV keeps 16."""
-    if im.mode in GRAY_MODES - {"LA"} or im.format not in ("PNG", "TIFF") or len(im.tile) == 0:
+    # ImageFile.tile: what the decoder will do; the base Image class (the stubs' type) has none.
+    tile = getattr(im, "tile", None) or []
+    if im.mode in GRAY_MODES - {"LA"} or im.format not in ("PNG", "TIFF") or len(tile) == 0:
         return False
-    args = im.tile[0].args
+    args = tile[0].args
     rawmode = args[0] if isinstance(args, tuple) else args
     return isinstance(rawmode, str) and ";16" in rawmode
 
@@ -782,6 +786,8 @@ def _cmyk_to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[
             rgb = ImageCms.profileToProfile(
                 im, ImageCms.ImageCmsProfile(io.BytesIO(icc)), srgb, outputMode="RGB"
             )
+            if rgb is None:  # only None when converting in place, which is not asked for here
+                raise ValueError("profile conversion returned nothing")
             notes.append("CMYK converted to sRGB using the embedded ICC profile")
             return rgb, ImageCms.ImageCmsProfile(srgb).tobytes()
         except Exception as exc:  # noqa: BLE001 - ImageCms missing or profile unusable: fall back
@@ -797,7 +803,7 @@ def _apply_orientation(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     if orientation == 1:
         return pixels, alpha
-    ops = {
+    ops: dict[int, Callable[[np.ndarray], np.ndarray]] = {
         2: lambda a: a[:, ::-1],  # mirror horizontally
         3: lambda a: a[::-1, ::-1],  # rotate 180
         4: lambda a: a[::-1],  # mirror vertically

@@ -19,6 +19,7 @@ import secrets
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -211,7 +212,7 @@ def _encode_pillow(
 ) -> bytes:
     pil = Image.fromarray(planes)  # L, LA, RGB, RGBA or I;16 from shape and dtype
     comment: bytes | None = getattr(image, "comment", None)
-    kw: dict = {}
+    kw: dict[str, Any] = {}
     if exif is not None:
         kw["exif"] = exif
     if icc:

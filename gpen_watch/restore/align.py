@@ -62,7 +62,8 @@ def face_template(size: int) -> np.ndarray:
     """
     if size <= 0:
         raise ValueError(f"crop size must be positive, got {size}")
-    return (GPEN_TEMPLATE_512 * np.float32(size / 512.0)).astype(np.float32)
+    result: np.ndarray = (GPEN_TEMPLATE_512 * np.float32(size / 512.0)).astype(np.float32)
+    return result
 
 
 def estimate_similarity(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
@@ -123,7 +124,8 @@ def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """Apply a (2, 3) affine to (..., 2) points; returns float64 of the same shape."""
     m = np.asarray(m, dtype=np.float64)
     pts = np.asarray(pts, dtype=np.float64)
-    return pts @ m[:, :2].T + m[:, 2]
+    result: np.ndarray = pts @ m[:, :2].T + m[:, 2]
+    return result
 
 
 def _preimage_box(
@@ -160,7 +162,8 @@ def lanczos_lowpass_kernel(scale: float, lobes: int = _LANCZOS_LOBES) -> np.ndar
     n = np.arange(-half, half + 1, dtype=np.float64)
     taps = np.sinc(2.0 * cutoff * n) * np.sinc(2.0 * cutoff * n / lobes)
     taps[np.abs(n) >= lobes / (2.0 * cutoff)] = 0.0
-    return (taps / taps.sum()).astype(np.float32)
+    result: np.ndarray = (taps / taps.sum()).astype(np.float32)
+    return result
 
 
 def warp_affine_resampled(
@@ -298,7 +301,8 @@ def _round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f":
         return values.astype(dtype, copy=False)
     info = np.iinfo(dtype)
-    return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    result: np.ndarray = np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    return result
 
 
 def align_faces(image_bgr: np.ndarray, landmarks: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import cv2
 import numpy as np
@@ -72,7 +73,8 @@ class FaceDetector:
         self.nms_threshold = nms_threshold
         # A cap protects against a broken detector flooding the restorer with thousands of boxes.
         self.max_faces = max_faces
-        self._cfg = net.cfg
+        # facexlib keeps the anchor and variance settings on the network.
+        self._cfg = cast(dict[str, Any], net.cfg)
         self._mean = torch.tensor(_BGR_MEAN, device=device).view(1, 3, 1, 1)
         self._prior_cache: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -125,13 +127,13 @@ class FaceDetector:
         keep = scores > self.threshold
         boxes, scores, points = boxes[keep], scores[keep], points[keep]
         order = nms(boxes, scores, self.nms_threshold)[: self.max_faces]
-        boxes = (boxes[order] * back).cpu().numpy()
-        points = (points[order] * back).cpu().numpy().reshape(-1, 5, 2)
+        boxes_np = (boxes[order] * back).cpu().numpy()
+        points_np = (points[order] * back).cpu().numpy().reshape(-1, 5, 2)
         scores_np = scores[order].cpu().numpy()
-        return [Face(b, float(sc), p) for b, sc, p in zip(boxes, scores_np, points)]
+        return [Face(b, float(sc), p) for b, sc, p in zip(boxes_np, scores_np, points_np)]
 
 
-def anchor_priors(cfg: dict, h: int, w: int) -> torch.Tensor:
+def anchor_priors(cfg: dict[str, Any], h: int, w: int) -> torch.Tensor:
     """RetinaFace anchors (P, 4) as (cx, cy, w, h) relative to the image, in the network's output order.
 
     The same anchors facexlib's PriorBox builds with a Python loop per anchor; vectorised because

@@ -26,7 +26,8 @@ def load_base(size: int = SIZE) -> Image.Image:
     if path is not None:
         try:
             with Image.open(path) as im:
-                return im.convert("RGBA").resize((size, size), Image.Resampling.LANCZOS)
+                result: Image.Image = im.convert("RGBA").resize((size, size), Image.Resampling.LANCZOS)
+                return result
         except OSError as exc:
             log.warning("tray icon %s unreadable (%s); using a plain one", path, exc)
     base = Image.new("RGBA", (size, size), (0, 0, 0, 0))
