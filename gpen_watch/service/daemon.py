@@ -36,6 +36,7 @@ from gpen_watch.outbox import commit, failed, naming, originals, recovery
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service import control
 from gpen_watch.service.model_gate import ModelGate
+from gpen_watch.watch.watcher import Arrival, Watcher
 
 if TYPE_CHECKING:
     from gpen_watch.imaging.load import ImageInputError
@@ -53,18 +54,6 @@ MAX_ARRIVALS_PER_TURN = 200
 # Those rules are the real engine's: a stand-in restorer (tests' GPEN_WATCH_RESTORER) restores any
 # bytes, so it gets them only when this variable is "1".
 HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
-
-
-@dataclass
-class Arrival:
-    """A settled file reported by the watcher (mirrors gpen_watch.watch's Arrival)."""
-
-    path: Path
-    inbox: Path
-    rel: Path
-    size: int
-    mtime: float
-    unsupported: str | None = None  # reason, when the file is not something we can restore
 
 
 @dataclass
@@ -337,9 +326,7 @@ class Service:
     # --- watcher --------------------------------------------------------------------------------
 
     def _start_watcher(self) -> Any:
-        from gpen_watch.watch.watcher import Watcher
-
-        w = Watcher.from_config(self.cfg, self._from_watcher, on_gone=self.vanished)
+        w = Watcher.from_config(self.cfg, self.arrived, on_gone=self.vanished)
         w.start()  # its first act is the start-up scan: files dropped while we were down
         return w
 
@@ -350,24 +337,6 @@ class Service:
             except Exception:
                 log.exception("stopping the watcher failed")
             self._watcher = None
-
-    def _from_watcher(self, arrival: Any) -> None:
-        path = Path(arrival.path)
-        unsupported = None
-        if not arrival.supported:
-            unsupported = (
-                f"unsupported file type ({path.suffix or 'no extension'}): not a photo gpen-watch can read"
-            )
-        self.arrived(
-            Arrival(
-                path,
-                Path(arrival.inbox.path),
-                Path(arrival.rel),
-                int(arrival.size),
-                float(arrival.mtime),
-                unsupported,
-            )
-        )
 
     def _take_arrivals(self, limit: int = MAX_ARRIVALS_PER_TURN) -> None:
         assert self._journal is not None
@@ -393,18 +362,19 @@ class Service:
         except OSError as exc:
             log.debug("%s: not taken (%s)", a.path, exc)
             return
-        added = self._journal.add(a.path, a.inbox, a.rel, a.size, a.mtime, sha)
+        added = self._journal.add(a.path, a.inbox.path, a.rel, a.size, a.mtime, sha)
         if added.status == "known":
             return
         if added.status == "duplicate":
             log.info("%s: %s", a.path, added.message)
             self._note(originals.dispose_original(self._journal, added.job.id, self.cfg))
             return
-        if a.unsupported:
-            self._note(
-                failed.fail(self._journal, added.job.id, a.unsupported, self.cfg, kind=JobState.UNSUPPORTED)
+        if not a.supported:
+            why = (
+                f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
             )
-            log.warning("%s: set aside: %s", a.path, a.unsupported)
+            self._note(failed.fail(self._journal, added.job.id, why, self.cfg, kind=JobState.UNSUPPORTED))
+            log.warning("%s: set aside: %s", a.path, why)
             return
         refusal = self._refusal(a.path)
         if refusal is not None:
