@@ -21,8 +21,8 @@ from skimage import data
 
 from gpen_watch.errors import InputError, OutboxUnavailable, OutputError
 from gpen_watch.imaging import load as load_mod
+from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
 from gpen_watch.imaging.load import (
-    SUPPORTED_EXTENSIONS,
     BrokenImageError,
     EmptyFileError,
     ImageTooLargeError,

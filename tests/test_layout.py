@@ -1,8 +1,11 @@
-"""The package's shape: imports between gpen_watch's modules form no cycle."""
+"""The package's shape: imports between gpen_watch's modules form no cycle, and the parent's stages
+load no imaging or ML library until they have a photo to look at."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpen_watch"
@@ -67,3 +70,18 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_no_import_cycle_between_gpen_watch_modules() -> None:
     cycle = find_cycle(graph())
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_watcher_journal_and_outbox_need_neither_torch_nor_pillow_nor_opencv() -> None:
+    # The parent imported Pillow and OpenCV at start just to learn the extensions and suffixes.
+    code = (
+        "import sys\n"
+        "import gpen_watch.watch.watcher, gpen_watch.journal, gpen_watch.outbox.recovery\n"
+        "import gpen_watch.service.control, gpen_watch.modelstore.needs\n"
+        "from gpen_watch.watch.filters import supported_extensions\n"
+        "from gpen_watch.outbox.commit import output_name\n"
+        "assert '.jpg' in supported_extensions() and output_name('a.jpg', 'PNG') == 'a.png'\n"
+        "print(sorted(m for m in ('torch', 'cv2', 'PIL', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

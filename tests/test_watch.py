@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpen_watch.config import Config, InboxConfig, WatchConfig
-from gpen_watch.watch.filters import FALLBACK_EXTENSIONS, InboxFilter, ignored_name, supported_extensions
+from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
+from gpen_watch.watch.filters import InboxFilter, ignored_name, supported_extensions
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 from gpen_watch.watch.watcher import Arrival, Watcher
 
@@ -112,7 +113,7 @@ def test_supported_extensions_fall_back_until_imaging_exists() -> None:
     assert ".jpg" in exts
     assert ".png" in exts
     assert all(e.startswith(".") and e == e.lower() for e in exts)
-    assert ".jpg" in FALLBACK_EXTENSIONS
+    assert ".jpg" in SUPPORTED_EXTENSIONS
 
 
 def test_filter_classifies_files_and_never_follows_or_opens_special_ones(tmp_path: Path, inbox: Path) -> None:
@@ -127,7 +128,7 @@ def test_filter_classifies_files_and_never_follows_or_opens_special_ones(tmp_pat
     (inbox / "link.jpg").symlink_to(tmp_path / "outside.jpg")
     os.mkfifo(inbox / "pipe.jpg")
     (inbox / "folder.jpg").mkdir()
-    flt = InboxFilter(inbox, True, [outbox], FALLBACK_EXTENSIONS)
+    flt = InboxFilter(inbox, True, [outbox], SUPPORTED_EXTENSIONS)
     assert flt.ignore_reason(inbox / "a.JPG") is None
     assert flt.is_supported(inbox / "a.JPG")
     assert flt.ignore_reason(inbox / "notes.txt") is None
@@ -141,7 +142,7 @@ def test_filter_classifies_files_and_never_follows_or_opens_special_ones(tmp_pat
     assert flt.ignore_reason(inbox / ".git" / "x.jpg") is not None
     assert flt.dir_reason(inbox / "sub") is None
     assert flt.dir_reason(outbox) is not None
-    flat = InboxFilter(inbox, False, [], FALLBACK_EXTENSIONS)
+    flat = InboxFilter(inbox, False, [], SUPPORTED_EXTENSIONS)
     assert flat.ignore_reason(inbox / "sub" / "b.png") == "outside the inbox"
     assert flat.dir_reason(inbox / "sub") == "inbox is not recursive"
 
@@ -151,7 +152,7 @@ def test_outbox_reached_through_a_symlinked_path_is_still_excluded(tmp_path: Pat
     alias = tmp_path / "alias"
     alias.symlink_to(inbox / "out")
     (inbox / "out" / "x.jpg").write_bytes(b"x")
-    flt = InboxFilter(inbox, True, [alias], FALLBACK_EXTENSIONS)
+    flt = InboxFilter(inbox, True, [alias], SUPPORTED_EXTENSIONS)
     assert flt.ignore_reason(inbox / "out" / "x.jpg") == "the service's own folder"
 
 

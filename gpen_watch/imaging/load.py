@@ -29,40 +29,10 @@ from PIL import Image
 
 from gpen_watch.errors import InputError
 from gpen_watch.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
-
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
-    {
-        ".jpg", ".jpeg", ".jpe", ".jfif",
-        ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif",
-        ".heic", ".heif", ".avif",
-    }
-)  # fmt: skip
-
-# TIFF-based camera RAW files open in Pillow as their small embedded preview; restoring that
-# thumbnail silently would be wrong, so they are refused by name before decoding.
-_RAW_EXTENSIONS = frozenset(
-    {
-        ".cr2",
-        ".cr3",
-        ".nef",
-        ".nrw",
-        ".arw",
-        ".srf",
-        ".sr2",
-        ".dng",
-        ".orf",
-        ".rw2",
-        ".raf",
-        ".pef",
-        ".srw",
-        ".x3f",
-    }
-)
+from gpen_watch.imaging.formats import RAW_EXTENSIONS, TAG_ORIENTATION
 
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N"})
 
-_TAG_ORIENTATION = 0x0112
-_TAG_EXIF_IFD = 0x8769
 # Tags that describe a TIFF file's own pixel layout (or are carried separately: ICC 34675, XMP 700).
 # A TIFF's getexif() returns them with the camera tags; copied into another file they would lie.
 _TIFF_LAYOUT_TAGS = frozenset(
@@ -271,7 +241,7 @@ def _check_path(path: Path) -> None:
         raise NotAnImageError(path, "not a regular file")
     if st.st_size == 0:
         raise EmptyFileError(path, "file is empty (0 bytes)")
-    if path.suffix.lower() in _RAW_EXTENSIONS:
+    if path.suffix.lower() in RAW_EXTENSIONS:
         raise UnsupportedFormatError(
             path, f"camera RAW files ({path.suffix}) are not supported; convert to TIFF or JPEG first"
         )
@@ -600,15 +570,15 @@ def _read_exif(im: Image.Image, fmt: str, sixteen_bit: bool, notes: list[str]) -
 
 
 def _orientation(exif: Image.Exif | None) -> int:
-    value = exif.get(_TAG_ORIENTATION, 1) if exif is not None else 1
+    value = exif.get(TAG_ORIENTATION, 1) if exif is not None else 1
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
 def _exif_bytes(exif: Image.Exif | None) -> bytes | None:
     if exif is None:
         return None
-    if _TAG_ORIENTATION in exif:
-        exif[_TAG_ORIENTATION] = 1  # pixels are already upright
+    if TAG_ORIENTATION in exif:
+        exif[TAG_ORIENTATION] = 1  # pixels are already upright
     try:
         return exif.tobytes()
     except Exception:  # noqa: BLE001 - an unwritable tag: drop the block rather than the photo
@@ -721,7 +691,7 @@ def _neutralise_tiff_orientation(buf: bytearray) -> None:
     for i in range(count):
         entry = first + i * size
         tag, typ = struct.unpack_from(order + "HH", buf, entry)
-        if tag == _TAG_ORIENTATION and typ == 3:  # SHORT: stored inline
+        if tag == TAG_ORIENTATION and typ == 3:  # SHORT: stored inline
             struct.pack_into(order + "H", buf, entry + value_at, 1)
             return
 

@@ -27,55 +27,39 @@ from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
 from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, remove_quietly
+from gpen_watch.imaging.formats import (
+    EXPLICIT_FORMATS,
+    TAG_EXIF_IFD,
+    TAG_GPS_IFD,
+    TAG_MAKERNOTE,
+    TAG_ORIENTATION,
+    TAG_PIXEL_X,
+    TAG_PIXEL_Y,
+)
 from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
 
-_EXPLICIT_FORMATS = {
-    "jpeg": "JPEG",
-    "jpg": "JPEG",
-    "png": "PNG",
-    "webp": "WEBP",
-    "tiff": "TIFF",
-    "tif": "TIFF",
-}
 # "same" for formats we cannot write faithfully: palette/animation formats -> PNG (lossless, keeps
 # alpha); HEIF/AVIF photos -> JPEG (writing them needs optional encoders).
 _SAME_FALLBACK = {"HEIF": "JPEG", "HEIC": "JPEG", "AVIF": "JPEG"}
 _WRITABLE_SAME = frozenset({"JPEG", "PNG", "WEBP", "TIFF", "BMP"})
 
-OUTPUT_SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif", "BMP": ".bmp"}
-# Other spellings users have for the same formats; a name keeps its own when it already fits.
-_SUFFIX_ALIASES = {"JPEG": (".jpeg", ".jpe", ".jfif"), "TIFF": (".tiff",)}
 
 _JPEG_MAX_EXIF = 65533  # payload of one APP1 segment; Pillow refuses more
-_TAG_ORIENTATION = 0x0112
-_TAG_EXIF_IFD = 0x8769
-_TAG_MAKERNOTE = 0x927C
-_TAG_PIXEL_X, _TAG_PIXEL_Y = 0xA002, 0xA003
 
 
 def output_format(source_format: str, requested: str = "same") -> str:
     """Pillow format name save_image writes for this source and request ("same", "jpeg", ...)."""
     req = requested.lower()
     if req != "same":
-        if req not in _EXPLICIT_FORMATS:
+        if req not in EXPLICIT_FORMATS:
             raise ValueError(f"unknown output format {requested!r}; use same, jpeg, png, webp or tiff")
-        return _EXPLICIT_FORMATS[req]
+        return EXPLICIT_FORMATS[req]
     src = "JPEG" if source_format == "MPO" else source_format.upper()
     if src in _WRITABLE_SAME:
         return src
     return _SAME_FALLBACK.get(src, "PNG")
-
-
-def matching_suffix(fmt: str, suffix: str) -> str:
-    """``suffix`` if it names format ``fmt`` (as written by save_image), else the usual one.
-
-    A PNG that arrived named ``.jpg`` is written as PNG, so its result must be named ``.png``.
-    """
-    if suffix.lower() == OUTPUT_SUFFIXES[fmt] or suffix.lower() in _SUFFIX_ALIASES.get(fmt, ()):
-        return suffix
-    return OUTPUT_SUFFIXES[fmt]
 
 
 def save_image(
@@ -159,13 +143,13 @@ def _exif_for(image: LoadedImage, size: tuple[int, int], limit: int | None = Non
     exif = Image.Exif()
     try:
         exif.load(raw)
-        if _TAG_ORIENTATION in exif:
-            exif[_TAG_ORIENTATION] = 1
-        sub = exif.get_ifd(_TAG_EXIF_IFD)  # cached: edits show up in tobytes()
-        if _TAG_PIXEL_X in sub or _TAG_PIXEL_Y in sub:
-            sub[_TAG_PIXEL_X], sub[_TAG_PIXEL_Y] = size
+        if TAG_ORIENTATION in exif:
+            exif[TAG_ORIENTATION] = 1
+        sub = exif.get_ifd(TAG_EXIF_IFD)  # cached: edits show up in tobytes()
+        if TAG_PIXEL_X in sub or TAG_PIXEL_Y in sub:
+            sub[TAG_PIXEL_X], sub[TAG_PIXEL_Y] = size
         if limit is not None and len(exif.tobytes()) > limit:
-            sub.pop(_TAG_MAKERNOTE, None)  # the usual bulk; camera-private anyway
+            sub.pop(TAG_MAKERNOTE, None)  # the usual bulk; camera-private anyway
             if len(exif.tobytes()) > limit:
                 log.warning("EXIF block too large for JPEG (%d bytes); not written", len(exif.tobytes()))
                 return None
@@ -367,7 +351,7 @@ def _merge_exif(ifd: TiffImagePlugin.ImageFileDirectory_v2, exif: Image.Exif) ->
     for tag, value in exif.items():
         if tag in _TIFF_OWN_TAGS:
             continue
-        if tag in (_TAG_EXIF_IFD, 0x8825) and not isinstance(value, dict):
+        if tag in (TAG_EXIF_IFD, TAG_GPS_IFD) and not isinstance(value, dict):
             value = exif.get_ifd(tag)
             if not value:
                 continue

@@ -32,6 +32,7 @@ from pathlib import Path
 from gpen_watch.config import Config
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
+from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.outbox import durable, naming
 from gpen_watch.outbox.moves import OriginalOutcome
@@ -120,8 +121,6 @@ def output_name(name: str, fmt: str | None) -> str:
     format ("same"): a JPEG named .png is written as JPEG, an animated GIF as PNG. A result must not
     be named as something it is not, so the extension follows the content.
     """
-    from gpen_watch.imaging.save import OUTPUT_SUFFIXES, matching_suffix
-
     if not fmt or fmt not in OUTPUT_SUFFIXES:
         return name  # unknown to us (a verbatim copy of a GIF...): the source's own name fits it
     stem, ext = os.path.splitext(name)

@@ -24,9 +24,9 @@ from string import Formatter
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.errors import ConfigError, OutputError
+from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
 
 TEMPLATE_FIELDS = ("stem", "ext", "name", "date", "model")
-FORMAT_SUFFIX = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "tiff": ".tif"}
 
 # A final name leaves room for the temp name around it (".<name>.gpen-tmp-<job id>") and for
 # "<name>.error.txt" within the 255-byte limit of common file systems.
@@ -94,7 +94,7 @@ def output_suffix(src_suffix: str, fmt: str) -> str:
     if fmt == "same":
         return src_suffix
     try:
-        return FORMAT_SUFFIX[fmt]
+        return OUTPUT_SUFFIXES[EXPLICIT_FORMATS[fmt]]
     except KeyError:
         raise ConfigError(f"output.format: unknown format {fmt!r}") from None
 

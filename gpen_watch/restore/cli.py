@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
     cfg = config.load(args.config, _overrides(args), must_exist=args.config is not None)
-    from gpen_watch.imaging.load import SUPPORTED_EXTENSIONS
+    from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
 
     outdir: Path = args.output.expanduser().resolve()
     state.outdir = outdir
@@ -200,7 +200,8 @@ def _add(plan: list[Planned], seen: set[Path], src: Path, dst: Path) -> None:
 def _with_format(dst: Path, out_format: str) -> Path:
     if out_format == "same":
         return dst  # decided from the content once decoded (see _commit)
-    from gpen_watch.imaging.save import matching_suffix, output_format
+    from gpen_watch.imaging.formats import matching_suffix
+    from gpen_watch.imaging.save import output_format
 
     return dst.with_suffix(matching_suffix(output_format("", out_format), dst.suffix))
 
@@ -214,7 +215,7 @@ def _commit(res: FileResult, final: Path, overwrite: bool) -> None:
     tmp = res.dst
     assert tmp is not None
     if res.format:
-        from gpen_watch.imaging.save import matching_suffix
+        from gpen_watch.imaging.formats import matching_suffix
 
         final = final.with_suffix(matching_suffix(res.format, final.suffix))
     try:

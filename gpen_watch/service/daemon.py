@@ -391,7 +391,7 @@ class Service:
         """The engine's refusal of ``path`` from its header (an ImageInputError), or None."""
         if not self._header_checks:
             return None
-        # Already loaded here: the watcher's filters take imaging's list of extensions from it.
+        # Pillow and OpenCV load here on the first arrival, not at start (torch never does).
         from gpen_watch.imaging.load import header_refusal
 
         try:

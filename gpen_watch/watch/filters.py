@@ -18,10 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Used until gpen_watch.imaging.load exists; imaging's own list wins when it does.
-FALLBACK_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
-)
+from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
 
 # Names (compared in lower case) that are never photos of the user's.
 _IGNORED_NAMES = frozenset({"thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini", "icon\r"})
@@ -53,14 +50,7 @@ _WINDOWS_SYSTEM = 0x4  # FILE_ATTRIBUTE_SYSTEM
 
 def supported_extensions() -> frozenset[str]:
     """Lower-case extensions (with the dot) that imaging can decode."""
-    try:
-        # Imported lazily: imaging may pull in Pillow plugins, and it may not exist yet.
-        from gpen_watch.imaging.load import SUPPORTED_EXTENSIONS
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("gpen_watch.imaging.load", "gpen_watch.imaging"):
-            raise
-        return FALLBACK_EXTENSIONS
-    return frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in SUPPORTED_EXTENSIONS)
+    return SUPPORTED_EXTENSIONS
 
 
 def ignored_name(name: str) -> str | None:

@@ -125,7 +125,7 @@ def decodes(path: Path) -> str | None:
     """None when the file is a complete image of the format its name says; else the problem."""
     from PIL import Image
 
-    from gpen_watch.imaging.save import OUTPUT_SUFFIXES, matching_suffix
+    from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 
     try:
         with Image.open(path) as im:
