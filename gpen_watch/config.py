@@ -14,6 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from string import Formatter
 from typing import Any, Literal
 
 from gpen_watch import paths
@@ -297,7 +298,7 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         if not ok:
             raise ConfigError(f"{where(name)}{name}: {reason}")
     try:
-        _validate_template(o.name_template)
+        check_name_template(o.name_template)
     except ConfigError as exc:
         raise ConfigError(f"{where('output.name_template')}{exc}") from None
 
@@ -309,10 +310,15 @@ def _valid_device(dev: str) -> bool:
     return kind == "cuda" and index.isdigit()
 
 
-def _validate_template(template: str) -> None:
-    from string import Formatter
+# The fields output.name_template may use (outbox.naming fills them in).
+TEMPLATE_FIELDS = ("stem", "ext", "name", "date", "model")
 
-    allowed = {"stem", "ext", "name", "date", "model"}
+
+def check_name_template(template: str) -> None:
+    """Refuse anything but plain {field} substitutions of the known fields, in one file name. The
+    one rule for the template: checked when the config loads, or the service would start and then
+    stop at the first photo, and again by outbox.naming before it renders one."""
+    allowed = set(TEMPLATE_FIELDS)
     try:
         fields = [(f, spec, conv) for _, f, spec, conv in Formatter().parse(template) if f is not None]
     except ValueError as exc:
@@ -322,8 +328,6 @@ def _validate_template(template: str) -> None:
             raise ConfigError(
                 f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}"
             )
-        # The same rule as outbox.naming at render time: checked here, or the service would start
-        # and then stop at the first photo.
         if spec or conv:
             raise ConfigError(
                 f"output.name_template: only plain fields like {{{f}}} are allowed "

@@ -20,13 +20,10 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from string import Formatter
 
-from gpen_watch.config import Config, InboxConfig
+from gpen_watch.config import Config, InboxConfig, check_name_template
 from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
-
-TEMPLATE_FIELDS = ("stem", "ext", "name", "date", "model")
 
 # A final name leaves room for the temp name around it (".<name>.gpen-tmp-<job id>") and for
 # "<name>.error.txt" within the 255-byte limit of common file systems.
@@ -135,22 +132,6 @@ def truncate_name(name: str, limit: int = MAX_NAME_BYTES) -> str:
     return cut + ext
 
 
-def check_template(template: str) -> None:
-    """Refuse anything but plain {field} substitutions of the known fields."""
-    try:
-        parsed = list(Formatter().parse(template))
-    except ValueError as exc:
-        raise ConfigError(f"output.name_template: {exc}") from None
-    for _, field_name, spec, conversion in parsed:
-        if field_name is None:
-            continue
-        if field_name not in TEMPLATE_FIELDS or spec or conversion:
-            raise ConfigError(
-                f"output.name_template: only plain fields {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
-                f" are allowed, got {{{field_name}}}"
-            )
-
-
 def render_name(
     template: str,
     src_name: str,
@@ -164,7 +145,7 @@ def render_name(
     Fields: {stem} input name without extension, {ext} output extension (with the dot), {name}
     input file name as it is, {date} YYYY-MM-DD, {model} model name.
     """
-    check_template(template)
+    check_name_template(template)
     stem, src_ext = os.path.splitext(src_name)
     ext = output_suffix(src_ext, fmt)
     fields = {
