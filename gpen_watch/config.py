@@ -59,8 +59,12 @@ class RestoreConfig:
     detect_threshold: float = 0.9
     # Detection runs on a copy whose long side is at most this (the detector's cost grows with pixels).
     detect_max_side: int = 1000
-    # Faces smaller than this (eye-to-mouth box, pixels) are left alone: nothing to restore.
-    min_face: int = 16
+    # Faces smaller than this (eye-to-mouth extent, pixels) are left alone. 0: restore every face
+    # the detector reports, as upstream GPEN does.
+    min_face: int = 0
+    # Restored faces whose detection box has a side under this many pixels are smoothed (3x3)
+    # before paste-back, as upstream GPEN does; 0: never.
+    smooth_below: int = 100
     # Faces per generator forward pass; 0 picks a size from the device's free memory.
     face_batch: int = 0
     # Images whose long side exceeds this are pre-scaled before anything else (0: never).
@@ -271,6 +275,8 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
+        (r.min_face >= 0, "restore.min_face", "must be 0 (restore every face) or a positive number"),
+        (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
         (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
         (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
         (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),

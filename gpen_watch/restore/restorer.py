@@ -361,7 +361,8 @@ class Restorer:
         try:
             t0 = time.perf_counter()
             if work.faces:
-                faces = np.concatenate(work.restored)
+                boxes = np.stack([f.box for f in work.faces])
+                faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, self.cfg.smooth_below)
                 masks = self._paste_masks(work)
                 pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
             else:
