@@ -81,8 +81,12 @@ class FaceEnhancer:
             x = x.flip(-1).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
             y = self.gpen(x)  # fp32 out, whatever the autocast inside
             if self.parser is not None:
+                # On a CPU ParseNet's activations at 512 px take ~0.5 GB a face and a batch costs as
+                # much per face as one face at a time, so it parses one face per pass there
+                # (docs/benchmarks.md, "Memory"). On a GPU the batch pays, in device memory.
+                step = 1 if dev.type == "cpu" else len(y)
                 with self.gpen.autocast():
-                    mask = self._parse(y)
+                    mask = torch.cat([self._parse(y[i : i + step]) for i in range(0, len(y), step)])
             else:
                 mask = None
             y = y.clamp_(-1, 1).add_(1).mul_(127.5).round_()
