@@ -76,6 +76,11 @@ class RestoreConfig:
     model_dir: Path | None = None
     # Largest image accepted, in megapixels, before anything is decoded (decompression bombs).
     max_megapixels: float = 200.0
+    # Resident memory (MB) one restorer process aims to stay under: each daemon worker, or
+    # `gpen-watch restore`. Photos are read ahead only while their decoded frames fit beside the
+    # models; over it, freed memory is handed back between photos. 0: a quarter of the machine's
+    # memory, at least 2048.
+    memory_mb: int = 0
 
 
 @dataclass
@@ -280,6 +285,7 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
         (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
         (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),
+        (r.memory_mb == 0 or r.memory_mb >= 256, "restore.memory_mb", "must be 0 (auto) or at least 256"),
         (_valid_device(r.device), "restore.device", "must be auto, cpu, cuda or cuda:N"),
         (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
         (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),

@@ -233,6 +233,7 @@ def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
         ("[restore]\nmax_side = 100\n", "restore.max_side", "0 (off) or at least 256"),
         ("[restore]\ndetect_max_side = 10\n", "restore.detect_max_side", "at least 64"),
         ("[restore]\nmax_megapixels = 0\n", "restore.max_megapixels", "positive"),
+        ("[restore]\nmemory_mb = 100\n", "restore.memory_mb", "0 (auto) or at least 256"),
         ("[watch]\nsettle_seconds = -1\n", "watch.settle_seconds", "not be negative"),
         ("[watch]\npoll_interval = 0\n", "watch.poll_interval", "positive"),
         ("[watch]\ninboxes = []\n", "watch.inboxes", "at least one folder"),

@@ -349,3 +349,51 @@ def test_tiny_faces_are_restored_by_default(
     assert res.ok and res.faces == 1
     after = cv2.imread(str(tmp_path / "out.png")).astype(int)
     assert np.abs(after[15:43, 45:67] - small[15:43, 45:67]).mean() > 5
+
+
+def _held_at_once(r: Restorer, jobs: list[FileJob]) -> tuple[int, list]:
+    """Most photos decoded but not yet handed back at any moment, and the results."""
+    decoded, results, most = [0], [], [0]
+    real = r._decode
+
+    def counting(job: FileJob, cost: int = 0):  # noqa: ANN202
+        work = real(job, cost)
+        decoded[0] += 1
+        most[0] = max(most[0], decoded[0] - len(results))
+        return work
+
+    r._decode = counting  # type: ignore[method-assign]
+    for res in r.restore_files(jobs):
+        results.append(res)
+    return most[0], results
+
+
+def test_memory_budget_bounds_the_photos_in_hand(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """With room for no photo beside the models, the restorer holds one photo at a time (and still
+    restores them all); with the default budget it reads ahead."""
+    jobs = [FileJob(p, tmp_path / f"{i}-{p.name}") for i in range(2) for p in photos]
+    with _restorer(tiny_models, landmarks, memory_mb=256) as r:
+        assert r.photo_allowance == 0 and r.read_ahead == 1
+        most, results = _held_at_once(r, jobs)
+    assert most == 1
+    assert len(results) == 4 and all(res.ok for res in results)
+    with _restorer(tiny_models, landmarks) as r:
+        assert r.memory_budget_mb >= 2048 and r.read_ahead >= 4
+        most, results = _held_at_once(r, jobs)
+    assert most > 1 and all(res.ok for res in results)
+
+
+def test_results_carry_resident_memory_per_stage(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    with _restorer(tiny_models, landmarks) as r:
+        results = list(r.restore_files(FileJob(p, tmp_path / p.name) for p in photos))
+        stages = {"decode", "align", "restore", "paste", "encode", "peak"}
+        for res in results:
+            assert stages <= set(res.rss_mb)
+            assert 50 < res.rss_mb["decode"] <= res.rss_mb["peak"]
+        # The restorer keeps the highest reading per stage, for the benchmark and `status`.
+        assert set(r.stage_rss_mb) == stages
+        assert r.stage_rss_mb["peak"] == max(res.rss_mb["peak"] for res in results)
