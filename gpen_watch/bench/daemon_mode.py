@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpen_watch.bench.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs
+from gpen_watch.bench.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
 from gpen_watch.bench.photos import PhotoSet
 from gpen_watch.bench.results import ModeRun
 from gpen_watch.bench.runner import BenchError, child_env
@@ -87,6 +87,7 @@ def run_daemon(
         detect_s=detector,
         rss_parent_mb=parent_rss,
         rss_workers_mb=[r for r in worker_rss if r is not None],
+        rss_stages_mb=read_worker_rss(folders["measure"]),
         slots=max(1, len(status.get("workers", []))),
         settings={
             "workers": len(status.get("workers", [])),
