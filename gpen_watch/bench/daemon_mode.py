@@ -136,6 +136,7 @@ def _command(
         "restore.detect_max_side": spec.detect_max_side,
         "restore.face_batch": spec.face_batch,
         "restore.precision": spec.precision,
+        "restore.memory_mb": spec.memory_mb,
         "workers.devices": "cpu" if spec.device == "cpu" else "auto",
         "workers.cpu_workers": workers,
         "output.jpeg_quality": spec.jpeg_quality,
