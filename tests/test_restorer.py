@@ -397,3 +397,14 @@ def test_results_carry_resident_memory_per_stage(
         # The restorer keeps the highest reading per stage, for the benchmark and `status`.
         assert set(r.stage_rss_mb) == stages
         assert r.stage_rss_mb["peak"] == max(res.rss_mb["peak"] for res in results)
+
+
+def test_cpu_face_batch_is_one_with_the_parser_and_four_without(
+    tiny_models_with_parser: TinyModels, landmarks: dict
+) -> None:
+    """With ParseNet on a CPU, batching the generator saves ~1 % of the time and costs ~1 GB of
+    peak memory, so the automatic face batch is 1 there; without it, 4."""
+    for use_parse, expected in ((True, 1), (False, 4)):
+        cfg = tiny_restore_config(tiny_models_with_parser, use_parse=use_parse, face_batch=0)
+        with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
+            assert r.face_batch == expected

@@ -95,7 +95,7 @@ class Restorer:
             net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=download)
             detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
         self.detector = detector
-        batch = cfg.face_batch or auto_face_batch(self.size, self.place)
+        batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
         self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser)
         self.load_seconds = time.perf_counter() - t0
         self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
