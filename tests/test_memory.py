@@ -28,6 +28,7 @@ def test_budget_auto_is_a_quarter_of_memory_with_a_floor() -> None:
 
 
 _RETAINED = """
+import numpy as np
 from gpen_watch.restore import device, memory
 assert device.tune_malloc_for_inference()
 base = memory.rss().now_mb
