@@ -60,8 +60,12 @@ class RestoreConfig:
     detect_threshold: float = 0.9
     # Detection runs on a copy whose long side is at most this (the detector's cost grows with pixels).
     detect_max_side: int = 1000
-    # Faces smaller than this (eye-to-mouth box, pixels) are left alone: nothing to restore.
-    min_face: int = 16
+    # Faces smaller than this (eye-to-mouth extent, pixels) are left alone. 0: restore every face
+    # the detector reports, as upstream GPEN does.
+    min_face: int = 0
+    # Restored faces whose detection box has a side under this many pixels are smoothed (3x3)
+    # before paste-back, as upstream GPEN does; 0: never.
+    smooth_below: int = 100
     # Faces per generator forward pass; 0 picks a size from the device's free memory.
     face_batch: int = 0
     # Images whose long side exceeds this are pre-scaled before anything else (0: never).
@@ -73,6 +77,11 @@ class RestoreConfig:
     model_dir: Path | None = None
     # Largest image accepted, in megapixels, before anything is decoded (decompression bombs).
     max_megapixels: float = 200.0
+    # Resident memory (MB) one restorer process aims to stay under: each daemon worker, or
+    # `gpen-watch restore`. Photos are read ahead only while their decoded frames fit beside the
+    # models; over it, freed memory is handed back between photos. 0: a quarter of the machine's
+    # memory, at least 2048.
+    memory_mb: int = 0
 
 
 @dataclass
@@ -272,9 +281,12 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
+        (r.min_face >= 0, "restore.min_face", "must be 0 (restore every face) or a positive number"),
+        (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
         (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
         (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
         (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),
+        (r.memory_mb == 0 or r.memory_mb >= 256, "restore.memory_mb", "must be 0 (auto) or at least 256"),
         (_valid_device(r.device), "restore.device", "must be auto, cpu, cuda or cuda:N"),
         (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
         (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),

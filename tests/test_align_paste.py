@@ -19,7 +19,13 @@ from gpen_watch.restore.align import (
     transform_points,
     warp_affine_resampled,
 )
-from gpen_watch.restore.paste import feather_mask, paste_faces, paste_region, soften_parse_mask
+from gpen_watch.restore.paste import (
+    feather_mask,
+    paste_faces,
+    paste_region,
+    smooth_small_faces,
+    soften_parse_mask,
+)
 
 DATA = Path(__file__).parent / "data"
 ASTRONAUT = "skimage.data.astronaut"
@@ -470,3 +476,17 @@ def test_blend_keeps_untouched_pixels_exact_and_rounds_the_rest(dtype: type) -> 
     expected = np.rint(target * (1 - w) + face * gain * w)
     assert np.abs(view.astype(np.float64) - expected).max() <= 1
     assert not out[:3].any() and not out[:, :5].any()  # nothing outside the view was written
+
+
+def test_small_faces_get_upstreams_3x3_smoothing_and_large_ones_none() -> None:
+    faces = np.random.default_rng(3).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
+    original = faces.copy()
+    # Shorter box sides 99, 100 and 40 px: the first and last are small.
+    boxes = np.array([[0, 0, 99, 300], [10, 10, 110, 130], [5, 5, 200, 45]], np.float32)
+    out = smooth_small_faces(faces, boxes, 100)
+    assert np.array_equal(faces, original)  # the input is not touched
+    kernel = np.outer([1, 2, 1], [1, 2, 1]).astype(np.float32) / 16
+    for i in (0, 2):
+        assert np.abs(out[i].astype(int) - cv2.filter2D(faces[i], -1, kernel)).max() <= 1
+    assert np.array_equal(out[1], faces[1])
+    assert np.array_equal(smooth_small_faces(faces, boxes, 0), faces)  # 0: never

@@ -78,6 +78,11 @@ def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
     assert "known landmarks" in " ".join(data["notes"])
     assert (out / "throughput.png").stat().st_size > 1000
     assert "engine" in (out / "table.txt").read_text()
+    # The engine's resident memory as each stage ended, for the memory budget's figures.
+    rss = data["modes"]["engine"]["rss_at_stage_end_mb"]
+    assert {"decode", "align", "restore", "paste", "encode", "peak"} <= set(rss)
+    assert 0 < rss["decode"] <= rss["peak"]
+    assert "RSS MB at stage end, (3) gpen-watch engine" in (out / "table.txt").read_text()
 
 
 def test_prepared_detection_equals_direct_detection() -> None:

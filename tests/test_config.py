@@ -52,6 +52,8 @@ def test_defaults_validate_and_match_the_readme(isolated_user_dirs: Path, tmp_pa
     assert cfg.restore.precision == "auto" and cfg.output.format == "same"
     assert cfg.output.originals == "archive" and cfg.output.jpeg_quality == 95
     assert cfg.restore.model == "GPEN-BFR-512" and cfg.restore.model_dir is None
+    # Small faces as upstream GPEN treats them: all restored, those under 100 px smoothed.
+    assert cfg.restore.min_face == 0 and cfg.restore.smooth_below == 100
     # The default folders are the (isolated) user's, never a path relative to the current directory.
     assert cfg.watch.outbox.is_absolute() and cfg.watch.outbox.is_relative_to(isolated_user_dirs)
     assert [i.path.name for i in cfg.watch.inboxes] == ["inbox"]
@@ -217,6 +219,8 @@ def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
         # out of range
         ("[workers]\nimages_in_flight = -1\n", "workers.images_in_flight", "0 (auto) or a positive"),
         ("[restore]\nface_batch = -1\n", "restore.face_batch", "0 (auto) or a positive"),
+        ("[restore]\nmin_face = -1\n", "restore.min_face", "0 (restore every face)"),
+        ("[restore]\nsmooth_below = -5\n", "restore.smooth_below", "0 (never smooth)"),
         ("[workers]\ncpu_workers = 0\n", "workers.cpu_workers", "at least 1"),
         ("[workers]\nworkers_per_device = 0\n", "workers.workers_per_device", "at least 1"),
         ("[workers]\nmax_attempts = 0\n", "workers.max_attempts", "at least 1"),
@@ -229,6 +233,7 @@ def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
         ("[restore]\nmax_side = 100\n", "restore.max_side", "0 (off) or at least 256"),
         ("[restore]\ndetect_max_side = 10\n", "restore.detect_max_side", "at least 64"),
         ("[restore]\nmax_megapixels = 0\n", "restore.max_megapixels", "positive"),
+        ("[restore]\nmemory_mb = 100\n", "restore.memory_mb", "0 (auto) or at least 256"),
         ("[watch]\nsettle_seconds = -1\n", "watch.settle_seconds", "not be negative"),
         ("[watch]\npoll_interval = 0\n", "watch.poll_interval", "positive"),
         ("[watch]\ninboxes = []\n", "watch.inboxes", "at least one folder"),

@@ -365,3 +365,41 @@ def test_pool_module_does_not_import_torch() -> None:
     code = "import gpen_watch.dispatch.pool, gpen_watch.dispatch.devices, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_status_shows_a_real_workers_memory_per_stage_and_budget(
+    tmp_path: Path,
+    pools: list[pool.Pool],
+    tiny_models,
+    astronaut_bgr,  # type: ignore[no-untyped-def]
+) -> None:
+    """A worker running the real engine (tiny random-weight models) reports its memory budget when
+    ready and its resident memory per stage with each result; the pool's snapshot (what `gpen-watch
+    status` prints) carries both."""
+    import cv2
+    from conftest import tiny_restore_config
+
+    from gpen_watch.service.control_cli import format_status
+
+    cfg = tiny_restore_config(tiny_models, memory_mb=3000)
+    p = pool.Pool(
+        [cpu_slot()],
+        cfg,
+        WorkerConfig(image_timeout=120.0),
+        child_env={"PYTHONPATH": TESTS_DIR},
+        heartbeat_s=0.5,
+    )
+    p.start()
+    pools.append(p)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    src = tmp_path / "in" / "a.png"
+    cv2.imwrite(str(src), astronaut_bgr)
+    p.submit([pool.Task(1, FileJob(src, tmp_path / "out" / "1.tmp"))])
+    run_until(p, finished(1), limit=120.0)
+    (w,) = p.snapshot()
+    assert w["memory_budget_mb"] == 3000
+    assert {"decode", "align", "restore", "paste", "encode", "peak"} <= set(w["rss_mb"])
+    assert 50 < w["rss_mb"]["decode"] <= w["rss_mb"]["peak"]
+    text = format_status({"workers": [w]})
+    assert "memory MB at stage end: decode " in text and "of 3000 budget" in text

@@ -282,3 +282,129 @@ def test_parse_mask_path(
         assert r.enhancer.parser is not None
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "p.png")]))
     assert res.ok and res.faces == 1
+
+
+def test_small_faces_are_smoothed_before_paste_back(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """By default a face whose detection box is under 100 px (the astronaut's is 87 x 110) gets the
+    3x3 smoothing upstream gives it; a larger one (Grace Hopper's, 181 x 221) is pasted as restored.
+
+    The generator's faces are replaced by a one-pixel checkerboard (the random tiny generator's
+    output is already smooth): the 3x3 binomial filter turns it into flat grey."""
+    outs = {}
+    for name, changes in (("default", {}), ("never", {"smooth_below": 0})):
+        d = tmp_path / name
+        d.mkdir()
+        with _restorer(tiny_models, landmarks, **changes) as r:
+            real = r.enhancer.enhance
+
+            def checkerboard(crops: np.ndarray, real=real):  # noqa: ANN202
+                restored, masks = real(crops)
+                yy, xx = np.indices(restored.shape[1:3])
+                restored[:] = (((yy + xx) % 2) * 255).astype(np.uint8)[None, :, :, None]
+                return restored, masks
+
+            r.enhancer.enhance = checkerboard  # type: ignore[method-assign]
+            assert all(res.ok for res in r.restore_files(FileJob(p, d / p.name) for p in photos))
+        outs[name] = {p.name: cv2.imread(str(d / p.name)).astype(np.float64) for p in photos}
+    x1, y1, x2, y2 = (int(v) for v in landmarks["skimage.data.astronaut"]["boxes_xyxy"][0])
+    face = (slice(y1 + 10, y2 - 10), slice(x1 + 10, x2 - 10))
+
+    def roughness(img: np.ndarray) -> float:  # mean absolute Laplacian over the face
+        return float(np.abs(cv2.Laplacian(img[face], cv2.CV_64F)).mean())
+
+    smoothed, sharp = outs["default"]["astronaut.png"], outs["never"]["astronaut.png"]
+    assert roughness(smoothed) < 0.5 * roughness(sharp)
+    # Only the face changed: the rest of the photo is the same in both runs.
+    assert np.array_equal(smoothed[400:], sharp[400:])
+    # Grace Hopper's face is too large to be smoothed (JPEG: same encoder, same pixels in).
+    assert np.array_equal(outs["default"]["grace_hopper.jpg"], outs["never"]["grace_hopper.jpg"])
+
+
+class ScaledFaces(KnownFaces):
+    """The astronaut's reference face on a copy of the photo shrunk ``factor`` times."""
+
+    def __init__(self, landmarks: dict, factor: int) -> None:
+        entry = landmarks["skimage.data.astronaut"]
+        box = np.array(entry["boxes_xyxy"][0], np.float32) / factor
+        lm = np.array(entry["landmarks5_xy"][0], np.float32) / factor
+        side = 512 // factor
+        self.by_shape = {(side, side): ([Face(box, entry["scores"][0], lm)], None)}
+
+
+def test_tiny_faces_are_restored_by_default(
+    tiny_models: TinyModels, landmarks: dict, astronaut_bgr: np.ndarray, tmp_path: Path
+) -> None:
+    """Upstream restores every face the detector reports; so does the default config, even one
+    whose eyes and mouth span 11 px (the astronaut on a 128 x 128 copy)."""
+    small = cv2.resize(astronaut_bgr, (128, 128), interpolation=cv2.INTER_AREA)
+    src = tmp_path / "small.png"
+    cv2.imwrite(str(src), small)
+    detector = ScaledFaces(landmarks, 4)
+    assert detector.by_shape[(128, 128)][0][0].size < 16
+    cfg = tiny_restore_config(tiny_models)
+    with Restorer(cfg, threads=2, detector=detector) as r:
+        (res,) = list(r.restore_files([FileJob(src, tmp_path / "out.png")]))
+    assert res.ok and res.faces == 1
+    after = cv2.imread(str(tmp_path / "out.png")).astype(int)
+    assert np.abs(after[15:43, 45:67] - small[15:43, 45:67]).mean() > 5
+
+
+def _held_at_once(r: Restorer, jobs: list[FileJob]) -> tuple[int, list]:
+    """Most photos decoded but not yet handed back at any moment, and the results."""
+    decoded, results, most = [0], [], [0]
+    real = r._decode
+
+    def counting(job: FileJob, cost: int = 0):  # noqa: ANN202
+        work = real(job, cost)
+        decoded[0] += 1
+        most[0] = max(most[0], decoded[0] - len(results))
+        return work
+
+    r._decode = counting  # type: ignore[method-assign]
+    for res in r.restore_files(jobs):
+        results.append(res)
+    return most[0], results
+
+
+def test_memory_budget_bounds_the_photos_in_hand(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """With room for no photo beside the models, the restorer holds one photo at a time (and still
+    restores them all); with the default budget it reads ahead."""
+    jobs = [FileJob(p, tmp_path / f"{i}-{p.name}") for i in range(2) for p in photos]
+    with _restorer(tiny_models, landmarks, memory_mb=256) as r:
+        assert r.photo_allowance == 0 and r.read_ahead == 1
+        most, results = _held_at_once(r, jobs)
+    assert most == 1
+    assert len(results) == 4 and all(res.ok for res in results)
+    with _restorer(tiny_models, landmarks) as r:
+        assert r.memory_budget_mb >= 2048 and r.read_ahead >= 4
+        most, results = _held_at_once(r, jobs)
+    assert most > 1 and all(res.ok for res in results)
+
+
+def test_results_carry_resident_memory_per_stage(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    with _restorer(tiny_models, landmarks) as r:
+        results = list(r.restore_files(FileJob(p, tmp_path / p.name) for p in photos))
+        stages = {"decode", "align", "restore", "paste", "encode", "peak"}
+        for res in results:
+            assert stages <= set(res.rss_mb)
+            assert 50 < res.rss_mb["decode"] <= res.rss_mb["peak"]
+        # The restorer keeps the highest reading per stage, for the benchmark and `status`.
+        assert set(r.stage_rss_mb) == stages
+        assert r.stage_rss_mb["peak"] == max(res.rss_mb["peak"] for res in results)
+
+
+def test_cpu_face_batch_is_one_with_the_parser_and_four_without(
+    tiny_models_with_parser: TinyModels, landmarks: dict
+) -> None:
+    """With ParseNet on a CPU, batching the generator saves ~1 % of the time and costs ~1 GB of
+    peak memory, so the automatic face batch is 1 there; without it, 4."""
+    for use_parse, expected in ((True, 1), (False, 4)):
+        cfg = tiny_restore_config(tiny_models_with_parser, use_parse=use_parse, face_batch=0)
+        with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
+            assert r.face_batch == expected

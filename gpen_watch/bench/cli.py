@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parse", action="store_true", help="also run ParseNet for the paste masks (all modes)")
     p.add_argument("--face-batch", type=int, default=0, help="engine face batch (0: its own choice)")
     p.add_argument(
+        "--memory-mb", type=int, default=0, help="engine and daemon restore.memory_mb (0: their own choice)"
+    )
+    p.add_argument(
         "--precision",
         default="auto",
         choices=["auto", "fp32", "bf16", "fp16"],
@@ -120,6 +123,7 @@ def _run(
         face_batch=args.face_batch,
         threads=args.threads,
         precision=args.precision,
+        memory_mb=args.memory_mb,
     )
     spec.save(work / "spec.json")
     for note in photos.notes:

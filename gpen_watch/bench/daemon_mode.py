@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpen_watch.bench.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs
+from gpen_watch.bench.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
 from gpen_watch.bench.photos import PhotoSet
 from gpen_watch.bench.results import ModeRun
 from gpen_watch.bench.runner import BenchError, child_env
@@ -87,6 +87,7 @@ def run_daemon(
         detect_s=detector,
         rss_parent_mb=parent_rss,
         rss_workers_mb=[r for r in worker_rss if r is not None],
+        rss_stages_mb=read_worker_rss(folders["measure"]),
         slots=max(1, len(status.get("workers", []))),
         settings={
             "workers": len(status.get("workers", [])),
@@ -135,6 +136,7 @@ def _command(
         "restore.detect_max_side": spec.detect_max_side,
         "restore.face_batch": spec.face_batch,
         "restore.precision": spec.precision,
+        "restore.memory_mb": spec.memory_mb,
         "workers.devices": "cpu" if spec.device == "cpu" else "auto",
         "workers.cpu_workers": workers,
         "output.jpeg_quality": spec.jpeg_quality,

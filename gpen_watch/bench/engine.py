@@ -96,8 +96,11 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
         detect_s=clock.totals.get("detector", 0.0),
         cpu_s=cpu,
         rss_parent_mb=peak_rss_mb(),
+        rss_stages_mb=dict(restorer.stage_rss_mb),
         settings={
             "face_batch": restorer.face_batch,
+            "memory_budget_mb": restorer.memory_budget_mb,
+            "read_ahead": restorer.read_ahead,
             "threads": restorer.threads,
             "io_threads": restorer.io_threads,
             "precision": restorer.place.precision,

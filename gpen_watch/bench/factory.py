@@ -43,6 +43,7 @@ class _Measured:
                 "ok": res.ok,
                 "faces": res.faces,
                 "timings": res.timings,
+                "rss_mb": res.rss_mb,
                 "at": time.time(),
                 "clock": dict(self.clock.totals),
                 "prescale_total": prescale,
@@ -61,6 +62,17 @@ def bench_restorer(cfg: RestoreConfig, device: str, threads: int | None = None) 
     restorer = make_restorer(cfg, FaceTable(photos.faces), device, threads, clock=clock)
     log = Path(os.environ[LOG_ENV]) / f"worker-{os.getpid()}.jsonl"
     return _Measured(restorer, clock, log)
+
+
+def read_worker_rss(folder: Path) -> dict[str, float]:
+    """Highest resident memory (MB) of any worker when each stage of a photo ended."""
+    out: dict[str, float] = {}
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        for x in path.read_text().splitlines():
+            if x.strip():
+                for stage, mb in json.loads(x).get("rss_mb", {}).items():
+                    out[stage] = max(mb, out.get(stage, 0.0))
+    return out
 
 
 def read_worker_logs(folder: Path) -> tuple[dict[str, float], float, float, int, int]:

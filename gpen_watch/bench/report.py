@@ -68,7 +68,19 @@ def table(summaries: list[ModeSummary]) -> str:
         for row in rows
     ]
     lines.insert(1, "-" * len(lines[0]))
+    lines.extend(_stage_rss_lines(summaries))
     return "\n".join(lines)
+
+
+def _stage_rss_lines(summaries: list[ModeSummary]) -> list[str]:
+    """Resident memory of the engine's process as each stage ended (highest), one line per mode."""
+    lines = []
+    for m in summaries:
+        per = m.stage_rss()
+        if per:
+            cells = [f"{s} {per[s]:.0f}" for s in (*STAGES, "peak") if s in per]
+            lines.append(f"RSS MB at stage end, {label(m.mode)}: " + ", ".join(cells))
+    return [""] + lines if lines else []
 
 
 def _mb(value: float | None) -> str:
@@ -90,6 +102,7 @@ def write_json(path: Path, summaries: list[ModeSummary], meta: dict[str, Any]) -
                 "ratio_to_upstream": round(ratio[m.mode], 3) if ratio[m.mode] is not None else None,
                 "stage_s_per_image": {k: round(v, 4) for k, v in m.stage_per_image().items()},
                 "peak_rss_mb": dict(zip(("parent", "worker"), m.peak_rss())),
+                "rss_at_stage_end_mb": m.stage_rss(),
                 "runs": [r.to_dict() for r in m.runs],
             }
             for m in summaries

@@ -21,6 +21,9 @@ class ModeRun:
     cpu_s: float | None = None  # CPU time (all threads) of the measured process during wall_s
     rss_parent_mb: float | None = None
     rss_workers_mb: list[float] = field(default_factory=list)
+    # The engine's resident memory (MB) when each stage of a photo ended, highest over the photos
+    # (and over the workers), plus "peak": the process's high-water mark. Empty for modes 1-2.
+    rss_stages_mb: dict[str, float] = field(default_factory=dict)
     # Processes running a generator at once (daemon workers, mode 1 lanes): busy is per process.
     slots: int = 1
     settings: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +75,14 @@ class ModeSummary:
         """Median seconds per image of each stage."""
         stages = sorted({s for r in self.runs for s in r.stages})
         return {s: statistics.median(r.stages.get(s, 0.0) / max(1, r.ok) for r in self.runs) for s in stages}
+
+    def stage_rss(self) -> dict[str, float]:
+        """Highest resident memory (MB) at the end of each stage over the runs."""
+        out: dict[str, float] = {}
+        for r in self.runs:
+            for stage, mb in r.rss_stages_mb.items():
+                out[stage] = max(mb, out.get(stage, 0.0))
+        return out
 
     def peak_rss(self) -> tuple[float | None, float | None]:
         parent = [r.rss_parent_mb for r in self.runs if r.rss_parent_mb is not None]

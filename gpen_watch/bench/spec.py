@@ -29,6 +29,8 @@ class RunSpec:
     jpeg_quality: int = 95
     # The engine's restore.precision (modes 3-4); modes 1-2 are always fp32, like upstream.
     precision: str = "auto"
+    # The engine's restore.memory_mb (modes 3-4); 0: its own choice.
+    memory_mb: int = 0
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -60,4 +62,5 @@ class RunSpec:
             max_side=self.max_side,
             detect_max_side=self.detect_max_side,
             precision=self.precision,  # type: ignore[arg-type]
+            memory_mb=self.memory_mb,
         )

@@ -4,7 +4,7 @@ What GPEN's and GFPGAN's inference scripts do inside a process, written from the
 (no code taken): read the photo, detect on a copy of at most 1000 px, then for each face align it,
 run the generator on that one face, warp the restored face *and its mask over the whole frame* and
 keep the stronger mask per pixel; blend the frame once, write it. The same models, detector code,
-alignment, small-face rule and output quality as the engine, so only the pipeline differs. The engine's pre-scale
+alignment, small-face rules and output quality as the engine, so only the pipeline differs. The engine's pre-scale
 rule (restore.max_side) is applied too, so every mode writes the same pixels count.
 
 Run as a module it restores one photo in a fresh process and prints a JSON line: that is benchmark
@@ -52,7 +52,8 @@ class UpstreamStyle:
         # Batch 1, fp32, no channels_last: the upstream scripts' setting.
         self.enhancer = FaceEnhancer(gpen, self.size, Placement(dev, "fp32", False), 1, parser)
         self.spec = spec
-        self.min_face = spec.restore_config().min_face
+        restore = spec.restore_config()
+        self.min_face, self.smooth_below = restore.min_face, restore.smooth_below
         self.clock = StageClock()
         self.generator = StageClock()
         self.load_s = time.perf_counter() - t0
@@ -74,7 +75,7 @@ class UpstreamStyle:
                 img = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
         with clock.time("detect"):
             faces = self.detector.detect([img])[0]
-        # The engine's rule for faces too small to restore, so every mode restores the same faces.
+        # The engine's rules for small faces, so every mode restores and smooths the same faces.
         faces = [f for f in faces if f.size >= self.min_face]
         frame = _FullFrame(img)
         for face in faces:
@@ -83,6 +84,7 @@ class UpstreamStyle:
             with clock.time("restore"), self.generator.time("generator"):
                 restored, masks = self.enhancer.enhance(crop)
             with clock.time("paste"):
+                restored = paste.smooth_small_faces(restored, face.box[None], self.smooth_below)
                 mask = (
                     paste.soften_parse_mask(cv2.resize(masks[0], (self.size, self.size)))
                     if masks is not None

@@ -124,6 +124,10 @@ class _Worker:
     read_ahead: int = 0
     # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
     loaded: str = ""
+    # The worker's memory budget (MB, 0: not said) and its highest resident memory when each stage
+    # of a photo ended, from its results (this process only: cleared when it is restarted).
+    memory_budget_mb: int = 0
+    rss_mb: dict[str, float] = field(default_factory=dict)
     # Running an isolated task: nothing else is sent until it finishes.
     exclusive: bool = False
     fatal: tuple[str, str] | None = None
@@ -340,6 +344,8 @@ class Pool:
             w.pid = msg[1].get("pid", w.pid)
             w.read_ahead = int(msg[1].get("read_ahead") or 0)
             w.loaded = str(msg[1].get("loaded") or "")
+            w.memory_budget_mb = int(msg[1].get("memory_budget_mb") or 0)
+            w.rss_mb = {}
             w.start_failures = 0
             w.error = None
             log.info(
@@ -365,6 +371,8 @@ class Pool:
             return  # a result for a task already requeued elsewhere: the first one counts
         now = self._clock()
         w.busy_seconds += sum(result.timings.values()) if result.timings else 0.0
+        for stage, mb in (getattr(result, "rss_mb", None) or {}).items():
+            w.rss_mb[stage] = max(mb, w.rss_mb.get(stage, 0.0))
         w.last_progress_at = now
         w.crash_streak = 0
         if w.exclusive and not w.flights:
@@ -628,6 +636,8 @@ class Pool:
                 "faces": w.faces,
                 "loaded": w.loaded if w.state in _ALIVE else "",
                 "restarts": w.restarts,
+                "memory_budget_mb": w.memory_budget_mb or None,
+                "rss_mb": dict(w.rss_mb),
                 "last_seen_s": round(now - w.last_msg_at, 1) if w.state in _ALIVE else None,
                 "error": w.error,
             }

@@ -122,6 +122,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
                 # For the parent's start-up log and status: which weights, detector, device and
                 # precision this worker really runs (auto settings resolved).
                 "loaded": str(getattr(restorer, "loaded", "") or ""),
+                "memory_budget_mb": int(getattr(restorer, "memory_budget_mb", 0) or 0),
             },
         )
     )

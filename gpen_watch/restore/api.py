@@ -38,6 +38,9 @@ class FileResult:
     notes: list[str] = field(default_factory=list)
     # Seconds per stage: decode, prescale, detect, align, restore, paste, encode.
     timings: dict[str, float] = field(default_factory=dict)
+    # Resident memory of the restorer process (MB) when each stage of this photo ended, and "peak":
+    # the process's high-water mark by then. Empty where the OS does not tell (no /proc).
+    rss_mb: dict[str, float] = field(default_factory=dict)
     width: int = 0
     height: int = 0
     # Format actually written ("JPEG", "PNG"...): a file's content, not its name, decides "same".

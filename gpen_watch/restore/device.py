@@ -63,10 +63,15 @@ def set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def auto_face_batch(size: int, place: Placement) -> int:
-    """Faces per forward: a few on CPU (more only adds latency), as many as half the free memory holds on GPU."""
+def auto_face_batch(size: int, place: Placement, parse: bool = False) -> int:
+    """Faces per forward: a few on CPU (more only adds latency), as many as half the free memory holds on GPU.
+
+    On a CPU with ParseNet, one: ParseNet's pass costs ~15x the generator's there, so batching the
+    generator gains ~1 % in time, while with the allocator tuned for inference the two networks'
+    activations at batch 4 held ~1 GB more at the peak than at batch 1 (docs/benchmarks.md, "Memory").
+    """
     if place.device.type != "cuda":
-        return 4
+        return 1 if parse else 4
     free, _total = torch.cuda.mem_get_info(place.device)
     per_face = _BYTES_PER_FACE_FP32.get(size, _BYTES_PER_FACE_FP32[512] * (size / 512) ** 2)
     if place.half:

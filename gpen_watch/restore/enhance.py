@@ -14,9 +14,15 @@ from gpen_watch.restore.gpen_model import prepare_for_inference
 
 log = logging.getLogger(__name__)
 
-# ParseNet classes that are not face: background, hat, both neck classes and cloth. Pasting those
-# back would replace the photo's own hair edge, collar or background with the generator's guess.
-_NOT_FACE = (0, 14, 16, 17, 18)
+# ParseNet's 19 classes, in its label order (CelebAMask-HQ as PSFR-GAN numbers them).
+PARSE_CLASSES = (
+    "background", "skin", "nose", "eye_g", "l_eye", "r_eye", "l_brow", "r_brow", "l_ear", "r_ear",
+    "mouth", "u_lip", "l_lip", "hair", "hat", "ear_r", "neck_l", "neck", "cloth",
+)  # fmt: skip
+# Classes left out of the paste mask: background, hat and cloth, as upstream GPEN does. Hair, the
+# necklace and the neck stay in: the generator was trained on whole aligned crops, and a mask that
+# stopped at the jaw would paste a restored chin onto an unrestored neck with a seam between them.
+NOT_FACE = (0, 14, 18)
 _PARSE_SIZE = 512
 
 
@@ -41,7 +47,7 @@ class FaceEnhancer:
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
         self.parser = parser.to(place.device).eval() if parser is not None else None
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
-        self._not_face[list(_NOT_FACE)] = True
+        self._not_face[list(NOT_FACE)] = True
 
     def enhance(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None."""
@@ -75,8 +81,12 @@ class FaceEnhancer:
             x = x.flip(-1).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
             y = self.gpen(x)  # fp32 out, whatever the autocast inside
             if self.parser is not None:
+                # On a CPU ParseNet's activations at 512 px take ~0.5 GB a face and a batch costs as
+                # much per face as one face at a time, so it parses one face per pass there
+                # (docs/benchmarks.md, "Memory"). On a GPU the batch pays, in device memory.
+                step = 1 if dev.type == "cpu" else len(y)
                 with self.gpen.autocast():
-                    mask = self._parse(y)
+                    mask = torch.cat([self._parse(y[i : i + step]) for i in range(0, len(y), step)])
             else:
                 mask = None
             y = y.clamp_(-1, 1).add_(1).mul_(127.5).round_()

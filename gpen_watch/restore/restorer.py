@@ -30,7 +30,7 @@ from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.save import copy_source, output_format, save_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
-from gpen_watch.restore import align, paste
+from gpen_watch.restore import align, memory, paste
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Face, FaceDetector, Prepared
 from gpen_watch.restore.device import (
@@ -61,6 +61,7 @@ class _Work:
     restored: list[np.ndarray] = field(default_factory=list)
     masks: list[np.ndarray] = field(default_factory=list)
     pending: int = 0  # faces not yet restored
+    cost: int = 0  # bytes of the memory budget this photo holds until its result is yielded
 
 
 class Restorer:
@@ -94,9 +95,19 @@ class Restorer:
             net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=download)
             detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
         self.detector = detector
-        batch = cfg.face_batch or auto_face_batch(self.size, self.place)
+        batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
         self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser)
         self.load_seconds = time.perf_counter() - t0
+        self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
+        loaded = memory.rss()
+        # What the budget leaves for photos once the models are in and a pass's activations are
+        # counted; at least one photo is always admitted, so a small budget slows, never stalls.
+        reserved = (loaded.now_mb if loaded else 0.0) + memory.activation_mb(
+            self.size, batch, dev.type == "cpu", parser is not None
+        )
+        self.photo_allowance = max(0, int((self.memory_budget_mb - reserved) * (1 << 20)))
+        # Highest resident memory seen when each stage of a photo ended (MB), over this restorer's life.
+        self.stage_rss_mb: dict[str, float] = {}
         # CPU stages mostly run in OpenCV/Pillow code that releases the GIL.
         n_io = io_threads or max(2, min(8, (os.cpu_count() or 2)))
         self.io_threads = n_io
@@ -123,11 +134,14 @@ class Restorer:
     @property
     def read_ahead(self) -> int:
         """Photos worth having in hand at once: every decode thread busy twice over, and on a GPU
-        enough one-face portraits to fill a face batch (capped: each 12 MP photo holds ~36 MB)."""
+        enough one-face portraits to fill a face batch (capped at 32), but no more 12 MP photos
+        than the memory budget holds (at least 1). ``restore_files`` also admits photos by their
+        actual size, so larger ones lower this further as they come."""
         n = max(4, 2 * self.io_threads)
         if self.place.device.type != "cpu":
             n = max(n, min(self.face_batch, 32))
-        return n
+        fits = self.photo_allowance // memory.photo_bytes(4000, 3000, self.cfg.max_side)
+        return max(1, min(n, fits))
 
     def stop(self) -> None:
         """Ask a running ``restore_files`` (on another thread) to end: it starts nothing new, writes
@@ -157,25 +171,37 @@ class Restorer:
         source must block (not yield None) when the restorer holds nothing: every result it was
         given has been yielded and consumed.
 
-        ``prefetch``: photos decoded ahead of the device loop; default ``read_ahead``.
+        ``prefetch``: photos decoded ahead of the device loop; default ``read_ahead``. Photos are
+        also admitted only while the memory they need (decoded size, from the file's header) fits
+        in ``photo_allowance`` beside the photos already held; one is always admitted.
         """
         prefetch = prefetch or self.read_ahead
         todo = iter(jobs)
         decoding: deque[Future[_Work]] = deque()
         ready: list[_Work] = []  # detected and aligned, faces waiting for the generator
-        finishing: set[Future[FileResult]] = set()
+        finishing: dict[Future[FileResult], int] = {}  # -> the photo's cost
         exhausted = False
+        held = 0  # bytes of the photos in any stage
+        waiting: tuple[FileJob, int] | None = None  # taken from the source, not yet admitted
 
         def refill() -> None:
-            nonlocal exhausted
+            nonlocal exhausted, held, waiting
             while not exhausted and len(decoding) < prefetch:
-                job = next(todo, _END)
-                if job is _END:
-                    exhausted = True
-                    return
-                if job is None:  # nothing waiting at the source now
-                    return
-                decoding.append(self._decode_pool.submit(self._decode, job))
+                if waiting is None:
+                    job = next(todo, _END)
+                    if job is _END:
+                        exhausted = True
+                        return
+                    if job is None:  # nothing waiting at the source now
+                        return
+                    assert isinstance(job, FileJob)
+                    waiting = (job, self._photo_cost(job))
+                job, cost = waiting
+                if held and held + cost > self.photo_allowance:
+                    return  # over budget: wait for a photo to finish
+                waiting = None
+                held += cost
+                decoding.append(self._decode_pool.submit(self._decode, job, cost))
 
         while not self._stopping.is_set():
             refill()
@@ -194,10 +220,10 @@ class Restorer:
                 if work.pending:
                     ready.append(work)
                 else:
-                    finishing.add(self._finish_pool.submit(self._finish, work))
+                    finishing[self._finish_pool.submit(self._finish, work)] = work.cost
             if ready and not self._stopping.is_set():
                 for work in self._run_batch(ready):
-                    finishing.add(self._finish_pool.submit(self._finish, work))
+                    finishing[self._finish_pool.submit(self._finish, work)] = work.cost
                 ready = [w for w in ready if w.pending]
             if finishing:
                 if decoding or ready:
@@ -208,8 +234,10 @@ class Restorer:
                     timeout = None if exhausted else 0.05
                 done, _ = wait(finishing, timeout=timeout, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    finishing.discard(fut)
-                    yield fut.result()
+                    held -= finishing.pop(fut)
+                    result = fut.result()
+                    self._keep_budget(result)
+                    yield result
 
     def restore_paths(
         self, pairs: Iterable[tuple[os.PathLike, os.PathLike]], **kw: object
@@ -220,9 +248,33 @@ class Restorer:
 
     # --- stages ---------------------------------------------------------------------------------
 
-    def _decode(self, job: FileJob) -> _Work:
+    def _photo_cost(self, job: FileJob) -> int:
+        """Budget bytes for ``job``'s photo, from its header; a file that cannot be probed costs a
+        minimum (it fails at decode)."""
+        try:
+            _fmt, (w, h) = probe_image(job.src)
+        except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
+            return memory.photo_bytes(64, 64)
+        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h)))
+
+    def _max_side_for(self, job: FileJob, long_side: int) -> int:
+        """restore.max_side for a photo whose long side is ``long_side``, with the job's scale."""
+        if job.scale >= 1.0:
+            return self.cfg.max_side
+        capped = min(long_side, self.cfg.max_side) if self.cfg.max_side else long_side
+        return max(64, int(capped * job.scale))
+
+    def _keep_budget(self, result: FileResult) -> None:
+        """Record the photo's memory readings; over budget, hand freed memory back to the OS."""
+        for stage, mb in result.rss_mb.items():
+            self.stage_rss_mb[stage] = max(mb, self.stage_rss_mb.get(stage, 0.0))
+        now = memory.rss()
+        if now is not None and now.now_mb > self.memory_budget_mb:
+            memory.give_back_free_memory()
+
+    def _decode(self, job: FileJob, cost: int = 0) -> _Work:
         result = FileResult(src=job.src, ok=False)
-        work = _Work(job, result)
+        work = _Work(job, result, cost=cost)
         t0 = time.perf_counter()
         try:
             max_side = self._max_side(job)
@@ -236,6 +288,7 @@ class Restorer:
             return work
         t1 = time.perf_counter()
         result.timings["decode"] = t1 - t0
+        _note_rss(result, "decode")
         result.notes.extend(image.notes)
         result.height, result.width = image.pixels.shape[:2]
         work.image = image
@@ -255,8 +308,7 @@ class Restorer:
         if job.scale >= 1.0:
             return self.cfg.max_side
         _fmt, (w, h) = probe_image(job.src)
-        long_side = max(w, h) if not self.cfg.max_side else min(max(w, h), self.cfg.max_side)
-        return max(64, int(long_side * job.scale))
+        return self._max_side_for(job, max(w, h))
 
     def _detect_and_align(self, work: _Work) -> None:
         image = work.image
@@ -280,6 +332,7 @@ class Restorer:
             work.pending = len(faces)
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
+        _note_rss(work.result, "align")
 
     @staticmethod
     def _plausible(work: _Work, faces: list[Face]) -> list[Face]:
@@ -341,6 +394,7 @@ class Restorer:
             pos += n
             work.pending -= n
             work.result.timings["restore"] = work.result.timings.get("restore", 0.0) + per_face * n
+            _note_rss(work.result, "restore")
             if work.pending == 0:
                 finished.append(work)
         return finished
@@ -361,7 +415,8 @@ class Restorer:
         try:
             t0 = time.perf_counter()
             if work.faces:
-                faces = np.concatenate(work.restored)
+                boxes = np.stack([f.box for f in work.faces])
+                faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, self.cfg.smooth_below)
                 masks = self._paste_masks(work)
                 pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
             else:
@@ -369,6 +424,7 @@ class Restorer:
                 result.notes.append("no face found; image passed through unchanged")
             t1 = time.perf_counter()
             result.timings["paste"] = t1 - t0
+            _note_rss(result, "paste")
             if self._stopping.is_set():  # pasting can take a while: look again before writing
                 result.error, result.error_kind = "stopped before it was written", "failed"
                 return result
@@ -385,6 +441,7 @@ class Restorer:
             else:
                 save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
             result.timings["encode"] = time.perf_counter() - t1
+            _note_rss(result, "encode")
         except GpenWatchError as exc:
             result.error, result.error_kind = (
                 str(exc),
@@ -402,6 +459,15 @@ class Restorer:
     def _paste_masks(work: _Work) -> np.ndarray | None:
         """Raw parse masks (paste_faces softens them), or None for its own feathered mask."""
         return np.concatenate(work.masks) if work.masks else None
+
+
+def _note_rss(result: FileResult, stage: str) -> None:
+    """The process's resident memory as ``stage`` of this photo ends (the highest reading if the
+    stage ran more than once, as restore does for a photo split over batches), and its peak."""
+    now = memory.rss()
+    if now is not None:
+        result.rss_mb[stage] = max(now.now_mb, result.rss_mb.get(stage, 0.0))
+        result.rss_mb["peak"] = now.peak_mb
 
 
 def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:

@@ -113,6 +113,8 @@ def format_status(s: dict[str, Any]) -> str:
         lines.append(line)
         if w.get("loaded"):
             lines.append(f"             {w['loaded']}")
+        if w.get("rss_mb"):
+            lines.append("             " + _memory_line(w))
         if w.get("error"):
             lines.append(f"             error: {w['error']}")
     errors = s.get("last_errors", [])
@@ -129,6 +131,17 @@ def format_status(s: dict[str, Any]) -> str:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _memory_line(w: dict[str, Any]) -> str:
+    """A worker's resident memory as each stage of a photo ended (highest so far) and its budget."""
+    rss = w["rss_mb"]
+    stages = ", ".join(
+        f"{s} {rss[s]:.0f}" for s in ("decode", "align", "restore", "paste", "encode") if s in rss
+    )
+    budget = f" of {w['memory_budget_mb']} budget" if w.get("memory_budget_mb") else ""
+    peak = f"; peak {rss['peak']:.0f} MB{budget}" if "peak" in rss else ""
+    return f"memory MB at stage end: {stages}{peak}"
 
 
 def _duration(seconds: float) -> str:
