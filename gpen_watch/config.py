@@ -27,6 +27,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
+# What "auto" becomes on a given device.
+ResolvedPrecision = Literal["fp32", "fp16", "bf16"]
 OriginalsPolicy = Literal["archive", "keep", "delete"]
 OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
 

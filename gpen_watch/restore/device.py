@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.errors import ConfigError, GpenWatchError
 from gpen_watch.restore.gpen_model import resolve_precision
 
@@ -23,8 +24,8 @@ _BYTES_PER_FACE_FP32 = {256: 80 << 20, 512: 330 << 20, 1024: 1320 << 20}
 @dataclass(frozen=True)
 class Placement:
     device: torch.device
-    # "fp32", "fp16" or "bf16" (autocast dtype for the networks), resolved from the config's "auto".
-    precision: str
+    # The autocast dtype for the networks, resolved from the config's "auto".
+    precision: ResolvedPrecision
     channels_last: bool
 
     @property
@@ -42,10 +43,10 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
-def placement(device_name: str, precision: str, channels_last: bool) -> Placement:
+def placement(device_name: str, precision: Precision, channels_last: bool) -> Placement:
     device = resolve_device(device_name)
     try:
-        resolved = resolve_precision(device, precision)  # type: ignore[arg-type]
+        resolved = resolve_precision(device, precision)
     except ValueError as exc:
         raise ConfigError(f"restore.precision: {exc}") from None
     # channels_last only pays off with tensor cores; on CPU it measured no faster.
@@ -116,4 +117,5 @@ def tune_malloc_for_inference() -> bool:
     _malloc_tuned = ok
     if ok:
         log.debug("glibc malloc tuned for inference (no mmap for large blocks, no heap trimming)")
-    return ok
+    result: bool = ok
+    return result

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpen_watch.restore.device import Placement
-from gpen_watch.restore.gpen_model import prepare_for_inference
+from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class FaceEnhancer:
 
     def __init__(
         self,
-        gpen: nn.Module,
+        gpen: GPEN,
         size: int,
         place: Placement,
         face_batch: int,
@@ -98,6 +98,7 @@ class FaceEnhancer:
         inp = y.float().clamp(-1, 1)
         if inp.shape[-1] != _PARSE_SIZE:
             inp = F.interpolate(inp, size=(_PARSE_SIZE, _PARSE_SIZE), mode="bilinear", align_corners=False)
+        assert self.parser is not None, "parse mask asked for without a parser"
         logits = self.parser(inp)[0]  # (N, 19, 512, 512)
         labels = logits.argmax(dim=1)
         face = (~self._not_face[labels]).float().unsqueeze(1)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gpen_watch.config import Precision
+from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.modelstore.registry import GPEN_CONFIGS
 from gpen_watch.restore.gpen_config import GPENConfig
 from gpen_watch.restore.gpen_ops import (
@@ -553,7 +553,7 @@ def gpen_state_dict_shapes(cfg: GPENConfig) -> dict[str, tuple[int, ...]]:
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def resolve_precision(device: torch.device | str, precision: Precision) -> str:
+def resolve_precision(device: torch.device | str, precision: Precision) -> ResolvedPrecision:
     """ "auto" -> fp32 on CPU (the measured-safe default); bf16 on CUDA when supported (fp32 range,
     unlike fp16), else fp32.  fp16 on CPU is rejected: CPU autocast fp16 is slow and untested here."""
     dev = torch.device(device)
@@ -561,11 +561,11 @@ def resolve_precision(device: torch.device | str, precision: Precision) -> str:
         if dev.type == "cuda" and torch.cuda.is_bf16_supported():
             return "bf16"
         return "fp32"
-    if precision not in ("fp32", "fp16", "bf16"):
-        raise ValueError(f"unknown precision {precision!r}")
     if precision == "fp16" and dev.type != "cuda":
         raise ValueError("fp16 is only supported on CUDA; use bf16 or fp32 on CPU")
-    return precision
+    if precision in ("fp32", "fp16", "bf16"):
+        return precision
+    raise ValueError(f"unknown precision {precision!r}")
 
 
 @dataclass
@@ -574,7 +574,7 @@ class GPENRunner:
 
     model: GPEN
     device: torch.device
-    precision: str
+    precision: ResolvedPrecision
     channels_last: bool
 
     def autocast(self) -> contextlib.AbstractContextManager[object]:

@@ -49,7 +49,8 @@ def feather_mask(size: int) -> np.ndarray:
     0 on the outer ``16/512 * size`` pixels, rising with a smoothstep over ``56/512 * size`` pixels
     to 1 inside; corners rounded with radius ``128/512 * size``. Used when no parse mask is given.
     """
-    return _feather_mask_cached(int(size)).copy()
+    result: np.ndarray = _feather_mask_cached(int(size)).copy()
+    return result
 
 
 @functools.lru_cache(maxsize=8)
@@ -82,7 +83,7 @@ def soften_parse_mask(mask: np.ndarray) -> np.ndarray:
     region's edge) and it is Gaussian-blurred twice with sigma ``4/512 * S`` so the parse
     boundary becomes a soft transition. The input is not modified.
     """
-    soft = np.clip(np.asarray(mask, dtype=np.float32), 0.0, 1.0)  # np.clip returns a new array
+    soft: np.ndarray = np.clip(np.asarray(mask, dtype=np.float32), 0.0, 1.0)  # a new array
     if soft.ndim != 2 or soft.shape[0] != soft.shape[1]:
         raise ValueError(f"parse mask must be (S, S), got {soft.shape}")
     size = soft.shape[0]
@@ -96,7 +97,8 @@ def soften_parse_mask(mask: np.ndarray) -> np.ndarray:
     ksize = 2 * math.ceil(4.0 * sigma) + 1
     for _ in range(2):
         soft = cv2.GaussianBlur(soft, (ksize, ksize), sigma, borderType=cv2.BORDER_REFLECT_101)
-    return np.clip(soft, 0.0, 1.0)
+    clipped: np.ndarray = np.clip(soft, 0.0, 1.0)
+    return clipped
 
 
 def smooth_small_faces(faces: np.ndarray, boxes: np.ndarray, below: float) -> np.ndarray:
@@ -225,16 +227,18 @@ def paste_faces(
     affines = np.asarray(affines, dtype=np.float64)
     masks = None if masks is None else np.asarray(masks, dtype=np.float32)
     _check_inputs(image, faces, affines, masks)
-    out = image.copy()
+    out: np.ndarray = image.copy()
     if len(faces) == 0:
         return out
     size = faces.shape[1]
     gain = 257.0 if image.dtype == np.uint16 else 1.0  # 8-bit face -> 16-bit range: 255 * 257 = 65535
     regions = [paste_region(a, size, image.shape[:2]) for a in affines]
-    placed = [i for i, region in enumerate(regions) if region is not None]  # faces wholly off-image drop out
-    for group in _overlap_groups([regions[i] for i in placed]):
-        members = [placed[g] for g in group]
-        _paste_group(out, faces, affines, masks, soften_masks, [(i, regions[i]) for i in members], gain)
+    # Faces wholly off-image drop out.
+    placed = {i: region for i, region in enumerate(regions) if region is not None}
+    order = list(placed)
+    for group in _overlap_groups([placed[i] for i in order]):
+        members = [order[g] for g in group]
+        _paste_group(out, faces, affines, masks, soften_masks, [(i, placed[i]) for i in members], gain)
     return out
 
 

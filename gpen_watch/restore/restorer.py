@@ -239,13 +239,6 @@ class Restorer:
                     self._keep_budget(result)
                     yield result
 
-    def restore_paths(
-        self, pairs: Iterable[tuple[os.PathLike, os.PathLike]], **kw: object
-    ) -> Iterator[FileResult]:
-        from pathlib import Path
-
-        return self.restore_files((FileJob(Path(s), Path(d), **kw) for s, d in pairs))  # type: ignore[arg-type]
-
     # --- stages ---------------------------------------------------------------------------------
 
     def _photo_cost(self, job: FileJob) -> int:
@@ -418,6 +411,7 @@ class Restorer:
                 boxes = np.stack([f.box for f in work.faces])
                 faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, self.cfg.smooth_below)
                 masks = self._paste_masks(work)
+                assert work.affines is not None  # set with the faces
                 pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
             else:
                 pixels = image.pixels
