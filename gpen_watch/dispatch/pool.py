@@ -76,7 +76,6 @@ class Task:
     attempts: int = 0
     # Run it alone on a worker: it was in flight when a worker died, or it ran out of memory.
     isolate: bool = False
-    last_failure: str = ""
 
 
 @dataclass
@@ -97,7 +96,6 @@ DONE, GAVE_UP, RETRY = "done", "gave_up", "retry"
 @dataclass(eq=False)
 class _Flight:
     task: Task
-    sent_at: float
     taken: bool = False
 
 
@@ -119,7 +117,6 @@ class _Worker:
     restarts: int = 0
     done: int = 0
     faces: int = 0
-    busy_seconds: float = 0.0
     # Photos the worker's restorer wants in hand at once (it says so when ready; 0: not said).
     read_ahead: int = 0
     # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
@@ -370,7 +367,6 @@ class Pool:
         if flight is None:
             return  # a result for a task already requeued elsewhere: the first one counts
         now = self._clock()
-        w.busy_seconds += sum(result.timings.values()) if result.timings else 0.0
         for stage, mb in (getattr(result, "rss_mb", None) or {}).items():
             w.rss_mb[stage] = max(mb, w.rss_mb.get(stage, 0.0))
         w.last_progress_at = now
@@ -383,7 +379,6 @@ class Pool:
             if smaller >= MIN_OOM_SCALE:
                 task.job = replace(task.job, scale=smaller)
                 task.isolate = True
-                task.last_failure = "out of GPU memory"
                 self._pending.appendleft(task)
                 msg = f"out of GPU memory; retrying alone at {smaller:.0%} scale"
                 events.append(PoolEvent(RETRY, task, w.slot.name, message=msg))
@@ -465,7 +460,6 @@ class Pool:
         for f in started:
             t = f.task
             t.attempts += 1
-            t.last_failure = reason
             if t.attempts >= self._cfg.max_attempts and (alone or t.isolate):
                 verb = "hung" if hung else ("failed" if fatal_kind == P.FATAL_CRASH else "crashed")
                 times = "once" if t.attempts == 1 else f"{t.attempts} times"
@@ -548,7 +542,7 @@ class Pool:
         if not w.flights:
             w.last_progress_at = now
         for t in tasks:
-            w.flights[t.key] = _Flight(t, now)
+            w.flights[t.key] = _Flight(t)
         if not self._send(w, (P.JOBS, [(t.key, t.job) for t in tasks])):
             # The pipe broke: the worker is dying; its exit will requeue these.
             log.debug("worker %s: could not send jobs", w.slot.name)
