@@ -12,6 +12,7 @@ import difflib
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
@@ -354,9 +355,17 @@ def check_name_template(template: str) -> None:
 # --- writing ------------------------------------------------------------------------------------
 
 
-def to_toml(cfg: Config) -> str:
-    """Serialise a config as TOML (the subset the dataclasses use)."""
-    lines: list[str] = []
+def to_toml(cfg: Config, notes: Mapping[str, str] | None = None, header: str = "") -> str:
+    """Serialise a config as TOML (the subset the dataclasses use). With ``notes`` (dotted name ->
+    one line), each setting gets its note above it as a "## " comment (``config init``). Unset
+    settings are written as ``# name = ""``, which stays valid TOML with the "# " removed ("" reads
+    back as unset)."""
+
+    def setting(dotted: str, name: str, value: Any) -> list[str]:
+        note = [f"## {notes[dotted]}"] if notes is not None else []
+        return [*note, f'# {name} = ""' if value is None else f"{name} = {_toml_value(value)}"]
+
+    lines: list[str] = [header] if header else []
     for section in dataclasses.fields(cfg):
         obj = getattr(cfg, section.name)
         tables: list[tuple[str, list[Any]]] = []
@@ -364,21 +373,15 @@ def to_toml(cfg: Config) -> str:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
-                tables.append((f.name, value))
+                tables.append((f.name, value))  # arrays of tables go after the plain keys
                 continue
-            if value is None:
-                # Unset; still valid TOML with the "# " removed ("" reads back as unset).
-                lines.append(f'# {f.name} = ""')
-                continue
-            lines.append(f"{f.name} = {_toml_value(value)}")
+            lines += setting(f"{section.name}.{f.name}", f.name, value)
         for name, items in tables:
+            dotted = f"{section.name}.{name}"
             for item in items:
-                lines.append("")
-                lines.append(f"[[{section.name}.{name}]]")
+                lines += ["", *([f"## {notes[dotted]}"] if notes is not None else []), f"[[{dotted}]]"]
                 for f in dataclasses.fields(item):
-                    value = getattr(item, f.name)
-                    if value is not None:
-                        lines.append(f"{f.name} = {_toml_value(value)}")
+                    lines += setting(f"{dotted}.{f.name}", f.name, getattr(item, f.name))
         lines.append("")
     return "\n".join(lines)
 

@@ -6,10 +6,7 @@ who removes a leading "# " from any line still has a valid file.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from gpen_watch.config import Config, _toml_value
+from gpen_watch.config import Config, to_toml
 from gpen_watch.modelstore import registry
 
 # One line per setting, for the file; README.md's "Configuration" table says the same at length.
@@ -61,29 +58,4 @@ HEADER = """\
 
 def commented_toml(cfg: Config) -> str:
     """``cfg`` as TOML with a note above each setting; unset settings commented out."""
-    lines = [HEADER]
-    for section in dataclasses.fields(cfg):
-        obj = getattr(cfg, section.name)
-        tables: list[tuple[str, list[Any]]] = []
-        lines.append(f"[{section.name}]")
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
-                tables.append((f.name, value))  # arrays of tables go after the plain keys
-                continue
-            lines += _setting(f"{section.name}.{f.name}", f.name, value)
-        for name, items in tables:
-            for item in items:
-                lines += ["", f"## {NOTES[f'{section.name}.{name}']}", f"[[{section.name}.{name}]]"]
-                for f in dataclasses.fields(item):
-                    lines += _setting(f"{section.name}.{name}.{f.name}", f.name, getattr(item, f.name))
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _setting(dotted: str, name: str, value: Any) -> list[str]:
-    note = f"## {NOTES[dotted]}"
-    if value is None:
-        # An empty string reads back as "unset", so the line is valid TOML as it stands.
-        return [note, f'# {name} = ""']
-    return [note, f"{name} = {_toml_value(value)}"]
+    return to_toml(cfg, NOTES, HEADER)
