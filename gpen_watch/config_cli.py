@@ -11,15 +11,20 @@ from gpen_watch.config_template import commented_toml
 from gpen_watch.errors import ConfigError
 
 
-def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
+def add_config_option(parser: argparse.ArgumentParser, what: str = "") -> None:
+    """``--config PATH``, the same for every command that reads the config file."""
     parser.add_argument(
         "--config",
         type=Path,
         default=None,
         metavar="PATH",
-        help=f"config file (default: {paths.config_file()})",
+        help=f"config file{what} (default: {paths.config_file()})",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
+    add_config_option(parser)
     parser.add_argument("--force", action="store_true", help="init: overwrite an existing file")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpen_watch import config, paths
 from gpen_watch.config import RestoreConfig
+from gpen_watch.config_cli import add_config_option
 from gpen_watch.errors import GpenWatchError, ModelError
 from gpen_watch.modelstore import needs, registry, store
 from gpen_watch.modelstore.registry import ModelSpec
@@ -25,9 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         default=None,
         help="folder checked first for weights files (default: restore.model_dir from the config)",
     )
-    common.add_argument(
-        "--config", type=Path, default=None, help="config file to read restore.model_dir from"
-    )
+    add_config_option(common, " to read restore.model and restore.model_dir from")
     names = ", ".join(registry.model_names())
     sub = parser.add_subparsers(dest="models_action", metavar="ACTION", required=True)
     sub.add_parser("list", parents=[common], help="show known models and where they are")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpen_watch import config
+from gpen_watch.config_cli import add_config_option
 from gpen_watch.errors import InputError, OutputError
 from gpen_watch.restore import engine_thread
 from gpen_watch.restore.api import FileJob, FileResult
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: all cores)")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in OUTDIR")
     parser.add_argument("--no-download", action="store_true", help="never download missing model files")
-    parser.add_argument("--config", type=Path, metavar="PATH", help="config file (the options override it)")
+    add_config_option(parser, "; the options override it")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_restore_options(parser)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config, paths
+from gpen_watch.config_cli import add_config_option
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.errors import ConfigError
 from gpen_watch.restore.options import add_restore_options, restore_overrides
@@ -22,13 +23,7 @@ RESTORER_ENV = "GPEN_WATCH_RESTORER"
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--no-tray", action="store_true", help="run without a tray icon (headless)")
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help=f"config file (default: {paths.config_file()})",
-    )
+    add_config_option(parser)
     parser.add_argument(
         "--inbox",
         type=Path,
