@@ -264,16 +264,29 @@ def test_problem_notice_once_per_problem() -> None:
     assert t.update(model.view_from_status(status(problem=originals.replace("1 left", "2 left")))) == []
 
 
+def test_a_damaged_weights_file_is_announced_as_damaged_not_missing() -> None:
+    t = NoticeTracker()
+    corrupt = (
+        "corrupt model file: /m/GPEN-BFR-512.pth (GPEN-BFR-512): truncated (not a complete zip archive)."
+        " Replace it with a good copy (delete and run `gpen-watch models fetch GPEN-BFR-512`, or copy one in)"
+    )
+    (n,) = t.update(model.view_from_status(status(problem=corrupt)))
+    assert n.title == "gpen-watch: model weights damaged or the wrong file"
+    assert n.message == corrupt
+
+
 def test_problem_kinds_and_batch_message() -> None:
     assert problem_kind(None) is None
     assert problem_kind("outbox: disk full") == "outbox"
-    assert problem_kind("cuda:0: model file is corrupt") == "weights"
+    assert problem_kind("cuda:0: model file is corrupt") == "corrupt"
+    assert problem_kind("cpu#0: /m/GPEN-BFR-512.pth does not match GPEN-BFR-512: key x") == "corrupt"
+    assert problem_kind("cpu#0: GPEN-BFR-512: weights not found in /m") == "weights"
     assert problem_kind("cuda:0: CUDA error: no CUDA-capable device") == "other"
     originals = "cannot move originals to /p/originals: Read-only file system; 2 left in the inbox; retrying every 30 s"
     assert problem_kind(originals) == "originals"
     # With another problem before it, that one names the notice.
     assert problem_kind("outbox: disk full; " + originals) == "outbox"
-    assert problem_kind("cpu#0: model file is corrupt; " + originals) == "weights"
+    assert problem_kind("cpu#0: model file is corrupt; " + originals) == "corrupt"
     assert batch_message(1, 0) == "1 photo restored"
 
 

@@ -1,7 +1,7 @@
 """Which desktop notifications to show, decided from one tray view to the next.
 
 Two kinds: a batch finished (the queue ran empty after work: "N restored, M failed"), and a
-problem that needs the user (weights missing, outbox not writable, originals waiting for a folder
+problem that needs the user (weights missing or damaged, outbox not writable, originals waiting for a folder
 that refuses them, no worker can run). A problem is announced once when it appears, not on every
 poll while it lasts.
 """
@@ -14,6 +14,7 @@ from gpen_watch.tray.model import TrayView
 
 PROBLEM_TITLES = {
     "weights": "gpen-watch: model weights missing",
+    "corrupt": "gpen-watch: model weights damaged or the wrong file",
     "outbox": "gpen-watch: cannot write to the outbox",
     "originals": "gpen-watch: originals waiting to be moved",
     "other": "gpen-watch needs attention",
@@ -60,6 +61,9 @@ def problem_kind(problem: str | None) -> str | None:
     text = problem.lower()
     if text.startswith("outbox"):
         return "outbox"
+    # Checked before "missing": a damaged file's message also says how to fetch a good one.
+    if "corrupt" in text or "does not match" in text or "could not load the model" in text:
+        return "corrupt"
     if "weights" in text or "models fetch" in text or "model file" in text:
         return "weights"
     # The service puts this one last (Service.status): alone it starts the text.
