@@ -217,9 +217,9 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("", "none")):
-            if type(None) in args:
-                return None
+        unset = value is None or (isinstance(value, str) and value.lower() in ("", "none"))
+        if unset and type(None) in args:
+            return None
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, name)
     if origin is Literal:

@@ -4,6 +4,7 @@ cannot drift apart."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -45,7 +46,5 @@ def fsync_dir_quietly(folder: Path) -> None:
 
 def remove_quietly(path: os.PathLike[str] | str) -> None:
     """Remove a file of ours (a temp, a copy being undone) if it is there; never raises."""
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

@@ -95,7 +95,7 @@ class TinyModels:
     gpen: Path  # a small GPEN checkpoint, loaded by path (architecture inferred from the keys)
 
 
-TINY_GPEN = dict(size=64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.0625)
+TINY_GPEN = {"size": 64, "style_dim": 64, "n_mlp": 2, "channel_multiplier": 1, "narrow": 0.0625}
 
 
 def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
@@ -140,7 +140,7 @@ def tiny_models_with_parser(tmp_path_factory: pytest.TempPathFactory) -> TinyMod
     return make_tiny_models(tmp_path_factory.mktemp("models_parse"), with_parser=True)
 
 
-def tiny_restore_config(models: TinyModels, **changes: object):  # noqa: ANN201
+def tiny_restore_config(models: TinyModels, **changes: object):
     """A RestoreConfig that runs the tiny models on CPU with no network."""
     from gpen_watch.config import RestoreConfig
 

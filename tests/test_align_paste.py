@@ -225,7 +225,7 @@ def test_modified_face_is_visible_and_seamless(reference: dict, photos: dict) ->
     assert np.abs(out[cy, cx].astype(int) - (255 - image[cy, cx].astype(int))).max() <= 6
     # No seam: along the paste region's border the image is untouched, and the change ramps up
     # smoothly (no jump larger than a fraction of the full inversion between neighbours).
-    x0, y0, x1, y1 = paste_region(affines[0], 512, image.shape[:2])
+    x0, y0, x1, _y1 = paste_region(affines[0], 512, image.shape[:2])
     np.testing.assert_array_equal(out[y0, x0:x1], image[y0, x0:x1])
     weight = feather_mask(512)
     warped = cv2.warpAffine(weight, invert_affine(affines[0]), image.shape[1::-1], flags=cv2.INTER_LINEAR)
@@ -309,7 +309,7 @@ def test_soften_parse_mask() -> None:
     hard = np.ones((512, 512), np.float32)
     soft = soften_parse_mask(hard)
     assert hard.min() == 1.0  # input untouched
-    assert soft.dtype == np.float32 and 0.0 <= soft.min() and soft.max() <= 1.0
+    assert soft.dtype == np.float32 and soft.min() >= 0.0 and soft.max() <= 1.0
     # The outer 26 px were zeroed before blurring: the edge is ~0, and the ramp is centred at 26 px.
     assert soft[:2].max() < 1e-4 and soft[:, -2:].max() < 1e-4 and soft[:12].max() < 0.01
     assert soft[26, 256] == pytest.approx(0.5, abs=0.1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -381,7 +382,7 @@ def test_set_value_changes_one_setting_in_place() -> None:
     expected = Config()
     expected.workers.cpu_workers, expected.restore.device = 4, "cuda:1"
     assert cfg == expected
-    with pytest.raises(ConfigError, match="restore.nope"):
+    with pytest.raises(ConfigError, match=re.escape("restore.nope")):
         config.set_value(cfg, "restore.nope", "1")
     assert cfg == expected  # a refused setting changes nothing
 

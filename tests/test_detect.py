@@ -62,7 +62,7 @@ def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
     assert len(together[1]) > 0
 
     # Anchors near the padded border see different context, so compare the confident interior ones.
-    def key(fs):  # noqa: ANN001, ANN202
+    def key(fs):
         return {tuple(np.round(f.box).astype(int)) for f in fs if f.box[2] < 200 and f.box[3] < 150}
 
     assert key(together[1])

@@ -47,7 +47,7 @@ def _tiny_model(modulation: str = "input_scaling") -> torch.nn.Module:
     # Random biases/noise weights so the concatenated features and every bias path matter.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("bias") or name.endswith("noise.weight"):
+            if name.endswith(("bias", "noise.weight")):
                 p.normal_(0, 0.2)
     return model
 
@@ -125,7 +125,7 @@ def test_state_dict_layout(layout: dict, name: str) -> None:
     with torch.device("meta"):
         model = build_gpen(cfg)
     got = {k: list(v.shape) for k, v in model.state_dict().items()}
-    want = {k: shape for k, shape in entry["keys"]}
+    want = dict(entry["keys"])
     assert len(entry["keys"]) == len(want)
     assert sorted(got) == sorted(want)
     assert got == want

@@ -431,7 +431,7 @@ def test_sigkilled_writer_leaves_a_consistent_journal_and_running_jobs_are_reque
                 job = j.get(job_id)
                 assert job is not None, f"job {job_id} lost"
                 seen = {"queued": 0, "running": 1, "done": 2}[job.state]
-                assert seen >= order[kind] or job.state == "queued" and kind == "claimed"
+                assert seen >= order[kind] or (job.state == "queued" and kind == "claimed")
             running = j.counts()["running"]
             assert j.requeue_running("writer was killed") == running
             assert j.counts()["running"] == 0

@@ -41,7 +41,7 @@ RELEASE = threading.Event()  # lets a /half/ download finish
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         if self.path.startswith("/half/"):
             # Sends the first half of the file, then waits: a download in progress.
             body = (Path(self.directory) / self.path[len("/half/") :]).read_bytes()

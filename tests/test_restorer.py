@@ -82,7 +82,7 @@ def test_faces_of_several_photos_share_a_batch(
     with _restorer(tiny_models, landmarks, face_batch=2) as r:
         real = r.enhancer.enhance
 
-        def spy(crops: np.ndarray):  # noqa: ANN202
+        def spy(crops: np.ndarray):
             calls.append(len(crops))
             return real(crops)
 
@@ -102,7 +102,7 @@ def test_live_source_feeds_one_running_pipeline(
     held = [True]
     asked_while_held = [0]
 
-    def source():  # noqa: ANN202
+    def source():
         yield jobs[0]
         while held[0]:
             asked_while_held[0] += 1
@@ -189,7 +189,7 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
     from gpen_watch.imaging import save
 
     class FailingRead:
-        def __enter__(self):  # noqa: ANN204
+        def __enter__(self):
             return self
 
         def __exit__(self, *exc: object) -> None:
@@ -299,7 +299,7 @@ def test_small_faces_are_smoothed_before_paste_back(
         with _restorer(tiny_models, landmarks, **changes) as r:
             real = r.enhancer.enhance
 
-            def checkerboard(crops: np.ndarray, real=real):  # noqa: ANN202
+            def checkerboard(crops: np.ndarray, real=real):
                 restored, masks = real(crops)
                 yy, xx = np.indices(restored.shape[1:3])
                 restored[:] = (((yy + xx) % 2) * 255).astype(np.uint8)[None, :, :, None]
@@ -356,7 +356,7 @@ def _held_at_once(r: Restorer, jobs: list[FileJob]) -> tuple[int, list]:
     decoded, results, most = [0], [], [0]
     real = r._decode
 
-    def counting(job: FileJob, cost: int = 0):  # noqa: ANN202
+    def counting(job: FileJob, cost: int = 0):
         work = real(job, cost)
         decoded[0] += 1
         most[0] = max(most[0], decoded[0] - len(results))

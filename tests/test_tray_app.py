@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from test_tray_gpu import FakeNvml
@@ -53,8 +53,8 @@ class FakeIcon:
     HAS_NOTIFICATION = True
     fail_in_loop: Exception | None = None
     loop_ends_after: float | None = None  # the loop ends by itself (display gone)
-    made: list[FakeIcon] = []
-    violations: list[str] = []
+    made: ClassVar[list[FakeIcon]] = []
+    violations: ClassVar[list[str]] = []
 
     def __init__(self, name: str, icon: Any, title: str, menu: FakeMenu) -> None:
         self.images = [icon]
@@ -231,7 +231,7 @@ class Running:
     def _run(self) -> None:
         try:
             self.result.append(self.app.run())
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001
             self.result.append(exc)
 
     @property

@@ -33,7 +33,7 @@ def test_titles_cut_with_an_ellipsis_encode_in_latin1_after_encodable() -> None:
 
 def test_encodable_keeps_what_the_encoding_has_and_marks_the_rest() -> None:
     assert model.encodable("gpen-watch: 64 °C", "latin-1") == "gpen-watch: 64 °C"
-    assert model.encodable("outbox: /home/ana/写真 – full", "latin-1") == "outbox: /home/ana/?? - full"
+    assert model.encodable("outbox: /home/ana/写真 \u2013 full", "latin-1") == "outbox: /home/ana/?? - full"
     assert model.encodable("a … b", "utf-8") == "a … b"
 
 

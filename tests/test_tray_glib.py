@@ -168,7 +168,7 @@ def _popup(display: Any) -> Any:
             a = w.get_attributes()
             if a.override_redirect and a.map_state == X.IsViewable and w.get_geometry().height > 50:
                 return w
-        except Exception:
+        except Exception:  # noqa: BLE001
             continue
     return None
 

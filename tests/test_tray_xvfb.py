@@ -9,6 +9,7 @@ folder, or to $TRAY_SHOTS to keep them (the folder is printed; `pytest -s` shows
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ pytestmark = [
 ]
 
 Xlib = pytest.importorskip("Xlib.display")
+
 from Xlib import X  # noqa: E402
 from Xlib.ext import xtest  # noqa: E402
 
@@ -235,10 +237,8 @@ class Tray:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture
@@ -284,7 +284,7 @@ def find_window(display: Any, match: Callable[[Any], bool]) -> Any:
             if match(w) and w.query_tree().parent.id != root.id:
                 return w
             stack.extend(w.query_tree().children)
-        except Exception:  # windows come and go while we look
+        except Exception:  # noqa: BLE001 - windows come and go while we look
             continue
     return None
 
@@ -539,7 +539,7 @@ def test_right_click_opens_a_menu_that_pauses_and_quits(
 
     menu = open_menu()
     x, y, w, h = geometry(xserver.display, menu)
-    icon_x, icon_y, icon_w, icon_h = geometry(xserver.display, tray.icon_window())
+    _icon_x, icon_y, _icon_w, icon_h = geometry(xserver.display, tray.icon_window())
     assert y == icon_y + icon_h  # right below the icon, which stays visible
     entries = model.menu(model.TrayView("idle", 0), click_pauses=True)
     xtest.fake_input(xserver.display, X.MotionNotify, x=x + w // 2, y=y + menu_row_centre(entries, "Pause"))
@@ -579,7 +579,7 @@ def _menu_window(display: Any) -> Any:
         try:
             if w.get_wm_name() == "gpen-watch menu" and w.get_attributes().map_state == X.IsViewable:
                 return w
-        except Exception:
+        except Exception:  # noqa: BLE001
             continue
     return None
 

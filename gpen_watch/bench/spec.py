@@ -47,7 +47,7 @@ class RunSpec:
         data["out_root"] = Path(data["out_root"])
         return cls(**data)
 
-    def restore_config(self):  # noqa: ANN201 - RestoreConfig, imported lazily
+    def restore_config(self):
         """The engine's RestoreConfig for these models and knobs (everything else at its default)."""
         from gpen_watch.config import RestoreConfig
 

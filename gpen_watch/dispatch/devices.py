@@ -8,6 +8,7 @@ inside the worker the GPU is always "cuda:0".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -53,7 +54,7 @@ def list_gpus() -> list[GpuInfo]:
         return []
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
         log.debug("no NVIDIA GPU: %s", exc)
         return []
     gpus: list[GpuInfo] = []
@@ -68,14 +69,12 @@ def list_gpus() -> list[GpuInfo]:
                     int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
                 )
             )
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         # A GPU that fell off the bus makes NVML calls fail: use what was listed before it.
         log.warning("listing GPUs through NVML failed after %d: %s", len(gpus), exc)
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
     return gpus
 
 

@@ -20,6 +20,7 @@ Fault rules, in short:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import multiprocessing as mp
@@ -275,10 +276,8 @@ class Pool:
             if self._wake_pending:
                 return
             self._wake_pending = True
-            try:
+            with contextlib.suppress(OSError):
                 self._wake_w.send_bytes(b"!")
-            except OSError:
-                pass
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -302,9 +301,7 @@ class Pool:
                 self._drain_wake()
                 continue
             w = owner[obj]
-            if obj is w.conn and not self._read(w, events):
-                dead.append(w)
-            elif obj is not w.conn:
+            if (obj is w.conn and not self._read(w, events)) or obj is not w.conn:
                 dead.append(w)
         for w in dict.fromkeys(dead):
             if w.state in _ALIVE:
@@ -586,10 +583,8 @@ class Pool:
     def _kill(self, w: _Worker, reason: str) -> None:
         w.kill_reason = reason
         if w.proc is not None and w.proc.exitcode is None:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 w.proc.kill()
-            except (OSError, ValueError):
-                pass
 
     def _reap(self, w: _Worker) -> int | None:
         if w.proc is None:
@@ -601,10 +596,8 @@ class Pool:
         code: int | None = w.proc.exitcode
         if w.conn is not None:
             w.conn.close()
-        try:
+        with contextlib.suppress(ValueError):
             w.proc.close()
-        except ValueError:
-            pass
         return code
 
     def _drain_wake(self) -> None:

@@ -13,6 +13,7 @@ a heartbeat thread says the process is alive while the main thread is deep insid
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -69,10 +70,8 @@ class _PipeLogHandler(logging.Handler):
         self.chan = chan
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the parent is gone: nothing to log to
             self.chan.send((P.LOG, record.levelno, record.name, self.format(record)))
-        except Exception:
-            pass  # the parent is gone: nothing to log to
 
 
 def main(conn: Connection, args: WorkerArgs) -> None:
@@ -98,7 +97,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         restorer = factory(args.restore, args.slot.device, threads=args.slot.threads)
     except ModelError as exc:
         _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001
         on_gpu = args.slot.device != "cpu"
         kind = (
             P.FATAL_DEVICE
@@ -129,7 +128,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         _serve(chan, state, restorer)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001
         # The restorer raised instead of returning a failed FileResult: the process may be in a bad
         # state (CUDA errors are sticky), so report and exit; the parent requeues and restarts.
         logging.getLogger(__name__).debug("worker failure:\n%s", traceback.format_exc())
@@ -140,10 +139,8 @@ def main(conn: Connection, args: WorkerArgs) -> None:
             f"{type(exc).__name__}: {exc}",
             P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH,
         )
-    try:
+    with contextlib.suppress(Exception):
         restorer.close()
-    except Exception:
-        pass
     chan.send((P.BYE, [key for key, _ in state.drain()]))
     conn.close()
 
@@ -239,16 +236,14 @@ def _heartbeat(chan: _Channel, state: _State, every: float) -> None:
     while True:
         try:
             chan.send((P.HEARTBEAT, state.busy))
-        except Exception:
+        except Exception:  # noqa: BLE001
             return
         time.sleep(every)
 
 
 def _fatal(chan: _Channel, kind: str, message: str, code: int) -> None:
-    try:
+    with contextlib.suppress(Exception):
         chan.send((P.FATAL, kind, message))
-    except Exception:
-        pass
     os._exit(code)
 
 

@@ -64,7 +64,7 @@ def load_checkpoint(path: Path, name: str | None = None) -> dict[str, Tensor]:
         ) from None
     except MemoryError:
         raise
-    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, OSError, EOFError, KeyError...
+    except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
         raise ModelError(f"{path}: corrupt or truncated weights file ({detail}); {advice}") from exc
     state = _unwrap(obj, path)
@@ -240,7 +240,7 @@ def load_gpen(
         cfg = infer_gpen_config(state)
     except ModelError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure to read the layout means "not GPEN"
+    except Exception as exc:
         raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
     return _gpen_from_state(cfg, state, path, device)
 

@@ -106,9 +106,12 @@ def sanitize_component(name: str, fallback: str = "_") -> str:
     name = unicodedata.normalize("NFC", name)
     out = []
     for ch in name:
-        if ch in ("/", "\\", "\0") or ord(ch) < 32 or ord(ch) == 127:
-            out.append("_")
-        elif os.name == "nt" and ch in _WINDOWS_BAD:
+        if (
+            ch in ("/", "\\", "\0")
+            or ord(ch) < 32
+            or ord(ch) == 127
+            or (os.name == "nt" and ch in _WINDOWS_BAD)
+        ):
             out.append("_")
         else:
             out.append(ch)

@@ -11,6 +11,7 @@ Only one of the two is installed at a time: installing one removes the other one
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -223,10 +224,8 @@ def _is_our_link(link: Path) -> bool:
 
 
 def _rmdir_if_empty(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         folder.rmdir()
-    except OSError:
-        pass
 
 
 def _daemon_reload(run: Runner, result: LoginResult) -> None:

@@ -7,6 +7,7 @@ installed from, whatever PATH the login session has.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -97,10 +98,8 @@ def write_if_changed(path: Path, text: str) -> bool:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return True
 

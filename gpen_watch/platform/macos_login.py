@@ -100,7 +100,7 @@ def status(run: Runner | None = None) -> LoginStatus:
     try:
         data = plistlib.loads(path.read_bytes())
         command = " ".join(data.get("ProgramArguments", []))
-    except Exception as exc:  # a damaged file is still ours to report
+    except Exception as exc:  # noqa: BLE001 - a damaged file is still ours to report
         command = f"(unreadable: {exc})"
     notes = [] if _loaded(run) else ["not loaded in launchd now; it loads at your next login"]
     if path.read_text(encoding="utf-8", errors="replace") not in [

@@ -205,10 +205,9 @@ def warp_affine_resampled(
     scale = affine_scale(m)
     work_dtype = np.float32 if float_output else src.dtype
     if scale >= _PREFILTER_BELOW:
-        warped = cv2.warpAffine(
+        return cv2.warpAffine(
             src.astype(work_dtype, copy=False), m, dsize, flags=cv2.INTER_CUBIC, borderMode=border_mode
         )
-        return warped
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError("affine is degenerate (zero or non-finite scale)")
     residual = max(scale, _RESIDUAL_SCALE if scale < _LANCZOS_MIN_SCALE else 0.0)

@@ -275,7 +275,7 @@ class Restorer:
         except InputError as exc:
             result.error, result.error_kind = exc.reason, getattr(exc, "kind", "failed")
             return work
-        except Exception as exc:  # noqa: BLE001 - any decoder bug must become a per-file failure
+        except Exception as exc:
             log.exception("unexpected error reading %s", job.src)
             result.error, result.error_kind = f"cannot read image: {exc}", "failed"
             return work
@@ -291,7 +291,7 @@ class Restorer:
             # holds up the device loop (it costs more than the network itself on a GPU).
             try:
                 work.detect_input = prepare(image.bgr8)
-            except Exception:  # noqa: BLE001 - the device loop tries again and reports properly
+            except Exception:
                 log.exception("preparing %s for detection failed", job.src)
             result.timings["detect"] = time.perf_counter() - t1
         return work
@@ -372,7 +372,7 @@ class Restorer:
             for work, _, _ in take:
                 self._fail(work, "out of GPU memory restoring faces even one at a time", oom=True)
             return [w for w, _, _ in take]
-        except Exception as exc:  # noqa: BLE001 - a model error fails these photos, not the worker
+        except Exception as exc:
             log.exception("restoring a batch of %d faces failed", len(crops))
             for work, _, _ in take:
                 self._fail(work, f"face restoration failed: {exc}")
@@ -442,7 +442,7 @@ class Restorer:
                 "outbox" if isinstance(exc, OutboxUnavailable) else "failed",
             )
             return result
-        except Exception as exc:  # noqa: BLE001 - report, never take the worker down
+        except Exception as exc:
             log.exception("unexpected error finishing %s", job.src)
             result.error, result.error_kind = f"cannot write result: {exc}", "failed"
             return result

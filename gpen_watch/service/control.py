@@ -74,7 +74,7 @@ class InstanceLock:
 
     def acquire(self) -> InstanceLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+", encoding="utf-8")  # held open until release()
+        f = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open (and locked) until release()
         try:
             _lock_file(f)
         except OSError:

@@ -396,7 +396,7 @@ class Service:
 
         try:
             return header_refusal(path, self.cfg.restore.max_megapixels)
-        except Exception:  # noqa: BLE001 - a reader bug must not lose the file: the worker decides
+        except Exception:
             log.exception("%s: could not check the header; queued for a worker", path)
             return None
 

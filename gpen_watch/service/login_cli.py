@@ -69,6 +69,6 @@ def _service_running() -> bool:
         control.request("ping", timeout=2.0)
     except control.ControlError:
         return False
-    except Exception:
+    except Exception:  # noqa: BLE001
         return False
     return True

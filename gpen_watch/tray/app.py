@@ -11,6 +11,7 @@ went away at logout), the service is stopped too: it belonged to that session.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -127,7 +128,7 @@ class TrayApp:
                 self._build_menu(entries),
             )
             self._hooks = self.backend.prepare(self._icon)
-        except Exception as exc:  # the backend could not make its window or indicator
+        except Exception as exc:  # noqa: BLE001 - the backend could not make its window or indicator
             log.warning("no tray icon: the %s backend failed (%s); running headless", self.backend.name, exc)
             return self.service.run()
         self._shown_key, self._shown_title, self._shown_menu = (
@@ -137,7 +138,7 @@ class TrayApp:
         )
         try:
             self._icon.run(setup=self._setup)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             # The backend failed inside its loop (the gtk backend without a D-Bus session bus).
             with self._setup_lock:
                 self._icon_dead = True
@@ -177,10 +178,8 @@ class TrayApp:
 
     def _release_setup_thread(self) -> None:
         """pystray's setup thread waits (not as a daemon) for a loop that never started: let it go."""
-        try:
+        with contextlib.suppress(Exception):
             self._icon._mark_ready()  # it calls _setup, which sees _icon_dead and returns
-        except Exception:
-            pass
 
     def _setup(self, icon: Any) -> None:
         """Runs in pystray's setup thread once the loop is up: show the icon, start the threads."""
@@ -211,7 +210,7 @@ class TrayApp:
     def _run_service(self) -> None:
         try:
             self._rc = self.service.run()
-        except BaseException as exc:  # re-raised on the main thread, where the CLI reports it
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread, where the CLI reports it
             self._error = exc
         finally:
             self._service_done.set()
@@ -314,7 +313,7 @@ class TrayApp:
     def _login_enabled(self) -> bool:
         try:
             return bool(self.platform.login_enabled())
-        except Exception:
+        except Exception:  # noqa: BLE001
             return False
 
     def _notify(self, notice: Notice) -> None:
@@ -325,7 +324,7 @@ class TrayApp:
                 self._with_icon(lambda icon: icon.notify(notice.message, notice.title))
             else:
                 self.platform.notify(notice.title, notice.message)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             log.debug("notification not shown: %s", exc)
 
     # --- clicks -------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def load(
                 os.environ["PYSTRAY_BACKEND"] = name
     try:
         import pystray
-    except Exception as exc:  # ImportError, or Xlib's display errors raised while importing
+    except Exception as exc:  # noqa: BLE001 - ImportError, or Xlib's display errors raised while importing
         reason = f"no usable tray backend ({type(exc).__name__}: {exc})"
         raise TrayUnavailable(f"{reason}; {LINUX_HINT}" if x11 else reason) from None
     name = pystray.Icon.__module__.rpartition("._")[2]

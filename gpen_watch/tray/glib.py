@@ -128,7 +128,7 @@ def choose() -> tuple[str, str]:
         return "xorg", f"no GTK 3 introspection data (gir1.2-gtk-3.0): {exc}"
     try:
         bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
-    except Exception as exc:  # GLib.Error
+    except Exception as exc:  # noqa: BLE001 - GLib.Error
         return "xorg", f"no D-Bus session bus ({exc})"
     if _has_owner(bus, WATCHER):
         try:
@@ -155,7 +155,7 @@ def _has_owner(bus: Any, name: str) -> bool:
             None,
         )
         return bool(reply.unpack()[0])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         log.debug("asking D-Bus for %s failed: %s", name, exc)
         return False
 

@@ -7,6 +7,7 @@ milliseconds. No driver, no library, no GPU: an empty list, and the menu says CP
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -48,7 +49,7 @@ class NvmlMonitor:
 
                 self._nvml = pynvml
             self._nvml.nvmlInit()
-        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, DriverNotLoaded, ...
             self.reason = f"NVML unavailable: {exc}"
             self._nvml = None
             return False
@@ -67,7 +68,7 @@ class NvmlMonitor:
                         h,
                     )
                 )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             log.debug("listing GPUs through NVML stopped: %s", exc)
         # Only the GPUs the service's workers can see (CUDA_VISIBLE_DEVICES set for the service).
         keep = {g.index for g in visible_gpus([g for g, _ in found], self._environ)}
@@ -83,10 +84,8 @@ class NvmlMonitor:
 
     def close(self) -> None:
         if self._nvml is not None and self._handles:
-            try:
+            with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
         self._handles = None
 
     def _sample(self, gpu: GpuInfo, handle: Any) -> GpuSample:
@@ -109,7 +108,7 @@ def _try(read: Any) -> Any:
     # GPU that fell off the bus fails them all; the menu shows what could be read.
     try:
         return read()
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 

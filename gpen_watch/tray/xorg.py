@@ -23,6 +23,7 @@ _message_handlers); ``create_icon`` fails, and the app runs headless saying why,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -190,7 +191,7 @@ def icon_class(pystray: Any) -> type:
                 self._window.clear_area(0, 0, width, height)
                 raw = self._window.get_image(0, 0, width, height, Xlib.X.ZPixmap, 0xFFFFFFFF)
                 return Image.frombytes("RGB", (width, height), raw.data, "raw", "BGRX")
-            except Exception:
+            except Exception:  # noqa: BLE001
                 return Image.new("RGB", (width, height))
 
         def _update_title(self) -> None:
@@ -264,17 +265,15 @@ class LoopRunner:
                 # event_mask 0: delivered to the client that made the window, which is the loop.
                 self._window.send_event(self._event, event_mask=0)
                 self._display.flush()
-            except Exception as exc:  # the X server went away
+            except Exception as exc:  # noqa: BLE001 - the X server went away
                 log.debug("waking the xorg tray loop failed: %s", exc)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._calls.clear()
-            try:
+            with contextlib.suppress(Exception):
                 self._display.close()
-            except Exception:
-                pass
 
     def _run_queued(self) -> None:
         """On the loop thread. An exception here would end pystray's loop: log it instead."""

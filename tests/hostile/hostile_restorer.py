@@ -53,7 +53,7 @@ class CopyRestorer(FakeRestorer):
         return FileResult(job.src, ok=True, dst=job.dst, faces=1, timings={"restore": 0.001})
 
 
-def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:  # noqa: N802 - a factory
+def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
     import torch
 
     from gpen_watch.restore.restorer import Restorer
@@ -82,7 +82,7 @@ def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:  # no
     return restorer
 
 
-def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:  # noqa: N802 - a factory
+def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
     from gpen_watch.imaging import save
     from gpen_watch.restore import restorer as engine
 

@@ -267,9 +267,8 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
     if j.state not in d.expect:
         problems.append(f"{label}: expected {sorted(d.expect)}, error {j.error!r}")
         return problems
-    if j.state in FAILED_LIKE:
-        if d.reason and d.reason.lower() not in (j.error or "").lower():
-            problems.append(f"{label}: reason {j.error!r} does not mention {d.reason!r}")
+    if j.state in FAILED_LIKE and d.reason and d.reason.lower() not in (j.error or "").lower():
+        problems.append(f"{label}: reason {j.error!r} does not mention {d.reason!r}")
     original = d.original or (frozenset({"archived"}) if j.state in DONE_LIKE else frozenset({"set-aside"}))
     if j.original == "waiting" and j.state in DONE_LIKE and "archived" in original:
         problems += _check_waiting(svc, j, d, label, stay_in_inbox, by_id)

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 print(f"interrupted: scenario {name}, round {r}", flush=True)
                 return 130
-            except BaseException:
+            except BaseException:  # noqa: BLE001
                 traceback.print_exc()
                 print(
                     f"FAILED: scenario {name}, round {r}, seed {seed}; folders kept in {root}"

@@ -46,7 +46,7 @@ def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(
     s = svc.status()
     assert s["workers"][0]["restarts"] == 0
     assert s["workers"][0]["state"] == "stopped"  # not crash-looping
-    took, text = scenarios.status_cli(svc.env)
+    _took, text = scenarios.status_cli(svc.env)
     assert "models fetch" in text, text
     assert (svc.inbox / "waits.jpg").exists()
     assert not svc.failed.exists()
