@@ -134,24 +134,26 @@ def test_originals_wait_while_their_folders_refuse_them_and_move_once_they_work(
 def test_the_service_retries_waiting_originals_periodically_without_resume(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """The service loop's retry, in process: due every OUTBOX_RETRY_S (shortened here), not before."""
+    """The service loop's retry (OriginalsWatch), in process: due every retry_s, not before."""
     import errno
+    import threading
 
     from gpen_watch.config import Config, InboxConfig, WatchConfig
     from gpen_watch.journal import hash_file
     from gpen_watch.outbox import commit, durable
     from gpen_watch.restore.api import FileResult
-    from gpen_watch.service import daemon
+    from gpen_watch.service.originals_watch import OriginalsWatch
 
     inbox, outbox, originals = tmp_path / "inbox", tmp_path / "outbox", tmp_path / "originals"
     inbox.mkdir()
     cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(inbox)], outbox=outbox))
-    svc = daemon.Service(cfg)
-    svc._journal = journal = Journal.open(tmp_path / "journal.sqlite3")
+    watch = OriginalsWatch(cfg, retry_s=0.3)
+    running = threading.Event()
+    journal = Journal.open(tmp_path / "journal.sqlite3")
     try:
-        svc._retry_originals()  # at start: nothing waits, nothing to do later
-        assert svc._originals_retry_at is None
-        assert svc._originals_problem() is None
+        watch.retry(journal, running)  # at start: nothing waits, nothing to do later
+        assert watch.retry_at is None
+        assert watch.problem() is None
         src = inbox / "a.jpg"
         src.write_bytes(b"a photo")
         st = src.stat()
@@ -163,25 +165,24 @@ def test_the_service_retries_waiting_originals_periodically_without_resume(
         def full(src, directory, name, job_id, taken=None):  # type: ignore[no-untyped-def]
             raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(directory / name))
 
-        monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
         monkeypatch.setattr(durable, "move_no_clobber", full)
         outcome = commit.commit(journal, job_id, FileResult(src=src, ok=True, dst=fj.dst, faces=1), cfg)
-        svc._note(outcome.original)
-        assert svc._originals_problem() == (
+        watch.note(outcome.original)
+        assert watch.problem() == (
             f"cannot move originals to {originals}: No space left on device; "
             "1 left in the inbox; retrying every 0.3 s"
         )
-        monkeypatch.undo()  # room again (and the real retry interval back)
-        monkeypatch.setattr(daemon, "OUTBOX_RETRY_S", 0.3)
-        svc._retry_originals()  # not due yet
+        assert watch.waiting_count == 1
+        monkeypatch.undo()  # room again
+        watch.retry(journal, running)  # not due yet
         assert src.exists()
-        assert svc._originals_problem() is not None
+        assert watch.problem() is not None
         time.sleep(0.35)
-        svc._retry_originals()
+        watch.retry(journal, running)
         assert not src.exists()
         assert (originals / "a.jpg").read_bytes() == b"a photo"
-        assert svc._originals_problem() is None
-        assert svc._originals_retry_at is None
+        assert watch.problem() is None
+        assert watch.retry_at is None
         assert (outbox / "a.jpg").read_bytes() == b"restored"
     finally:
         journal.close()

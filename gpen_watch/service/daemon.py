@@ -31,11 +31,11 @@ from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, Pool, PoolEvent, Task
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal import Journal, hash_file
-from gpen_watch.journal.states import JobState, Original
+from gpen_watch.journal.states import JobState
 from gpen_watch.outbox import commit, failed, naming, originals, recovery
-from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service import control
 from gpen_watch.service.model_gate import ModelGate
+from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 if TYPE_CHECKING:
@@ -130,13 +130,7 @@ class Service:
         self._maybe_queued = True
         self._hold_until = 0.0  # no new claims before this (outbox trouble)
         self._problem: str | None = None
-        # Originals waiting in the inbox for a folder that refused them (archive, failed/), and
-        # when to try again (None: none waiting; 0.0 at start: look in the journal at once).
-        self._waiting: dict[Path, originals.Waiting] = {}
-        self._originals_retry_at: float | None = 0.0
-        # Originals that could not leave the inbox in this run (read-only inbox...): recorded "left"
-        # in the journal, not retried; counted per reason for a notice in status.
-        self._left: dict[str, int] = {}
+        self._originals = OriginalsWatch(cfg, OUTBOX_RETRY_S)
         self._started = time.monotonic()
         self._tp = _Throughput()
         self.ready = threading.Event()  # set once everything is up (tests, tray)
@@ -194,7 +188,7 @@ class Service:
             self._journal = Journal.open(self.journal_path)
             rec = recovery.recover(self._journal, self.cfg)
             for outcome in rec.left:
-                self._note(outcome)
+                self._originals.note(outcome)
             if rec.finished or rec.requeued or rec.originals or rec.temps_removed:
                 log.info(
                     "recovered from the last run: %d finished, %d requeued, %d originals handled, "
@@ -255,13 +249,13 @@ class Service:
                 log.info("created %s", folder)
 
     def _loop(self) -> None:
-        assert self._pool is not None
+        assert self._pool is not None and self._journal is not None
         while not self._stop.is_set():
             self._take_arrivals()
             self._answer_requests()
             self._feed()
             self._watch_models()
-            self._retry_originals()
+            self._originals.retry(self._journal, self._stop)
             self._tp.busy(self._pool.in_flight() > 0)
             for event in self._pool.poll(self._tick()):
                 self._on_event(event)
@@ -367,13 +361,15 @@ class Service:
             return
         if added.status == "duplicate":
             log.info("%s: %s", a.path, added.message)
-            self._note(originals.dispose_original(self._journal, added.job.id, self.cfg))
+            self._originals.note(originals.dispose_original(self._journal, added.job.id, self.cfg))
             return
         if not a.supported:
             why = (
                 f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
             )
-            self._note(failed.fail(self._journal, added.job.id, why, self.cfg, kind=JobState.UNSUPPORTED))
+            self._originals.note(
+                failed.fail(self._journal, added.job.id, why, self.cfg, kind=JobState.UNSUPPORTED)
+            )
             log.warning("%s: set aside: %s", a.path, why)
             return
         refusal = self._refusal(a.path)
@@ -381,7 +377,9 @@ class Service:
             # What the worker would answer, wording and kind included, without waiting for one.
             kind = JobState.UNSUPPORTED if refusal.kind == "unsupported" else JobState.FAILED
             self._tp.failed += 1
-            self._note(failed.fail(self._journal, added.job.id, refusal.reason, self.cfg, kind=kind))
+            self._originals.note(
+                failed.fail(self._journal, added.job.id, refusal.reason, self.cfg, kind=kind)
+            )
             log.warning("%s: %s: %s", a.path, kind, refusal.reason)
             return
         self._maybe_queued = True
@@ -420,7 +418,7 @@ class Service:
             # it, handled exactly as a drop after the first was done.
             log.info("%s: %s", dup.job.source, dup.message)
             try:
-                self._note(originals.dispose_original(self._journal, dup.job.id, self.cfg))
+                self._originals.note(originals.dispose_original(self._journal, dup.job.id, self.cfg))
             except Exception:
                 log.exception(
                     "%s: could not dispose of the original (the next start tries again)", dup.job.source
@@ -441,7 +439,7 @@ class Service:
             except (OutputError, OSError) as exc:
                 if not _environmental(exc):
                     # Something about this one file (its output name): it fails, the rest go on.
-                    self._note(failed.fail(self._journal, job.id, str(exc), self.cfg))
+                    self._originals.note(failed.fail(self._journal, job.id, str(exc), self.cfg))
                     self._job_ended()
                     continue
                 self._journal.requeue(job.id, f"outbox: {exc}")
@@ -456,70 +454,6 @@ class Service:
         self._problem = f"outbox: {message}; retrying every {OUTBOX_RETRY_S:g} s"
         self._hold_until = time.monotonic() + OUTBOX_RETRY_S
         log.error("%s", self._problem)
-
-    # --- originals the archive or failed/ folder refused ---------------------------------------
-
-    def _note(self, outcome: OriginalOutcome | None) -> None:
-        """An original that its folder refused now waits in the inbox: say so, retry later. One that
-        cannot leave the inbox (left) is only counted for the notice: the inbox is not ours to fix."""
-        if outcome is not None and outcome.action == Original.LEFT:
-            reason = outcome.detail or "reason unknown"
-            self._left[reason] = self._left.get(reason, 0) + 1
-            return
-        if outcome is None or outcome.action != Original.WAITING or outcome.folder is None:
-            return
-        before = self._waiting.get(outcome.folder)
-        self._waiting[outcome.folder] = originals.Waiting(
-            outcome.folder, outcome.detail, (before.count if before else 0) + 1
-        )
-        if self._originals_retry_at is None:
-            self._originals_retry_at = time.monotonic() + OUTBOX_RETRY_S
-        if before is None:
-            log.error("%s", self._originals_problem())
-
-    def _retry_originals(self) -> None:
-        """Every OUTBOX_RETRY_S while originals wait (at once at start and on resume): move them.
-
-        The photos' results are already in the outbox; only the move is tried again.
-        """
-        assert self._journal is not None
-        due = self._originals_retry_at
-        if due is None or time.monotonic() < due or self._stop.is_set():
-            return
-        had = sum(w.count for w in self._waiting.values())
-        try:
-            handled, waiting = originals.retry_waiting(self._journal, self.cfg, self._note)
-        except Exception:
-            log.exception("could not retry the originals waiting in the inbox")
-            handled, waiting = 0, list(self._waiting.values())
-        self._waiting = {w.folder: w for w in waiting}
-        self._originals_retry_at = time.monotonic() + OUTBOX_RETRY_S if waiting else None
-        if handled:
-            log.info("%d original(s) that waited in the inbox handled now", handled)
-        if waiting:
-            log.warning("%s", self._originals_problem())
-        elif had:
-            log.info("the folders take originals again; none waits in the inbox")
-
-    def _originals_problem(self) -> str | None:
-        if not self._waiting:
-            return None
-        parts = [
-            f"cannot move originals to {w.folder}: {w.reason}; {w.count} left in the inbox"
-            for w in self._waiting.values()
-        ]
-        return "; ".join(parts) + f"; retrying every {OUTBOX_RETRY_S:g} s"
-
-    def _originals_notice(self) -> str | None:
-        """Originals left in the inbox in this run (not a problem: their results are published)."""
-        if not self._left:
-            return None
-        n = sum(self._left.values())
-        reasons = list(self._left)
-        text = f"{n} original(s) left in the inbox: {reasons[-1]}"
-        if len(reasons) > 1:
-            text += f" (and {len(reasons) - 1} other reason(s); see the log)"
-        return text
 
     def _job_ended(self) -> None:
         # A queued job with the same content as this one may be held back (Journal.claim_batch):
@@ -536,7 +470,9 @@ class Service:
             elif ev.kind == GAVE_UP:
                 self._tp.failed += 1
                 log.error("%s: %s", ev.task.job.src, ev.message)
-                self._note(failed.fail(self._journal, ev.task.key, ev.message, self.cfg, tmp=ev.task.job.dst))
+                self._originals.note(
+                    failed.fail(self._journal, ev.task.key, ev.message, self.cfg, tmp=ev.task.job.dst)
+                )
             elif ev.kind == RETRY:
                 self._journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
                 log.warning("%s: %s", ev.task.job.src, ev.message)
@@ -561,7 +497,7 @@ class Service:
             outcome = commit.commit(self._journal, task.key, res, self.cfg)
             if outcome.output is None:
                 return  # the job had already ended another way
-            self._note(outcome.original)
+            self._originals.note(outcome.original)
             self._tp.record(res.faces)
             notes = f" ({'; '.join(res.notes)})" if res.notes else ""
             if res.faces:
@@ -579,7 +515,7 @@ class Service:
         kind = JobState.UNSUPPORTED if res.error_kind == "unsupported" else JobState.FAILED
         reason = res.error or "unknown error"
         self._tp.failed += 1
-        self._note(
+        self._originals.note(
             failed.fail(self._journal, task.key, reason, self.cfg, kind=kind, tmp=res.dst or task.job.dst)
         )
         log.warning("%s: %s: %s", task.job.src, kind, reason)
@@ -617,8 +553,7 @@ class Service:
             self._paused = False
             self._maybe_queued = True
             self._hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
-            if self._originals_retry_at is not None:
-                self._originals_retry_at = 0.0  # the same for originals waiting for their folder
+            self._originals.retry_soon()  # the same for originals waiting for their folder
             self._pool.resume()
             if self._gate is not None:
                 self._gate.retry_now()
@@ -644,9 +579,9 @@ class Service:
         problems = (
             self._problem or self._pool.problem(),
             gate.problem() if gate is not None else None,
-            self._originals_problem(),
+            self._originals.problem(),
         )
-        notices = (gate.notice() if gate is not None else None, self._originals_notice())
+        notices = (gate.notice() if gate is not None else None, self._originals.notice())
         return {
             "ok": True,
             "version": __version__,
@@ -655,10 +590,10 @@ class Service:
             "paused": self._paused,
             "stopping": self._stop.is_set(),
             "problem": "; ".join(p for p in problems if p) or None,
-            "originals_waiting": sum(w.count for w in self._waiting.values()),
+            "originals_waiting": self._originals.waiting_count,
             # Not a problem (nothing to fix here, nothing retried): a note for the user.
             "notice": "; ".join(n for n in notices if n) or None,
-            "originals_left": sum(self._left.values()),
+            "originals_left": self._originals.left_count,
             "queue": {**counts, "in_flight": self._pool.in_flight()},
             # queue.done counts every job that ended well, ever; today's photos are split into those
             # with restored faces and those without a face (copied through, nothing restored).
