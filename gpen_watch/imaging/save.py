@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin, TiffImagePlugin
 
 from gpen_watch.errors import OutboxUnavailable, OutputError
-from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, remove_quietly
+from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
 from gpen_watch.imaging.formats import (
     EXPLICIT_FORMATS,
     TAG_EXIF_IFD,
@@ -391,21 +391,12 @@ def _write_synced(tmp: Path, data: bytes) -> None:
 
 
 def _publish(tmp: Path, dst: Path, data: bytes, overwrite: bool) -> None:
-    if overwrite:
-        os.replace(tmp, dst)
-        return
     try:
-        os.link(tmp, dst)  # atomic "create only if absent": no window to clobber a new file
+        publish_file(tmp, dst, overwrite=overwrite)
     except FileExistsError:
+        # Appeared meanwhile: the same bytes (a concurrent re-run) are fine, anything else is not ours.
         if not _same_content(dst, data):
             raise OutputError(f"{dst}: a different file already exists; not overwritten") from None
-    except OSError:
-        # No hard links here (FAT, some network shares): check, then rename.
-        if dst.exists() and not _same_content(dst, data):
-            raise OutputError(f"{dst}: a different file already exists; not overwritten") from None
-        os.replace(tmp, dst)
-        return
-    remove_quietly(tmp)
 
 
 def _same_content(path: Path, data: bytes) -> bool:

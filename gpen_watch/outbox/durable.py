@@ -14,11 +14,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from gpen_watch.fsutil import O_NOFOLLOW, remove_quietly
+from gpen_watch.fsutil import O_NOFOLLOW, link_no_clobber, remove_quietly
 from gpen_watch.outbox.naming import TMP_MARK, candidates
-
-# errno values meaning "this file system (or policy) does not do hard links here".
-_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS, errno.EINVAL}
 
 
 def fsync_file(path: Path) -> None:
@@ -49,16 +46,6 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _no_links(exc: OSError) -> bool:
-    return exc.errno in _NO_LINKS or getattr(exc, "winerror", None) in (1, 50)
-
-
-def _rename_no_clobber(src: Path, dst: Path) -> None:
-    if os.name != "nt" and os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, "file exists", str(dst))
-    os.rename(src, dst)  # on Windows this raises FileExistsError itself
-
-
 def place(
     src: Path,
     directory: Path,
@@ -80,16 +67,10 @@ def place(
         if before is not None and not before(dst):
             return None
         try:
-            os.link(src, dst)
+            linked = link_no_clobber(src, dst)
         except FileExistsError:
             continue
-        except OSError as exc:
-            if not _no_links(exc):
-                raise
-            try:
-                _rename_no_clobber(src, dst)
-            except FileExistsError:
-                continue
+        if not linked:  # renamed: the file has only its new name
             fsync_dir(directory)
             if Path(src).parent != directory:
                 fsync_dir(Path(src).parent)

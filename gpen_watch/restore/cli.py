@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from gpen_watch import config
 from gpen_watch.config_cli import add_config_option
 from gpen_watch.errors import InputError, OutputError
+from gpen_watch.fsutil import publish_file
 from gpen_watch.restore import engine_thread
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.options import add_restore_options, restore_overrides
@@ -220,11 +221,7 @@ def _commit(res: FileResult, final: Path, overwrite: bool) -> None:
 
         final = final.with_suffix(matching_suffix(res.format, final.suffix))
     try:
-        if overwrite:
-            os.replace(tmp, final)
-        else:
-            os.link(tmp, final)
-            os.unlink(tmp)
+        publish_file(tmp, final, overwrite=overwrite)
     except FileExistsError:
         os.unlink(tmp)
         res.ok, res.error, res.error_kind = (

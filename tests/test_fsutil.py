@@ -1,0 +1,86 @@
+"""Putting a finished file under its final name: atomically, never over someone else's file, also
+on file systems without hard links (FAT and exFAT memory cards, some network shares)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from gpen_watch import fsutil
+
+
+def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(src: object, dst: object) -> None:  # what os.link says on FAT
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(src), None, str(dst))
+
+    monkeypatch.setattr(os, "link", refuse)
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["hard links", "no hard links"])
+def test_publish_gives_the_file_its_name_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    if not links:
+        no_hard_links(monkeypatch)
+    tmp, dst = tmp_path / ".a.jpg.tmp", tmp_path / "a.jpg"
+    tmp.write_bytes(b"result")
+    fsutil.publish_file(tmp, dst)
+    assert dst.read_bytes() == b"result"
+    assert not tmp.exists()
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["hard links", "no hard links"])
+def test_publish_never_replaces_a_file_that_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    if not links:
+        no_hard_links(monkeypatch)
+    tmp, dst = tmp_path / ".a.jpg.tmp", tmp_path / "a.jpg"
+    tmp.write_bytes(b"result")
+    dst.write_bytes(b"the user's own file")
+    with pytest.raises(FileExistsError):
+        fsutil.publish_file(tmp, dst)
+    assert dst.read_bytes() == b"the user's own file"
+    assert tmp.read_bytes() == b"result"  # left for the caller to discard
+
+
+def test_publish_with_overwrite_replaces(tmp_path: Path) -> None:
+    tmp, dst = tmp_path / ".a.jpg.tmp", tmp_path / "a.jpg"
+    tmp.write_bytes(b"new")
+    dst.write_bytes(b"old")
+    fsutil.publish_file(tmp, dst, overwrite=True)
+    assert dst.read_bytes() == b"new"
+    assert not tmp.exists()
+
+
+def test_other_link_errors_are_not_taken_for_a_missing_feature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    tmp = tmp_path / ".a.jpg.tmp"
+    tmp.write_bytes(b"result")
+    with pytest.raises(OSError, match="No space"):
+        fsutil.publish_file(tmp, tmp_path / "a.jpg")
+    assert not (tmp_path / "a.jpg").exists()
+
+
+def test_restore_writes_its_results_where_there_are_no_hard_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `gpen-watch restore photos/ -o /media/card/`: it reported "cannot write" for every photo.
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.restore.cli import _commit
+
+    no_hard_links(monkeypatch)
+    tmp, final = tmp_path / ".a.jpg.gpen-tmp-1", tmp_path / "a.jpg"
+    tmp.write_bytes(b"result")
+    res = FileResult(src=tmp_path / "in.jpg", ok=True, dst=tmp, faces=1)
+    _commit(res, final, overwrite=False)
+    assert res.ok, res.error
+    assert final.read_bytes() == b"result"
