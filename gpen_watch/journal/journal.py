@@ -1,5 +1,8 @@
 """The durable job journal: every file that enters an inbox becomes a row here.
 
+Long on purpose: every SQL statement of the journal is in this one class, so the rules below
+(one short transaction per call, which writes are durable) hold in one place.
+
 Threading: a ``Journal`` holds one SQLite connection guarded by a lock, so any thread of the parent
 may call any method; each call is one short transaction. Other processes (``gpen-watch status``)
 may open the same file at the same time (WAL lets readers run beside the writer).

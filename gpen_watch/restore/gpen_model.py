@@ -1,5 +1,8 @@
 """The GPEN face-restoration generator (Yang et al., CVPR 2021) in plain PyTorch.
 
+One file on purpose, like rosinality's stylegan2-pytorch ``model.py``: the layers read top to bottom
+in the order a face goes through them, and the checkpoints' key names follow their nesting.
+
 GPEN = a conv encoder whose last feature becomes one latent, feeding a StyleGAN2 generator whose
 noise inputs are replaced by the encoder's features, *concatenated* onto every styled conv's output.
 Module and parameter names mirror upstream (yangxy/GPEN ``face_model/gpen_model.py``) so the official
