@@ -522,6 +522,7 @@ def test_prescale_with_rotation_and_alpha(tmp_path: Path) -> None:
     li = load_image(src, max_side=300)
     assert li.original_size == (800, 1200) and li.size == (200, 300)
     assert "pre-scaled from 800x1200 to 200x300" in li.notes
+    assert li.prescale_seconds > 0  # the resize is timed for the engine's "prescale" stage
 
     png = tmp_path / "alpha.png"
     Image.fromarray(np.dstack([np.asarray(astronaut(400, 200)), np.full((200, 400), 77, np.uint8)])).save(png)
@@ -534,6 +535,7 @@ def test_no_prescale_when_small_enough(tmp_path: Path) -> None:
     grace_hopper().save(src)
     li = load_image(src, max_side=600)
     assert li.scale == 1.0 and li.size == (512, 600) and li.notes == []
+    assert li.prescale_seconds == 0.0
 
 
 # --- refusals ------------------------------------------------------------------------------------

@@ -273,6 +273,21 @@ def test_prescale_and_retry_scale(tiny_models: TinyModels, landmarks: dict, tmp_
     assert (half.width, half.height) == (400, 300)
 
 
+def test_prescale_is_timed_apart_from_decode(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """The engine reports the pre-scale resize as its own stage, so the benchmark and `restore`'s
+    summary can show it without patching the loader; a photo that needs none has no such stage."""
+    src = tmp_path / "big.png"
+    cv2.imwrite(str(src), np.full((1200, 1600, 3), 128, np.uint8))
+    with _restorer(tiny_models, landmarks, max_side=800) as r:
+        (big,) = list(r.restore_files([FileJob(src, tmp_path / "a.png")]))
+        (small,) = list(r.restore_files([FileJob(photos[0], tmp_path / "b.png")]))
+    assert big.ok and small.ok
+    assert big.timings["prescale"] > 0 and big.timings["decode"] > 0
+    assert "prescale" not in small.timings and small.timings["decode"] > 0
+
+
 def test_parse_mask_path(
     tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,9 @@ class LoadedImage:
     source_id: tuple[int, int, int, int] | None = None
     # The JPEG comment (COM marker) of a JPEG source, or None: archivists keep provenance there.
     comment: bytes | None = None
+    # Seconds load_image spent in the pre-scale resize (0.0 if none), so callers can report it
+    # apart from decoding, which includes it.
+    prescale_seconds: float = 0.0
 
     @property
     def oriented(self) -> bool:
@@ -453,9 +457,12 @@ def _load_opened(path: Path, fh: IO[bytes], im: Image.Image, fmt: str, max_side:
     pixels, alpha, icc = _decode(im, fh, fmt, sixteen_bit, stored_target, notes, path)
     info = _source_info(im, fmt)  # after decoding: PNG chunks after the image data count too
     scale = 1.0
+    prescale_seconds = 0.0
     if target is not None and stored_target is not None:
         # Resize before rotating: the rotation then copies the small image, not the full one.
+        t0 = time.perf_counter()
         pixels, alpha = _resize(pixels, alpha, stored_target)
+        prescale_seconds = time.perf_counter() - t0
         scale = target[0] / original_size[0]
         notes.append(f"pre-scaled from {original_size[0]}x{original_size[1]} to {target[0]}x{target[1]}")
     pixels, alpha = _apply_orientation(pixels, alpha, orientation)
@@ -476,6 +483,7 @@ def _load_opened(path: Path, fh: IO[bytes], im: Image.Image, fmt: str, max_side:
         jpeg_subsampling=info["jpeg_subsampling"],
         orientation=orientation,
         comment=info["comment"],
+        prescale_seconds=prescale_seconds,
     )
 
 

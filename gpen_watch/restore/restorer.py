@@ -280,7 +280,9 @@ class Restorer:
             result.error, result.error_kind = f"cannot read image: {exc}", "failed"
             return work
         t1 = time.perf_counter()
-        result.timings["decode"] = t1 - t0
+        result.timings["decode"] = t1 - t0 - image.prescale_seconds
+        if image.prescale_seconds:
+            result.timings["prescale"] = image.prescale_seconds
         _note_rss(result, "decode")
         result.notes.extend(image.notes)
         result.height, result.width = image.pixels.shape[:2]
