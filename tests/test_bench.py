@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_watch.bench import solvay
-from gpen_watch.bench.known_faces import FaceTable
-from gpen_watch.bench.photos import build_photo_set, find_solvay
+from benchmarks import solvay
+from benchmarks.known_faces import FaceTable
+from benchmarks.photos import build_photo_set, find_solvay
 
 
 def test_known_faces_follow_the_photo_size(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_solvay_marks_are_inside_the_photo() -> None:
 
 @pytest.mark.timeout(120)
 def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
-    from gpen_watch.bench.cli import main
+    from benchmarks.cli import main
 
     out = tmp_path / "results"
     rc = main(

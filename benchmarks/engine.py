@@ -1,21 +1,24 @@
 """The gpen-watch engine (``Restorer``) as the benchmark runs it: known faces, instrumented stages.
 
-Used in-process by modes 2-3 (through ``gpen_watch.bench.child``) and inside the daemon's workers
-(through ``gpen_watch.bench.factory``), so the engine is built the same way in both.
+Used in-process by modes 2-3 (through ``benchmarks.child``) and inside the daemon's workers
+(through ``benchmarks.factory``), so the engine is built the same way in both.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from gpen_watch.bench.known_faces import FaceTable, KnownFaces
-from gpen_watch.bench.photos import PhotoSet
-from gpen_watch.bench.results import ModeRun
-from gpen_watch.bench.spec import RunSpec
-from gpen_watch.bench.stages import StageClock, peak_rss_mb, watch_prescale
+from benchmarks.known_faces import FaceTable, KnownFaces
+from benchmarks.photos import PhotoSet
+from benchmarks.results import ModeRun
+from benchmarks.spec import RunSpec
+from benchmarks.stages import StageClock, peak_rss_mb
 from gpen_watch.config import RestoreConfig
+
+if TYPE_CHECKING:
+    from gpen_watch.restore.restorer import Restorer
 
 
 def make_restorer(
@@ -25,11 +28,11 @@ def make_restorer(
     threads: int | None = None,
     io_threads: int | None = None,
     clock: StageClock | None = None,
-) -> Any:
+) -> Restorer:
     """A Restorer whose detector network runs but whose faces come from ``table``.
 
-    With ``clock``, the generator's and the detector's wall time are summed into it
-    ("generator", "detector") and the pre-scale resize is timed apart from decoding.
+    With ``clock``, the detector network's wall time is summed into it ("detector"); the engine
+    reports every other stage, pre-scale and generator ("restore") included, in its results.
     """
     from gpen_watch.modelstore import verify
     from gpen_watch.restore.detect import FaceDetector
@@ -39,24 +42,10 @@ def make_restorer(
     dev = resolve_device(device or cfg.device)
     net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False)
     network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
-    detector = KnownFaces(network, table)
-    restorer = Restorer(
+    detector = KnownFaces(network, table, clock)
+    return Restorer(
         cfg, device=device, threads=threads, io_threads=io_threads, download=False, detector=detector
     )
-    if clock is not None:
-        restorer.enhancer.enhance = clock.wrap("generator", restorer.enhancer.enhance)
-        network.detect = clock.wrap("detector", network.detect)  # type: ignore[method-assign]
-        watch_prescale(clock)
-    return restorer
-
-
-def split_timings(timings: dict[str, float], prescale: float) -> dict[str, float]:
-    """Engine timings with the pre-scale share moved out of "decode"."""
-    out = dict(timings)
-    if prescale:
-        out["decode"] = max(0.0, out.get("decode", 0.0) - prescale)
-        out["prescale"] = out.get("prescale", 0.0) + prescale
-    return out
 
 
 def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
@@ -83,7 +72,6 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
                 ok += 1
                 faces += res.faces
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
-    totals = split_timings(stages.totals, clock.totals.get("prescale", 0.0))
     return ModeRun(
         mode="engine",
         images=len(jobs),
@@ -91,8 +79,9 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
         faces=faces,
         wall_s=wall,
         load_s=load_s,
-        stages=totals,
-        generator_s=clock.totals.get("generator", 0.0),
+        stages=stages.totals,
+        # The engine's "restore" stage is the wall time of its generator passes, split over the faces.
+        generator_s=stages.totals.get("restore", 0.0),
         detect_s=clock.totals.get("detector", 0.0),
         cpu_s=cpu,
         rss_parent_mb=peak_rss_mb(),
@@ -113,7 +102,7 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
 
 def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
     """Mode 2: one warm process, the upstream recipe photo after photo (one face at a time, fp32)."""
-    from gpen_watch.bench.upstream import UpstreamStyle
+    from benchmarks.upstream import UpstreamStyle
 
     photos = PhotoSet.load(spec.photo_set)
     pipeline = UpstreamStyle(spec)

@@ -2,7 +2,7 @@
 
 The daemon (``gpen-watch run --no-tray``) runs as a subprocess with its own temporary user folders
 (config, state, runtime, logs), so it never meets the user's own service or files. Its workers load
-the engine through the ``GPEN_WATCH_RESTORER`` hook pointed at ``gpen_watch.bench.factory`` (the
+the engine through the ``GPEN_WATCH_RESTORER`` hook pointed at ``benchmarks.factory`` (the
 real Restorer with the photo set's known faces). Timing starts once every worker reports ready
 (models warm, as a running service is) and the photos are renamed into the inbox all at once; it
 ends when the last result appears in the outbox. The watcher's settle time (watch.settle_seconds,
@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from gpen_watch.bench.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
-from gpen_watch.bench.photos import PhotoSet
-from gpen_watch.bench.results import ModeRun
-from gpen_watch.bench.runner import BenchError, child_env
-from gpen_watch.bench.spec import RunSpec
-from gpen_watch.bench.stages import peak_rss_mb
+from benchmarks.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
+from benchmarks.photos import PhotoSet
+from benchmarks.results import ModeRun
+from benchmarks.runner import BenchError, child_env
+from benchmarks.spec import RunSpec
+from benchmarks.stages import peak_rss_mb
 
 _READY_TIMEOUT_S = 300.0
 

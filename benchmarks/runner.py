@@ -1,6 +1,6 @@
 """Starting the measured runs from the benchmark's parent process.
 
-Mode 1 is a loop starting ``gpen_watch.bench.upstream`` once per photo, like upstream's
+Mode 1 is a loop starting ``benchmarks.upstream`` once per photo, like upstream's
 ``batch_infer.sh``: one process at a time on CPU, round-robin over the GPUs (one process per GPU at
 a time) when there are any. Modes 2 and 3 run in one fresh child process each.
 """
@@ -15,9 +15,9 @@ import time
 from collections import deque
 from pathlib import Path
 
-from gpen_watch.bench.photos import PhotoSet
-from gpen_watch.bench.results import ModeRun
-from gpen_watch.bench.spec import RunSpec
+from benchmarks.photos import PhotoSet
+from benchmarks.results import ModeRun
+from benchmarks.spec import RunSpec
 
 
 class BenchError(RuntimeError):
@@ -26,8 +26,8 @@ class BenchError(RuntimeError):
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    # The children must import this checkout's gpen_watch even when it is not installed.
-    root = str(Path(__file__).resolve().parents[2])
+    # The children import this checkout's gpen_watch and benchmarks (the wheel has no benchmarks).
+    root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})
     return env
@@ -36,7 +36,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run_in_child(mode: str, spec_path: Path, out_dir: Path, work: Path, timeout: float) -> ModeRun:
     """Mode 2 or 3 in a fresh process."""
     result = work / f"{mode}-{time.monotonic_ns()}.json"
-    cmd = [sys.executable, "-m", "gpen_watch.bench.child", mode, str(spec_path), str(out_dir), str(result)]
+    cmd = [sys.executable, "-m", "benchmarks.child", mode, str(spec_path), str(out_dir), str(result)]
     proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or not result.exists():
         raise BenchError(f"{mode} run failed (exit {proc.returncode}):\n{_tail(proc.stderr)}")
@@ -62,7 +62,7 @@ def run_upstream(spec: RunSpec, spec_path: Path, out_dir: Path, gpus: list[int],
                 cmd = [
                     sys.executable,
                     "-m",
-                    "gpen_watch.bench.upstream",
+                    "benchmarks.upstream",
                     str(spec_path),
                     str(photo.path),
                     str(out_dir / photo.path.name),

@@ -24,10 +24,10 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gpen_watch.bench.known_faces import FaceTable, KnownFaces  # noqa: E402
-from gpen_watch.bench.photos import PhotoSet  # noqa: E402
-from gpen_watch.bench.spec import RunSpec  # noqa: E402
-from gpen_watch.bench.stages import StageClock, peak_rss_mb  # noqa: E402
+from benchmarks.known_faces import FaceTable, KnownFaces  # noqa: E402
+from benchmarks.photos import PhotoSet  # noqa: E402
+from benchmarks.spec import RunSpec  # noqa: E402
+from benchmarks.stages import StageClock, peak_rss_mb  # noqa: E402
 
 
 class UpstreamStyle:
@@ -128,7 +128,7 @@ class _FullFrame:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m gpen_watch.bench.upstream SPEC SRC DST``: one photo, one process (mode 1)."""
+    """``python -m benchmarks.upstream SPEC SRC DST``: one photo, one process (mode 1)."""
     spec_path, src, dst = argv
     spec = RunSpec.load(Path(spec_path))
     pipeline = UpstreamStyle(spec)

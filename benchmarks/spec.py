@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpen_watch.bench.models import BenchModels
+from benchmarks.models import BenchModels
 
 
 @dataclass

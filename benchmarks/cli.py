@@ -1,4 +1,4 @@
-"""``python -m gpen_watch.bench``: build the photo set and models, run the modes interleaved, report.
+"""``python -m benchmarks``: build the photo set and models, run the modes interleaved, report.
 
 Every mode sees the same photos and the same model files. Runs are interleaved (the order of the
 modes rotates each round) so background load on a shared machine hits every mode alike, and the
@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.bench import report
-from gpen_watch.bench.photos import build_photo_set, find_solvay
-from gpen_watch.bench.results import ModeRun, ModeSummary
-from gpen_watch.bench.spec import RunSpec
+from benchmarks import report
+from benchmarks.photos import build_photo_set, find_solvay
+from benchmarks.results import ModeRun, ModeSummary
+from benchmarks.spec import RunSpec
 
 MODES = ("upstream", "warm-loop", "engine", "daemon")
 FACES_NOTE = (
@@ -32,7 +32,7 @@ FACES_NOTE = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gpen_watch.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small CI-sized run: 3 photos of 2 MP, one round")
     p.add_argument(
         "--model-size", type=int, choices=[256, 512], help="GPEN-BFR size (default: 256 on CPU, 512 on GPU)"
@@ -108,7 +108,7 @@ def _run(
     modes: list[str],
     worker_counts: list[int],
 ) -> int:
-    from gpen_watch.bench.models import write_models
+    from benchmarks.models import write_models
 
     what = "tiny test models" if args.tiny else f"GPEN-BFR-{size} and RetinaFace-R50 models"
     print(f"building {images} photos of ~{megapixels:g} MP and {what} with random weights in {work}")
@@ -174,13 +174,13 @@ def _expand(modes: list[str], worker_counts: list[int]) -> list[str]:
 
 
 def _run_one(mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: float, tag: str) -> ModeRun:
-    from gpen_watch.bench import runner
+    from benchmarks import runner
 
     out_dir = spec.out_root / tag / mode
     if mode == "upstream":
         return runner.run_upstream(spec, work / "spec.json", out_dir, gpus, timeout)
     if mode.startswith("daemon-"):
-        from gpen_watch.bench.daemon_mode import run_daemon
+        from benchmarks.daemon_mode import run_daemon
 
         return run_daemon(spec, work / "daemon" / tag / mode, int(mode.split("-")[1].rstrip("w")), timeout)
     return runner.run_in_child(mode, work / "spec.json", out_dir, work, timeout)
@@ -223,7 +223,7 @@ def _meta(
         "faces_total": photos.total_faces,
         "repeat": args.repeat,
         "notes": [FACES_NOTE, *photos.notes],
-        "command": " ".join(["python -m gpen_watch.bench", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
     }
 
 

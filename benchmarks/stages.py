@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 STAGES = ("decode", "prescale", "detect", "align", "restore", "paste", "encode")
 
@@ -31,32 +29,6 @@ class StageClock:
             yield
         finally:
             self.add(stage, time.perf_counter() - t0)
-
-    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            with self.time(stage):
-                return fn(*args, **kwargs)
-
-        return timed
-
-
-def watch_prescale(clock: StageClock) -> bool:
-    """Time the engine's pre-scale resize separately from decoding.
-
-    The engine reports decode and pre-scale as one "decode" time (both happen inside load_image).
-    The benchmark wants them apart, so it wraps the loader's private resize helper for this process
-    only. Returns False (pre-scale stays inside decode) if the loader has changed shape.
-    """
-    from gpen_watch.imaging import load
-
-    resize = getattr(load, "_resize", None)
-    if resize is None or getattr(resize, "_bench_timed", False):
-        return resize is not None
-    timed = clock.wrap("prescale", resize)
-    timed._bench_timed = True  # type: ignore[attr-defined]
-    load._resize = timed  # type: ignore[attr-defined]
-    return True
 
 
 def peak_rss_mb(pid: int | str = "self") -> float | None:

@@ -4,7 +4,7 @@ Real face geometry (reference landmarks of skimage's astronaut), GPEN's alignmen
 paste-back mask and region. The restored face itself needs the GPEN weights, which this figure does
 not pretend to have: the crop is pasted back unchanged (the identity round trip the tests check).
 
-    python docs/make_pipeline_figure.py
+    python -m benchmarks.make_pipeline_figure
 """
 
 from __future__ import annotations

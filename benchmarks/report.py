@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.bench.results import ModeSummary
-from gpen_watch.bench.stages import STAGES
+from benchmarks.results import ModeSummary
+from benchmarks.stages import STAGES
 
 BASELINE = "upstream"
 LABELS = {

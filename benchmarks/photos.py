@@ -87,7 +87,7 @@ def load_sources(solvay: Path | None = None) -> tuple[list[Source], list[str]]:
     sources: list[Source] = []
     path = solvay if solvay is not None else find_solvay()
     if path is not None and path.is_file():
-        from gpen_watch.bench import solvay as solvay_faces
+        from benchmarks import solvay as solvay_faces
 
         img = cv2.imread(str(path), cv2.IMREAD_COLOR)
         if img is not None and (img.shape[1], img.shape[0]) == solvay_faces.SIZE_WH:

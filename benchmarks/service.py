@@ -1,6 +1,6 @@
 """The service's own costs: idle CPU and memory of the parent, and drop-to-start latency.
 
-    python -m gpen_watch.bench.service [--idle 30] [--drops 5] [--out results/service-<date>]
+    python -m benchmarks.service [--idle 30] [--drops 5] [--out results/service-<date>]
 
 Runs a real ``gpen-watch run --no-tray`` (tiny random-weight models: the figures here are about
 the service, not the model), waits for its worker to be warm, then
@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpen_watch.bench.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_ready
-from gpen_watch.bench.models import write_models
-from gpen_watch.bench.runner import child_env
+from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_ready
+from benchmarks.models import write_models
+from benchmarks.runner import child_env
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -46,9 +46,7 @@ def rss_mb(pid: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m gpen_watch.bench.service", description=__doc__.splitlines()[0]
-    )
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.service", description=__doc__.splitlines()[0])
     ap.add_argument("--idle", type=float, default=30.0, help="seconds of idle sampling")
     ap.add_argument("--drops", type=int, default=5, help="single-photo drops for the latency figure")
     ap.add_argument("--settle", type=float, default=1.0, help="watch.settle_seconds")

@@ -1,4 +1,4 @@
-"""``python -m gpen_watch.bench.gpu``: the prepared GPU measurements, in one call of a few minutes.
+"""``python -m benchmarks.gpu``: the prepared GPU measurements, in one call of a few minutes.
 
 Not run on the development machine (no GPU there); written so a session with a GPU can run it once
 and paste the result into docs/benchmarks.md. Everything is measured in order of importance and
@@ -289,11 +289,11 @@ def detector(rec: Recorder, budget: Budget) -> None:
 
 
 def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model_only: float) -> None:
-    from gpen_watch.bench import runner
-    from gpen_watch.bench.daemon_mode import run_daemon
-    from gpen_watch.bench.models import write_models
-    from gpen_watch.bench.photos import build_photo_set, find_solvay
-    from gpen_watch.bench.spec import RunSpec
+    from benchmarks import runner
+    from benchmarks.daemon_mode import run_daemon
+    from benchmarks.models import write_models
+    from benchmarks.photos import build_photo_set, find_solvay
+    from benchmarks.spec import RunSpec
 
     if budget.left() < 120:
         rec.add("skipped", {"what": "end-to-end", "why": "budget"})
@@ -410,7 +410,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpen_watch.bench.gpu", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("results") / f"gpu-{dt.date.today().isoformat()}")
     p.add_argument("--budget", type=float, default=420, help="seconds for everything (default 420)")
     p.add_argument("--images", type=int, default=24, help="12 MP photos for the end-to-end run (default 24)")

@@ -1,4 +1,4 @@
-"""``python -m gpen_watch.bench.child MODE SPEC OUTDIR RESULT``: run one in-process mode in a fresh process.
+"""``python -m benchmarks.child MODE SPEC OUTDIR RESULT``: run one in-process mode in a fresh process.
 
 A fresh process per measured run: each mode starts from a clean heap and allocator state (the
 engine tunes glibc malloc for CPU inference, which would otherwise leak into the next mode) and
@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from gpen_watch.bench.engine import run_engine, run_warm
-from gpen_watch.bench.spec import RunSpec
+from benchmarks.engine import run_engine, run_warm
+from benchmarks.spec import RunSpec
 
 RUNNERS = {"warm-loop": run_warm, "engine": run_engine}
 
