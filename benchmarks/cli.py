@@ -198,7 +198,7 @@ def _headline(summaries: list[ModeSummary]) -> str:
 
 def _meta(
     args: argparse.Namespace, device: str, size: int, photos: Any, started: float, spec: RunSpec
-) -> dict:
+) -> dict[str, Any]:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
 from benchmarks.photos import PhotoSet
@@ -164,7 +165,7 @@ def _command(
     return cmd
 
 
-def _status(env: dict[str, str]) -> dict | None:
+def _status(env: dict[str, str]) -> dict[str, Any] | None:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "gpen_watch", "status", "--json"],
@@ -179,7 +180,7 @@ def _status(env: dict[str, str]) -> dict | None:
     return data if data.get("ok") else None
 
 
-def _wait_ready(proc: subprocess.Popen, env: dict[str, str], root: Path) -> dict:
+def _wait_ready(proc: subprocess.Popen[bytes], env: dict[str, str], root: Path) -> dict[str, Any]:
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -195,7 +196,7 @@ def _wait_ready(proc: subprocess.Popen, env: dict[str, str], root: Path) -> dict
 
 
 def _wait_outputs(
-    proc: subprocess.Popen, folders: dict[str, Path], names: list[str], deadline: float, root: Path
+    proc: subprocess.Popen[bytes], folders: dict[str, Path], names: list[str], deadline: float, root: Path
 ) -> tuple[int, int]:
     """(results landed, photos failed) once every photo has one or the other."""
     wanted = set(names)
@@ -221,7 +222,7 @@ def _present(folder: Path, wanted: set[str]) -> int:
     return found
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is not None:
         return
     proc.send_signal(signal.SIGTERM)

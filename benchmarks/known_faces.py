@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from benchmarks.photos import FaceMarks
 from benchmarks.stages import StageClock
 from gpen_watch.restore.detect import Face, Prepared
 
@@ -26,7 +27,7 @@ class _Detector(Protocol):
 class FaceTable:
     """Known faces per photo source, looked up by aspect ratio (sources are chosen to differ)."""
 
-    def __init__(self, faces: dict[str, tuple[float, list]]) -> None:
+    def __init__(self, faces: FaceMarks) -> None:
         self._entries = [(aspect, np.asarray(lm, np.float32)) for aspect, lm in faces.values()]
 
     def faces_for(self, height: int, width: int) -> list[Face]:

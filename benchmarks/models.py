@@ -10,9 +10,12 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from gpen_watch.restore.gpen_config import GPENConfig
 
 # A GPEN small enough for the benchmark's own test: size 64, 1/16 of the channels.
-TINY_GPEN = dict(size=64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.0625)
+TINY_GPEN = GPENConfig(size=64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.0625)
 
 
 @dataclass(frozen=True)
@@ -23,11 +26,11 @@ class BenchModels:
     use_parse: bool
     size: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "model_dir": str(self.model_dir)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> BenchModels:
+    def from_dict(cls, data: dict[str, Any]) -> BenchModels:
         return cls(**{**data, "model_dir": Path(data["model_dir"])})
 
 
@@ -36,14 +39,14 @@ def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool 
     import torch
 
     from gpen_watch.modelstore import registry
-    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, GPENConfig, build_gpen
+    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     if tiny:
         gpen_path = folder / "bench-tiny-gpen-64.pth"
-        torch.save(build_gpen(GPENConfig(**TINY_GPEN)).state_dict(), gpen_path)
-        gpen, size = str(gpen_path), TINY_GPEN["size"]
+        torch.save(build_gpen(TINY_GPEN).state_dict(), gpen_path)
+        gpen, size = str(gpen_path), TINY_GPEN.size
     else:
         gpen = f"GPEN-BFR-{size}"
         torch.save(build_gpen(GPEN_CONFIGS[gpen]).state_dict(), folder / registry.get_spec(gpen).filename)

@@ -26,6 +26,11 @@ _JPEG_QUALITY = 92
 _GRAIN_SIGMA = 4.0
 
 
+# Source name -> (aspect w/h, per face the 5 landmarks as [x, y] normalised to [0, 1] of width and
+# height): JSON-able, so the photo set travels to the measured processes as a file.
+FaceMarks = dict[str, tuple[float, list[list[list[float]]]]]
+
+
 @dataclass(frozen=True)
 class Source:
     name: str
@@ -46,8 +51,7 @@ class Photo:
 class PhotoSet:
     folder: Path
     photos: list[Photo]
-    # Source name -> (aspect w/h, landmarks normalised to [0, 1] of width and height).
-    faces: dict[str, tuple[float, list]]
+    faces: FaceMarks
     notes: list[str]
 
     @property
@@ -107,8 +111,12 @@ def load_sources(solvay: Path | None = None) -> tuple[list[Source], list[str]]:
     )
     import matplotlib.cbook
 
-    hopper = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
-    sources.append(Source("grace-hopper", hopper, np.array([_HOPPER_FACE], np.float32)))
+    hopper_path = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+    hopper = cv2.imread(str(hopper_path))
+    if hopper is not None:
+        sources.append(Source("grace-hopper", hopper, np.array([_HOPPER_FACE], np.float32)))
+    else:
+        notes.append(f"{hopper_path}: cannot be read; Grace Hopper's portrait left out")
     return sources, notes
 
 
@@ -129,7 +137,7 @@ def build_photo_set(folder: Path, count: int, megapixels: float, solvay: Path | 
         cv2.imwrite(str(path), pixels, [cv2.IMWRITE_JPEG_QUALITY, _JPEG_QUALITY])
         h, w = pixels.shape[:2]
         photos.append(Photo(path, src.name, w, h, len(src.landmarks)))
-    faces = {}
+    faces: FaceMarks = {}
     for src in sources:
         h, w = src.bgr.shape[:2]
         faces[src.name] = (w / h, (src.landmarks / np.array([w, h], np.float32)).round(5).tolist())

@@ -99,7 +99,7 @@ def write_json(path: Path, summaries: list[ModeSummary], meta: dict[str, Any]) -
                     for k in ("images_per_s", "faces_per_s", "wall_s", "generator_busy")
                 },
                 "best_images_per_s": round(m.spread("images_per_s")[1], 4),
-                "ratio_to_upstream": round(ratio[m.mode], 3) if ratio[m.mode] is not None else None,
+                "ratio_to_upstream": round(r, 3) if (r := ratio[m.mode]) is not None else None,
                 "stage_s_per_image": {k: round(v, 4) for k, v in m.stage_per_image().items()},
                 "peak_rss_mb": dict(zip(("parent", "worker"), m.peak_rss())),
                 "rss_at_stage_end_mb": m.stage_rss(),
@@ -132,7 +132,8 @@ def plot(path: Path, summaries: list[ModeSummary], title: str) -> None:
     ax1.set_xlabel("images/s (median; bars: min-max)")
     ax1.set_xlim(0, max(ips) * 1.45 if ips else 1)
     left = [0.0] * len(summaries)
-    colours = plt.get_cmap("tab10").colors
+    tab10 = plt.get_cmap("tab10")
+    colours = [tab10(i) for i in range(tab10.N)]
     for k, stage in enumerate(_TABLE_STAGES):
         widths = [m.stage_per_image().get(stage, 0.0) for m in summaries]
         if not any(widths):

@@ -65,7 +65,7 @@ class ModeSummary:
     runs: list[ModeRun]
 
     def median(self, attr: str) -> float:
-        return statistics.median(getattr(r, attr) for r in self.runs)
+        return float(statistics.median(getattr(r, attr) for r in self.runs))
 
     def spread(self, attr: str) -> tuple[float, float]:
         values = [getattr(r, attr) for r in self.runs]

@@ -14,6 +14,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from benchmarks.photos import PhotoSet
 from benchmarks.results import ModeRun
@@ -47,10 +48,10 @@ def run_upstream(spec: RunSpec, spec_path: Path, out_dir: Path, gpus: list[int],
     """Mode 1: one fresh process per photo."""
     photos = PhotoSet.load(spec.photo_set).photos
     out_dir.mkdir(parents=True, exist_ok=True)
-    lanes = [str(g) for g in gpus] or [None]
+    lanes: list[str | None] = [str(g) for g in gpus] or [None]
     todo = deque(photos)
     running: dict[str | None, tuple[subprocess.Popen[str], float]] = {}
-    reports: list[dict] = []
+    reports: list[dict[str, Any]] = []
     walls: list[float] = []
     t0 = time.perf_counter()
     deadline = t0 + timeout

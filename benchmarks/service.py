@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_ready
 from benchmarks.models import write_models
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(root: Path, args: argparse.Namespace) -> dict:
+def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     models = write_models(root / "models", tiny=True)
     folders = _folders(root)
     env = child_env(_user_dirs(folders["home"]))
@@ -156,7 +157,7 @@ def _started(journal: Path, name: str) -> float:
     return float(row[0])
 
 
-def _print(r: dict) -> None:
+def _print(r: dict[str, Any]) -> None:
     med = statistics.median
     print(f"service benchmark, {r['date']}, {r['cores']} cores (tiny models: service costs only)")
     print(f"  workers ready after start      {r['ready_s']:.1f} s")

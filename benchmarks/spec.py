@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.models import BenchModels
+from gpen_watch.config import Precision, RestoreConfig
 
 
 @dataclass
@@ -28,7 +29,7 @@ class RunSpec:
     io_threads: int | None = None
     jpeg_quality: int = 95
     # The engine's restore.precision (modes 3-4); modes 1-2 are always fp32, like upstream.
-    precision: str = "auto"
+    precision: Precision = "auto"
     # The engine's restore.memory_mb (modes 3-4); 0: its own choice.
     memory_mb: int = 0
 
@@ -47,10 +48,8 @@ class RunSpec:
         data["out_root"] = Path(data["out_root"])
         return cls(**data)
 
-    def restore_config(self):
+    def restore_config(self) -> RestoreConfig:
         """The engine's RestoreConfig for these models and knobs (everything else at its default)."""
-        from gpen_watch.config import RestoreConfig
-
         m = self.models
         return RestoreConfig(
             model=m.gpen,
@@ -61,6 +60,6 @@ class RunSpec:
             face_batch=self.face_batch,
             max_side=self.max_side,
             detect_max_side=self.detect_max_side,
-            precision=self.precision,  # type: ignore[arg-type]
+            precision=self.precision,
             memory_mb=self.memory_mb,
         )

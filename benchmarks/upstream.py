@@ -124,7 +124,8 @@ class _FullFrame:
             return self.img
         m = np.clip(self.mask, 0.0, 1.0)[..., None]
         out = self.img.astype(np.float32) * (1.0 - m) + self.face.astype(np.float32) * m
-        return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+        blended: np.ndarray = np.clip(out + 0.5, 0, 255).astype(np.uint8)
+        return blended
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import cv2
 import numpy as np
@@ -52,6 +52,14 @@ class Prepared:
     small: np.ndarray  # (h, w, 3) BGR uint8, long side at most max_side
     scale: float  # small size / original size (<= 1)
     shape: tuple[int, int]  # the original image's (H, W), like an image array's shape[:2]
+
+
+class Detector(Protocol):
+    """What the engine asks of a detector: ``FaceDetector``, or a stand-in that reports known faces
+    (tests, benchmarks). The engine also calls a ``prepare`` method like ``FaceDetector``'s on its
+    decode threads when the detector has one."""
+
+    def detect(self, images: Sequence[np.ndarray | Prepared]) -> list[list[Face]]: ...
 
 
 class FaceDetector:

@@ -32,7 +32,7 @@ from gpen_watch.imaging.save import copy_source, output_format, save_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, memory, paste
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Face, FaceDetector, Prepared
+from gpen_watch.restore.detect import Detector, Face, FaceDetector, Prepared
 from gpen_watch.restore.device import (
     Placement,
     auto_face_batch,
@@ -74,7 +74,7 @@ class Restorer:
         threads: int | None = None,
         io_threads: int | None = None,
         download: bool = True,
-        detector: FaceDetector | None = None,
+        detector: Detector | None = None,
     ) -> None:
         from gpen_watch.modelstore import verify
 
