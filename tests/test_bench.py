@@ -85,6 +85,22 @@ def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
     assert "RSS MB at stage end, (3) gpen-watch engine" in (out / "table.txt").read_text()
 
 
+def test_engine_mode_takes_prescale_from_the_engines_timings(tmp_path: Path) -> None:
+    """The pre-scale column comes from the engine's own FileResult.timings, not from a patched loader."""
+    from benchmarks.engine import run_engine
+    from benchmarks.models import write_models
+    from benchmarks.spec import RunSpec
+
+    photos = build_photo_set(tmp_path / "p", 2, 0.3, solvay=tmp_path / "absent.png")
+    photos.save(tmp_path / "photos.json")
+    models = write_models(tmp_path / "models", tiny=True)
+    spec = RunSpec(models, tmp_path / "photos.json", tmp_path / "out", max_side=256, threads=2, io_threads=1)
+    run = run_engine(spec, tmp_path / "out")
+    assert run.ok == 2 and run.faces == 2  # the known faces follow the photos down to 256 px
+    assert run.stages["prescale"] > 0 and run.stages["decode"] > 0
+    assert run.generator_s == run.stages["restore"] > 0
+
+
 def test_prepared_detection_equals_direct_detection() -> None:
     """The engine shrinks photos for the detector on its decode threads (``prepare``); the benchmark
     counts on that path costing and finding the same as ``detect`` on the photo itself."""
