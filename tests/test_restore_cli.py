@@ -289,3 +289,15 @@ def test_a_closed_pipe_does_not_cut_the_batch_short(
     assert proc.returncode == 1  # one input failed, as the summary nobody read would have said
     assert len([p for p in out.rglob("*") if p.is_file()]) == 5
     assert not list(out.rglob(".*gpen-tmp*"))
+
+
+def test_summary_lists_the_prescale_stage() -> None:
+    """Pre-scaling is timed apart from decoding now; the summary keeps showing that time."""
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.restore.cli import summary
+
+    res = FileResult(
+        src=Path("big.jpg"), ok=True, faces=1, timings={"decode": 0.2, "prescale": 0.4, "restore": 1.0}
+    )
+    line = next(x for x in summary([res], [], 2.0, 3.0, 1.0).splitlines() if x.startswith("stage totals"))
+    assert line == "stage totals: decode 0.2 s, prescale 0.4 s, restore 1.0 s"
