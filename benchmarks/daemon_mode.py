@@ -75,7 +75,8 @@ def run_daemon(
     finally:
         _stop(proc)
         log.close()
-    stages, generator, detector, ok, faces = read_worker_logs(folders["measure"])
+    # The photos counted ok are the results that landed in the outbox.
+    stages, generator, detector, _logged_ok, faces = read_worker_logs(folders["measure"])
     notes = [f"{failed} photo(s) failed"] if failed else []
     return ModeRun(
         mode=f"daemon-{workers}w",
@@ -94,7 +95,7 @@ def run_daemon(
             "workers": len(status.get("workers", [])),
             "threads_per_worker": [w.get("threads") for w in status.get("workers", [])],
             "in_flight_per_worker": [w.get("in_flight_cap") for w in status.get("workers", [])],
-            **{k: v for k, v in (sets or {}).items()},
+            **(sets or {}),
         },
         notes=notes,
     )

@@ -80,7 +80,7 @@ def _stage_rss_lines(summaries: list[ModeSummary]) -> list[str]:
         if per:
             cells = [f"{s} {per[s]:.0f}" for s in (*STAGES, "peak") if s in per]
             lines.append(f"RSS MB at stage end, {label(m.mode)}: " + ", ".join(cells))
-    return [""] + lines if lines else []
+    return ["", *lines] if lines else []
 
 
 def _mb(value: float | None) -> str:
