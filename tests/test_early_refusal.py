@@ -14,7 +14,8 @@ from service_harness import services_fixture
 from test_daemon import Service, drop, files
 from test_imaging import png_with_declared_size
 
-from gpen_watch.imaging.load import ImageInputError, header_refusal, load_image
+from gpen_watch.imaging.errors import ImageInputError
+from gpen_watch.imaging.load import header_refusal, load_image
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 

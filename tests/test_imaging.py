@@ -21,18 +21,18 @@ from PIL import Image, ImageCms, ImageFile, JpegImagePlugin
 from skimage import data
 
 from gpen_watch.errors import InputError, OutboxUnavailable, OutputError
+from gpen_watch.imaging import identify
 from gpen_watch.imaging import load as load_mod
-from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
-from gpen_watch.imaging.load import (
+from gpen_watch.imaging.errors import (
     BrokenImageError,
     EmptyFileError,
     ImageTooLargeError,
-    LoadedImage,
     NotAnImageError,
     UnsupportedFormatError,
-    load_image,
-    probe_image,
 )
+from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
+from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
+from gpen_watch.imaging.metadata import estimate_jpeg_quality
 from gpen_watch.imaging.save import output_format, save_image
 
 TAG_MAKE, TAG_MODEL, TAG_DATETIME, TAG_ORIENTATION = 0x010F, 0x0110, 0x0132, 0x0112
@@ -358,7 +358,7 @@ def test_jpeg_quality_and_subsampling_are_read_and_kept(tmp_path: Path) -> None:
     assert li.jpeg_quality == 80 and li.jpeg_subsampling == 1
     out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", jpeg_quality=93))
     assert JpegImagePlugin.get_sampling(out) == 1
-    assert load_mod._estimate_jpeg_quality(out.quantization) == 93
+    assert estimate_jpeg_quality(out.quantization) == 93
 
 
 # --- metadata ------------------------------------------------------------------------------------
@@ -691,7 +691,7 @@ def test_fifo_swapped_in_after_the_check_is_not_waited_on(
 
     fifo = tmp_path / "pipe.jpg"
     os.mkfifo(fifo)
-    monkeypatch.setattr(load_mod, "_check_path", lambda path: None)  # the swap happens right after it
+    monkeypatch.setattr(load_mod, "check_path", lambda path: None)  # the swap happens right after it
     outcome: list[BaseException] = []
 
     def load() -> None:
@@ -716,7 +716,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_heic_without_pillow_heif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(load_mod, "_heif_registered", False)  # as if pillow-heif were absent
+    monkeypatch.setattr(identify, "_heif_registered", False)  # as if pillow-heif were absent
     src = tmp_path / "iphone.heic"
     src.write_bytes(struct.pack(">I", 24) + b"ftypheic" + bytes(4) + b"mif1heic" + bytes(200))
     with pytest.raises(UnsupportedFormatError) as err:

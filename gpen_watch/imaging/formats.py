@@ -35,6 +35,9 @@ RAW_EXTENSIONS = frozenset(
     }
 )
 
+# Pillow modes of one channel (and LA: gray with alpha).
+GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N"})
+
 # output.format (and --format) -> the Pillow format written.
 EXPLICIT_FORMATS = {
     "jpeg": "JPEG",

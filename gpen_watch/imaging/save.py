@@ -29,6 +29,7 @@ from gpen_watch.errors import OutboxUnavailable, OutputError
 from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
 from gpen_watch.imaging.formats import (
     EXPLICIT_FORMATS,
+    GRAY_MODES,
     TAG_EXIF_IFD,
     TAG_GPS_IFD,
     TAG_MAKERNOTE,
@@ -36,7 +37,7 @@ from gpen_watch.imaging.formats import (
     TAG_PIXEL_X,
     TAG_PIXEL_Y,
 )
-from gpen_watch.imaging.load import GRAY_MODES, LoadedImage, open_unchanged
+from gpen_watch.imaging.load import LoadedImage, open_unchanged
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 if TYPE_CHECKING:
-    from gpen_watch.imaging.load import ImageInputError
+    from gpen_watch.imaging.errors import ImageInputError
 
 log = logging.getLogger(__name__)
 

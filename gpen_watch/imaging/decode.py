@@ -1,0 +1,244 @@
+"""Pixels of an identified image: OpenCV for YCbCr/gray JPEGs (with DCT-domain downscaling) and
+16-bit colour PNG/TIFF (Pillow keeps only 8 bits of those), Pillow for everything else; CMYK
+through its ICC profile, orientation applied, pre-scaling with INTER_AREA."""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from gpen_watch.imaging.errors import UnsupportedFormatError
+from gpen_watch.imaging.formats import GRAY_MODES, TAG_ORIENTATION
+
+
+def decode_pixels(
+    im: Image.Image,
+    fh: IO[bytes],
+    fmt: str,
+    sixteen_bit: bool,
+    stored_target: tuple[int, int] | None,
+    notes: list[str],
+    path: Path,
+) -> tuple[np.ndarray, np.ndarray | None, bytes | None]:
+    """(BGR pixels in stored orientation, alpha, ICC profile describing the pixels)."""
+    header_icc = im.info.get("icc_profile") or None
+    if sixteen_bit:
+        pixels, alpha = _decode_16bit_colour(fh, fmt)
+        return pixels, alpha, header_icc
+    if fmt == "JPEG" and im.mode in ("RGB", "L"):
+        decoded = _decode_jpeg_opencv(fh, im.size, stored_target)
+        if decoded is not None:
+            return decoded, None, header_icc
+    if fmt == "JPEG" and stored_target is not None:
+        # DCT-domain downscale: decodes at 1/2, 1/4 or 1/8 while staying >= the target.
+        im.draft(None, stored_target)
+    return _decode_pillow(im, path, notes)
+
+
+def _dct_factor(size: tuple[int, int], target: tuple[int, int] | None) -> int:
+    """Largest JPEG DCT scale-down (8, 4, 2) that keeps both sides >= target (Pillow draft's rule)."""
+    if target is None:
+        return 1
+    fit = min(size[0] // target[0], size[1] // target[1])
+    return next((f for f in (8, 4, 2) if fit >= f), 1)
+
+
+_CV2_REDUCED = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+                8: cv2.IMREAD_REDUCED_COLOR_8}  # fmt: skip
+
+
+def _decode_jpeg_opencv(
+    fh: IO[bytes], size: tuple[int, int], stored_target: tuple[int, int] | None
+) -> np.ndarray | None:
+    """YCbCr/gray JPEG straight to BGR with OpenCV, or None to let Pillow decide.
+
+    Same libjpeg-turbo decode as Pillow (pixel-identical here) but into a BGR array directly:
+    Pillow's array export alone costs about as much as the decode (12 MP: 118 ms -> 57 ms).
+    OpenCV pads a truncated JPEG with grey and only logs a warning, so it is used only for a file
+    that ends with the EOI marker; anything else (truncated, data after EOI) goes to Pillow, which
+    refuses truncated data.
+    """
+    fh.seek(0)
+    raw = fh.read()
+    if not raw[-256:].rstrip(b"\x00\r\n ").endswith(b"\xff\xd9"):
+        return None
+    factor = _dct_factor(size, stored_target)
+    flags = _CV2_REDUCED[factor] | cv2.IMREAD_IGNORE_ORIENTATION  # orientation: applied by us
+    arr = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
+    if arr is None or arr.ndim != 3:
+        return None
+    return arr
+
+
+def target_size(size: tuple[int, int], max_side: int) -> tuple[int, int] | None:
+    w, h = size
+    if max_side <= 0 or max(w, h) <= max_side:
+        return None
+    s = max_side / max(w, h)
+    return max(1, round(w * s)), max(1, round(h * s))
+
+
+def is_16bit_colour(im: Image.Image) -> bool:
+    """Pillow opens 16-bit RGB(A)/LA PNG and TIFF but keeps only 8 bits; OpenCV keeps 16."""
+    # ImageFile.tile: what the decoder will do; the base Image class (the stubs' type) has none.
+    tile = getattr(im, "tile", None) or []
+    if im.mode in GRAY_MODES - {"LA"} or im.format not in ("PNG", "TIFF") or len(tile) == 0:
+        return False
+    args = tile[0].args
+    rawmode = args[0] if isinstance(args, tuple) else args
+    return isinstance(rawmode, str) and ";16" in rawmode
+
+
+def _decode_16bit_colour(fh: IO[bytes], fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
+    fh.seek(0)
+    raw = bytearray(fh.read())
+    if fmt == "TIFF":
+        # OpenCV's TIFF reader half-applies the Orientation tag even with IMREAD_UNCHANGED (seen
+        # with OpenCV 5.0): hand it the stored layout and rotate here as for every other format.
+        _neutralise_tiff_orientation(raw)
+    # IMREAD_UNCHANGED keeps 16 bits and alpha (and ignores a PNG's EXIF orientation).
+    arr = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+    if arr is None or arr.dtype != np.uint16:
+        raise OSError("OpenCV could not decode the 16-bit image data (truncated or corrupt)")
+    if arr.ndim == 2:
+        arr = cv2.cvtColor(arr, cv2.COLOR_GRAY2BGR)
+    if arr.shape[2] == 4:
+        return np.ascontiguousarray(arr[:, :, :3]), np.ascontiguousarray(arr[:, :, 3])
+    return arr, None
+
+
+def _neutralise_tiff_orientation(buf: bytearray) -> None:
+    """Set Orientation to 1 in IFD0 of a classic or Big TIFF, in place."""
+    order = {b"II": "<", b"MM": ">"}.get(bytes(buf[:2]))
+    if order is None or len(buf) < 16:
+        return
+    (magic,) = struct.unpack_from(order + "H", buf, 2)
+    if magic == 42:  # classic: u32 IFD offset at 4; u16 entry count; entries of tag, type, u32 count, value
+        ifd = struct.unpack_from(order + "I", buf, 4)[0]
+        count, first, size, value_at = struct.unpack_from(order + "H", buf, ifd)[0], ifd + 2, 12, 8
+    elif magic == 43:  # BigTIFF: u64 offset at 8; u64 count; 20-byte entries with u64 count
+        ifd = struct.unpack_from(order + "Q", buf, 8)[0]
+        count, first, size, value_at = struct.unpack_from(order + "Q", buf, ifd)[0], ifd + 8, 20, 12
+    else:
+        return
+    for i in range(count):
+        entry = first + i * size
+        tag, typ = struct.unpack_from(order + "HH", buf, entry)
+        if tag == TAG_ORIENTATION and typ == 3:  # SHORT: stored inline
+            struct.pack_into(order + "H", buf, entry + value_at, 1)
+            return
+
+
+def _decode_pillow(
+    im: Image.Image, path: Path, notes: list[str]
+) -> tuple[np.ndarray, np.ndarray | None, bytes | None]:
+    """Decode with Pillow into (BGR pixels, alpha, ICC profile that describes the pixels)."""
+    im.load()  # raises on truncated data: ImageFile.LOAD_TRUNCATED_IMAGES stays False
+    mode = im.mode
+    icc = im.info.get("icc_profile") or None
+    if mode == "CMYK":
+        im, icc = _cmyk_to_rgb(im, icc, notes)
+    elif mode == "F":
+        raise UnsupportedFormatError(path, "32-bit floating-point images are not supported")
+    elif mode in ("P", "PA", "RGB", "L") and _has_transparency(im):
+        im = im.convert("LA" if mode == "L" else "RGBA")  # tRNS / palette alpha -> real alpha
+    elif mode == "P":
+        im = im.convert("RGB")
+    elif mode == "1":
+        im = im.convert("L")
+    elif mode in ("La", "RGBa"):
+        im = im.convert("LA" if mode == "La" else "RGBA")
+    elif mode not in ("L", "LA", "RGB", "RGBA") and not mode.startswith("I"):
+        im = im.convert("RGB")  # YCbCr, HSV, RGBX, LAB...
+
+    if im.mode.startswith("I"):
+        return _gray16_to_bgr(np.asarray(im), notes), None, icc
+    arr = np.asarray(im)
+    alpha = None
+    if im.mode in ("LA", "RGBA"):
+        alpha = np.ascontiguousarray(arr[:, :, -1])
+        arr = arr[:, :, :-1] if im.mode == "RGBA" else arr[:, :, 0]
+    code = cv2.COLOR_GRAY2BGR if arr.ndim == 2 else cv2.COLOR_RGB2BGR
+    return cv2.cvtColor(np.ascontiguousarray(arr), code), alpha, icc
+
+
+def _has_transparency(im: Image.Image) -> bool:
+    if im.mode == "PA" or "transparency" in im.info:
+        return True
+    return im.mode == "P" and im.palette is not None and im.palette.mode == "RGBA"
+
+
+def _gray16_to_bgr(arr: np.ndarray, notes: list[str]) -> np.ndarray:
+    if arr.dtype.kind == "i" and (arr.min() < 0 or arr.max() > 65535):
+        notes.append("32-bit integer samples clipped to 16 bits")
+    gray = np.clip(arr, 0, 65535).astype(np.uint16) if arr.dtype != np.uint16 else arr
+    return cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2BGR)
+
+
+def _cmyk_to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[Image.Image, bytes | None]:
+    """CMYK -> RGB through the embedded ICC profile when LittleCMS can use it, else naively.
+
+    The returned profile describes the new RGB pixels: sRGB after a managed conversion, none after
+    the naive one (the CMYK profile no longer applies).
+    """
+    if icc:
+        try:
+            from PIL import ImageCms
+
+            srgb = ImageCms.createProfile("sRGB")
+            rgb = ImageCms.profileToProfile(
+                im, ImageCms.ImageCmsProfile(io.BytesIO(icc)), srgb, outputMode="RGB"
+            )
+            if rgb is None:  # only None when converting in place, which is not asked for here
+                raise ValueError("profile conversion returned nothing")
+            notes.append("CMYK converted to sRGB using the embedded ICC profile")
+            return rgb, ImageCms.ImageCmsProfile(srgb).tobytes()
+        except Exception as exc:  # noqa: BLE001 - ImageCms missing or profile unusable: fall back
+            notes.append(f"CMYK converted to RGB without colour management (ICC profile unusable: {exc})")
+            return im.convert("RGB"), None
+    notes.append("CMYK converted to RGB without colour management (no ICC profile embedded)")
+    return im.convert("RGB"), None
+
+
+# Orientation tag -> operation that makes the stored pixels upright (same as ImageOps.exif_transpose).
+def apply_orientation(
+    pixels: np.ndarray, alpha: np.ndarray | None, orientation: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    if orientation == 1:
+        return pixels, alpha
+    ops: dict[int, Callable[[np.ndarray], np.ndarray]] = {
+        2: lambda a: a[:, ::-1],  # mirror horizontally
+        3: lambda a: a[::-1, ::-1],  # rotate 180
+        4: lambda a: a[::-1],  # mirror vertically
+        5: lambda a: a.swapaxes(0, 1),  # transpose
+        6: lambda a: np.rot90(a, -1),  # rotate 90 clockwise
+        7: lambda a: np.rot90(a, 2).swapaxes(0, 1),  # transverse
+        8: lambda a: np.rot90(a, 1),  # rotate 90 counter-clockwise
+    }
+    op = ops[orientation]
+    new_alpha = np.ascontiguousarray(op(alpha)) if alpha is not None else None
+    return np.ascontiguousarray(op(pixels)), new_alpha
+
+
+def resize(
+    pixels: np.ndarray, alpha: np.ndarray | None, size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    # INTER_AREA: the anti-aliased choice for shrinking (INTER_LINEAR aliases; docs/benchmarks.md).
+    pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+    if alpha is not None:
+        alpha = cv2.resize(alpha, size, interpolation=cv2.INTER_AREA)
+    return pixels, alpha
+
+
+def to_8bit(pixels: np.ndarray) -> np.ndarray:
+    if pixels.dtype == np.uint8:
+        return pixels
+    # 65535 / 257 = 255 exactly; convertScaleAbs rounds and saturates in one pass.
+    return cv2.convertScaleAbs(pixels, alpha=1.0 / 257.0)

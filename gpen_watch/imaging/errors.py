@@ -1,0 +1,34 @@
+"""Why an image cannot be restored: one exception class per kind of reason, each carrying the
+sentence the user reads (the file, what is wrong, what they can do)."""
+
+from __future__ import annotations
+
+from gpen_watch.errors import InputError
+
+
+class ImageInputError(InputError):
+    """An input image cannot be restored. ``kind`` is FileResult.error_kind: "failed" or "unsupported"."""
+
+    kind = "failed"
+
+
+class NotAnImageError(ImageInputError):
+    """The file is not an image we can read at all (text, random bytes, a folder, a RAW file...)."""
+
+    kind = "unsupported"
+
+
+class EmptyFileError(NotAnImageError):
+    """0 bytes: in a hot folder this is usually a copy that has not started writing yet."""
+
+
+class UnsupportedFormatError(NotAnImageError):
+    """An image, but in a format or colour mode this installation cannot decode."""
+
+
+class BrokenImageError(ImageInputError):
+    """A recognised image whose data is truncated or corrupt."""
+
+
+class ImageTooLargeError(ImageInputError):
+    """The declared size exceeds the megapixel limit (refused before decoding)."""
