@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +156,25 @@ def tiny_restore_config(models: TinyModels, **changes: object):
     for k, v in changes.items():
         setattr(cfg, k, v)
     return cfg
+
+
+def restore_command(models: TinyModels, *args: str) -> list[str]:
+    """`gpen-watch restore ARGS` on the tiny models, on the CPU, never downloading."""
+    return [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "restore",
+        *args,
+        "--model",
+        str(models.gpen),
+        "--detector",
+        "retinaface_mobile0.25",
+        "--device",
+        "cpu",
+        "--no-download",
+        "--no-progress",
+    ]
 
 
 def cli_env(models: TinyModels) -> dict[str, str]:

@@ -7,13 +7,12 @@ built a 2.5-million-tap resampling filter for them and held 16 GB for minutes wi
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from conftest import TinyModels, cli_env, make_tiny_models
+from conftest import TinyModels, cli_env, make_tiny_models, restore_command
 from PIL import Image
 
 from gpen_watch.restore import align
@@ -115,24 +114,7 @@ def test_restore_with_a_broken_detector_finishes_with_a_note(
     photo = tmp_path / "in" / "astronaut.png"
     photo.parent.mkdir()
     cv2.imwrite(str(photo), astronaut_bgr)
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpen_watch",
-        "restore",
-        str(photo),
-        "-o",
-        str(tmp_path / "out"),
-        "--model",
-        str(models.gpen),
-        "--detector",
-        "retinaface_mobile0.25",
-        "--device",
-        "cpu",
-        "--no-download",
-        "--no-progress",
-        "--no-parse",
-    ]
+    cmd = [*restore_command(models, str(photo), "-o", str(tmp_path / "out")), "--no-parse"]
     # The old code was still filtering after 10 minutes; the timeout only keeps a regression finite.
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(models), timeout=240)
     assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import TinyModels, cli_env
+from conftest import TinyModels, cli_env, restore_command
 from PIL import Image, ImageCms
 
 EXIF_MAKE, EXIF_ORIENTATION = 0x010F, 0x0112
@@ -21,22 +21,7 @@ EXIF_MAKE, EXIF_ORIENTATION = 0x010F, 0x0112
 def run_cli(
     models: TinyModels, *args: str, extra: tuple[str, ...] = ("--no-parse",)
 ) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpen_watch",
-        "restore",
-        *args,
-        "--model",
-        str(models.gpen),
-        "--detector",
-        "retinaface_mobile0.25",
-        "--device",
-        "cpu",
-        "--no-download",
-        "--no-progress",
-        *extra,
-    ]
+    cmd = [*restore_command(models, *args), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(models), timeout=300)
 
 

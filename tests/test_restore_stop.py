@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from conftest import TinyModels, cli_env
+from conftest import TinyModels, cli_env, restore_command
 
 PHOTOS = 12
 
@@ -31,26 +30,7 @@ def big_album(tmp_path: Path, astronaut_bgr: np.ndarray) -> Path:
 
 
 def _start(models: TinyModels, album: Path, out: Path, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpen_watch",
-        "restore",
-        str(album),
-        "-o",
-        str(out),
-        "--model",
-        str(models.gpen),
-        "--detector",
-        "retinaface_mobile0.25",
-        "--device",
-        "cpu",
-        "--no-download",
-        "--no-progress",
-        "--no-parse",
-        "--max-side",
-        "0",
-    ]
+    cmd = [*restore_command(models, str(album), "-o", str(out)), "--no-parse", "--max-side", "0"]
     with log.open("wb") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=cli_env(models))
 
