@@ -98,25 +98,29 @@ def _raw(address: str) -> tuple[socket.socket, Any]:
 def test_client_without_the_secret_is_refused(server: control.ControlServer) -> None:
     # Skips the handshake and sends a command straight away.
     s, r = _raw(server.address)
-    hello = json.loads(r.readline())
-    assert "nonce" in hello
-    assert "token" not in json.dumps(hello)
-    s.sendall(b'{"cmd": "stop"}\n')
-    assert json.loads(r.readline()) == {"ok": False, "error": "authentication failed"}
-    assert r.readline() == b""  # closed
+    with s, r:
+        hello = json.loads(r.readline())
+        assert "nonce" in hello
+        assert "token" not in json.dumps(hello)
+        s.sendall(b'{"cmd": "stop"}\n')
+        assert json.loads(r.readline()) == {"ok": False, "error": "authentication failed"}
+        assert r.readline() == b""  # closed
     # A wrong answer to the challenge.
     s, r = _raw(server.address)
-    r.readline()
-    s.sendall(json.dumps({"auth": "0" * 64}).encode() + b"\n")
-    assert json.loads(r.readline())["ok"] is False
-    assert r.readline() == b""
+    with s, r:
+        r.readline()
+        s.sendall(json.dumps({"auth": "0" * 64}).encode() + b"\n")
+        assert json.loads(r.readline())["ok"] is False
+        assert r.readline() == b""
     # Replaying an answer that was valid for another connection's nonce.
     s, r = _raw(server.address)
-    nonce1 = json.loads(r.readline())["nonce"]
-    s2, r2 = _raw(server.address)
-    r2.readline()
-    s2.sendall(json.dumps({"auth": control._answer(server.token, nonce1)}).encode() + b"\n")
-    assert json.loads(r2.readline())["ok"] is False
+    with s, r:
+        nonce1 = json.loads(r.readline())["nonce"]
+        s2, r2 = _raw(server.address)
+        with s2, r2:
+            r2.readline()
+            s2.sendall(json.dumps({"auth": control._answer(server.token, nonce1)}).encode() + b"\n")
+            assert json.loads(r2.readline())["ok"] is False
     assert not server.calls  # type: ignore[attr-defined]
 
 

@@ -333,4 +333,5 @@ def test_icon_asset_is_found() -> None:
 
     path = resources.find(*icon.ICON_FILE)
     assert path is not None
-    assert Image.open(path).size == (256, 256)
+    with Image.open(path) as im:
+        assert im.size == (256, 256)
