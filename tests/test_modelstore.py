@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -311,6 +312,17 @@ def test_download_404_and_refused(server: tuple[str, Path], tmp_path: Path) -> N
         assert f"put it at {dest}" in message
         assert info.value.network
         assert leftovers(dest.parent) == []
+
+
+def test_an_http_error_does_not_keep_its_connection_open(server: tuple[str, Path], tmp_path: Path) -> None:
+    # urllib's HTTPError is the server's response too; the DownloadError keeps it as its cause,
+    # so unless it is closed, every refused mirror holds a socket for as long as the error lives.
+    base, _ = server
+    with pytest.raises(DownloadError) as info:
+        download(f"{base}/missing.pth", tmp_path / "w.pth", progress=False, timeout=5)
+    cause = info.value.__cause__
+    assert isinstance(cause, urllib.error.HTTPError) and cause.code == 404
+    assert cause.fp is not None and cause.fp.closed
 
 
 def test_download_rejects_other_schemes(tmp_path: Path) -> None:

@@ -109,6 +109,9 @@ def _open_url(url: str, dest: Path, timeout: float) -> http.client.HTTPResponse:
         )  # scheme checked in download()
         return response
     except urllib.error.HTTPError as exc:
+        # The error is also the response: left open, its connection lives as long as the
+        # DownloadError that keeps it as __cause__ (and a fallback to the next mirror opens another).
+        exc.close()
         raise DownloadError(url, dest, f"HTTP {exc.code} {exc.reason}", network=True) from exc
     except urllib.error.URLError as exc:
         # "Name or service not known", not "[Errno -2] Name or service not known".
