@@ -405,19 +405,19 @@ def test_sigkilled_writer_leaves_a_consistent_journal_and_running_jobs_are_reque
     acknowledged: dict[int, str] = {}
     start = 0
     for round_ in range(4):
-        proc = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", _WRITER, str(path), str(start)], stdout=subprocess.PIPE, text=True, env=env
-        )
-        assert proc.stdout is not None
-        lines = []
-        # Let it get some work done, then kill it wherever it happens to be.
-        while len(lines) < 40 + 17 * round_:
-            line = proc.stdout.readline()
-            assert line, "writer died on its own"
-            lines.append(line.split())
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        rest = proc.stdout.read().splitlines()
+        ) as proc:
+            assert proc.stdout is not None
+            lines = []
+            # Let it get some work done, then kill it wherever it happens to be.
+            while len(lines) < 40 + 17 * round_:
+                line = proc.stdout.readline()
+                assert line, "writer died on its own"
+                lines.append(line.split())
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rest = proc.stdout.read().splitlines()
         lines += [ln.split() for ln in rest if ln.strip()]
         for kind, job_id in lines:
             acknowledged[int(job_id)] = kind
@@ -455,16 +455,16 @@ def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
                     print("inside", flush=True)
         """
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", script],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "inside"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "inside"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     with Journal.open(path) as j:
         assert j.integrity_check() == "ok"
         assert [e.kind for e in j.history(job_id)] == ["added"]
