@@ -149,7 +149,8 @@ def test_exif_orientation_png_exact(tmp_path: Path, orientation: int) -> None:
     # Cross-check with Pillow's own interpretation.
     from PIL import ImageOps
 
-    assert np.array_equal(np.asarray(ImageOps.exif_transpose(Image.open(src)).convert("RGB")), rgb_of(li))
+    with Image.open(src) as im:
+        assert np.array_equal(np.asarray(ImageOps.exif_transpose(im).convert("RGB")), rgb_of(li))
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
@@ -219,7 +220,8 @@ def test_grayscale_jpeg_loads_and_saves_as_gray(tmp_path: Path) -> None:
     tinted = li.pixels.copy()
     tinted[..., 2] = np.clip(tinted[..., 2].astype(int) + 40, 0, 255)  # "restored" in colour
     out = save_image(li, tinted, tmp_path / "out.jpg")
-    assert Image.open(out).mode == "L"
+    with Image.open(out) as im:
+        assert im.mode == "L"
 
 
 def test_rgba_png_alpha_round_trip(tmp_path: Path) -> None:
@@ -233,12 +235,13 @@ def test_rgba_png_alpha_round_trip(tmp_path: Path) -> None:
     assert np.array_equal(rgb_of(li), rgb)
 
     out = save_image(li, li.pixels, tmp_path / "out.png")
-    back = Image.open(out)
-    assert back.mode == "RGBA"
-    assert np.array_equal(np.asarray(back), np.dstack([rgb, alpha]))
+    with Image.open(out) as back:
+        assert back.mode == "RGBA"
+        assert np.array_equal(np.asarray(back), np.dstack([rgb, alpha]))
     # JPEG has no alpha: dropped, colours kept.
     jpg = save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg")
-    assert Image.open(jpg).mode == "RGB"
+    with Image.open(jpg) as im:
+        assert im.mode == "RGB"
 
 
 def test_la_png_keeps_alpha_and_gray(tmp_path: Path) -> None:
@@ -249,8 +252,8 @@ def test_la_png_keeps_alpha_and_gray(tmp_path: Path) -> None:
 
     li = load_image(src)
     assert li.mode == "LA" and np.array_equal(li.alpha, alpha) and np.array_equal(li.pixels[..., 1], gray)
-    out = Image.open(save_image(li, li.pixels, tmp_path / "out.png"))
-    assert out.mode == "LA" and np.array_equal(np.asarray(out), np.dstack([gray, alpha]))
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.png")) as out:
+        assert out.mode == "LA" and np.array_equal(np.asarray(out), np.dstack([gray, alpha]))
 
 
 def test_palette_with_and_without_transparency(tmp_path: Path) -> None:
@@ -270,7 +273,8 @@ def test_palette_with_and_without_transparency(tmp_path: Path) -> None:
     li2 = load_image(without)
     assert li2.mode == "P" and li2.alpha is None
     assert np.array_equal(rgb_of(li2), np.asarray(pal.convert("RGB")))
-    assert Image.open(save_image(li, li.pixels, tmp_path / "out")).mode == "RGBA"
+    with Image.open(save_image(li, li.pixels, tmp_path / "out")) as im:
+        assert im.mode == "RGBA"
 
 
 @pytest.mark.parametrize("ext", [".png", ".tif"])
@@ -297,8 +301,8 @@ def test_16bit_gray_and_rgba_round_trip(tmp_path: Path, ext: str) -> None:
     cv2.imwrite(str(src), gray)
     li = load_image(src)
     assert li.pixels.dtype == np.uint16 and li.is_gray
-    out = Image.open(save_image(li, li.pixels, tmp_path / f"g_out{ext}"))
-    assert out.mode.startswith("I;16") and np.array_equal(np.asarray(out), gray)
+    with Image.open(save_image(li, li.pixels, tmp_path / f"g_out{ext}")) as out:
+        assert out.mode.startswith("I;16") and np.array_equal(np.asarray(out), gray)
 
     bgra = np.dstack([np.stack([gray] * 3, -1), np.full_like(gray, 40000)])
     src2 = tmp_path / f"a16{ext}"
@@ -318,7 +322,8 @@ def test_cmyk_jpeg_plain_conversion(tmp_path: Path) -> None:
     assert any("without colour management" in n and "no ICC profile" in n for n in li.notes)
     diff = np.abs(rgb_of(li).astype(int) - np.asarray(grace_hopper()).astype(int))
     assert diff.mean() < 4
-    assert Image.open(save_image(li, li.pixels, tmp_path / "out.jpg")).mode == "RGB"
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg")) as im:
+        assert im.mode == "RGB"
 
 
 def test_cmyk_jpeg_with_icc_profile_is_colour_managed(tmp_path: Path) -> None:
@@ -334,7 +339,8 @@ def test_cmyk_jpeg_with_icc_profile_is_colour_managed(tmp_path: Path) -> None:
     assert ImageCms.getProfileDescription(ImageCms.ImageCmsProfile(io.BytesIO(li.icc_profile))).startswith(
         "sRGB"
     )
-    naive = np.asarray(Image.open(src).convert("RGB"))
+    with Image.open(src) as im:
+        naive = np.asarray(im.convert("RGB"))
     managed = rgb_of(li)
     assert managed[12, 8].min() > 240  # white stays white
     assert managed[4, 8, 0] - naive[4, 8, 0] > 20  # the profile's cyan is not the naive (0,255,255)
@@ -343,10 +349,12 @@ def test_cmyk_jpeg_with_icc_profile_is_colour_managed(tmp_path: Path) -> None:
 def test_progressive_jpeg(tmp_path: Path) -> None:
     src = tmp_path / "prog.jpg"
     grace_hopper().save(src, quality=90, progressive=True)
-    assert Image.open(src).info.get("progressive")
+    with Image.open(src) as im:
+        assert im.info.get("progressive")
 
     li = load_image(src)
-    assert np.array_equal(rgb_of(li), np.asarray(Image.open(src).convert("RGB")))
+    with Image.open(src) as im:
+        assert np.array_equal(rgb_of(li), np.asarray(im.convert("RGB")))
     small = load_image(src, max_side=150)
     assert small.size == (128, 150)
 
@@ -356,9 +364,9 @@ def test_jpeg_quality_and_subsampling_are_read_and_kept(tmp_path: Path) -> None:
     grace_hopper().save(src, quality=80, subsampling=1)
     li = load_image(src)
     assert li.jpeg_quality == 80 and li.jpeg_subsampling == 1
-    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", jpeg_quality=93))
-    assert JpegImagePlugin.get_sampling(out) == 1
-    assert estimate_jpeg_quality(out.quantization) == 93
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", jpeg_quality=93)) as out:
+        assert JpegImagePlugin.get_sampling(out) == 1
+        assert estimate_jpeg_quality(out.quantization) == 93
 
 
 # --- metadata ------------------------------------------------------------------------------------
@@ -370,18 +378,22 @@ def test_icc_exif_dpi_carried_to_output(tmp_path: Path, fmt: str) -> None:
     grace_hopper().save(src, quality=92, exif=camera_exif(6), icc_profile=SRGB_ICC, dpi=(300, 300))
 
     li = load_image(src)
-    out = Image.open(save_image(li, li.pixels, tmp_path / f"out.{fmt}", format=fmt))
-
-    assert out.format == fmt.upper() and out.size == (600, 512)  # rotated upright
-    assert out.info.get("icc_profile") == SRGB_ICC
-    exif = out.getexif()
-    assert (exif[TAG_MAKE], exif[TAG_MODEL], exif[TAG_DATETIME]) == ("Canon", "EOS R5", "2021:05:06 07:08:09")
-    assert exif.get_ifd(0x8769)[0x9003] == "2021:05:06 07:08:09"
-    assert exif[TAG_ORIENTATION] == 1  # already upright: viewers must not rotate again
-    if fmt != "webp":  # WebP has no resolution field
-        assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+    with Image.open(save_image(li, li.pixels, tmp_path / f"out.{fmt}", format=fmt)) as out:
+        assert out.format == fmt.upper() and out.size == (600, 512)  # rotated upright
+        assert out.info.get("icc_profile") == SRGB_ICC
+        exif = out.getexif()
+        assert (exif[TAG_MAKE], exif[TAG_MODEL], exif[TAG_DATETIME]) == (
+            "Canon",
+            "EOS R5",
+            "2021:05:06 07:08:09",
+        )
+        assert exif.get_ifd(0x8769)[0x9003] == "2021:05:06 07:08:09"
+        assert exif[TAG_ORIENTATION] == 1  # already upright: viewers must not rotate again
+        if fmt != "webp":  # WebP has no resolution field
+            assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+        written = out.filename
     # Viewers agree: OpenCV honours Orientation and sees the same upright image.
-    seen = cv2.imread(str(out.filename), cv2.IMREAD_COLOR)
+    seen = cv2.imread(str(written), cv2.IMREAD_COLOR)
     assert seen.shape == (512, 600, 3)
 
 
@@ -395,7 +407,8 @@ def test_xmp_carried_with_orientation_reset(tmp_path: Path) -> None:
     grace_hopper().save(src, exif=camera_exif(8), xmp=xmp)
     li = load_image(src)
     for fmt in ("jpeg", "png", "webp", "tiff"):
-        got = Image.open(save_image(li, li.pixels, tmp_path / f"x.{fmt}", format=fmt)).info.get("xmp")
+        with Image.open(save_image(li, li.pixels, tmp_path / f"x.{fmt}", format=fmt)) as im:
+            got = im.info.get("xmp")
         got = got.encode() if isinstance(got, str) else got
         assert b"Grandma 1962" in got and b'tiff:Orientation="1"' in got, fmt
 
@@ -407,16 +420,17 @@ def test_jpeg_comment_carried_to_output(tmp_path: Path) -> None:
     grace_hopper().save(src, quality=92, exif=camera_exif(6), comment=comment)
     li = load_image(src)
     assert li.comment == comment
-    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg"))
-    assert out.info.get("comment") == comment
-    assert out.getexif()[TAG_MAKE] == "Canon"  # alongside the EXIF, not instead of it
-    png = Image.open(save_image(li, li.pixels, tmp_path / "out.png", format="png"))
-    assert png.info.get("Comment") == comment.decode("utf-8", "replace")
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg")) as out:
+        assert out.info.get("comment") == comment
+        assert out.getexif()[TAG_MAKE] == "Canon"  # alongside the EXIF, not instead of it
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.png", format="png")) as png:
+        assert png.info.get("Comment") == comment.decode("utf-8", "replace")
     # A JPEG without one gets none (Pillow would copy the sample photo's own comment over).
     Image.fromarray(np.asarray(grace_hopper())).save(tmp_path / "plain.jpg")
     plain = load_image(tmp_path / "plain.jpg")
     assert plain.comment is None
-    assert "comment" not in Image.open(save_image(plain, plain.pixels, tmp_path / "p.jpg")).info
+    with Image.open(save_image(plain, plain.pixels, tmp_path / "p.jpg")) as im:
+        assert "comment" not in im.info
 
 
 def test_oversized_exif_drops_makernote_for_jpeg(tmp_path: Path) -> None:
@@ -425,8 +439,8 @@ def test_oversized_exif_drops_makernote_for_jpeg(tmp_path: Path) -> None:
     exif.get_ifd(0x8769)[0x927C] = b"\x01" * 70000  # MakerNote
     astronaut(64, 64).save(src, exif=exif)
     li = load_image(src)
-    out = Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg"))
-    got = out.getexif()
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg")) as out:
+        got = out.getexif()
     assert got[TAG_MAKE] == "Canon" and 0x927C not in got.get_ifd(0x8769)
 
 
@@ -435,8 +449,8 @@ def test_prescale_scales_dpi(tmp_path: Path) -> None:
     grace_hopper().save(src, dpi=(600, 600))
     li = load_image(src, max_side=300)
     assert li.scale == pytest.approx(0.5)
-    out = Image.open(save_image(li, li.pixels, tmp_path / "out.png"))
-    assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)  # same physical size
+    with Image.open(save_image(li, li.pixels, tmp_path / "out.png")) as out:
+        assert out.info["dpi"] == pytest.approx((300, 300), abs=0.01)  # same physical size
 
 
 # --- frames and pre-scale ------------------------------------------------------------------------
@@ -450,7 +464,8 @@ def test_animated_gif_uses_first_frame_with_note(tmp_path: Path) -> None:
     li = load_image(src)
     assert li.format == "GIF" and li.size == (64, 64)
     assert any("3 frames; only the first" in n for n in li.notes)
-    first = np.asarray(Image.open(src).convert("RGB"))
+    with Image.open(src) as im:
+        first = np.asarray(im.convert("RGB"))
     assert np.array_equal(rgb_of(li), first)
     assert output_format("GIF") == "PNG"
 
@@ -513,7 +528,8 @@ def test_jpeg_fast_path_matches_pillow(tmp_path: Path) -> None:
     src = tmp_path / "gh.jpg"
     grace_hopper().save(src, quality=90, subsampling=2)
     li = load_image(src)
-    assert np.array_equal(li.pixels, cv2.cvtColor(np.asarray(Image.open(src)), cv2.COLOR_RGB2BGR))
+    with Image.open(src) as im:
+        assert np.array_equal(li.pixels, cv2.cvtColor(np.asarray(im), cv2.COLOR_RGB2BGR))
 
 
 def test_prescale_with_rotation_and_alpha(tmp_path: Path) -> None:

@@ -32,14 +32,14 @@ def album(tmp_path: Path, astronaut_bgr: np.ndarray, grace_hopper_path: Path) ->
     (d / "trip").mkdir(parents=True)
     rgb = Image.fromarray(astronaut_bgr[:, :, ::-1].copy())
     rgb.save(d / "astronaut.png")
-    hopper = Image.open(grace_hopper_path)
     exif = Image.Exif()
     exif[EXIF_MAKE] = "TestCam"
     exif[EXIF_ORIENTATION] = 6  # stored sideways; viewers rotate it 90 degrees clockwise
     icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
-    hopper.transpose(Image.Transpose.ROTATE_90).save(
-        d / "trip" / "hopper.jpg", exif=exif, icc_profile=icc, quality=92
-    )
+    with Image.open(grace_hopper_path) as hopper:
+        hopper.transpose(Image.Transpose.ROTATE_90).save(
+            d / "trip" / "hopper.jpg", exif=exif, icc_profile=icc, quality=92
+        )
     rgba = rgb.convert("RGBA")
     alpha = np.full((512, 512), 255, np.uint8)
     alpha[:40] = 0
@@ -62,24 +62,26 @@ def test_folder_restore_keeps_size_orientation_metadata(
     # Inputs untouched.
     assert {p: p.read_bytes() for p in album.rglob("*") if p.is_file()} == before
 
-    hopper = Image.open(out / "trip" / "hopper.jpg")
-    assert hopper.format == "JPEG"
-    assert hopper.size == (512, 600)  # upright: the EXIF rotation was applied
-    exif = hopper.getexif()
-    assert exif.get(EXIF_MAKE) == "TestCam"
-    assert exif.get(EXIF_ORIENTATION, 1) == 1
-    assert hopper.info.get("icc_profile")
+    with Image.open(out / "trip" / "hopper.jpg") as hopper:
+        assert hopper.format == "JPEG"
+        assert hopper.size == (512, 600)  # upright: the EXIF rotation was applied
+        exif = hopper.getexif()
+        assert exif.get(EXIF_MAKE) == "TestCam"
+        assert exif.get(EXIF_ORIENTATION, 1) == 1
+        assert hopper.info.get("icc_profile")
 
-    cutout = Image.open(out / "trip" / "cutout.png")
-    assert cutout.mode == "RGBA"
-    assert np.array(cutout)[:40, :, 3].max() == 0
-    assert np.array(cutout)[100:, :, 3].min() == 255
+    with Image.open(out / "trip" / "cutout.png") as cutout:
+        assert cutout.mode == "RGBA"
+        assert np.array(cutout)[:40, :, 3].max() == 0
+        assert np.array(cutout)[100:, :, 3].min() == 255
 
-    assert Image.open(out / "gray.jpg").mode == "L"
+    with Image.open(out / "gray.jpg") as im:
+        assert im.mode == "L"
     deep = cv2.imread(str(out / "deep.png"), cv2.IMREAD_UNCHANGED)
     assert deep.dtype == np.uint16
     assert deep.shape == (512, 512, 3)
-    assert Image.open(out / "astronaut.png").size == (512, 512)
+    with Image.open(out / "astronaut.png") as im:
+        assert im.size == (512, 512)
 
 
 def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
@@ -97,7 +99,8 @@ def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tm
     )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["astronaut.webp", "gray.webp"]
-    assert Image.open(out / "astronaut.webp").format == "WEBP"
+    with Image.open(out / "astronaut.webp") as im:
+        assert im.format == "WEBP"
 
 
 def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
@@ -109,7 +112,8 @@ def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Pa
     assert "exists" in proc.stderr
     proc = run_cli(tiny_models, str(album / "astronaut.png"), "-o", str(out), "--overwrite")
     assert proc.returncode == 0
-    assert Image.open(out / "astronaut.png").size == (512, 512)
+    with Image.open(out / "astronaut.png") as im:
+        assert im.size == (512, 512)
 
 
 def test_bad_inputs_are_reported_and_others_restored(
@@ -119,7 +123,8 @@ def test_bad_inputs_are_reported_and_others_restored(
     notes.write_text("shopping list\n")
     fake_png = album / "really_a_jpeg.png"
     buf = io.BytesIO()
-    Image.open(album / "astronaut.png").convert("RGB").save(buf, "JPEG")
+    with Image.open(album / "astronaut.png") as im:
+        im.convert("RGB").save(buf, "JPEG")
     fake_png.write_bytes(buf.getvalue())
     (album / "zero.jpg").write_bytes(b"")
     out = tmp_path / "out"
@@ -253,7 +258,8 @@ def test_jpeg_comment_reaches_the_restored_photo(
     proc = run_cli(tiny_models, str(src), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"restored 1 of 1 images?, [1-9]\d* face", proc.stdout), proc.stdout  # re-encoded
-    assert Image.open(out / "scan.jpg").info.get("comment") == b"print 42, box 7"
+    with Image.open(out / "scan.jpg") as im:
+        assert im.info.get("comment") == b"print 42, box 7"
 
 
 def test_a_closed_pipe_does_not_cut_the_batch_short(
