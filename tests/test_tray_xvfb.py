@@ -72,31 +72,32 @@ class XServer:
     def start_tray_host(self, tmp_path: Path) -> None:
         if shutil.which("trayer") is None:
             pytest.skip("trayer not installed (Debian: trayer)")
-        log = open(tmp_path / "trayer.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.procs.append(
-            subprocess.Popen(
-                [
-                    "trayer",
-                    "--edge",
-                    "top",
-                    "--align",
-                    "right",
-                    "--widthtype",
-                    "request",
-                    "--height",
-                    "48",
-                    "--SetDockType",
-                    "true",
-                    "--transparent",
-                    "false",
-                    "--tint",
-                    "0x333333",
-                ],
-                env={**os.environ, "DISPLAY": self.name},
-                stdout=log,
-                stderr=log,
+        # The child writes to its own copy of the descriptor: ours can close at once.
+        with open(tmp_path / "trayer.log", "wb") as log:
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        "trayer",
+                        "--edge",
+                        "top",
+                        "--align",
+                        "right",
+                        "--widthtype",
+                        "request",
+                        "--height",
+                        "48",
+                        "--SetDockType",
+                        "true",
+                        "--transparent",
+                        "false",
+                        "--tint",
+                        "0x333333",
+                    ],
+                    env={**os.environ, "DISPLAY": self.name},
+                    stdout=log,
+                    stderr=log,
+                )
             )
-        )
         atom = self.display.intern_atom("_NET_SYSTEM_TRAY_S0")
         wait_for(lambda: self.display.get_selection_owner(atom) != 0, "trayer to own the system tray", 20)
 
@@ -104,18 +105,19 @@ class XServer:
 @pytest.fixture
 def xserver(tmp_path: Path) -> Iterator[XServer]:
     read_fd, write_fd = os.pipe()
-    log = open(tmp_path / "xvfb.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x400x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,),
-        stdout=log,
-        stderr=log,
-    )
+    with open(tmp_path / "xvfb.log", "wb") as log:
+        proc = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x400x24", "-nolisten", "tcp"],
+            pass_fds=(write_fd,),
+            stdout=log,
+            stderr=log,
+        )
     os.close(write_fd)
     with os.fdopen(read_fd) as f:
         number = f.readline().strip()
     if not number.isdigit():
         proc.kill()
+        proc.wait()
         pytest.skip(f"Xvfb did not start: {(tmp_path / 'xvfb.log').read_text(errors='replace')[-500:]}")
     name = f":{number}"
     display = Xlib.Display(name)
