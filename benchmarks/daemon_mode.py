@@ -126,6 +126,27 @@ def _user_dirs(home: Path) -> dict[str, str]:
     return env
 
 
+def run_command(folders: dict[str, Path], gpen: str, model_dir: Path) -> list[str]:
+    """`gpen-watch run --no-tray` on the benchmark's own folders and model files."""
+    return [
+        sys.executable,
+        "-m",
+        "gpen_watch",
+        "run",
+        "--no-tray",
+        "--config",
+        str(folders["home"] / "defaults.toml"),
+        "--inbox",
+        str(folders["inbox"]),
+        "--outbox",
+        str(folders["outbox"]),
+        "--model",
+        gpen,
+        "--model-dir",
+        str(model_dir),
+    ]
+
+
 def _command(
     spec: RunSpec, folders: dict[str, Path], workers: int, extra: dict[str, object] | None = None
 ) -> list[str]:
@@ -144,23 +165,7 @@ def _command(
         "output.jpeg_quality": spec.jpeg_quality,
         **(extra or {}),
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpen_watch",
-        "run",
-        "--no-tray",
-        "--config",
-        str(folders["home"] / "defaults.toml"),
-        "--inbox",
-        str(folders["inbox"]),
-        "--outbox",
-        str(folders["outbox"]),
-        "--model",
-        m.gpen,
-        "--model-dir",
-        str(m.model_dir),
-    ]
+    cmd = run_command(folders, m.gpen, m.model_dir)
     for key, value in sets.items():
         cmd += ["--set", f"{key}={value}"]
     return cmd

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_ready
+from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_ready, run_command
 from benchmarks.models import write_models
 from benchmarks.runner import child_env
 
@@ -70,21 +70,7 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     folders = _folders(root)
     env = child_env(_user_dirs(folders["home"]))
     cmd = [
-        sys.executable,
-        "-m",
-        "gpen_watch",
-        "run",
-        "--no-tray",
-        "--config",
-        str(folders["home"] / "defaults.toml"),
-        "--inbox",
-        str(folders["inbox"]),
-        "--outbox",
-        str(folders["outbox"]),
-        "--model",
-        models.gpen,
-        "--model-dir",
-        str(models.model_dir),
+        *run_command(folders, models.gpen, models.model_dir),
         "--device",
         "cpu",
         "--set",

@@ -33,6 +33,24 @@ TESTS_DIR = Path(__file__).resolve().parent
 S = TypeVar("S", bound="ServiceProcess")
 
 
+def real_engine_args(models: Any) -> list[str]:
+    """`gpen-watch run` options for the real engine on the tiny random-weight models (CPU)."""
+    return [
+        "--model",
+        str(models.gpen),
+        "--model-dir",
+        str(models.model_dir),
+        "--set",
+        "restore.detector=retinaface_mobile0.25",
+        "--set",
+        "restore.use_parse=false",
+        "--face-batch",
+        "4",
+        "--device",
+        "cpu",
+    ]
+
+
 def finished(s: dict[str, Any]) -> int:
     """Jobs that reached an end state, from a status reply."""
     q = s["queue"]

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import tmpfs
 from PIL import Image
-from service_harness import ServiceProcess, finished, services_fixture, write_atomic
+from service_harness import ServiceProcess, finished, real_engine_args, services_fixture, write_atomic
 
 from gpen_watch import paths
 from gpen_watch.journal import Journal
@@ -415,21 +415,7 @@ def _bomb_png() -> bytes:
 def test_real_engine_restores_photos_and_sets_aside_broken_files(
     services: Callable[..., Service], tiny_models: Any, grace_hopper_path: Path
 ) -> None:
-    svc = services(
-        "--model",
-        str(tiny_models.gpen),
-        "--model-dir",
-        str(tiny_models.model_dir),
-        "--set",
-        "restore.detector=retinaface_mobile0.25",
-        "--set",
-        "restore.use_parse=false",
-        "--face-batch",
-        "4",
-        "--device",
-        "cpu",
-        fake=False,
-    )
+    svc = services(*real_engine_args(tiny_models), fake=False)
     photo = grace_hopper_path.read_bytes()
     drop(svc.inbox, "grace.jpg", photo)  # dropped while down: taken by the start-up scan
     svc.start()

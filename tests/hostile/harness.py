@@ -16,9 +16,23 @@ from pathlib import Path
 from typing import Any
 
 if __package__ == "tests.hostile":  # python -m tests.hostile.stress, from the repository root
-    from ..service_harness import TESTS_DIR, ServiceProcess, finished, services_fixture, write_atomic
+    from ..service_harness import (
+        TESTS_DIR,
+        ServiceProcess,
+        finished,
+        real_engine_args,
+        services_fixture,
+        write_atomic,
+    )
 else:  # pytest puts tests/ on sys.path and imports this package as `hostile`
-    from service_harness import TESTS_DIR, ServiceProcess, finished, services_fixture, write_atomic
+    from service_harness import (
+        TESTS_DIR,
+        ServiceProcess,
+        finished,
+        real_engine_args,
+        services_fixture,
+        write_atomic,
+    )
 
 __all__ = [
     "COPY",
@@ -47,24 +61,6 @@ def sha256(data: bytes) -> str:
 
 def file_sha(path: Path) -> str:
     return sha256(path.read_bytes())
-
-
-def real_engine_args(models: Any) -> list[str]:
-    """`gpen-watch run` options for the real engine on the tiny random-weight models (CPU)."""
-    return [
-        "--model",
-        str(models.gpen),
-        "--model-dir",
-        str(models.model_dir),
-        "--set",
-        "restore.detector=retinaface_mobile0.25",
-        "--set",
-        "restore.use_parse=false",
-        "--face-batch",
-        "4",
-        "--device",
-        "cpu",
-    ]
 
 
 class Service(ServiceProcess):
