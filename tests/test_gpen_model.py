@@ -117,7 +117,7 @@ def test_upfirdn2d_matches_definition(up: int, down: int, pad: tuple[int, int]) 
 # --- checkpoint layout -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256"])
+@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256", "GPEN-BFR-1024", "GPEN-BFR-2048"])
 def test_state_dict_layout(layout: dict, name: str) -> None:
     entry = layout[name]
     cfg = GPEN_CONFIGS[name]
@@ -133,15 +133,16 @@ def test_state_dict_layout(layout: dict, name: str) -> None:
     assert any(k.endswith(".kernel") for k in got)
 
 
-@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256"])
+@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256", "GPEN-BFR-1024", "GPEN-BFR-2048"])
 def test_param_counts(name: str) -> None:
     with torch.device("meta"):
         model = build_gpen(GPEN_CONFIGS[name])
     n = sum(p.numel() for p in model.parameters())
-    assert round(n / 1e6, 1) == {"GPEN-BFR-512": 71.0, "GPEN-BFR-256": 18.9}[name]
+    want = {"GPEN-BFR-512": 71.0, "GPEN-BFR-256": 18.9, "GPEN-BFR-1024": 71.2, "GPEN-BFR-2048": 71.3}
+    assert round(n / 1e6, 1) == want[name]
 
 
-@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256"])
+@pytest.mark.parametrize("name", ["GPEN-BFR-512", "GPEN-BFR-256", "GPEN-BFR-1024", "GPEN-BFR-2048"])
 def test_infer_config_round_trip_official(layout: dict, name: str) -> None:
     # Shapes alone are enough: a meta state dict stands in for the real checkpoint.
     sd = {k: torch.empty(shape, device="meta") for k, shape in layout[name]["keys"]}

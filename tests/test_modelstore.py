@@ -127,6 +127,8 @@ def test_registry_names_and_lookups() -> None:
     assert registry.model_names() == (
         "GPEN-BFR-512",
         "GPEN-BFR-256",
+        "GPEN-BFR-1024",
+        "GPEN-BFR-2048",
         "RetinaFace-R50",
         "RetinaFace-MobileNet0.25",
         "ParseNet",
@@ -152,11 +154,17 @@ def test_registry_names_and_lookups() -> None:
     assert pinned == {
         "GPEN-BFR-512": (284_085_738, "f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51"),
         "GPEN-BFR-256": (None, None),
+        "GPEN-BFR-1024": (None, None),
+        "GPEN-BFR-2048": (None, None),
         "RetinaFace-R50": (109_497_761, "6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d"),
         "RetinaFace-MobileNet0.25": (None, None),
         "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
     }
     assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
+    # The GPEN authors' ModelScope release: 1024 is pytorch_model.pt, 2048 pytorch_model-2048.pt.
+    hires = "https://www.modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement-hires/resolve/master/"
+    assert registry.get_spec("GPEN-BFR-1024").url == hires + "pytorch_model.pt"
+    assert registry.get_spec("GPEN-BFR-2048").url == hires + "pytorch_model-2048.pt"
     assert registry.get_spec("GPEN-BFR-512").size_text == "284.1 MB, 284,085,738 bytes"
     assert registry.get_spec("GPEN-BFR-256").size_text == "~76 MB"
     for spec in registry.all_specs():
@@ -166,7 +174,7 @@ def test_registry_names_and_lookups() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         MOBILE.url = "x"  # type: ignore[misc]
     with pytest.raises(ModelError, match="known models: GPEN-BFR-512"):
-        registry.get_spec("GPEN-BFR-1024")
+        registry.get_spec("GPEN-BFR-4096")
     with pytest.raises(ModelError, match="retinaface_resnet50"):
         registry.detector_spec("dlib")
 
@@ -424,6 +432,13 @@ def test_params_ema_preferred_over_params(tmp_path: Path) -> None:
     assert torch.equal(verify.load_checkpoint(tmp_path / "x.pth")["w"], torch.ones(2))
 
 
+def test_gpen_training_checkpoint_gives_its_g_ema_generator(tmp_path: Path) -> None:
+    # Upstream GPEN's train_simple.py saves {"g", "d", "g_ema", "g_optim", "d_optim"}.
+    ema, raw = {"w": torch.ones(2)}, {"w": torch.zeros(2)}
+    torch.save({"g": raw, "d": {"v": torch.zeros(1)}, "g_ema": ema}, tmp_path / "x.pth")
+    assert torch.equal(verify.load_checkpoint(tmp_path / "x.pth")["w"], torch.ones(2))
+
+
 def test_mismatch_names_file_and_key(tmp_path: Path) -> None:
     path = tmp_path / MOBILE.filename
     state = save_random(MOBILE, path)
@@ -572,6 +587,26 @@ def test_gpen_256_by_name(tmp_path: Path) -> None:
     os.replace(tmp_path / spec.filename, tmp_path / "GPEN-BFR-512.pth")
     with pytest.raises(ModelError, match=re.escape("GPEN-BFR-512.pth: does not match")):
         verify.load_gpen("GPEN-BFR-512", tmp_path, download=False)
+
+
+def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
+    # ModelScope's pytorch_model.pt is the generator's bare state dict (its pipeline loads it with
+    # strict=True into FullGenerator(1024, 512, 8, 2, narrow=1)); saved under our cache name.
+    gpen_model = pytest.importorskip("gpen_watch.restore.gpen_model")
+    spec = registry.get_spec("GPEN-BFR-1024")
+    torch.manual_seed(0)
+    state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
+    assert len(state) == 182
+    torch.save(state, tmp_path / spec.filename)
+    model = verify.load_gpen("GPEN-BFR-1024", tmp_path, download=False)
+    assert model.config.size == 1024
+    assert_same_weights(model, state)
+    del model
+    # The same weights under another release's name are found too, and a file of another
+    # size under this name is refused, naming it.
+    os.replace(tmp_path / spec.filename, tmp_path / "GPEN-BFR-2048.pth")
+    with pytest.raises(ModelError, match=re.escape("GPEN-BFR-2048.pth: does not match")):
+        verify.load_gpen("GPEN-BFR-2048", tmp_path, download=False)
 
 
 def test_gpen_by_path_rejects_other_models(tmp_path: Path) -> None:

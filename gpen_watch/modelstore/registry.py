@@ -26,6 +26,16 @@ FACEXLIB_LICENSE = (
 
 _GPEN_BASE = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/models"
 _FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
+# The GPEN authors publish their 1024 and 2048 px generators through ModelScope only (formerly
+# under damo/ instead of iic/); the pipeline there loads pytorch_model.pt unchanged, strict.
+_MODELSCOPE_HIRES = (
+    "https://www.modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement-hires/resolve/master"
+)
+GPEN_HIRES_LICENSE = (
+    "Published by the GPEN authors on ModelScope (iic/cv_gpen_image-portrait-enhancement-hires) "
+    "under its model licence there; the GPEN weights were once limited to academic, "
+    "non-commercial use: check the current terms before any commercial use."
+)
 
 
 def mb(n: int) -> str:
@@ -102,6 +112,36 @@ MODELS: tuple[ModelSpec, ...] = (
         choice_note="256 px faces, much faster on a CPU",
         # Unpinned: no published size or digest found. 18.9 M fp32 parameters; derived, not published.
         approx_size="~76 MB",
+    ),
+    ModelSpec(
+        name="GPEN-BFR-1024",
+        filename="GPEN-BFR-1024.pt",
+        url=f"{_MODELSCOPE_HIRES}/pytorch_model.pt",
+        kind="gpen",
+        size_bytes=None,
+        sha256=None,
+        description="GPEN blind face restoration, 1024x1024 faces (71.2 M parameters)",
+        license_note=GPEN_HIRES_LICENSE,
+        alt_filenames=("GPEN-BFR-1024.pth",),
+        gpen=GPENConfig(size=1024, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
+        choice_note="1024 px faces, for large faces in high-resolution photos",
+        # Unpinned: no public mirror's LFS pointer found for it. 71.2 M fp32 parameters; derived.
+        approx_size="~285 MB",
+    ),
+    ModelSpec(
+        name="GPEN-BFR-2048",
+        filename="GPEN-BFR-2048.pt",
+        url=f"{_MODELSCOPE_HIRES}/pytorch_model-2048.pt",
+        kind="gpen",
+        size_bytes=None,
+        sha256=None,
+        description="GPEN blind face restoration, 2048x2048 faces (71.3 M parameters)",
+        license_note=GPEN_HIRES_LICENSE,
+        alt_filenames=("GPEN-BFR-2048.pth",),
+        gpen=GPENConfig(size=2048, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
+        choice_note="2048 px faces, for close-up portraits",
+        # Unpinned, as GPEN-BFR-1024. 71.3 M fp32 parameters; derived, not published.
+        approx_size="~285 MB",
     ),
     ModelSpec(
         name="RetinaFace-R50",

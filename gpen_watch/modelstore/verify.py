@@ -26,8 +26,11 @@ from gpen_watch.modelstore.registry import ModelSpec, get_spec, model_names, par
 from gpen_watch.modelstore.store import ensure_model
 from gpen_watch.restore.gpen_model import GPEN, GPEN_CONFIGS, GPENConfig, build_gpen, infer_gpen_config
 
-# Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema".
-_CONTAINER_KEYS = ("params_ema", "params", "state_dict")
+# Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema",
+# and upstream GPEN's training checkpoints hold {"g", "d", "g_ema", ...}, where "g_ema" is the
+# generator its released files are. ModelScope's GPEN files are plain state dicts (its pipeline
+# loads them strict, unwrapped), so they need none of this.
+_CONTAINER_KEYS = ("params_ema", "params", "g_ema", "state_dict")
 # Added by nn.DataParallel at save time; facexlib's detector files carry it.
 _WRAPPER_PREFIX = "module."
 

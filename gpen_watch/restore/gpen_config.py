@@ -18,8 +18,8 @@ class GPENConfig:
     narrow: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.size not in (8, 16, 32, 64, 128, 256, 512, 1024):
-            raise ValueError(f"GPEN size must be a power of two in 8..1024, got {self.size}")
+        if self.size not in (8, 16, 32, 64, 128, 256, 512, 1024, 2048):
+            raise ValueError(f"GPEN size must be a power of two in 8..2048, got {self.size}")
         if self.style_dim < 1 or self.n_mlp < 0 or self.channel_multiplier < 1 or self.narrow <= 0:
             raise ValueError(f"invalid GPEN config {self}")
 
@@ -40,4 +40,5 @@ class GPENConfig:
             256: int(64 * cm * nw),
             512: int(32 * cm * nw),
             1024: int(16 * cm * nw),
+            2048: int(8 * cm * nw),
         }

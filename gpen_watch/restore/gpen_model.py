@@ -523,7 +523,7 @@ def infer_gpen_config(state_dict: Mapping[str, Tensor]) -> GPENConfig:
         channel_multiplier = 2
         if size >= 64:
             # ecd0 maps RGB to ch[size] = int(base * cm * narrow).
-            base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16}[size]
+            base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16, 2048: 8}[size]
             ch_size = int(state_dict["ecd0.0.0.weight"].shape[0])
             channel_multiplier = max(1, round(ch_size / (base * narrow)))
         cfg = GPENConfig(size, style_dim, n_mlp, channel_multiplier, narrow)
