@@ -19,20 +19,18 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import GpenWatchError, InputError, OutboxUnavailable
-from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
-from gpen_watch.imaging.save import copy_source, output_format, save_image
+from gpen_watch.errors import InputError
+from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
-from gpen_watch.restore import align, memory, paste
+from gpen_watch.restore import align, memory
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Detector, Face, FaceDetector, Prepared
+from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import (
     Placement,
     auto_face_batch,
@@ -41,27 +39,13 @@ from gpen_watch.restore.device import (
     tune_malloc_for_inference,
 )
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
+from gpen_watch.restore.faces import plausible
+from gpen_watch.restore.finish import finish
+from gpen_watch.restore.work import Work, note_rss
 
 log = logging.getLogger(__name__)
 
 _END = object()  # the job source is exhausted
-
-
-@dataclass
-class _Work:
-    """One photo on its way through the stages."""
-
-    job: FileJob
-    result: FileResult
-    image: LoadedImage | None = None
-    detect_input: Prepared | None = None  # made on a decode thread when the detector supports it
-    faces: list[Face] = field(default_factory=list)
-    crops: np.ndarray | None = None  # (F,S,S,3) uint8
-    affines: np.ndarray | None = None  # (F,2,3)
-    restored: list[np.ndarray] = field(default_factory=list)
-    masks: list[np.ndarray] = field(default_factory=list)
-    pending: int = 0  # faces not yet restored
-    cost: int = 0  # bytes of the memory budget this photo holds until its result is yielded
 
 
 class Restorer:
@@ -177,8 +161,8 @@ class Restorer:
         """
         prefetch = prefetch or self.read_ahead
         todo = iter(jobs)
-        decoding: deque[Future[_Work]] = deque()
-        ready: list[_Work] = []  # detected and aligned, faces waiting for the generator
+        decoding: deque[Future[Work]] = deque()
+        ready: list[Work] = []  # detected and aligned, faces waiting for the generator
         finishing: dict[Future[FileResult], int] = {}  # -> the photo's cost
         exhausted = False
         held = 0  # bytes of the photos in any stage
@@ -220,10 +204,14 @@ class Restorer:
                 if work.pending:
                     ready.append(work)
                 else:
-                    finishing[self._finish_pool.submit(self._finish, work)] = work.cost
+                    finishing[
+                        self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
+                    ] = work.cost
             if ready and not self._stopping.is_set():
                 for work in self._run_batch(ready):
-                    finishing[self._finish_pool.submit(self._finish, work)] = work.cost
+                    finishing[
+                        self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
+                    ] = work.cost
                 ready = [w for w in ready if w.pending]
             if finishing:
                 if decoding or ready:
@@ -265,9 +253,9 @@ class Restorer:
         if now is not None and now.now_mb > self.memory_budget_mb:
             memory.give_back_free_memory()
 
-    def _decode(self, job: FileJob, cost: int = 0) -> _Work:
+    def _decode(self, job: FileJob, cost: int = 0) -> Work:
         result = FileResult(src=job.src, ok=False)
-        work = _Work(job, result, cost=cost)
+        work = Work(job, result, cost=cost)
         t0 = time.perf_counter()
         try:
             max_side = self._max_side(job)
@@ -283,7 +271,7 @@ class Restorer:
         result.timings["decode"] = t1 - t0 - image.prescale_seconds
         if image.prescale_seconds:
             result.timings["prescale"] = image.prescale_seconds
-        _note_rss(result, "decode")
+        note_rss(result, "decode")
         result.notes.extend(image.notes)
         result.height, result.width = image.pixels.shape[:2]
         work.image = image
@@ -305,7 +293,7 @@ class Restorer:
         _fmt, (w, h) = probe_image(job.src)
         return self._max_side_for(job, max(w, h))
 
-    def _detect_and_align(self, work: _Work) -> None:
+    def _detect_and_align(self, work: Work) -> None:
         image = work.image
         assert image is not None
         t0 = time.perf_counter()
@@ -314,10 +302,11 @@ class Restorer:
             work.detect_input = None
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-            self._fail(work, "out of GPU memory while detecting faces", oom=True)
+            work.fail("out of GPU memory while detecting faces", oom=True)
             return
         t1 = time.perf_counter()
-        faces = self._plausible(work, faces)
+        hw = (int(image.bgr8.shape[0]), int(image.bgr8.shape[1]))
+        faces = plausible(faces, hw, work.result.notes)
         faces = [f for f in faces if f.size >= self.cfg.min_face]
         work.faces = faces
         work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
@@ -327,37 +316,15 @@ class Restorer:
             work.pending = len(faces)
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
-        _note_rss(work.result, "align")
+        note_rss(work.result, "align")
 
     @staticmethod
-    def _plausible(work: _Work, faces: list[Face]) -> list[Face]:
-        """The faces that can be in the photo; the others are dropped with a note saying why."""
-        assert work.image is not None
-        hw = (int(work.image.bgr8.shape[0]), int(work.image.bgr8.shape[1]))
-        kept: list[Face] = []
-        problems: list[str] = []
-        for face in faces:
-            problem = align.face_problem(face.box, face.landmarks, hw)
-            if problem is None:
-                kept.append(face)
-            else:
-                problems.append(problem)
-        if problems:
-            n = len(problems)
-            work.result.notes.append(
-                f"ignored {n} detection{'' if n == 1 else 's'} that cannot be a face in this photo "
-                f"({problems[0]}{'; ...' if n > 1 else ''}): is the detector checkpoint broken "
-                "or meant for another model? (restore.detector)"
-            )
-        return kept
-
-    @staticmethod
-    def _queued_faces(ready: list[_Work]) -> int:
+    def _queued_faces(ready: list[Work]) -> int:
         return sum(w.pending for w in ready)
 
-    def _run_batch(self, ready: list[_Work]) -> list[_Work]:
+    def _run_batch(self, ready: list[Work]) -> list[Work]:
         """Restore up to face_batch queued faces (taken from the oldest photos first)."""
-        take: list[tuple[_Work, int, int]] = []  # (work, first face index, count)
+        take: list[tuple[Work, int, int]] = []  # (work, first face index, count)
         room = self.face_batch
         for work in ready:
             if room <= 0:
@@ -372,12 +339,12 @@ class Restorer:
             restored, masks = self.enhancer.enhance(crops)
         except OutOfMemory:
             for work, _, _ in take:
-                self._fail(work, "out of GPU memory restoring faces even one at a time", oom=True)
+                work.fail("out of GPU memory restoring faces even one at a time", oom=True)
             return [w for w, _, _ in take]
         except Exception as exc:
             log.exception("restoring a batch of %d faces failed", len(crops))
             for work, _, _ in take:
-                self._fail(work, f"face restoration failed: {exc}")
+                work.fail(f"face restoration failed: {exc}")
             return [w for w, _, _ in take]
         per_face = (time.perf_counter() - t0) / len(crops)
         finished = []
@@ -389,82 +356,7 @@ class Restorer:
             pos += n
             work.pending -= n
             work.result.timings["restore"] = work.result.timings.get("restore", 0.0) + per_face * n
-            _note_rss(work.result, "restore")
+            note_rss(work.result, "restore")
             if work.pending == 0:
                 finished.append(work)
         return finished
-
-    def _fail(self, work: _Work, reason: str, oom: bool = False) -> None:
-        work.result.error, work.result.error_kind = reason, "failed"
-        work.result.out_of_memory = oom
-        work.pending = 0
-        work.image = None
-
-    def _finish(self, work: _Work) -> FileResult:
-        result, image, job = work.result, work.image, work.job
-        if image is None:
-            return result
-        if self._stopping.is_set():
-            result.error, result.error_kind = "stopped before it was written", "failed"
-            return result
-        try:
-            t0 = time.perf_counter()
-            if work.faces:
-                boxes = np.stack([f.box for f in work.faces])
-                faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, self.cfg.smooth_below)
-                masks = self._paste_masks(work)
-                assert work.affines is not None  # set with the faces
-                pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
-            else:
-                pixels = image.pixels
-                result.notes.append("no face found; image passed through unchanged")
-            t1 = time.perf_counter()
-            result.timings["paste"] = t1 - t0
-            _note_rss(result, "paste")
-            if self._stopping.is_set():  # pasting can take a while: look again before writing
-                result.error, result.error_kind = "stopped before it was written", "failed"
-                return result
-            result.format = output_format(image.format, job.format)
-            copied = False
-            if not work.faces and _can_copy_verbatim(image, job):
-                # Bit-identical pass-through: re-encoding would only cost quality.
-                why_not = copy_source(image, job.src, job.dst)
-                copied = why_not is None
-                if why_not:
-                    result.notes.append(why_not)
-            if copied:
-                result.format = image.format  # what the file holds (a GIF stays a GIF)
-            else:
-                save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
-            result.timings["encode"] = time.perf_counter() - t1
-            _note_rss(result, "encode")
-        except GpenWatchError as exc:
-            result.error, result.error_kind = (
-                str(exc),
-                "outbox" if isinstance(exc, OutboxUnavailable) else "failed",
-            )
-            return result
-        except Exception as exc:
-            log.exception("unexpected error finishing %s", job.src)
-            result.error, result.error_kind = f"cannot write result: {exc}", "failed"
-            return result
-        result.ok, result.dst = True, job.dst
-        return result
-
-    @staticmethod
-    def _paste_masks(work: _Work) -> np.ndarray | None:
-        """Raw parse masks (paste_faces softens them), or None for its own feathered mask."""
-        return np.concatenate(work.masks) if work.masks else None
-
-
-def _note_rss(result: FileResult, stage: str) -> None:
-    """The process's resident memory as ``stage`` of this photo ends (the highest reading if the
-    stage ran more than once, as restore does for a photo split over batches), and its peak."""
-    now = memory.rss()
-    if now is not None:
-        result.rss_mb[stage] = max(now.now_mb, result.rss_mb.get(stage, 0.0))
-        result.rss_mb["peak"] = now.peak_mb
-
-
-def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
-    return image.scale == 1.0 and job.format in ("same", image.format.lower()) and not image.oriented

@@ -1,0 +1,89 @@
+"""The finish stage: paste the restored faces back into the photo, encode it and write it.
+
+Runs on the engine's finish threads (OpenCV and Pillow release the GIL), one photo per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from gpen_watch.errors import GpenWatchError, OutboxUnavailable
+from gpen_watch.imaging.load import LoadedImage
+from gpen_watch.imaging.save import copy_source, output_format, save_image
+from gpen_watch.restore import paste
+from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.work import Work, note_rss
+
+log = logging.getLogger(__name__)
+
+_STOPPED = "stopped before it was written"
+
+
+def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResult:
+    """Write ``work``'s result to its job's destination; the result says how that went.
+
+    ``smooth_below``: restore.smooth_below. ``stopping``: set when the engine is asked to stop;
+    then nothing more is written (looked at again after pasting, which can take a while).
+    """
+    result, image, job = work.result, work.image, work.job
+    if image is None:
+        return result
+    if stopping.is_set():
+        result.error, result.error_kind = _STOPPED, "failed"
+        return result
+    try:
+        t0 = time.perf_counter()
+        if work.faces:
+            boxes = np.stack([f.box for f in work.faces])
+            faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, smooth_below)
+            masks = _paste_masks(work)
+            assert work.affines is not None  # set with the faces
+            pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
+        else:
+            pixels = image.pixels
+            result.notes.append("no face found; image passed through unchanged")
+        t1 = time.perf_counter()
+        result.timings["paste"] = t1 - t0
+        note_rss(result, "paste")
+        if stopping.is_set():
+            result.error, result.error_kind = _STOPPED, "failed"
+            return result
+        result.format = output_format(image.format, job.format)
+        copied = False
+        if not work.faces and _can_copy_verbatim(image, job):
+            # Bit-identical pass-through: re-encoding would only cost quality.
+            why_not = copy_source(image, job.src, job.dst)
+            copied = why_not is None
+            if why_not:
+                result.notes.append(why_not)
+        if copied:
+            result.format = image.format  # what the file holds (a GIF stays a GIF)
+        else:
+            save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
+        result.timings["encode"] = time.perf_counter() - t1
+        note_rss(result, "encode")
+    except GpenWatchError as exc:
+        result.error, result.error_kind = (
+            str(exc),
+            "outbox" if isinstance(exc, OutboxUnavailable) else "failed",
+        )
+        return result
+    except Exception as exc:
+        log.exception("unexpected error finishing %s", job.src)
+        result.error, result.error_kind = f"cannot write result: {exc}", "failed"
+        return result
+    result.ok, result.dst = True, job.dst
+    return result
+
+
+def _paste_masks(work: Work) -> np.ndarray | None:
+    """Raw parse masks (paste_faces softens them), or None for its own feathered mask."""
+    return np.concatenate(work.masks) if work.masks else None
+
+
+def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
+    return image.scale == 1.0 and job.format in ("same", image.format.lower()) and not image.oriented

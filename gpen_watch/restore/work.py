@@ -1,0 +1,45 @@
+"""One photo on its way through the engine's stages, and the memory readings it carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpen_watch.imaging.load import LoadedImage
+from gpen_watch.restore import memory
+from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.detect import Face, Prepared
+
+
+@dataclass
+class Work:
+    """One photo on its way through the stages."""
+
+    job: FileJob
+    result: FileResult
+    image: LoadedImage | None = None
+    detect_input: Prepared | None = None  # made on a decode thread when the detector supports it
+    faces: list[Face] = field(default_factory=list)
+    crops: np.ndarray | None = None  # (F,S,S,3) uint8
+    affines: np.ndarray | None = None  # (F,2,3)
+    restored: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    pending: int = 0  # faces not yet restored
+    cost: int = 0  # bytes of the memory budget this photo holds until its result is yielded
+
+    def fail(self, reason: str, oom: bool = False) -> None:
+        """End this photo with ``reason``: nothing more is computed or written for it."""
+        self.result.error, self.result.error_kind = reason, "failed"
+        self.result.out_of_memory = oom
+        self.pending = 0
+        self.image = None
+
+
+def note_rss(result: FileResult, stage: str) -> None:
+    """The process's resident memory as ``stage`` of this photo ends (the highest reading if the
+    stage ran more than once, as restore does for a photo split over batches), and its peak."""
+    now = memory.rss()
+    if now is not None:
+        result.rss_mb[stage] = max(now.now_mb, result.rss_mb.get(stage, 0.0))
+        result.rss_mb["peak"] = now.peak_mb
