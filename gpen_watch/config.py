@@ -32,6 +32,8 @@ Precision = Literal["auto", "fp32", "fp16", "bf16"]
 ResolvedPrecision = Literal["fp32", "fp16", "bf16"]
 OriginalsPolicy = Literal["archive", "keep", "delete"]
 OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
+# Which of the faces found are restored: every one, the largest, or the one nearest the centre.
+FaceChoice = Literal["all", "largest", "center"]
 
 
 def default_inbox() -> Path:
@@ -66,6 +68,13 @@ class RestoreConfig:
     # Faces smaller than this (eye-to-mouth extent, pixels) are left alone. 0: restore every face
     # the detector reports, as upstream GPEN does.
     min_face: int = 0
+    # Which faces, of those at least min_face, are restored; max_faces then keeps the N largest
+    # (0: no limit). Faces left out are not computed.
+    faces: FaceChoice = "all"
+    max_faces: int = 0
+    # How much of the restored face replaces the original: 1 all of it (upstream GPEN's default),
+    # 0 none (the photo comes back as it was); blended in crop space before paste-back.
+    strength: float = 1.0
     # Restored faces whose detection box has a side under this many pixels are smoothed (3x3)
     # before paste-back, as upstream GPEN does; 0: never.
     smooth_below: int = 100
@@ -285,6 +294,8 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
         (r.min_face >= 0, "restore.min_face", "must be 0 (restore every face) or a positive number"),
+        (r.max_faces >= 0, "restore.max_faces", "must be 0 (no limit) or a positive number"),
+        (0.0 <= r.strength <= 1.0, "restore.strength", "must be between 0 (leave faces as they are) and 1"),
         (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
         (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
         (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),

@@ -200,3 +200,21 @@ def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
     run = run_cli.overrides(parser.parse_args(["run", *flags]))
     assert restore == run
     assert restore["restore.use_parse"] is False
+
+
+def test_strength_and_face_choice_options_become_settings_for_restore_and_run(tmp_path: Path) -> None:
+    from gpen_watch import config
+    from gpen_watch.restore import cli as restore_cli
+
+    parser = cli.build_parser()
+    flags = ["--strength", "0.8", "--faces", "largest", "--max-faces", "3"]
+    restore = restore_cli._overrides(parser.parse_args(["restore", "x.jpg", "-o", "out", *flags]))
+    run = run_cli.overrides(parser.parse_args(["run", *flags]))
+    want = {"restore.strength": 0.8, "restore.faces": "largest", "restore.max_faces": 3}
+    assert restore == run == want
+    cfg = config.load(tmp_path / "none.toml", run).restore
+    assert (cfg.strength, cfg.faces, cfg.max_faces) == (0.8, "largest", 3)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--faces", "biggest"])
+    with pytest.raises(config.ConfigError, match=r"restore\.strength: must be between 0"):
+        config.load(tmp_path / "none.toml", {"restore.strength": "1.5"})

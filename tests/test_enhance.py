@@ -77,3 +77,29 @@ def test_parser_runs_one_face_at_a_time_on_cpu() -> None:
     assert parser.batches == [1] * 6
     assert restored.shape == crops.shape and masks is not None and masks.shape == (6, size, size)
     assert np.array_equal(masks, np.broadcast_to(masks[:1], masks.shape))  # one map, six faces
+
+
+def _strength_enhancer(strength: float) -> FaceEnhancer:
+    torch.manual_seed(0)
+    gpen = build_gpen(GPENConfig(**TINY_GPEN))
+    return FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 4, strength=strength)
+
+
+def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
+    size = TINY_GPEN["size"]
+    crops = np.random.default_rng(2).integers(0, 256, (3, size, size, 3), dtype=np.uint8)
+    full, _ = _strength_enhancer(1.0).enhance(crops)
+    default, _ = FaceEnhancer(
+        (torch.manual_seed(0), build_gpen(GPENConfig(**TINY_GPEN)))[1],
+        size,
+        placement("cpu", "fp32", False),
+        4,
+    ).enhance(crops)
+    none, _ = _strength_enhancer(0.0).enhance(crops)
+    half, _ = _strength_enhancer(0.5).enhance(crops)
+    assert np.array_equal(full, default)  # 1: what it was before strength existed
+    assert np.array_equal(none, crops)  # 0: the input crop, exactly
+    assert np.abs(full.astype(int) - crops).mean() > 20  # the random generator changes the face...
+    # ...and 0.5 is the midpoint of the two, up to the one rounding of each.
+    midpoint = (full.astype(np.float64) + crops) / 2
+    assert np.abs(half - midpoint).max() <= 1.0

@@ -423,3 +423,109 @@ def test_cpu_face_batch_is_one_with_the_parser_and_four_without(
         cfg = tiny_restore_config(tiny_models_with_parser, use_parse=use_parse, face_batch=0)
         with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
             assert r.face_batch == expected
+
+
+def _scaled_face(face: Face, scale: float, centre: tuple[float, float]) -> Face:
+    """``face`` shrunk by ``scale`` about its box centre and moved to ``centre`` (x, y)."""
+    box = face.box.astype(np.float64)
+    old = np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
+    new = np.array(centre)
+    corners = (box.reshape(2, 2) - old) * scale + new
+    lm = (face.landmarks - old) * scale + new
+    return Face(corners.reshape(4).astype(np.float32), face.score, lm.astype(np.float32))
+
+
+class ThreeFaces(KnownFaces):
+    """The astronaut's face (the largest, up left of the centre), a smaller copy just below the
+    centre and a small one near the bottom left corner, on the 512 x 512 astronaut photo."""
+
+    def __init__(self, landmarks: dict) -> None:
+        super().__init__(landmarks)
+        (big,), _ = self.by_shape[(512, 512)]
+        self.faces = [big, _scaled_face(big, 0.6, (280, 300)), _scaled_face(big, 0.4, (70, 440))]
+        self.by_shape[(512, 512)] = (self.faces, None)
+
+
+def _inner(face: Face) -> tuple[slice, slice]:
+    """The middle half of a face's box, (rows, cols): what paste-back surely replaces."""
+    x1, y1, x2, y2 = face.box
+    w, h = (x2 - x1) / 4, (y2 - y1) / 4
+    return slice(int(y1 + h), int(y2 - h)), slice(int(x1 + w), int(x2 - w))
+
+
+@pytest.mark.parametrize(
+    ("changes", "restored", "note"),
+    [
+        ({}, [0, 1, 2], None),
+        ({"faces": "largest"}, [0], "3 faces found, 1 restored (restore.faces = largest)"),
+        ({"faces": "center"}, [1], "3 faces found, 1 restored (restore.faces = center)"),
+        ({"max_faces": 2}, [0, 1], "3 faces found, 2 restored (restore.max_faces = 2)"),
+        (
+            {"min_face": 20, "max_faces": 1},
+            [0],
+            "3 faces found, 1 restored (1 smaller than restore.min_face = 20; restore.max_faces = 1)",
+        ),
+    ],
+)
+def test_which_faces_are_restored(
+    tiny_models: TinyModels,
+    landmarks: dict,
+    photos: list[Path],
+    tmp_path: Path,
+    changes: dict,
+    restored: list[int],
+    note: str | None,
+) -> None:
+    detector = ThreeFaces(landmarks)
+    crops_seen: list[int] = []
+    with Restorer(tiny_restore_config(tiny_models, **changes), threads=2, detector=detector) as r:
+        real = r.enhancer.enhance
+
+        def spy(crops: np.ndarray):
+            crops_seen.append(len(crops))
+            return real(crops)
+
+        r.enhancer.enhance = spy  # type: ignore[method-assign]
+        (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
+    assert res.ok and res.faces == len(restored)
+    assert sum(crops_seen) == len(restored)  # the faces left out are never computed
+    before = cv2.imread(str(photos[0])).astype(int)
+    after = cv2.imread(str(tmp_path / "out.png")).astype(int)
+    for i, face in enumerate(detector.faces):
+        rows, cols = _inner(face)
+        changed = np.abs(after[rows, cols] - before[rows, cols]).mean()
+        if i in restored:
+            assert changed > 5, (i, changed)
+        else:
+            assert changed == 0, (i, changed)
+    faces_notes = [n for n in res.notes if "found" in n]
+    assert faces_notes == ([note] if note else [])
+
+
+def test_strength_zero_one_and_half(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    outs = {}
+    for strength in (None, 1.0, 0.5, 0.0):
+        changes = {} if strength is None else {"strength": strength}
+        dst = tmp_path / f"s{strength}.png"
+        with _restorer(tiny_models, landmarks, **changes) as r:
+            (res,) = list(r.restore_files([FileJob(photos[0], dst)]))
+        assert res.ok
+        outs[strength] = (res, cv2.imread(str(dst)).astype(int))
+    before = cv2.imread(str(photos[0])).astype(int)
+    res0, out0 = outs[0.0]
+    # 0: the photo's own pixels, in the face too; the face was found but left alone.
+    assert np.array_equal(out0, before)
+    assert res0.faces == 0
+    assert "1 face found, 0 restored (restore.strength = 0)" in res0.notes
+    assert not any("no face found" in n for n in res0.notes)
+    # 1: exactly what the engine wrote before strength existed (the default).
+    assert np.array_equal(outs[1.0][1], outs[None][1])
+    # 0.5: in the face, about half way from the photo to the full-strength result.
+    x1, y1, x2, y2 = (int(v) for v in landmarks["skimage.data.astronaut"]["boxes_xyxy"][0])
+    face = (slice(y1, y2), slice(x1, x2))
+    full = np.abs(outs[1.0][1][face] - before[face]).mean()
+    half = np.abs(outs[0.5][1][face] - before[face]).mean()
+    assert full > 10
+    assert 0.35 < half / full < 0.65, (half, full)

@@ -40,8 +40,11 @@ class FaceEnhancer:
         place: Placement,
         face_batch: int,
         parser: nn.Module | None = None,
+        strength: float = 1.0,
     ) -> None:
         self.size = size
+        # restore.strength: the share of the restored face in the crop that is pasted back.
+        self.strength = strength
         self.place = place
         self.face_batch = max(1, face_batch)
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
@@ -89,7 +92,12 @@ class FaceEnhancer:
                     mask = torch.cat([self._parse(y[i : i + step]) for i in range(0, len(y), step)])
             else:
                 mask = None
-            y = y.clamp_(-1, 1).add_(1).mul_(127.5).round_()
+            y = y.clamp_(-1, 1)
+            if self.strength < 1.0:
+                # Blended here, in crop space, so paste-back costs what it did; the mask above
+                # comes from the full-strength face, where the parser sees the clearest face.
+                y = torch.lerp(x, y, self.strength)
+            y = y.add_(1).mul_(127.5).round_()
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
             return out, (mask.float().cpu().numpy() if mask is not None else None)
 

@@ -45,7 +45,8 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
             pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
         else:
             pixels = image.pixels
-            result.notes.append("no face found; image passed through unchanged")
+            if not work.found:  # else faces.select said why none was restored
+                result.notes.append("no face found; image passed through unchanged")
         t1 = time.perf_counter()
         result.timings["paste"] = t1 - t0
         note_rss(result, "paste")

@@ -40,6 +40,24 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
         help=f"face detection score threshold, 0 to 1 (default: {config.RestoreConfig.detect_threshold})",
     )
     group.add_argument(
+        "--strength",
+        type=float,
+        metavar="S",
+        help="how much of the restored face replaces the original, 0 (none) to 1 (all; default: "
+        f"{config.RestoreConfig.strength})",
+    )
+    group.add_argument(
+        "--faces",
+        choices=["all", "largest", "center"],
+        help="which faces to restore: all (default), the largest, or the one nearest the centre",
+    )
+    group.add_argument(
+        "--max-faces",
+        type=int,
+        metavar="N",
+        help="restore at most N faces a photo, the largest (default: 0, no limit)",
+    )
+    group.add_argument(
         "--no-parse",
         dest="use_parse",
         action="store_const",
@@ -87,6 +105,9 @@ def restore_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "restore.detector": args.detector,
         "restore.detect_threshold": args.threshold,
         "restore.use_parse": args.use_parse,
+        "restore.strength": args.strength,
+        "restore.faces": args.faces,
+        "restore.max_faces": args.max_faces,
         "restore.precision": args.precision,
         "restore.face_batch": args.face_batch,
         "restore.max_side": args.max_side,

@@ -39,7 +39,7 @@ from gpen_watch.restore.device import (
     tune_malloc_for_inference,
 )
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
-from gpen_watch.restore.faces import plausible
+from gpen_watch.restore.faces import plausible, select
 from gpen_watch.restore.finish import finish
 from gpen_watch.restore.work import Work, note_rss
 
@@ -80,7 +80,7 @@ class Restorer:
             detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
         self.detector = detector
         batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
-        self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser)
+        self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser, strength=cfg.strength)
         self.load_seconds = time.perf_counter() - t0
         self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
         loaded = memory.rss()
@@ -307,7 +307,8 @@ class Restorer:
         t1 = time.perf_counter()
         hw = (int(image.bgr8.shape[0]), int(image.bgr8.shape[1]))
         faces = plausible(faces, hw, work.result.notes)
-        faces = [f for f in faces if f.size >= self.cfg.min_face]
+        work.found = len(faces)
+        faces = select(faces, hw, self.cfg, work.result.notes)
         work.faces = faces
         work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
         if faces:

@@ -20,7 +20,8 @@ class Work:
     result: FileResult
     image: LoadedImage | None = None
     detect_input: Prepared | None = None  # made on a decode thread when the detector supports it
-    faces: list[Face] = field(default_factory=list)
+    found: int = 0  # faces the detector found that can be faces of the photo
+    faces: list[Face] = field(default_factory=list)  # those of them being restored
     crops: np.ndarray | None = None  # (F,S,S,3) uint8
     affines: np.ndarray | None = None  # (F,2,3)
     restored: list[np.ndarray] = field(default_factory=list)
