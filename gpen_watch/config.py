@@ -84,6 +84,7 @@ class RestoreConfig:
     max_side: int = 4096
     precision: Precision = "auto"
     channels_last: bool = True
+    # "auto": the first CUDA GPU, else Apple's GPU (mps), else the CPU.
     device: str = "auto"
     # Checked before the download cache; for offline machines (env GPEN_WATCH_MODEL_DIR too).
     model_dir: Path | None = None
@@ -301,7 +302,11 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
         (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),
         (r.memory_mb == 0 or r.memory_mb >= 256, "restore.memory_mb", "must be 0 (auto) or at least 256"),
-        (_valid_device(r.device), "restore.device", "must be auto, cpu, cuda or cuda:N"),
+        (
+            _valid_device(r.device) or r.device == "mps",
+            "restore.device",
+            "must be auto, cpu, cuda, cuda:N or mps",
+        ),
         (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
         (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
         (w.poll_interval > 0, "watch.poll_interval", "must be positive"),

@@ -34,7 +34,7 @@ NOTES: dict[str, str] = {
     "restore.max_side": "Photos with a longer side are pre-scaled first (px; 0: never).",
     "restore.precision": "auto (fp32 on CPU, bf16 on GPUs that have it), fp32, fp16 or bf16.",
     "restore.channels_last": "Channels-last memory layout on GPUs (pays off with tensor cores; not used on CPU).",
-    "restore.device": "Device for `gpen-watch restore`: auto, cpu, cuda or cuda:N.",
+    "restore.device": "Device for `gpen-watch restore`: auto (CUDA, else Apple GPU, else CPU), cpu, cuda, cuda:N or mps.",
     "restore.model_dir": "Folder searched for model files before the download cache.",
     "restore.max_megapixels": "Larger images (megapixels) are refused before they are decoded.",
     "restore.memory_mb": "Resident memory (MB) each restorer process aims to stay under; 0: a quarter of RAM, at least 2048.",

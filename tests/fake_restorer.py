@@ -21,7 +21,8 @@ FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (
 "model_error_while:PATH" only while PATH exists), "cuda_error"
 raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
-photos it asks the pool to hand it at once.
+photos it asks the pool to hand it at once. FAKE_DEVICE names the device a slot's "auto" resolves
+to (default cpu).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class FakeRestorer:
             raise RuntimeError("CUDA error: no CUDA-capable device is detected")
         if load.startswith("sleep:"):
             time.sleep(float(load.partition(":")[2]))
+        # What "auto" resolves to, as the real engine reports it: FAKE_DEVICE stands in for a
+        # machine this cannot run on ("Apple GPU (mps)"); here the real one finds the CPU.
+        if device == "auto":
+            device = os.environ.get("FAKE_DEVICE", "cpu")
+        self.device_label = device
         self.device = device
         self.threads = threads
         # What a real engine would ask the pool for (0: says nothing, the pool picks).

@@ -213,7 +213,7 @@ def test_boundary_values_are_accepted(tmp_path: Path, text: str) -> None:
         ('[output]\noriginals = "move"\n', "output.originals", "archive, keep, delete"),
         ('[restore]\ndetector = "yolo"\n', "restore.detector", "retinaface_resnet50"),
         ('[restore]\nmodel = "GPEN-BFR-4096"\n', "restore.model", ".pth"),
-        ('[restore]\ndevice = "gpu"\n', "restore.device", "auto, cpu, cuda or cuda:N"),
+        ('[restore]\ndevice = "gpu"\n', "restore.device", "auto, cpu, cuda, cuda:N or mps"),
         ('[workers]\ndevices = ["cuda:x"]\n', "workers.devices", "auto, cpu, cuda or cuda:N"),
         ('[output]\nname_template = "{path}"\n', "output.name_template", "date, ext, model, name, stem"),
         ('[output]\nname_template = "../{name}"\n', "output.name_template", "file name"),

@@ -113,6 +113,28 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
 
+def test_status_shows_the_device_a_worker_found_for_auto(services: Callable[..., Service]) -> None:
+    """Without an NVIDIA GPU "auto" is left to the worker; what it reports (Apple's GPU on a Mac,
+    here stood in for by the fake restorer) is what status shows, not "cpu"."""
+    svc = services(env={"FAKE_DEVICE": "Apple GPU (mps)"})
+    svc.inbox.mkdir(parents=True)
+    svc.start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    s = svc.wait_done(1)
+    assert s["workers"][0]["device"] == "Apple GPU (mps)"
+    assert "worker cpu#0 ready on cpu: fake model, fake detector, on Apple GPU (mps)" in svc.log_text()
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Apple GPU (mps)" in out.stdout
+    assert svc.stop() == 0
+
+
 def test_status_counts_photos_without_a_face_apart(services: Callable[..., Service]) -> None:
     svc = services()
     svc.inbox.mkdir(parents=True)

@@ -28,9 +28,16 @@ GPUS = [GpuInfo(0, "GPU A", "GPU-aaaa", 80 << 30), GpuInfo(1, "GPU B", "GPU-bbbb
 def test_no_gpu_gives_cpu_workers_sharing_the_cores() -> None:
     slots = devices.resolve_slots(WorkerConfig(cpu_workers=2), gpus=[], cores=8, environ={})
     assert [s.name for s in slots] == ["cpu#0", "cpu#1"]
-    assert all(s.device == "cpu" and s.threads == 4 for s in slots)
+    # "auto" without an NVIDIA GPU: each worker picks (Apple's GPU on a Mac, else the CPU).
+    assert all(s.device == "auto" and s.label == "cpu" and s.threads == 4 for s in slots)
     assert slots[0].env["OMP_NUM_THREADS"] == "4" and slots[0].env["MKL_NUM_THREADS"] == "4"
     assert slots[0].env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_explicit_cpu_workers_stay_on_the_cpu() -> None:
+    for wanted in (["cpu"], ["auto", "cpu"]):
+        slots = devices.resolve_slots(WorkerConfig(devices=wanted), gpus=[], cores=4, environ={})
+        assert [s.device for s in slots] == ["cpu"], wanted
 
 
 def test_more_cpu_workers_than_cores_still_one_thread_each() -> None:

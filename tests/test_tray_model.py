@@ -335,3 +335,12 @@ def test_icon_asset_is_found() -> None:
     assert path is not None
     with Image.open(path) as im:
         assert im.size == (256, 256)
+
+
+def test_a_worker_on_apples_gpu_is_shown_by_name_not_as_cpu_mode() -> None:
+    status = {"queue": {}, "workers": [{"name": "cpu#0", "device": "Apple GPU (mps)", "state": "idle"}]}
+    view = model.view_from_status(status, [])  # NVML sees no GPU on a Mac
+    assert not view.cpu_mode
+    assert model.device_lines(view) == ["Apple GPU (mps)"]
+    status["workers"] = [{"name": "cpu#0", "device": "cpu", "state": "idle"}]
+    assert model.device_lines(model.view_from_status(status, [])) == ["CPU mode (no NVIDIA GPU)"]

@@ -37,7 +37,8 @@ class WorkerSlot:
     """One restorer subprocess to keep running."""
 
     name: str  # unique and readable: "cuda:0", "cuda:0#2", "cpu#1"
-    # Device as the worker names it after pinning ("cuda" or "cpu").
+    # Device as the worker names it after pinning ("cuda" or "cpu"), or "auto" for a CPU slot
+    # whose worker may find Apple's GPU.
     device: str
     # What the user sees in `status`: "cuda:1 (NVIDIA H200)" or "cpu".
     label: str
@@ -119,12 +120,15 @@ def resolve_slots(
 
     wanted: list[GpuInfo] = []
     cpu = False
+    # Without an NVIDIA GPU, "auto" lets each worker pick its device: Apple's GPU on a Mac that
+    # has one (the parent cannot tell without torch), else the CPU. "cpu" stays the CPU.
+    leave_to_worker = False
     for dev in wk.devices:
         if dev == "auto":
             if gpus:
                 wanted += gpus
             else:
-                cpu = True
+                cpu = leave_to_worker = True
         elif dev == "cpu":
             cpu = True
         elif dev == "cuda":
@@ -156,7 +160,8 @@ def resolve_slots(
     for k in range(n_cpu):
         # An empty CUDA_VISIBLE_DEVICES keeps torch from initialising CUDA at all.
         env = {"CUDA_VISIBLE_DEVICES": "", **_thread_env(threads)}
-        slots.append(WorkerSlot(f"cpu#{k}", "cpu", "cpu", None, threads, env))
+        device = "auto" if leave_to_worker and "cpu" not in wk.devices else "cpu"
+        slots.append(WorkerSlot(f"cpu#{k}", device, "cpu", None, threads, env))
     return slots
 
 

@@ -122,6 +122,8 @@ class _Worker:
     read_ahead: int = 0
     # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
     loaded: str = ""
+    # The device its restorer chose where the slot said "auto" ("Apple GPU (mps)", "cpu").
+    device_label: str = ""
     # The worker's memory budget (MB, 0: not said) and its highest resident memory when each stage
     # of a photo ended, from its results (this process only: cleared when it is restarted).
     memory_budget_mb: int = 0
@@ -338,6 +340,8 @@ class Pool:
             w.pid = msg[1].get("pid", w.pid)
             w.read_ahead = int(msg[1].get("read_ahead") or 0)
             w.loaded = str(msg[1].get("loaded") or "")
+            if w.slot.device == "auto":
+                w.device_label = str(msg[1].get("device_label") or "")
             w.memory_budget_mb = int(msg[1].get("memory_budget_mb") or 0)
             w.rss_mb = {}
             w.start_failures = 0
@@ -613,7 +617,7 @@ class Pool:
         return [
             {
                 "name": w.slot.name,
-                "device": w.slot.label,
+                "device": w.device_label or w.slot.label,
                 "state": ("busy" if w.flights else "idle") if w.state == READY else w.state,
                 "pid": w.pid if w.state in _ALIVE else None,
                 "threads": w.slot.threads,

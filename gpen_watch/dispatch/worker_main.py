@@ -98,7 +98,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     except ModelError as exc:
         _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
     except BaseException as exc:  # noqa: BLE001
-        on_gpu = args.slot.device != "cpu"
+        on_gpu = args.slot.device not in ("cpu", "auto")
         kind = (
             P.FATAL_DEVICE
             if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower())
@@ -116,6 +116,8 @@ def main(conn: Connection, args: WorkerArgs) -> None:
             {
                 "pid": os.getpid(),
                 "device": args.slot.device,
+                # What the restorer resolved its device to, for a slot that left it to it ("auto").
+                "device_label": str(getattr(restorer, "device_label", "") or ""),
                 "threads": args.slot.threads,
                 "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0),
                 # For the parent's start-up log and status: which weights, detector, device and

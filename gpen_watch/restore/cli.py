@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUTDIR", help="folder for results"
     )
-    parser.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
+    parser.add_argument(
+        "--device", help="auto (default: a CUDA GPU, else Apple's GPU, else the CPU), cpu, cuda, cuda:N, mps"
+    )
     parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: all cores)")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in OUTDIR")
     parser.add_argument("--no-download", action="store_true", help="never download missing model files")

@@ -33,14 +33,51 @@ class Placement:
         return self.precision != "fp32"
 
 
+def mps_available() -> bool:
+    """Apple's GPU through torch's Metal backend (macOS on Apple silicon or an AMD GPU)."""
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
 def resolve_device(name: str) -> torch.device:
-    """ "auto" is the first CUDA device when there is one (workers are pinned with CUDA_VISIBLE_DEVICES)."""
+    """ "auto" is the first CUDA device when there is one (workers are pinned with
+    CUDA_VISIBLE_DEVICES), else Apple's GPU when torch can use it, else the CPU."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if mps_available() else "cpu")
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise GpenWatchError(f"device {name!r} was asked for but CUDA is not available here")
+    if dev.type == "mps" and not mps_available():
+        raise GpenWatchError(
+            f"device {name!r} was asked for but Apple's GPU (torch's mps backend) is not available "
+            "here; it needs macOS 12.3 or later and a torch built with it"
+        )
     return dev
+
+
+def device_label(device: torch.device) -> str:
+    """The device as status and the tray name it: "Apple GPU (mps)", "cuda:0", "cpu"."""
+    if device.type == "mps":
+        return "Apple GPU (mps)"
+    return str(device)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the device running out of memory: CUDA raises its own error, the mps
+    backend a plain RuntimeError ("MPS backend out of memory ...")."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "MPS backend out of memory" in str(exc)
+
+
+def free_cached_memory(device: torch.device) -> None:
+    """Hand the allocator's cached blocks back after an out-of-memory, so a smaller retry fits."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
 
 
 def placement(device_name: str, precision: Precision, channels_last: bool) -> Placement:
@@ -67,17 +104,36 @@ def set_threads(threads: int | None) -> int:
 def auto_face_batch(size: int, place: Placement, parse: bool = False) -> int:
     """Faces per forward: a few on CPU (more only adds latency), as many as half the free memory holds on GPU.
 
+    On Apple's GPU "free" is Metal's recommended working set less what the process holds (shared
+    with the CPU, so half of it is the same margin as on CUDA); 4 where torch cannot tell.
+
     On a CPU with ParseNet, one: ParseNet's pass costs ~15x the generator's there, so batching the
     generator gains ~1 % in time, while with the allocator tuned for inference the two networks'
     activations at batch 4 held ~1 GB more at the peak than at batch 1 (docs/benchmarks.md, "Memory").
     """
-    if place.device.type != "cuda":
+    if place.device.type == "mps":
+        free = _mps_free_bytes()
+        if free is None:
+            return 4
+    elif place.device.type != "cuda":
         return 1 if parse else 4
-    free, _total = torch.cuda.mem_get_info(place.device)
+    else:
+        free, _total = torch.cuda.mem_get_info(place.device)
     per_face = _BYTES_PER_FACE_FP32.get(size, _BYTES_PER_FACE_FP32[512] * (size / 512) ** 2)
     if place.half:
         per_face //= 2
     return int(max(1, min(64, (free // 2) // per_face)))
+
+
+def _mps_free_bytes() -> int | None:
+    """What Metal recommends this process may use, less what it holds: Apple GPUs share the
+    machine's memory, so there is no free-memory reading like CUDA's. None where torch cannot tell
+    (before torch 2.5)."""
+    recommended = getattr(torch.mps, "recommended_max_memory", None)
+    allocated = getattr(torch.mps, "driver_allocated_memory", None)
+    if recommended is None or allocated is None:
+        return None
+    return max(0, int(recommended()) - int(allocated()))
 
 
 # glibc <malloc.h> parameter numbers for mallopt().

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpen_watch.restore.device import Placement
+from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
 from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
 
 log = logging.getLogger(__name__)
@@ -61,13 +61,15 @@ class FaceEnhancer:
             chunk = crops[start : start + self.face_batch]
             try:
                 out, mask = self._run(chunk)
-            except torch.cuda.OutOfMemoryError as exc:
+            except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+                if not is_out_of_memory(exc):
+                    raise
                 if self.face_batch == 1:
                     raise OutOfMemory(str(exc)) from exc
                 # Keep the smaller batch for the rest of this worker's life: memory rarely comes back.
                 self.face_batch = max(1, self.face_batch // 2)
                 log.warning("out of GPU memory; face batch lowered to %d", self.face_batch)
-                torch.cuda.empty_cache()
+                free_cached_memory(self.place.device)
                 continue
             faces.append(out)
             if mask is not None:

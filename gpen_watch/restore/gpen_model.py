@@ -558,14 +558,17 @@ _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 def resolve_precision(device: torch.device | str, precision: Precision) -> ResolvedPrecision:
     """ "auto" -> fp32 on CPU (the measured-safe default); bf16 on CUDA when supported (fp32 range,
-    unlike fp16), else fp32.  fp16 on CPU is rejected: CPU autocast fp16 is slow and untested here."""
+    unlike fp16), else fp32.  fp16 on CPU is rejected: CPU autocast fp16 is slow and untested here.
+
+    On Apple's GPU (mps) "auto" is fp32 too: its half-precision autocast depends on the torch and
+    macOS versions and has not been run on one here; fp16 and bf16 can be asked for."""
     dev = torch.device(device)
     if precision == "auto":
         if dev.type == "cuda" and torch.cuda.is_bf16_supported():
             return "bf16"
         return "fp32"
-    if precision == "fp16" and dev.type != "cuda":
-        raise ValueError("fp16 is only supported on CUDA; use bf16 or fp32 on CPU")
+    if precision == "fp16" and dev.type not in ("cuda", "mps"):
+        raise ValueError("fp16 is only supported on a GPU (CUDA or Apple's mps); use bf16 or fp32 on CPU")
     if precision in ("fp32", "fp16", "bf16"):
         return precision
     raise ValueError(f"unknown precision {precision!r}")

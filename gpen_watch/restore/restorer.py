@@ -34,6 +34,9 @@ from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import (
     Placement,
     auto_face_batch,
+    device_label,
+    free_cached_memory,
+    is_out_of_memory,
     placement,
     set_threads,
     tune_malloc_for_inference,
@@ -101,7 +104,9 @@ class Restorer:
         mask = "face-parsing mask" if parser is not None else "feathered mask"
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
-        self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {dev} in {self.place.precision}"
+        # What status and the tray show for this worker's device ("Apple GPU (mps)").
+        self.device_label = device_label(dev)
+        self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {self.device_label} in {self.place.precision}"
         self._stopping = threading.Event()
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
@@ -300,8 +305,10 @@ class Restorer:
         try:
             faces = self.detector.detect([work.detect_input or image.bgr8])[0]
             work.detect_input = None
-        except torch.cuda.OutOfMemoryError:
-            torch.cuda.empty_cache()
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+            if not is_out_of_memory(exc):
+                raise
+            free_cached_memory(self.place.device)
             work.fail("out of GPU memory while detecting faces", oom=True)
             return
         t1 = time.perf_counter()

@@ -40,6 +40,8 @@ MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 b
 MAX_LINE = 64  # a menu line wider than this makes the whole menu too wide
 # The problem line is cut shorter: the whole text is in the title, the notification and the log.
 MAX_PROBLEM = 48
+# Worker device names (restore.device.device_label) of GPUs that NVML does not list.
+OTHER_GPU_PREFIXES = ("Apple GPU",)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class TrayView:
     restored_total: int = 0  # since start, for "batch finished" notifications
     failed_total: int = 0
     gpus: tuple[GpuSample, ...] = ()
+    # Devices workers report that NVML does not see ("Apple GPU (mps)"): shown by name.
+    other_devices: tuple[str, ...] = ()
     cpu_mode: bool = True
     login_enabled: bool = False
 
@@ -118,10 +122,11 @@ def view_from_status(
     else:
         state = "idle"
     workers = status.get("workers") or []
+    named = [str(w.get("device", "")) for w in workers]
+    # A worker's device as it reported it: Apple's GPU is no NVML device, and is no CPU either.
+    other = tuple(dict.fromkeys(d for d in named if d.startswith(OTHER_GPU_PREFIXES)))
     # CPU mode: no GPU to show, or every worker runs on the CPU (workers.devices = ["cpu"]).
-    cpu_mode = not gpus or (
-        bool(workers) and all(str(w.get("device", "")).startswith("cpu") for w in workers)
-    )
+    cpu_mode = not other and (not gpus or (bool(workers) and all(d.startswith("cpu") for d in named)))
     has_today = "restored_today" in status or "done_today" in status
     today = int(status.get("restored_today", status.get("done_today")) or 0)
     return TrayView(
@@ -136,6 +141,7 @@ def view_from_status(
         restored_total=int(throughput.get("images", 0)),
         failed_total=int(throughput.get("failed", 0)),
         gpus=gpus,
+        other_devices=other,
         cpu_mode=cpu_mode,
         login_enabled=login_enabled,
     )
@@ -204,7 +210,7 @@ def summary_lines(view: TrayView) -> list[str]:
 def device_lines(view: TrayView) -> list[str]:
     if view.cpu_mode:
         return ["CPU mode" + ("" if view.gpus else " (no NVIDIA GPU)")]
-    return [gpu_line(g) for g in view.gpus]
+    return [gpu_line(g) for g in view.gpus] + [_clip(d, MAX_LINE) for d in view.other_devices]
 
 
 def menu(
