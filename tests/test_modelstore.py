@@ -379,6 +379,32 @@ def test_pinned_digest_refuses_a_different_download(server: tuple[str, Path], tm
     assert leftovers(paths.model_cache_dir()) == []
 
 
+def test_mirrors_are_tried_in_order_and_the_log_says_which_served(
+    server: tuple[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base, root = server
+    body = b"the published ParseNet bytes"
+    (root / "good.pth").write_bytes(body)
+    (root / "wrong.pth").write_bytes(b"a different file of the same length!"[: len(body)])
+    spec = dataclasses.replace(
+        PARSENET,
+        url=f"{base}/gone.pth",
+        mirrors=(f"{base}/wrong.pth", f"{base}/good.pth"),
+        size_bytes=len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+    )
+    with caplog.at_level("INFO", logger="gpen_watch.modelstore.store"):
+        path = store.ensure_model(spec, None, progress=False)
+    assert path.read_bytes() == body
+    log = caplog.text
+    assert f"could not download {PARSENET.filename} from {base}/gone.pth: HTTP 404" in log
+    # The mirror that served a file with another digest is named, with both digests.
+    wrong = hashlib.sha256((root / "wrong.pth").read_bytes()).hexdigest()
+    assert f"from {base}/wrong.pth: sha256 is {wrong}, expected {spec.sha256}" in log
+    assert f"{PARSENET.filename} served by mirror 2 ({base}/good.pth): size and sha256 checked" in log
+    assert leftovers(paths.model_cache_dir()) == [PARSENET.filename]
+
+
 def test_ensure_model_download_failure_names_file_url_and_folders(
     server: tuple[str, Path], tmp_path: Path
 ) -> None:

@@ -12,6 +12,7 @@ time (or passed in as ``env``).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,8 @@ from gpen_watch import paths
 from gpen_watch.errors import ModelError
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
 from gpen_watch.modelstore.registry import ModelSpec
+
+log = logging.getLogger(__name__)
 
 ENV_MODEL_DIR = "GPEN_WATCH_MODEL_DIR"
 
@@ -99,9 +102,11 @@ def _download_spec(
 ) -> Path:
     dest = cache_path(spec)
     failures: list[DownloadError] = []
-    for url in spec.urls:
+    for i, url in enumerate(spec.urls):
+        if failures:
+            log.info("trying mirror %d of %d for %s: %s", i, len(spec.mirrors), spec.filename, url)
         try:
-            return download(
+            path = download(
                 url,
                 dest,
                 expected_size=spec.size_bytes,
@@ -112,6 +117,12 @@ def _download_spec(
             )
         except DownloadError as exc:
             failures.append(exc)
+            log.warning("could not download %s from %s: %s", spec.filename, url, exc.reason)
+            continue
+        checked = "size and sha256 checked" if spec.sha256 else "no published digest to check"
+        source = "its own URL" if i == 0 else f"mirror {i}"
+        log.info("%s served by %s (%s): %s", spec.filename, source, url, checked)
+        return path
     tried = "; ".join(f"{exc.url}: {exc.reason}" for exc in failures)
     message = f"cannot download {spec.filename} (model {spec.name}): {tried}."
     if any(exc.network for exc in failures):
