@@ -209,14 +209,10 @@ class Restorer:
                 if work.pending:
                     ready.append(work)
                 else:
-                    finishing[
-                        self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
-                    ] = work.cost
+                    finishing[self._finish_later(work)] = work.cost
             if ready and not self._stopping.is_set():
                 for work in self._run_batch(ready):
-                    finishing[
-                        self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
-                    ] = work.cost
+                    finishing[self._finish_later(work)] = work.cost
                 ready = [w for w in ready if w.pending]
             if finishing:
                 if decoding or ready:
@@ -233,6 +229,10 @@ class Restorer:
                     yield result
 
     # --- stages ---------------------------------------------------------------------------------
+
+    def _finish_later(self, work: Work) -> Future[FileResult]:
+        """Hand ``work`` to the finish pool: paste back, encode, write."""
+        return self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
 
     def _photo_cost(self, job: FileJob) -> int:
         """Budget bytes for ``job``'s photo, from its header; a file that cannot be probed costs a
