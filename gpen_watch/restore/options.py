@@ -68,8 +68,9 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--precision",
         choices=["auto", "fp32", "fp16", "bf16"],
-        help="number format the networks run in: auto (default) is fp32 on a CPU and bf16 on a GPU "
-        "that has it (else fp32); fp16 or bf16 halve the GPU memory a face needs; fp16 needs a GPU",
+        help="number format the networks run in: auto (default) is fp32 on a CPU and on Apple's GPU, "
+        "and bf16 on an NVIDIA GPU that has it (else fp32); fp16 or bf16 halve the GPU memory a face "
+        "needs; fp16 needs a GPU",
     )
     group.add_argument(
         "--face-batch",
