@@ -36,6 +36,7 @@ from gpen_watch.outbox import commit, failed, naming, originals, recovery
 from gpen_watch.service import control
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
+from gpen_watch.service.status import ErrorEntry, QueueStatus, Status, Throughput, WorkerStatus, from_json
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 if TYPE_CHECKING:
@@ -80,18 +81,18 @@ class _Throughput:
             self.busy_s += now - self.busy_since
             self.busy_since = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Throughput:
         now = time.monotonic()
         while self.recent and now - self.recent[0] > 60.0:
             self.recent.popleft()
         busy = self.busy_s + (now - self.busy_since if self.busy_since is not None else 0.0)
-        return {
-            "images": self.images,
-            "faces": self.faces,
-            "failed": self.failed,
-            "images_per_min": len(self.recent),
-            "images_per_s": round(self.images / busy, 3) if busy > 0 and self.images else 0.0,
-        }
+        return Throughput(
+            images=self.images,
+            faces=self.faces,
+            failed=self.failed,
+            images_per_min=len(self.recent),
+            images_per_s=round(self.images / busy, 3) if busy > 0 and self.images else 0.0,
+        )
 
 
 class Service:
@@ -559,21 +560,21 @@ class Service:
                 self._gate.retry_now()
             log.info("resumed")
             return {"ok": True}
-        return self.status()
+        return {"ok": True, **self.status().to_json()}
 
-    def status(self) -> dict[str, Any]:
-        """The status reply (service loop only)."""
+    def status(self) -> Status:
+        """The status now (service loop only)."""
         assert self._pool is not None and self._journal is not None
         counts = self._journal.counts()
         restored_today, no_face_today, faces_today = self._journal.today()
-        errors = [
-            {
-                "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
-                "file": str(j.source),
-                "error": j.error or "",
-            }
+        errors = tuple(
+            ErrorEntry(
+                when=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
+                file=str(j.source),
+                error=j.error or "",
+            )
             for j in self._journal.recent_errors(5)
-        ]
+        )
         outbox = self.cfg.watch.outbox
         gate = self._gate
         problems = (
@@ -582,38 +583,35 @@ class Service:
             self._originals.problem(),
         )
         notices = (gate.notice() if gate is not None else None, self._originals.notice())
-        return {
-            "ok": True,
-            "version": __version__,
-            "pid": os.getpid(),
-            "uptime_s": round(time.monotonic() - self._started, 1),
-            "paused": self._paused,
-            "stopping": self._stop.is_set(),
-            "problem": "; ".join(p for p in problems if p) or None,
-            "originals_waiting": self._originals.waiting_count,
-            # Not a problem (nothing to fix here, nothing retried): a note for the user.
-            "notice": "; ".join(n for n in notices if n) or None,
-            "originals_left": self._originals.left_count,
-            "queue": {**counts, "in_flight": self._pool.in_flight()},
-            # queue.done counts every job that ended well, ever; today's photos are split into those
-            # with restored faces and those without a face (copied through, nothing restored).
-            "done_today": restored_today + no_face_today,
-            "restored_today": restored_today,
-            "no_face_today": no_face_today,
-            "faces_today": faces_today,
-            "settling": self._watcher.pending if self._watcher is not None else 0,
-            "throughput": self._tp.summary(),
-            "workers": self._pool.snapshot(),
-            # The model files the workers need: state, each file, download progress (None: not checked).
-            "models": gate.status() if gate is not None else None,
-            "last_errors": errors,
-            "inboxes": [str(i.path) for i in self.cfg.watch.inboxes],
-            "outbox": str(outbox),
-            "failed": str(naming.failed_root(outbox)),
-            # The parent must stay free of torch; tests assert on this.
-            "torch_loaded": "torch" in sys.modules,
-            **_rss_mb(),
-        }
+        rss, rss_peak = _rss_mb()
+        return Status(
+            version=__version__,
+            pid=os.getpid(),
+            uptime_s=round(time.monotonic() - self._started, 1),
+            paused=self._paused,
+            stopping=self._stop.is_set(),
+            problem="; ".join(p for p in problems if p) or None,
+            notice="; ".join(n for n in notices if n) or None,
+            originals_waiting=self._originals.waiting_count,
+            originals_left=self._originals.left_count,
+            queue=from_json(QueueStatus, {**counts, "in_flight": self._pool.in_flight()}),
+            done_today=restored_today + no_face_today,
+            restored_today=restored_today,
+            no_face_today=no_face_today,
+            faces_today=faces_today,
+            settling=self._watcher.pending if self._watcher is not None else 0,
+            throughput=self._tp.summary(),
+            # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
+            workers=tuple(from_json(WorkerStatus, w) for w in self._pool.snapshot()),
+            models=gate.status() if gate is not None else None,
+            last_errors=errors,
+            inboxes=tuple(str(i.path) for i in self.cfg.watch.inboxes),
+            outbox=str(outbox),
+            failed=str(naming.failed_root(outbox)),
+            torch_loaded="torch" in sys.modules,
+            rss_mb=rss,
+            rss_peak_mb=rss_peak,
+        )
 
 
 def _environmental(exc: BaseException) -> bool:
@@ -621,7 +619,7 @@ def _environmental(exc: BaseException) -> bool:
     return isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)
 
 
-def _rss_mb() -> dict[str, float | None]:
+def _rss_mb() -> tuple[float | None, float | None]:
     """This process's resident memory now and at its peak, in MB.
 
     Read from /proc where there is one: getrusage's ru_maxrss survives exec on Linux, so a service
@@ -631,19 +629,16 @@ def _rss_mb() -> dict[str, float | None]:
         fields = dict(
             line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
         )
-        return {
-            "rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
-            "rss_peak_mb": round(int(fields["VmHWM"].split()[0]) / 1024, 1),
-        }
+        return (
+            round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+            round(int(fields["VmHWM"].split()[0]) / 1024, 1),
+        )
     except (OSError, KeyError, ValueError):
         pass
     try:
         import resource
     except ImportError:  # Windows
-        return {"rss_mb": None, "rss_peak_mb": None}
+        return None, None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # kB on Linux, bytes on macOS.
-    return {
-        "rss_mb": None,
-        "rss_peak_mb": round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1),
-    }
+    return None, round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)
