@@ -95,10 +95,14 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert {e["file"] for e in s["last_errors"]} == {str(svc.inbox / "bad.jpg"), str(svc.inbox / "notes.txt")}
     assert len(s["workers"]) == 2 and all(w["device"] == "cpu" for w in s["workers"])
     assert s["torch_loaded"] is False
-    # The same photo dropped again is recognised, not redone.
+    # The same photo dropped again under another name is recognised, not redone, and gets the
+    # first one's result under its own name.
+    processed = sum(w["done"] for w in s["workers"])
     drop(svc.inbox, "a-copy.jpg", b"photo a")
     s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
-    assert files(svc.outbox) == ["a.jpg", "sub/b.png"]
+    assert files(svc.outbox) == ["a-copy.jpg", "a.jpg", "sub/b.png"]
+    assert (svc.outbox / "a-copy.jpg").read_bytes() == (svc.outbox / "a.jpg").read_bytes()
+    assert sum(w["done"] for w in s["workers"]) == processed
     # The CLI sees the same service.
     out = subprocess.run(
         [sys.executable, "-m", "gpen_watch", "status"],
@@ -111,6 +115,23 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert "all time: 2 done" in out.stdout and "cpu#1" in out.stdout
     assert svc.stop() == 0
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
+
+
+def test_a_copy_dropped_after_a_restart_gets_the_first_result_under_its_own_name(
+    services: Callable[..., Service],
+) -> None:
+    svc = services().start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    svc.wait_done(1)
+    assert svc.stop() == 0
+    svc.start()
+    drop(svc.inbox, "later/a again.jpg", b"photo a")
+    s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
+    assert files(svc.outbox) == ["a.jpg", "later/a again.jpg"]
+    assert (svc.outbox / "later" / "a again.jpg").read_bytes() == (svc.outbox / "a.jpg").read_bytes()
+    assert sum(w["done"] for w in s["workers"]) == 0  # nothing restored in this run
+    assert files(svc.originals) == ["a.jpg", "later/a again.jpg"]
+    assert svc.stop() == 0
 
 
 def test_status_counts_photos_without_a_face_apart(services: Callable[..., Service]) -> None:
@@ -153,25 +174,33 @@ def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..
     for name in ("slow-1.jpg", "slow-2.jpg", "slow-bad-1.jpg", "slow-bad-2.jpg"):
         drop(svc.inbox, name, b"broken twin" if "bad" in name else b"twin photo")
     s = svc.wait_done(4)
-    assert files(svc.outbox) == ["slow-1.jpg"]
+    # Each name has its result; the second one's is a copy of the first one's.
+    assert files(svc.outbox) == ["slow-1.jpg", "slow-2.jpg"]
+    assert (svc.outbox / "slow-2.jpg").read_bytes() == (svc.outbox / "slow-1.jpg").read_bytes()
     assert files(svc.originals) == ["slow-1.jpg", "slow-2.jpg"]  # the duplicate is archived like any
     assert s["queue"]["done"] == 1 and s["queue"]["duplicate"] == 1 and s["queue"]["unsupported"] == 2
+    # The work was done once per content: the workers saw one of each pair.
+    assert sum(w["done"] for w in s["workers"]) == 2
     with Journal.open() as j:
         jobs = {job.rel.name: job for state in ("done", "duplicate", "unsupported") for job in j.jobs(state)}
-        assert jobs["slow-2.jpg"].duplicate_of == jobs["slow-1.jpg"].id
-        assert [e.kind for e in j.history(jobs["slow-2.jpg"].id)][:2] == [
-            "added",
-            "duplicate",
-        ]  # waited queued
-        # The first one failed: its twin was then restored in its own right (and failed too), not at once.
-        first, second = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
+        first, second = jobs["slow-1.jpg"], jobs["slow-2.jpg"]
+        assert second.duplicate_of == first.id
+        assert second.output == svc.outbox / "slow-2.jpg"
+        # It waited, queued, for the first one to end.
+        assert [e.kind for e in j.history(second.id)][:2] == ["added", "claimed"]
         assert first.finished is not None and second.started is not None and second.started >= first.finished
+        # The first one failed: its twin, which waited for it, failed with the same reason.
+        bad1, bad2 = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
+        assert bad2.duplicate_of == bad1.id
+        assert bad1.error is not None and bad2.error is not None
+        assert bad2.error.startswith(bad1.error)
     assert files(svc.failed) == [
         "slow-bad-1.jpg",
         "slow-bad-1.jpg.error.txt",
         "slow-bad-2.jpg",
         "slow-bad-2.jpg.error.txt",
     ]
+    assert "same content as" in (svc.failed / "slow-bad-2.jpg.error.txt").read_text()
     assert svc.stop() == 0
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpen_watch.journal import hash_file
 from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import failed, originals
+from gpen_watch.outbox import failed
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival
 
@@ -57,7 +57,7 @@ def add(run: Running, a: Arrival) -> None:
         return
     if added.status == "duplicate":
         log.info("%s: %s", a.path, added.message)
-        run.originals.note(originals.dispose_original(journal, added.job.id, run.cfg))
+        run.maybe_queued = True  # the copy is made when it is claimed (work.feed)
         return
     if not a.supported:
         why = f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"

@@ -14,8 +14,9 @@ import time
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
+from gpen_watch.journal.journal import Twin
 from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import commit, failed, originals
+from gpen_watch.outbox import commit, duplicates, failed
 from gpen_watch.service.running import OUTBOX_RETRY_S, Running
 
 log = logging.getLogger(__name__)
@@ -34,19 +35,14 @@ def feed(run: Running) -> None:
     if n <= 0 or not run.maybe_queued:
         return
     batch = journal.claim_batch(n, "pool")
-    for dup in batch.duplicates:
-        # A twin that waited for the same photo dropped at the same moment: now a duplicate of
-        # it, handled exactly as a drop after the first was done.
-        log.info("%s: %s", dup.job.source, dup.message)
-        try:
-            run.originals.note(originals.dispose_original(journal, dup.job.id, run.cfg))
-        except Exception:
-            log.exception(
-                "%s: could not dispose of the original (the next start tries again)", dup.job.source
-            )
-    claimed = batch.jobs
-    # Held twins are claimed (or found duplicates) once a job ends: see Running.job_ended.
-    run.maybe_queued = len(claimed) == n
+    claimed = list(batch.jobs)
+    for twin in batch.copies:
+        if not _copy(run, twin):
+            claimed.append(journal.require(twin.job.id))
+    for twin in batch.repeats:
+        _repeat(run, twin)
+    # Held twins are claimed (as copies or repeats) once a job ends: see Running.job_ended.
+    run.maybe_queued = len(batch.jobs) + len(batch.copies) + len(batch.repeats) == n
     tasks: list[Task] = []
     for job in claimed:
         if not os.path.lexists(job.source):
@@ -58,17 +54,62 @@ def feed(run: Running) -> None:
         try:
             tasks.append(Task(job.id, commit.file_job(journal, job.id, run.cfg)))
         except (OutputError, OSError) as exc:
-            if not _environmental(exc):
-                # Something about this one file (its output name): it fails, the rest go on.
-                run.originals.note(failed.fail(journal, job.id, str(exc), run.cfg))
-                run.job_ended()
-                continue
-            journal.requeue(job.id, f"outbox: {exc}")
-            run.outbox_trouble(str(exc))
+            _cannot_prepare(run, job.id, exc)
     if tasks:
         pool.submit(tasks)
         if run.problem and run.problem.startswith("outbox"):
             run.problem = None
+
+
+def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> None:
+    if not _environmental(exc):
+        # Something about this one file (its output name): it fails, the rest go on.
+        run.originals.note(failed.fail(run.journal, job_id, str(exc), run.cfg))
+        run.job_ended()
+        return
+    run.journal.requeue(job_id, f"outbox: {exc}")
+    run.outbox_trouble(str(exc))
+
+
+def _copy(run: Running, twin: Twin) -> bool:
+    """Give a copy of a done photo its copy of the result; False: restore it instead."""
+    job = twin.job
+    try:
+        outcome = duplicates.copy_result(run.journal, twin, run.cfg)
+    except duplicates.FirstResultGone as exc:
+        why = f"the result of {twin.first.source} cannot be copied ({exc}): restored afresh"
+        log.info("%s: %s", job.source, why)
+        return not run.journal.restore_instead(job.id, why)
+    except (OutputError, OSError) as exc:
+        _cannot_prepare(run, job.id, exc)
+        return True
+    except Exception as exc:
+        log.exception("%s: could not copy the result of %s", job.source, twin.first.source)
+        if run.journal.requeue(job.id, f"internal error: {exc}"):
+            run.hold_until = time.monotonic() + OUTBOX_RETRY_S
+        return True
+    run.job_ended()
+    if outcome.output is not None:
+        log.info("%s: same content as %s; result %s", job.source, twin.first.source, outcome.output)
+        run.originals.note(outcome.original)
+    return True
+
+
+def _repeat(run: Running, twin: Twin) -> None:
+    """A photo that waited for a twin that failed: the same failure, not tried again."""
+    try:
+        outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
+    except Exception as exc:
+        log.exception("%s: could not record its failure", twin.job.source)
+        if run.journal.requeue(twin.job.id, f"internal error: {exc}"):
+            run.hold_until = time.monotonic() + OUTBOX_RETRY_S
+        return
+    run.job_ended()
+    run.tp.failed += 1
+    run.originals.note(outcome)
+    log.warning(
+        "%s: same content as %s, which failed: %s", twin.job.source, twin.first.source, twin.first.error
+    )
 
 
 def on_event(run: Running, ev: PoolEvent) -> None:
