@@ -134,6 +134,35 @@ def test_a_copy_dropped_after_a_restart_gets_the_first_result_under_its_own_name
     assert svc.stop() == 0
 
 
+def test_links_and_pipes_in_the_inbox_are_counted_in_status_and_named_in_the_log(
+    services: Callable[..., Service], tmp_path: Path
+) -> None:
+    svc = services()
+    svc.inbox.mkdir(parents=True)
+    (tmp_path / "elsewhere.jpg").write_bytes(b"photo elsewhere")
+    (svc.inbox / "link.jpg").symlink_to(tmp_path / "elsewhere.jpg")
+    os.mkfifo(svc.inbox / "pipe.jpg")
+    svc.start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    s = svc.wait(lambda s: s["special_files"] == 2 and s["queue"]["done"] == 1, what="special files counted")
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "left alone: 2 link, pipe or device files in the inboxes" in out.stdout
+    log = svc.log_text()
+    assert f"{svc.inbox / 'link.jpg'}: left alone: symbolic link (not followed)" in log
+    assert f"{svc.inbox / 'pipe.jpg'}: left alone: named pipe (not opened)" in log
+    assert files(svc.outbox) == ["a.jpg"]
+    assert sorted(p.name for p in svc.inbox.iterdir()) == ["link.jpg", "pipe.jpg"]  # untouched
+    assert s["queue"]["failed"] == s["queue"]["unsupported"] == 0
+    assert svc.stop() == 0
+
+
 def test_status_counts_photos_without_a_face_apart(services: Callable[..., Service]) -> None:
     svc = services()
     svc.inbox.mkdir(parents=True)

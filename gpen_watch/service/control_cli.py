@@ -87,6 +87,11 @@ def format_status(s: Status) -> str:
         f"queue: {q.queued} waiting, {q.running} running"
         + (f"; {_count(s.settling, 'file')} settling" if s.settling else "")
     )
+    if s.special_files:
+        lines.append(
+            f"left alone: {_count(s.special_files, 'link, pipe or device file')} in the inboxes "
+            "(only regular files are taken; each is named in the log)"
+        )
     lines.append(
         f"today: {_count(s.restored_today, 'photo')} restored "
         f"({_count(s.faces_today, 'face')}), {s.no_face_today} without a face"

@@ -52,6 +52,7 @@ def build_status(run: Running) -> Status:
         no_face_today=no_face_today,
         faces_today=faces_today,
         settling=run.watcher.pending if run.watcher is not None else 0,
+        special_files=run.watcher.special_files if run.watcher is not None else 0,
         throughput=run.tp.summary(),
         # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
         workers=tuple(from_json(WorkerStatus, w) for w in pool.snapshot()),

@@ -128,6 +128,8 @@ class Status:
     no_face_today: int = 0
     faces_today: int = 0
     settling: int = 0
+    # Symlinks, FIFOs, device files and sockets in the inboxes, left alone on purpose (each logged).
+    special_files: int = 0
     throughput: Throughput = Throughput()
     workers: tuple[WorkerStatus, ...] = ()
     # None: the model files are not checked (a substitute restorer brings its own).
