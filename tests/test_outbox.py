@@ -868,7 +868,8 @@ def test_a_duplicate_gets_a_copy_of_the_first_result_under_its_own_name_and_is_a
     twin = _copy_claim(env, "sub/copy.jpg")
     outcome = duplicates.copy_result(env.journal, twin, env.cfg)
     assert outcome.output == env.outbox / "sub" / "copy.jpg"
-    assert outcome.original is not None and outcome.original.action == "archived"
+    assert outcome.original is not None
+    assert outcome.original.action == "archived"
     assert env.files(env.outbox) == ["a.jpg", "sub/copy.jpg"]
     assert (env.outbox / "sub" / "copy.jpg").read_bytes() == (env.outbox / "a.jpg").read_bytes()
     # A copy, not a second name of the same file: editing one output leaves the other alone.
