@@ -83,7 +83,7 @@ def repeat_failure(journal: Journal, twin: Twin, cfg: Config) -> OriginalOutcome
     """End ``twin.job`` with ``twin.first``'s failure (same reason, same kind) and set it aside."""
     first = twin.first
     kind = JobState.UNSUPPORTED if first.state == JobState.UNSUPPORTED else JobState.FAILED
-    reason = f"{first.error or 'unknown error'} (same content as {first.source}, which was tried once)"
+    reason = f"{first.error or 'unknown error'} (same content as {first.source}: not tried a second time)"
     return failed.fail(journal, twin.job.id, reason, cfg, kind=kind)
 
 
