@@ -14,6 +14,7 @@ import pytest
 
 from gpen_watch import paths
 from gpen_watch.service import control, control_cli
+from gpen_watch.service.status import Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
 
@@ -172,33 +173,35 @@ def test_status_cli_without_service(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_format_status() -> None:
     text = control_cli.format_status(
-        {
-            "version": "0.1.0",
-            "pid": 42,
-            "uptime_s": 75,
-            "paused": True,
-            "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
-            "restored_today": 7,
-            "no_face_today": 3,
-            "faces_today": 12,
-            "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
-            "workers": [
-                {
-                    "name": "cpu#0",
-                    "device": "cpu",
-                    "state": "busy",
-                    "in_flight": 1,
-                    "done": 10,
-                    "faces": 14,
-                    "restarts": 1,
-                    "pid": 43,
-                    "error": None,
-                    "loaded": "GPEN-BFR-256 (256 px), retinaface_mobile0.25, feathered mask, on cpu in fp32",
-                }
-            ],
-            "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
-            "notice": "1 original(s) left in the inbox: could not delete it: Read-only file system",
-        }
+        Status.from_json(
+            {
+                "version": "0.1.0",
+                "pid": 42,
+                "uptime_s": 75,
+                "paused": True,
+                "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
+                "restored_today": 7,
+                "no_face_today": 3,
+                "faces_today": 12,
+                "throughput": {"images": 10, "faces": 14, "images_per_min": 4, "images_per_s": 0.5},
+                "workers": [
+                    {
+                        "name": "cpu#0",
+                        "device": "cpu",
+                        "state": "busy",
+                        "in_flight": 1,
+                        "done": 10,
+                        "faces": 14,
+                        "restarts": 1,
+                        "pid": 43,
+                        "error": None,
+                        "loaded": "GPEN-BFR-256 (256 px), retinaface_mobile0.25, feathered mask, on cpu in fp32",
+                    }
+                ],
+                "last_errors": [{"when": "12:00:00", "file": "a.jpg", "error": "truncated JPEG"}],
+                "notice": "1 original(s) left in the inbox: could not delete it: Read-only file system",
+            }
+        )
     )
     assert "paused (pid 42, up 1m15s)" in text
     assert "note: 1 original(s) left in the inbox: could not delete it" in text
@@ -213,3 +216,36 @@ def test_format_status() -> None:
     assert "restarts 1" in text
     assert "GPEN-BFR-256 (256 px), retinaface_mobile0.25" in text
     assert "a.jpg: truncated JPEG" in text
+
+
+def test_status_survives_the_wire_and_tolerates_a_service_one_release_apart() -> None:
+    """What the daemon sends is what the CLI and the tray read back, nested parts included; a key
+    this release does not know is ignored and one it misses takes its default."""
+    from gpen_watch.service.status import (
+        DownloadStatus,
+        ErrorEntry,
+        ModelFileStatus,
+        ModelsStatus,
+        QueueStatus,
+        WorkerStatus,
+    )
+
+    sent = Status(
+        version="9.9",
+        pid=7,
+        queue=QueueStatus(queued=2, running=1, done=5),
+        workers=(WorkerStatus(name="cpu#0", device="cpu", rss_mb={"decode": 80.5, "peak": 120.0}),),
+        models=ModelsStatus(
+            "waiting",
+            (ModelFileStatus(role="gpen", file="g.pth", state="missing"),),
+            ("/m",),
+            DownloadStatus("GPEN", "g.pth", 10, 100, 10),
+        ),
+        last_errors=(ErrorEntry("12:00", "a.jpg", "truncated JPEG"),),
+        inboxes=("/in",),
+    )
+    wire = json.loads(json.dumps({"ok": True, **sent.to_json(), "from_the_future": 1}))
+    assert Status.from_json(wire) == sent
+    old = Status.from_json({"ok": True, "queue": {"queued": 3}})
+    assert old.queue.depth == 3
+    assert old.workers == ()

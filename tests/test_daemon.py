@@ -60,6 +60,19 @@ def drop(folder: Path, name: str, data: bytes) -> Path:
     return write_atomic(folder / name, data)
 
 
+def status_cli(svc: Service) -> subprocess.CompletedProcess[str]:
+    """`gpen-watch status` in a subprocess, against ``svc``; it must succeed."""
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def files(folder: Path) -> list[str]:
     if not folder.exists():
         return []
@@ -91,24 +104,24 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert "not an image" in (svc.failed / "bad.jpg.error.txt").read_text()
     assert "unsupported file type (.txt)" in (svc.failed / "notes.txt.error.txt").read_text()
     assert files(svc.inbox) == []
-    assert s["queue"]["done"] == 2 and s["queue"]["unsupported"] == 2
+    assert s["queue"]["done"] == 2
+    assert s["queue"]["unsupported"] == 2
     assert {e["file"] for e in s["last_errors"]} == {str(svc.inbox / "bad.jpg"), str(svc.inbox / "notes.txt")}
-    assert len(s["workers"]) == 2 and all(w["device"] == "cpu" for w in s["workers"])
+    assert len(s["workers"]) == 2
+    assert all(w["device"] == "cpu" for w in s["workers"])
     assert s["torch_loaded"] is False
-    # The same photo dropped again is recognised, not redone.
+    # The same photo dropped again under another name is recognised, not redone, and gets the
+    # first one's result under its own name.
+    processed = sum(w["done"] for w in s["workers"])
     drop(svc.inbox, "a-copy.jpg", b"photo a")
     s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
-    assert files(svc.outbox) == ["a.jpg", "sub/b.png"]
+    assert files(svc.outbox) == ["a-copy.jpg", "a.jpg", "sub/b.png"]
+    assert (svc.outbox / "a-copy.jpg").read_bytes() == (svc.outbox / "a.jpg").read_bytes()
+    assert sum(w["done"] for w in s["workers"]) == processed
     # The CLI sees the same service.
-    out = subprocess.run(
-        [sys.executable, "-m", "gpen_watch", "status"],
-        env=svc.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "all time: 2 done" in out.stdout and "cpu#1" in out.stdout
+    out = status_cli(svc)
+    assert "all time: 2 done" in out.stdout
+    assert "cpu#1" in out.stdout
     assert svc.stop() == 0
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
@@ -123,15 +136,47 @@ def test_status_shows_the_device_a_worker_found_for_auto(services: Callable[...,
     s = svc.wait_done(1)
     assert s["workers"][0]["device"] == "Apple GPU (mps)"
     assert "worker cpu#0 ready on cpu: fake model, fake detector, on Apple GPU (mps)" in svc.log_text()
-    out = subprocess.run(
-        [sys.executable, "-m", "gpen_watch", "status"],
-        env=svc.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert out.returncode == 0, out.stderr
+    out = status_cli(svc)
     assert "Apple GPU (mps)" in out.stdout
+    assert svc.stop() == 0
+
+
+def test_a_copy_dropped_after_a_restart_gets_the_first_result_under_its_own_name(
+    services: Callable[..., Service],
+) -> None:
+    svc = services().start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    svc.wait_done(1)
+    assert svc.stop() == 0
+    svc.start()
+    drop(svc.inbox, "later/a again.jpg", b"photo a")
+    s = svc.wait(lambda s: s["queue"]["duplicate"] == 1, what="duplicate noticed")
+    assert files(svc.outbox) == ["a.jpg", "later/a again.jpg"]
+    assert (svc.outbox / "later" / "a again.jpg").read_bytes() == (svc.outbox / "a.jpg").read_bytes()
+    assert sum(w["done"] for w in s["workers"]) == 0  # nothing restored in this run
+    assert files(svc.originals) == ["a.jpg", "later/a again.jpg"]
+    assert svc.stop() == 0
+
+
+def test_links_and_pipes_in_the_inbox_are_counted_in_status_and_named_in_the_log(
+    services: Callable[..., Service], tmp_path: Path
+) -> None:
+    svc = services()
+    svc.inbox.mkdir(parents=True)
+    (tmp_path / "elsewhere.jpg").write_bytes(b"photo elsewhere")
+    (svc.inbox / "link.jpg").symlink_to(tmp_path / "elsewhere.jpg")
+    os.mkfifo(svc.inbox / "pipe.jpg")
+    svc.start()
+    drop(svc.inbox, "a.jpg", b"photo a")
+    s = svc.wait(lambda s: s["special_files"] == 2 and s["queue"]["done"] == 1, what="special files counted")
+    out = status_cli(svc)
+    assert "left alone: 2 link, pipe or device files in the inboxes" in out.stdout
+    log = svc.log_text()
+    assert f"{svc.inbox / 'link.jpg'}: left alone: symbolic link (not followed)" in log
+    assert f"{svc.inbox / 'pipe.jpg'}: left alone: named pipe (not opened)" in log
+    assert files(svc.outbox) == ["a.jpg"]
+    assert sorted(p.name for p in svc.inbox.iterdir()) == ["link.jpg", "pipe.jpg"]  # untouched
+    assert s["queue"]["failed"] == s["queue"]["unsupported"] == 0
     assert svc.stop() == 0
 
 
@@ -154,18 +199,12 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     assert s["workers"][0]["loaded"] == "fake model, fake detector, on cpu"
     assert f"no face in {svc.inbox / 'noface.jpg'}; written to" in svc.log_text()
     assert f"restored {svc.inbox / 'a.jpg'} ->" in svc.log_text()
-    out = subprocess.run(
-        [sys.executable, "-m", "gpen_watch", "status"],
-        env=svc.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert out.returncode == 0, out.stderr
+    out = status_cli(svc)
     assert "today: 2 photos restored (2 faces), 1 without a face" in out.stdout
     assert "all time: 3 done, 0 failed, 1 unsupported" in out.stdout
     assert "this run: 3 done, 2 faces restored" in out.stdout
-    assert "processed 4" in out.stdout and " done 4" not in out.stdout
+    assert "processed 4" in out.stdout
+    assert " done 4" not in out.stdout
     assert svc.stop() == 0
 
 
@@ -175,25 +214,38 @@ def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..
     for name in ("slow-1.jpg", "slow-2.jpg", "slow-bad-1.jpg", "slow-bad-2.jpg"):
         drop(svc.inbox, name, b"broken twin" if "bad" in name else b"twin photo")
     s = svc.wait_done(4)
-    assert files(svc.outbox) == ["slow-1.jpg"]
+    # Each name has its result; the second one's is a copy of the first one's.
+    assert files(svc.outbox) == ["slow-1.jpg", "slow-2.jpg"]
+    assert (svc.outbox / "slow-2.jpg").read_bytes() == (svc.outbox / "slow-1.jpg").read_bytes()
     assert files(svc.originals) == ["slow-1.jpg", "slow-2.jpg"]  # the duplicate is archived like any
-    assert s["queue"]["done"] == 1 and s["queue"]["duplicate"] == 1 and s["queue"]["unsupported"] == 2
+    assert s["queue"]["done"] == 1
+    assert s["queue"]["duplicate"] == 1
+    assert s["queue"]["unsupported"] == 2
+    # The work was done once per content: the workers saw one of each pair.
+    assert sum(w["done"] for w in s["workers"]) == 2
     with Journal.open() as j:
         jobs = {job.rel.name: job for state in ("done", "duplicate", "unsupported") for job in j.jobs(state)}
-        assert jobs["slow-2.jpg"].duplicate_of == jobs["slow-1.jpg"].id
-        assert [e.kind for e in j.history(jobs["slow-2.jpg"].id)][:2] == [
-            "added",
-            "duplicate",
-        ]  # waited queued
-        # The first one failed: its twin was then restored in its own right (and failed too), not at once.
-        first, second = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
-        assert first.finished is not None and second.started is not None and second.started >= first.finished
+        first, second = jobs["slow-1.jpg"], jobs["slow-2.jpg"]
+        assert second.duplicate_of == first.id
+        assert second.output == svc.outbox / "slow-2.jpg"
+        # It waited, queued, for the first one to end.
+        assert [e.kind for e in j.history(second.id)][:2] == ["added", "claimed"]
+        assert first.finished is not None
+        assert second.started is not None
+        assert second.started >= first.finished
+        # The first one failed: its twin, which waited for it, failed with the same reason.
+        bad1, bad2 = jobs["slow-bad-1.jpg"], jobs["slow-bad-2.jpg"]
+        assert bad2.duplicate_of == bad1.id
+        assert bad1.error is not None
+        assert bad2.error is not None
+        assert bad2.error.startswith(bad1.error)
     assert files(svc.failed) == [
         "slow-bad-1.jpg",
         "slow-bad-1.jpg.error.txt",
         "slow-bad-2.jpg",
         "slow-bad-2.jpg.error.txt",
     ]
+    assert "same content as" in (svc.failed / "slow-bad-2.jpg.error.txt").read_text()
     assert svc.stop() == 0
 
 
@@ -235,22 +287,29 @@ def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Calla
             svc.inbox.chmod(0o555)
         svc.start()
         s = svc.wait(lambda s: s["originals_left"] == 2, 30, "both originals left in the inbox")
-        assert s["problem"] is None and s["originals_waiting"] == 0
+        assert s["problem"] is None
+        assert s["originals_waiting"] == 0
         why = "Read-only file system" if mounted else "Permission denied"
         notice = s["notice"] or ""
-        assert notice.startswith("2 original(s) left in the inbox: could not move it to ") and why in notice
+        assert notice.startswith("2 original(s) left in the inbox: could not move it to ")
+        assert why in notice
         assert notice.endswith("(and 1 other reason(s); see the log)")  # originals/ and failed/
         out = subprocess.run(
             [sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True, timeout=30
         ).stdout
-        assert "note: 2 original(s) left in the inbox" in out and "PROBLEM" not in out
+        assert "note: 2 original(s) left in the inbox" in out
+        assert "PROBLEM" not in out
         # Not retried: neither by resume nor by rescans (the journal knows them), nothing restored again.
         assert control.request("resume")["ok"]
         time.sleep(1.5)
         s = control.request("status")
-        assert s["originals_left"] == 2 and s["problem"] is None and finished(s) == 2
-        assert files(svc.inbox) == ["a.jpg", "bad.jpg"] and files(svc.outbox) == ["a.jpg"]
-        assert files(svc.originals) == [] and files(svc.failed) == ["bad.jpg.error.txt"]
+        assert s["originals_left"] == 2
+        assert s["problem"] is None
+        assert finished(s) == 2
+        assert files(svc.inbox) == ["a.jpg", "bad.jpg"]
+        assert files(svc.outbox) == ["a.jpg"]
+        assert files(svc.originals) == []
+        assert files(svc.failed) == ["bad.jpg.error.txt"]
         assert "left in the inbox" in (svc.failed / "bad.jpg.error.txt").read_text()
         assert svc.stop() == 0
     with Journal.open(paths.state_dir() / "journal.sqlite3") as j:
@@ -279,9 +338,12 @@ def test_control_files_are_private_and_stop_removes_them(services: Callable[...,
     out = subprocess.run(
         [sys.executable, "-m", "gpen_watch", "stop"], env=svc.env, capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 0 and "stopped" in out.stdout
-    assert svc.proc is not None and svc.proc.wait(10) == 0
-    assert not (folder / control.SOCKET_NAME).exists() and not (folder / control.SECRET_NAME).exists()
+    assert out.returncode == 0
+    assert "stopped" in out.stdout
+    assert svc.proc is not None
+    assert svc.proc.wait(10) == 0
+    assert not (folder / control.SOCKET_NAME).exists()
+    assert not (folder / control.SECRET_NAME).exists()
 
 
 def test_pause_stops_new_work_and_resume_continues(services: Callable[..., Service]) -> None:
@@ -291,7 +353,9 @@ def test_pause_stops_new_work_and_resume_continues(services: Callable[..., Servi
     svc.wait(lambda s: s["queue"]["queued"] == 1, what="queued while paused")
     time.sleep(1.0)
     s = svc.status()
-    assert s["paused"] and s["queue"]["queued"] == 1 and s["queue"]["done"] == 0
+    assert s["paused"]
+    assert s["queue"]["queued"] == 1
+    assert s["queue"]["done"] == 0
     assert files(svc.outbox) == []
     assert control.request("resume")["ok"]
     svc.wait_done(1)
@@ -316,13 +380,15 @@ def test_sigkilled_worker_mid_job_completes_once(services: Callable[..., Service
     time.sleep(0.5)
     os.kill(s["workers"][0]["pid"], signal.SIGKILL)
     s = svc.wait_done(1)
-    assert s["queue"]["done"] == 1 and s["workers"][0]["restarts"] == 1
+    assert s["queue"]["done"] == 1
+    assert s["workers"][0]["restarts"] == 1
     assert files(svc.outbox) == ["slow.jpg"]
     svc.stop()
     with Journal.open() as j:
         job = j.jobs("done")[0]
         kinds = [e.kind for e in j.history(job.id)]
-    assert "retry" in kinds and kinds.count("finished") == 1
+    assert "retry" in kinds
+    assert kinds.count("finished") == 1
 
 
 def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callable[..., Service]) -> None:
@@ -341,11 +407,13 @@ def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callabl
     for i in range(n):
         assert (svc.outbox / f"slow{i}.jpg").read_bytes() == f"photo {i}".encode()
     assert files(svc.originals) == files(svc.outbox)
-    assert files(svc.inbox) == [] and files(svc.failed) == []
+    assert files(svc.inbox) == []
+    assert files(svc.failed) == []
     assert_no_temps(svc.outbox, svc.originals)
     with Journal.open() as j:
         counts = j.counts()
-    assert counts["done"] == n and sum(counts.values()) == n
+    assert counts["done"] == n
+    assert sum(counts.values()) == n
 
 
 def test_workers_killed_many_times_every_image_still_done_once(services: Callable[..., Service]) -> None:
@@ -411,12 +479,14 @@ def test_weights_error_is_reported_not_crash_looped_and_resume_retries(
     drop(svc.inbox, "a.jpg", b"a")
     s = svc.wait(lambda s: s["queue"]["queued"] == 1, what="queued")
     time.sleep(1.0)
-    assert svc.status()["workers"][0]["restarts"] == 0 and svc.status()["queue"]["queued"] == 1
+    assert svc.status()["workers"][0]["restarts"] == 0
+    assert svc.status()["queue"]["queued"] == 1
     assert files(svc.inbox) == ["a.jpg"]  # nothing lost: it waits for working weights
     missing.unlink()  # the user fetched the weights
     assert control.request("resume")["ok"]
     s = svc.wait_done(1)
-    assert s["problem"] is None and files(svc.outbox) == ["a.jpg"]
+    assert s["problem"] is None
+    assert files(svc.outbox) == ["a.jpg"]
     svc.stop()
 
 
@@ -449,7 +519,8 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
     s = svc.wait_done(4, timeout=180)
     assert files(svc.outbox) == ["grace.jpg"]
     out = (svc.outbox / "grace.jpg").read_bytes()
-    assert out[:2] == b"\xff\xd8" and out != photo
+    assert out[:2] == b"\xff\xd8"
+    assert out != photo
     assert files(svc.originals) == ["grace.jpg"]
     reasons = {
         name: (svc.failed / f"{name}.error.txt").read_text()
@@ -457,9 +528,11 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
     }
     for name, text in reasons.items():
         assert (svc.failed / name).exists(), name
-        assert "Reason:" in text and "unknown" not in text.split("Reason:")[1].splitlines()[0], text
+        assert "Reason:" in text, text
+        assert "unknown" not in text.split("Reason:")[1].splitlines()[0], text
     assert "MP" in reasons["bomb.png"] or "large" in reasons["bomb.png"].lower()
-    assert s["queue"]["done"] == 1 and s["queue"]["failed"] + s["queue"]["unsupported"] == 3
+    assert s["queue"]["done"] == 1
+    assert s["queue"]["failed"] + s["queue"]["unsupported"] == 3
     # The start-up log names what the worker really loaded, every "auto" resolved.
     assert (
         "ready on cpu: tiny-gpen-64.pth (64 px), retinaface_mobile0.25, feathered mask, on cpu in fp32"
@@ -500,7 +573,10 @@ def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
     svc.start(wait=False)
     # The service sees the cut-short archive itself and holds the workers (none crash-loops on it).
     s = svc.wait(lambda s: bool(s["problem"]) and s["queue"]["queued"] == 1, 90, "corrupt weights problem")
-    assert s["problem"].startswith("corrupt model file: ") and str(bad) in s["problem"]
-    assert s["workers"][0]["state"] == "stopped" and s["workers"][0]["restarts"] == 0
+    assert s["problem"].startswith("corrupt model file: ")
+    assert str(bad) in s["problem"]
+    assert s["workers"][0]["state"] == "stopped"
+    assert s["workers"][0]["restarts"] == 0
     svc.stop()
-    assert files(svc.inbox) == ["a.jpg"] and files(svc.failed) == []
+    assert files(svc.inbox) == ["a.jpg"]
+    assert files(svc.failed) == []

@@ -387,6 +387,7 @@ def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     from conftest import tiny_restore_config
 
     from gpen_watch.service.control_cli import format_status
+    from gpen_watch.service.status import Status
 
     cfg = tiny_restore_config(tiny_models, memory_mb=3000)
     p = pool.Pool(
@@ -408,5 +409,5 @@ def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     assert w["memory_budget_mb"] == 3000
     assert {"decode", "align", "restore", "paste", "encode", "peak"} <= set(w["rss_mb"])
     assert 50 < w["rss_mb"]["decode"] <= w["rss_mb"]["peak"]
-    text = format_status({"workers": [w]})
+    text = format_status(Status.from_json({"workers": [w]}))
     assert "memory MB at stage end: decode " in text and "of 3000 budget" in text

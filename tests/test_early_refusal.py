@@ -48,7 +48,8 @@ def test_header_refusals_skip_the_queue(services: Callable[..., Service], tmp_pa
     want = ["huge.png", "huge.png.error.txt", "notes.jpg", "notes.jpg.error.txt"]
     s = svc.wait(lambda s: files(svc.failed) == want, what="both refused files set aside")
     # The slow photo is still being restored: nothing waited for it.
-    assert s["queue"]["in_flight"] == 1 and files(svc.outbox) == []
+    assert s["queue"]["in_flight"] == 1
+    assert files(svc.outbox) == []
 
     # The same sentences the worker writes for these files.
     notes_reason = _worker_reason(svc.failed / "notes.jpg")
@@ -58,7 +59,8 @@ def test_header_refusals_skip_the_queue(services: Callable[..., Service], tmp_pa
     assert notes_reason in (svc.failed / "notes.jpg.error.txt").read_text()
     assert huge_reason in (svc.failed / "huge.png.error.txt").read_text()
     assert (svc.failed / "notes.jpg").read_bytes() == text  # the file itself is kept, untouched
-    assert s["queue"]["unsupported"] == 1 and s["queue"]["failed"] == 1
+    assert s["queue"]["unsupported"] == 1
+    assert s["queue"]["failed"] == 1
     assert s["torch_loaded"] is False
     assert svc.stop() == 0
 
@@ -69,15 +71,18 @@ def test_header_refusal_answers_only_for_what_the_header_decides(tmp_path: Path)
     assert header_refusal(good) is None
     text = tmp_path / "text.png"
     text.write_text("hello, not a picture at all\n")
-    assert (r := header_refusal(text)) is not None and r.kind == "unsupported"
+    assert (r := header_refusal(text)) is not None
+    assert r.kind == "unsupported"
     bomb = png_with_declared_size(tmp_path / "bomb.png", 20000, 11000)
-    assert (r := header_refusal(bomb, max_megapixels=200)) is not None and r.kind == "failed"
+    assert (r := header_refusal(bomb, max_megapixels=200)) is not None
+    assert r.kind == "failed"
     assert header_refusal(bomb, max_megapixels=300) is None
     # The worker's own words, also where they depend on the first bytes (magic numbers).
     for name, data in [("scan.jpg", b"%PDF-1.4\n" + b"1 0 obj\n" * 20), ("cut.png", b"\x89PNG\r\n\x1a\n")]:
         (tmp_path / name).write_bytes(data)
         r = header_refusal(tmp_path / name)
-        assert r is not None and r.reason == _worker_reason(tmp_path / name), name
+        assert r is not None, name
+        assert r.reason == _worker_reason(tmp_path / name), name
     # Gone or unreadable now: not refused, a worker looks at it when its turn comes.
     assert header_refusal(tmp_path / "missing.jpg") is None
     # HEIF needs pillow-heif, which only the worker loads.

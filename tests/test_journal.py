@@ -87,7 +87,9 @@ def test_same_file_seen_again_is_known_not_a_new_job(journal: Journal) -> None:
     assert journal.counts()["queued"] == 1
 
 
-def test_same_photo_under_another_name_after_done_is_a_duplicate(journal: Journal) -> None:
+def test_same_photo_under_another_name_after_done_is_linked_to_it_and_claimed_as_a_copy(
+    journal: Journal,
+) -> None:
     first = add(journal, "a.jpg", content="photo")
     journal.claim_batch(1, "w0")
     journal.finish(first.job.id, "/out/a.jpg", faces=2, timings={"restore": 1.5}, notes=["ok"])
@@ -95,12 +97,28 @@ def test_same_photo_under_another_name_after_done_is_a_duplicate(journal: Journa
     assert dup.status == "duplicate"
     assert dup.duplicate_of is not None
     assert dup.duplicate_of.id == first.job.id
-    assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
-    assert dup.job.state == "duplicate"
+    assert dup.message == "same content as /in/a.jpg: its result /out/a.jpg is copied under this name"
+    # Queued for its own result, linked to the first.
+    assert dup.job.state == "queued"
     assert dup.job.duplicate_of == first.job.id
-    assert dup.job.notes == [dup.message]
+    assert dup.job.output is None
     # The duplicate file seen again by a rescan is not announced twice.
     assert add(journal, "copy of a.jpg", content="photo").status == "known"
+    batch = journal.claim_batch(4, "w0")
+    assert batch.jobs == []
+    (copy,) = batch.copies
+    assert copy.job.id == dup.job.id
+    assert copy.first.id == first.job.id
+    assert copy.first.output == Path("/out/a.jpg")
+    assert copy.job.state == "running"
+    # Its own output: finishing a linked job makes it a duplicate, not a second "done".
+    assert journal.finish(dup.job.id, "/out/copy of a.jpg", faces=2)
+    ended = journal.require(dup.job.id)
+    assert ended.state == "duplicate"
+    assert ended.output == Path("/out/copy of a.jpg")
+    assert ended.duplicate_of == first.job.id
+    assert journal.counts()["done"] == 1
+    assert journal.counts()["duplicate"] == 1
 
 
 def test_identical_content_while_first_is_still_queued_is_its_own_job(journal: Journal) -> None:
@@ -108,51 +126,100 @@ def test_identical_content_while_first_is_still_queued_is_its_own_job(journal: J
     assert add(journal, "b.jpg", content="photo").status == "new"
 
 
-def test_twin_waits_for_the_first_and_is_then_a_duplicate_of_it(journal: Journal) -> None:
+def test_twin_waits_for_the_first_and_is_then_claimed_as_a_copy_of_it(journal: Journal) -> None:
     first = add(journal, "a.jpg", content="photo")
     twin = add(journal, "b.jpg", content="photo")
     other = add(journal, "c.jpg", content="other")
     batch = journal.claim_batch(3, "w0")
     assert [j.id for j in batch.jobs] == [first.job.id, other.job.id]  # the twin is held, not skipped over
     assert batch.held == 1
-    assert batch.duplicates == []
+    assert batch.copies == []
     assert journal.claim_batch(3, "w0").jobs == []  # still held while the first runs
-    assert journal.get(twin.job.id).state == "queued"  # type: ignore[union-attr]
+    assert journal.require(twin.job.id).state == "queued"
     journal.finish(first.job.id, "/out/a.jpg")
     batch = journal.claim_batch(3, "w0")
     assert batch.jobs == []
     assert batch.held == 0
-    (dup,) = batch.duplicates
-    # Exactly what add() records for a drop after the first was done.
-    assert dup.status == "duplicate"
-    assert dup.duplicate_of is not None
-    assert dup.duplicate_of.id == first.job.id
-    assert dup.message == "already done: same content as /in/a.jpg, output /out/a.jpg"
-    assert dup.job.id == twin.job.id
-    assert dup.job.state == "duplicate"
-    assert dup.job.duplicate_of == first.job.id
-    assert dup.job.notes == [dup.message]
-    assert dup.job.output == Path("/out/a.jpg")
-    assert dup.job.attempts == 0
-    assert [e.kind for e in journal.history(twin.job.id)] == ["added", "duplicate"]
+    (copy,) = batch.copies
+    assert copy.job.id == twin.job.id
+    assert copy.first.id == first.job.id
+    assert copy.job.duplicate_of == first.job.id
+    assert copy.job.state == "running"
+    assert [e.kind for e in journal.history(twin.job.id)] == ["added", "claimed"]
+    assert journal.history(twin.job.id)[-1].detail == f"same content as job {first.job.id}"
     assert add(journal, "b.jpg", content="photo").status == "known"  # a rescan does not announce it again
 
 
-def test_twin_of_a_failed_first_is_processed_like_any_other_job(journal: Journal) -> None:
+def test_twins_that_waited_for_a_failed_first_repeat_its_failure(journal: Journal) -> None:
     first = add(journal, "a.jpg", content="photo")
     twins = [add(journal, f"b{i}.jpg", content="photo").job.id for i in range(2)]
     assert [j.id for j in journal.claim_batch(5, "w0").jobs] == [first.job.id]
     journal.fail(first.job.id, "truncated JPEG")
-    assert [j.id for j in journal.claim_batch(5, "w0").jobs] == twins[
-        :1
-    ]  # the next one in line, one at a time
-    journal.requeue(twins[0], "worker crashed")  # requeued: first in line again, the other still waits
-    assert [j.id for j in journal.claim_batch(5, "w0").jobs] == twins[:1]
-    journal.finish(twins[0], "/out/b0.jpg")
     batch = journal.claim_batch(5, "w0")
-    assert batch.jobs == []
-    assert [d.job.id for d in batch.duplicates] == twins[1:]
-    assert batch.duplicates[0].duplicate_of.id == twins[0]  # type: ignore[union-attr]
+    assert batch.jobs == []  # not restored again
+    assert [t.job.id for t in batch.repeats] == twins
+    assert {t.first.id for t in batch.repeats} == {first.job.id}
+    assert {t.first.error for t in batch.repeats} == {"truncated JPEG"}
+    assert [journal.require(i).duplicate_of for i in twins] == [first.job.id] * 2
+
+
+def test_the_same_photo_dropped_after_its_failure_was_recorded_is_retried(journal: Journal) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    journal.claim_batch(1, "w0")
+    journal.fail(first.job.id, "the worker ran out of memory")
+    later = add(journal, "again.jpg", content="photo")
+    assert later.status == "new"
+    batch = journal.claim_batch(5, "w0")
+    assert [j.id for j in batch.jobs] == [later.job.id]
+    assert batch.repeats == []
+
+
+def test_a_copy_whose_first_result_is_gone_is_restored_itself(journal: Journal) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    journal.claim_batch(1, "w0")
+    journal.finish(first.job.id, "/out/a.jpg")
+    dup = add(journal, "b.jpg", content="photo")
+    (copy,) = journal.claim_batch(1, "w0").copies
+    assert journal.restore_instead(copy.job.id, "the first result was deleted")
+    assert journal.require(dup.job.id).duplicate_of is None
+    journal.finish(dup.job.id, "/out/b.jpg", faces=1)
+    assert journal.require(dup.job.id).state == "done"
+
+
+def test_a_copy_dropped_again_under_the_first_name_ends_without_an_output_of_its_own(
+    journal: Journal,
+) -> None:
+    first = add(journal, "a.jpg", content="photo")
+    journal.claim_batch(1, "w0")
+    journal.finish(first.job.id, "/out/a.jpg")
+    journal.set_original(first.job.id, "archived", "/originals/a.jpg")
+    again = add(journal, "a.jpg", content="photo")
+    (copy,) = journal.claim_batch(1, "w0").copies
+    assert journal.end_as_duplicate(copy.job.id, "dropped again: its result is /out/a.jpg")
+    ended = journal.require(again.job.id)
+    assert (ended.state, ended.output, ended.duplicate_of) == ("duplicate", None, first.job.id)
+
+
+def test_a_version_1_journal_is_migrated_and_its_duplicates_lose_the_borrowed_output(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(schema.MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
+    cols = "source, inbox, rel, size, mtime, sha256, created, state, output, duplicate_of"
+    conn.execute(
+        f"INSERT INTO jobs (id, {cols}) VALUES (1, '/in/a.jpg', '/in', 'a.jpg', 5, 0, 'h', 0, 'done', '/out/a.jpg', NULL)"
+    )
+    conn.execute(
+        f"INSERT INTO jobs (id, {cols}) VALUES (2, '/in/b.jpg', '/in', 'b.jpg', 5, 0, 'h', 0, 'duplicate', '/out/a.jpg', 1)"
+    )
+    conn.commit()
+    conn.close()
+    with Journal.open(path) as j:
+        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION == 2
+        old_dup = j.require(2)
+        assert (old_dup.state, old_dup.duplicate_of, old_dup.output) == ("duplicate", 1, None)
+        assert j.require(1).output == Path("/out/a.jpg")
 
 
 def test_held_twins_do_not_hold_up_the_rest_of_the_queue(journal: Journal) -> None:

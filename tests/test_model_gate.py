@@ -148,7 +148,7 @@ def test_gate_downloads_what_is_missing_then_lets_the_workers_start(
         poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
         assert gate.problem() is None
         assert gate.notice() is None
-        assert {f["state"] for f in gate.status()["files"]} == {"present"}
+        assert {f.state for f in gate.status().files} == {"present"}
         assert sorted(p.name for p in paths.model_cache_dir().iterdir()) == sorted(
             [GPEN256.filename, MOBILE.filename]
         )
@@ -230,13 +230,14 @@ def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
         assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.1 of {registry.mb(len(body))})"
         assert gate.problem() is None  # news, not a fault
         status = gate.status()
-        assert status["state"] == "waiting"
-        assert status["download"]["percent"] == pct
-        assert status["download"]["file"] == GPEN256.filename
+        assert status.state == "waiting"
+        assert status.download is not None
+        assert status.download.percent == pct
+        assert status.download.file == GPEN256.filename
         RELEASE.set()
         poll_until(gate, clock, lambda: gate.state is GateState.READY, "ready")
         assert gate.notice() is None
-        assert gate.status()["download"] is None
+        assert gate.status().download is None
     finally:
         RELEASE.set()
         gate.close()

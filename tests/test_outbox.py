@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +20,9 @@ from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
 from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.fsutil import FOLDER_REFUSES
 from gpen_watch.journal import Journal, hash_file
+from gpen_watch.journal.journal import Twin
 from gpen_watch.journal.states import Original
-from gpen_watch.outbox import commit, durable, failed, moves, naming, originals, recovery
+from gpen_watch.outbox import commit, duplicates, durable, failed, moves, naming, originals, recovery
 from gpen_watch.restore.api import FileResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -853,18 +855,93 @@ def test_crash_mid_set_aside_after_the_move(env: Env) -> None:
     assert env.journal.get(job_id).original == "set-aside"  # type: ignore[union-attr]
 
 
-def test_duplicate_drop_is_archived_like_a_done_one(env: Env) -> None:
+def _copy_claim(env: Env, rel: str, content: bytes = b"original photo") -> Twin:
+    job_id = env.drop(rel, content)
+    batch = env.journal.claim_batch(4, "pool")
+    assert [t.job.id for t in batch.copies] == [job_id]
+    return batch.copies[0]
+
+
+def test_a_duplicate_gets_a_copy_of_the_first_result_under_its_own_name_and_is_archived(env: Env) -> None:
     first = env.drop("a.jpg")
     commit.commit(env.journal, first, env.run_worker(first), env.cfg)
-    path = env.inbox / "copy.jpg"
-    path.write_bytes(b"original photo")
-    st = path.stat()
-    dup = env.journal.add(path, env.inbox, "copy.jpg", st.st_size, st.st_mtime, hash_file(path))
-    assert dup.status == "duplicate"
-    assert "output " + str(env.outbox / "a.jpg") in dup.message
-    assert originals.dispose_original(env.journal, dup.job.id, env.cfg).action == "archived"
-    assert env.files(env.archive) == ["a.jpg", "copy.jpg"]
+    twin = _copy_claim(env, "sub/copy.jpg")
+    outcome = duplicates.copy_result(env.journal, twin, env.cfg)
+    assert outcome.output == env.outbox / "sub" / "copy.jpg"
+    assert outcome.original is not None
+    assert outcome.original.action == "archived"
+    assert env.files(env.outbox) == ["a.jpg", "sub/copy.jpg"]
+    assert (env.outbox / "sub" / "copy.jpg").read_bytes() == (env.outbox / "a.jpg").read_bytes()
+    # A copy, not a second name of the same file: editing one output leaves the other alone.
+    assert not os.path.samefile(env.outbox / "sub" / "copy.jpg", env.outbox / "a.jpg")
+    assert env.files(env.archive) == ["a.jpg", "sub/copy.jpg"]
+    job = env.journal.require(twin.job.id)
+    assert (job.state, job.duplicate_of, job.faces) == ("duplicate", first, 2)
+    assert job.notes[0] == f"same content as {env.inbox / 'a.jpg'}: a copy of its result a.jpg"
+
+
+def test_a_duplicate_takes_the_extension_of_what_the_first_output_is(env: Env) -> None:
+    first = env.drop("a.png")
+    res = env.run_worker(first)
+    commit.commit(env.journal, first, FileResult(**{**res.__dict__, "format": "JPEG"}), env.cfg)
     assert env.files(env.outbox) == ["a.jpg"]
+    twin = _copy_claim(env, "b.png")
+    assert duplicates.copy_result(env.journal, twin, env.cfg).output == env.outbox / "b.jpg"
+
+
+def test_a_duplicate_whose_first_result_was_edited_or_removed_is_not_a_copy_of_it(env: Env) -> None:
+    first = env.drop("a.jpg")
+    commit.commit(env.journal, first, env.run_worker(first), env.cfg)
+    (env.outbox / "a.jpg").write_bytes(b"retouched by the user, longer than before")
+    twin = _copy_claim(env, "b.jpg")
+    with pytest.raises(duplicates.FirstResultGone, match="replaced or changed"):
+        duplicates.copy_result(env.journal, twin, env.cfg)
+    (env.outbox / "a.jpg").unlink()
+    with pytest.raises(duplicates.FirstResultGone):
+        duplicates.copy_result(env.journal, twin, env.cfg)
+    assert env.files(env.outbox) == []  # no temp copy left behind
+
+
+def test_the_same_name_dropped_again_gets_no_second_file(env: Env) -> None:
+    first = env.drop("a.jpg")
+    commit.commit(env.journal, first, env.run_worker(first), env.cfg)
+    twin = _copy_claim(env, "a.jpg")
+    outcome = duplicates.copy_result(env.journal, twin, env.cfg)
+    assert outcome.output == env.outbox / "a.jpg"
+    assert env.files(env.outbox) == ["a.jpg"]
+    assert env.journal.require(twin.job.id).state == "duplicate"
+    assert env.files(env.archive) == ["a (1).jpg", "a.jpg"]
+
+
+def test_a_copy_killed_after_its_commit_token_is_finished_as_a_duplicate_by_recovery(env: Env) -> None:
+    first = env.drop("a.jpg")
+    commit.commit(env.journal, first, env.run_worker(first), env.cfg)
+    twin = _copy_claim(env, "b.jpg")
+    # As if killed right after the token was recorded, before the link: only the temp copy exists.
+    final, tmp = commit.prepare(env.journal, twin.job.id, env.cfg)
+    shutil.copyfile(env.outbox / "a.jpg", tmp)
+    st = tmp.stat()
+    assert env.journal.begin_commit(twin.job.id, final, st.st_ino, st.st_size, 2)
+    env.reopen()
+    rec = recovery.recover(env.journal, env.cfg)
+    assert rec.finished == [twin.job.id]
+    assert env.journal.require(twin.job.id).state == "duplicate"
+    assert env.files(env.outbox) == ["a.jpg", "b.jpg"]
+
+
+def test_a_twin_of_a_failed_photo_repeats_its_reason_in_its_own_error_file(env: Env) -> None:
+    first = env.drop("bad.jpg", b"broken")
+    twin_id = env.drop("bad-copy.jpg", b"broken")
+    env.journal.claim_batch(4, "pool")
+    failed.fail(env.journal, first, "truncated JPEG: image data ends early", env.cfg)
+    (twin,) = env.journal.claim_batch(4, "pool").repeats
+    assert twin.job.id == twin_id
+    duplicates.repeat_failure(env.journal, twin, env.cfg)
+    job = env.journal.require(twin_id)
+    assert (job.state, job.duplicate_of) == ("failed", first)
+    text = (env.failed / "bad-copy.jpg.error.txt").read_text()
+    assert "Reason:   truncated JPEG: image data ends early (same content as" in text
+    assert env.files(env.failed) == ["bad-copy.jpg", "bad-copy.jpg.error.txt", "bad.jpg", "bad.jpg.error.txt"]
 
 
 def test_stale_temps_are_cleaned_but_not_those_of_running_jobs(env: Env) -> None:

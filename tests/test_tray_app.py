@@ -17,6 +17,7 @@ from test_tray_gpu import FakeNvml
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.errors import GpenWatchError
 from gpen_watch.platform.login_common import LoginOptions, LoginResult
+from gpen_watch.service.status import Status
 from gpen_watch.tray import app as tray_app
 from gpen_watch.tray import model
 from gpen_watch.tray.app import TrayApp, run_with_tray
@@ -173,7 +174,7 @@ class FakeService:
             "queue": {"queued": self.queued, "running": 0},
             "throughput": {"images": self.images, "failed": self.failed},
             "workers": [{"device": "cuda:0 (NVIDIA A100)"}],
-            "done_today": self.images,
+            "restored_today": self.images,
         }
 
 
@@ -466,7 +467,7 @@ def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None
         from gpen_watch.tray.gpu import GpuSample
 
         return model.view_from_status(
-            {**st, "queue": {"queued": queued}}, [GpuSample(0, "A", util, 1, 2**30, 40)]
+            Status.from_json({**st, "queue": {"queued": queued}}), [GpuSample(0, "A", util, 1, 2**30, 40)]
         )
 
     app.show(view(10), now=100.0)

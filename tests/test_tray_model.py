@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from gpen_watch.service.status import Status
 from gpen_watch.tray import icon, model
 from gpen_watch.tray.gpu import GpuSample
 from gpen_watch.tray.notices import NoticeTracker, batch_message, problem_kind
@@ -22,23 +23,25 @@ def status(
     failed: int = 0,
     devices: tuple[str, ...] = ("cpu",),
     **extra: Any,
-) -> dict[str, Any]:
-    return {
-        "ok": True,
-        "paused": paused,
-        "stopping": False,
-        "problem": problem,
-        "queue": {
-            "queued": queued,
-            "running": running,
-            "done": images,
-            "failed": failed,
-            "in_flight": running,
-        },
-        "throughput": {"images": images, "faces": images, "failed": failed},
-        "workers": [{"name": d, "device": d, "state": "idle"} for d in devices],
-        **extra,
-    }
+) -> Status:
+    return Status.from_json(
+        {
+            "ok": True,
+            "paused": paused,
+            "stopping": False,
+            "problem": problem,
+            "queue": {
+                "queued": queued,
+                "running": running,
+                "done": images,
+                "failed": failed,
+                "in_flight": running,
+            },
+            "throughput": {"images": images, "faces": images, "failed": failed},
+            "workers": [{"name": d, "device": d, "state": "idle"} for d in devices],
+            **extra,
+        }
+    )
 
 
 H200 = GpuSample(0, "NVIDIA H200", 87, int(12.3 * 2**30), int(139.8 * 2**30), 64)
@@ -114,7 +117,7 @@ def texts(entries: list[model.Entry]) -> list[str]:
 
 def test_menu_with_a_gpu() -> None:
     view = model.view_from_status(
-        status(queued=3, devices=("cuda:0 (NVIDIA H200)",), done_today=17), [H200], login_enabled=True
+        status(queued=3, devices=("cuda:0 (NVIDIA H200)",), restored_today=17), [H200], login_enabled=True
     )
     entries = model.menu(view)
     assert texts(entries) == [
@@ -159,7 +162,7 @@ def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
     assert lines[:4] == [
         "Needs attention: 2 in the queue",
         "Problem: outbox: read-only file system",
-        "Restored since start: 0",
+        "Restored today: 0",
         "CPU mode (no NVIDIA GPU)",
     ]
     assert next(e for e in model.menu(view) if e.text == "Pause").checked is True
@@ -168,14 +171,14 @@ def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
 def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
     """Originals a read-only inbox keeps: their results are out, so the icon stays green."""
     note = "3 original(s) left in the inbox: inbox is read-only"
-    view = model.view_from_status(status(images=3, notice=note))
+    view = model.view_from_status(status(images=3, restored_today=3, notice=note))
     assert view.state == "idle"
     assert model.badge(view).fill == model.BADGE_COLOURS["idle"][0]
     lines = texts(model.menu(view))
     assert lines[:3] == [
         "Idle: queue empty",
         "Note: 3 original(s) left in the inbox: inbox is…",
-        "Restored since start: 3",
+        "Restored today: 3",
     ]
     assert model.title(view).startswith("gpen-watch: idle: queue empty - note: 3 original(s)")
     assert len(model.title(view)) <= model.MAX_TITLE
@@ -338,9 +341,9 @@ def test_icon_asset_is_found() -> None:
 
 
 def test_a_worker_on_apples_gpu_is_shown_by_name_not_as_cpu_mode() -> None:
-    status = {"queue": {}, "workers": [{"name": "cpu#0", "device": "Apple GPU (mps)", "state": "idle"}]}
-    view = model.view_from_status(status, [])  # NVML sees no GPU on a Mac
+    view = model.view_from_status(status(devices=("Apple GPU (mps)",)), [])  # NVML sees no GPU on a Mac
     assert not view.cpu_mode
     assert model.device_lines(view) == ["Apple GPU (mps)"]
-    status["workers"] = [{"name": "cpu#0", "device": "cpu", "state": "idle"}]
-    assert model.device_lines(model.view_from_status(status, [])) == ["CPU mode (no NVIDIA GPU)"]
+    assert model.device_lines(model.view_from_status(status(devices=("cpu",)), [])) == [
+        "CPU mode (no NVIDIA GPU)"
+    ]

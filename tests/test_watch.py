@@ -396,6 +396,36 @@ def test_symlinks_fifos_hidden_files_and_the_outbox_are_ignored(tmp_path: Path, 
         assert col.names() == ["sentinel.jpg"]
 
 
+def test_links_and_pipes_are_left_alone_logged_once_each_and_counted(
+    tmp_path: Path, inbox: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="gpen_watch.watch.watcher")
+    (tmp_path / "elsewhere.jpg").write_bytes(b"e")
+    (inbox / "sub").mkdir()
+    col = Collector()
+    with make_watcher(inbox, col, rescan_seconds=0.1) as w:
+        (inbox / "link.jpg").symlink_to(tmp_path / "elsewhere.jpg")
+        (inbox / "linkdir").symlink_to(tmp_path)
+        os.mkfifo(inbox / "pipe.jpg")
+        os.mkfifo(inbox / "sub" / "deep.raw")
+        os.mkfifo(inbox / ".hidden-pipe")  # ignored for its name, as any dot name: not counted
+        (inbox / "sentinel.jpg").write_bytes(b"s")
+        wait_until(lambda: col.has("sentinel.jpg"))
+        scans = w.scans
+        wait_until(lambda: w.scans >= scans + 3)
+        assert w.special_files == 4
+        lines = sorted(r.getMessage() for r in caplog.records if "left alone" in r.getMessage())
+        assert lines == [
+            f"{inbox / 'link.jpg'}: left alone: symbolic link (not followed); only regular files are taken (copy the photo itself in)",
+            f"{inbox / 'linkdir'}: left alone: symbolic link (not followed); only regular files are taken (copy the photo itself in)",
+            f"{inbox / 'pipe.jpg'}: left alone: named pipe (not opened); only regular files are taken (copy the photo itself in)",
+            f"{inbox / 'sub' / 'deep.raw'}: left alone: named pipe (not opened); only regular files are taken (copy the photo itself in)",
+        ]
+        (inbox / "link.jpg").unlink()
+        wait_until(lambda: w.special_files == 3)
+    assert col.names() == ["sentinel.jpg"]
+
+
 def test_non_images_are_reported_as_unsupported_not_dropped(inbox: Path) -> None:
     col = Collector()
     with make_watcher(inbox, col):

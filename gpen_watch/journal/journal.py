@@ -116,10 +116,11 @@ class Event:
 class AddResult:
     """What ``Journal.add`` did.
 
-    status "new": a queued job was created (``job``). "duplicate": the content matches a finished
-    job (``duplicate_of``); a job in state duplicate records the drop and ``message`` says so for
-    the user. "known": this very file already has a job (queued, running, or ended with the file
-    left in place) - nothing to do, ``job`` is that job.
+    status "new": a queued job was created (``job``). "duplicate": the content matches a done job
+    (``duplicate_of``); the queued ``job`` is linked to it and gets a copy of its output under its
+    own name when claimed (``Claim.copies``); ``message`` says so for the user. "known": this very
+    file already has a job (queued, running, or ended with the file left in place) - nothing to
+    do, ``job`` is that job.
     """
 
     status: Literal["new", "duplicate", "known"]
@@ -135,21 +136,31 @@ class AddResult:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """A claimed job whose content is that of ``first``, an earlier job that has ended."""
+
+    job: Job
+    first: Job
+
+
+@dataclass(frozen=True)
 class Claim:
     """What ``Journal.claim_batch`` did.
 
-    ``jobs``: now running. ``duplicates``: queued jobs ended as duplicates of a job that was done
-    meanwhile (their originals still have to be disposed of). ``held``: queued jobs passed over
-    because a job with the same content is running or ahead of them in the queue.
+    ``jobs``: now running, for a worker. ``copies``: now running, content of a done job: they get
+    a copy of its output (``outbox.duplicates``), no worker. ``repeats``: now running, content of
+    a job that failed while they waited for it: they fail with its reason, no worker. ``held``:
+    queued jobs passed over because a job with the same content is running or ahead of them.
     """
 
     jobs: list[Job]
-    duplicates: list[AddResult]
+    copies: list[Twin]
+    repeats: list[Twin]
     held: int
 
 
 def _duplicate_message(done: sqlite3.Row) -> str:
-    return f"already done: same content as {done['source']}, output {done['output']}"
+    return f"same content as {done['source']}: its result {done['output']} is copied under this name"
 
 
 def _path(value: str | None) -> Path | None:
@@ -340,11 +351,12 @@ class Journal:
             done = self._done_with(conn, sha256, size)
             values = (src, os.fspath(inbox), os.fspath(rel), size, mtime, sha256, now)
             if done is not None:
+                # Queued like any drop, linked to the done job: claim_batch hands it out as a copy.
                 message = _duplicate_message(done)
                 cur = conn.execute(
-                    "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, finished,"
-                    f" duplicate_of, notes, output) VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.DUPLICATE}', ?, ?, ?, ?)",
-                    (*values, now, done["id"], json.dumps([message]), done["output"]),
+                    "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, duplicate_of)"
+                    f" VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?)",
+                    (*values, done["id"]),
                 )
                 job_id = int(cur.lastrowid or 0)
                 self._event(conn, job_id, "duplicate", message)
@@ -383,62 +395,102 @@ class Journal:
                 return
             last = rows[-1]["id"]
 
+    @staticmethod
+    def _failed_first(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
+        """The job with this queued job's content that failed while it waited, if any.
+
+        Only a failure that ended after this drop arrived counts: the copy waited for that very
+        attempt. A photo dropped again after its failure was recorded is the user's retry.
+        """
+        failed: sqlite3.Row | None = conn.execute(
+            f"SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state IN {_FAILURES} AND id < ?"
+            " AND finished >= ? ORDER BY id DESC LIMIT 1",
+            (row["sha256"], row["size"], row["id"], row["created"]),
+        ).fetchone()
+        return failed
+
     def claim_batch(self, n: int, worker: str) -> Claim:
         """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically,
         holding back and resolving jobs with the same content.
 
-        Two files with the same content (sha256 + size) are never running at once: a queued job
+        Two files with the same content (sha256 + size) are never restored at once: a queued job
         whose content matches a running job, or an older queued one, stays queued (``held``).
-        Once a job with that content is done, the next one of them that comes up is ended as a
-        duplicate of it, exactly as ``add`` does for a drop after the first was done; they are
-        returned in ``duplicates`` so the caller disposes of their originals. If the first one
-        fails instead (or is unsupported, or gone), the next one is claimed and processed as
-        usual (a failed photo dropped again is retried, too).
+        Once a job with that content is done, the next ones that come up are claimed as
+        ``copies`` of it (linked by ``duplicate_of``), exactly as ``add`` links a drop after the
+        first was done. If the first fails instead (or is unsupported), those that waited for it
+        are claimed as ``repeats`` of its failure; if it is gone, the next one is restored as usual.
+        Copies and repeats count towards ``n``.
         """
         if n <= 0:
-            return Claim([], [], 0)
+            return Claim([], [], [], 0)
         now = self._clock()
         with self._write() as conn:
             busy = {
                 (r[0], r[1])
                 for r in conn.execute(
-                    f"SELECT sha256, size FROM jobs WHERE state = '{JobState.RUNNING}'"
+                    f"SELECT sha256, size FROM jobs WHERE state = '{JobState.RUNNING}' AND duplicate_of IS NULL"
                 ).fetchall()
             }
             ids: list[int] = []
-            duplicates: list[AddResult] = []
+            twins: list[tuple[int, sqlite3.Row, bool]] = []  # (job id, first, done?)
             held = 0
             for row in self._queued_rows(conn, n):
-                if len(ids) >= n:
+                if len(ids) + len(twins) >= n:
                     break
                 content = (row["sha256"], row["size"])
                 if content in busy:
                     held += 1
                     continue
-                busy.add(content)  # a younger twin waits for this one, whatever becomes of it
                 done = self._done_with(conn, row["sha256"], row["size"])
-                if done is None:
-                    ids.append(row["id"])
+                first = done if done is not None else self._failed_first(conn, row)
+                if first is not None:
+                    # Nothing to restore: a younger twin in this batch is one too, not held.
+                    twins.append((row["id"], first, done is not None))
                     continue
-                message = _duplicate_message(done)
-                conn.execute(
-                    f"UPDATE jobs SET state = '{JobState.DUPLICATE}', finished = ?, duplicate_of = ?, notes = ?, output = ?"
-                    " WHERE id = ?",
-                    (now, done["id"], json.dumps([message]), done["output"], row["id"]),
-                )
-                self._event(conn, row["id"], "duplicate", message)
-                busy.discard(content)  # ended: a younger twin is a duplicate too, not held
-                duplicates.append(AddResult("duplicate", self._get(conn, row["id"]), _job(done), message))  # type: ignore[arg-type]
+                busy.add(content)  # a younger twin waits for this one, whatever becomes of it
+                ids.append(row["id"])
             for job_id in ids:
-                conn.execute(
-                    f"UPDATE jobs SET state = '{JobState.RUNNING}', attempts = attempts + 1, worker = ?, started = ?"
-                    " WHERE id = ?",
-                    (worker, now, job_id),
-                )
-                attempt = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
-                self._event(conn, job_id, "claimed", f"attempt {attempt} on {worker}", worker)
+                self._claim(conn, job_id, worker, now)
+            for job_id, first, _ in twins:
+                self._claim(conn, job_id, worker, now, duplicate_of=first["id"])
             jobs = [j for j in (self._get(conn, i) for i in ids) if j is not None]
-            return Claim(jobs, duplicates, held)
+            pairs = [(self._get(conn, i), _job(first), is_copy) for i, first, is_copy in twins]
+            return Claim(
+                jobs,
+                [Twin(j, f) for j, f, is_copy in pairs if j is not None and is_copy],
+                [Twin(j, f) for j, f, is_copy in pairs if j is not None and not is_copy],
+                held,
+            )
+
+    def _claim(
+        self, conn: sqlite3.Connection, job_id: int, worker: str, now: float, duplicate_of: int | None = None
+    ) -> None:
+        # A twin is not an attempt: no worker sees it (restore_instead counts one if it comes to that).
+        conn.execute(
+            f"UPDATE jobs SET state = '{JobState.RUNNING}', attempts = attempts + ?, worker = ?, started = ?,"
+            " duplicate_of = ? WHERE id = ?",
+            (1 if duplicate_of is None else 0, worker, now, duplicate_of, job_id),
+        )
+        attempt = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        what = (
+            f"attempt {attempt} on {worker}"
+            if duplicate_of is None
+            else f"same content as job {duplicate_of}"
+        )
+        self._event(conn, job_id, "claimed", what, worker)
+
+    def restore_instead(self, job_id: int, reason: str) -> bool:
+        """A running copy whose first result cannot be copied (gone, or changed since): it loses
+        its link and is restored itself. False if the job is not running."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET duplicate_of = NULL, attempts = attempts + 1"
+                f" WHERE id = ? AND state = '{JobState.RUNNING}'",
+                (job_id,),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "restore-instead", reason)
+            return cur.rowcount == 1
 
     def reserve_output(self, job_id: int, output: os.PathLike[str] | str) -> bool:
         """Record the output name chosen for an active job, unless another active job holds it.
@@ -511,16 +563,33 @@ class Journal:
         timings: dict[str, float] | None = None,
         notes: Sequence[str] = (),
     ) -> bool:
-        """Mark an active job done with its final output (durable). False if it was not active."""
+        """Mark an active job done with its final output (durable). False if it was not active.
+
+        A job linked to a done one (``duplicate_of``: its output is a copy) ends as duplicate.
+        """
         now = self._clock()
         with self._write(durable=True) as conn:
             cur = conn.execute(
-                f"UPDATE jobs SET state = '{JobState.DONE}', finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
+                f"UPDATE jobs SET state = CASE WHEN duplicate_of IS NULL THEN '{JobState.DONE}'"
+                f" ELSE '{JobState.DUPLICATE}' END, finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
                 f" error = NULL WHERE id = ? AND state IN {_ACTIVE}",
                 (now, os.fspath(output), faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
             )
             if cur.rowcount:
                 self._event(conn, job_id, "finished", f"{faces} face(s) -> {os.fspath(output)}")
+            return cur.rowcount == 1
+
+    def end_as_duplicate(self, job_id: int, note: str) -> bool:
+        """End an active copy whose result already exists under its own name (it was dropped
+        again under the same name): duplicate, no output of its own (durable)."""
+        with self._write(durable=True) as conn:
+            cur = conn.execute(
+                f"UPDATE jobs SET state = '{JobState.DUPLICATE}', finished = ?, notes = ?, output = NULL"
+                f" WHERE id = ? AND state IN {_ACTIVE} AND duplicate_of IS NOT NULL",
+                (self._clock(), json.dumps([note]), job_id),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "duplicate", note)
             return cur.rowcount == 1
 
     def fail(self, job_id: int, reason: str, kind: JobState = JobState.FAILED) -> bool:

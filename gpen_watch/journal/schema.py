@@ -65,7 +65,17 @@ CREATE TABLE events (
 CREATE INDEX events_job ON events(job_id, id);
 """
 
-MIGRATIONS: list[str] = [_V1]
+# Version 2: a duplicate gets its own output, a copy of the first one's (outbox.duplicates), and a
+# job that waited for a twin that failed repeats its failure; both are linked by duplicate_of. Under
+# version 1 a duplicate's output column named the first one's file: those rows keep their link and
+# lose the borrowed name, so that ``output`` always means a job's own file.
+_V2 = """
+UPDATE jobs SET output = NULL
+    WHERE state = 'duplicate' AND duplicate_of IS NOT NULL
+    AND output = (SELECT first.output FROM jobs AS first WHERE first.id = jobs.duplicate_of);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 VERSION = len(MIGRATIONS)
 
 

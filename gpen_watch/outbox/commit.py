@@ -138,8 +138,9 @@ def place_output(
     notes: list[str],
     name: str | None = None,
 ) -> Path | None:
-    assert job.output is not None
     final = job.output
+    if final is None:
+        raise OutputError(f"{job.source}: job {job.id} has no output name reserved (was it prepared?)")
 
     def record(dst: Path) -> bool:
         return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes)

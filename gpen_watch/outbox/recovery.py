@@ -56,7 +56,8 @@ def _same_file(path: Path, ino: int | None, size: int | None) -> bool:
 
 def _resume_commit(journal: Journal, job: Job) -> Path | None:
     """Finish a job whose output was (or can be) published before the crash; None if it cannot."""
-    assert job.output is not None
+    if job.output is None:
+        return None  # a token without a name: nothing was published; the job is requeued
     final, tmp = job.output, naming.tmp_path(job.output, job.id)
     note = "finished after a restart (output was complete)"
     if _same_file(final, job.commit_ino, job.commit_size):

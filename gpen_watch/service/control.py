@@ -211,7 +211,7 @@ class ControlServer:
             secret_path, json.dumps({"pid": os.getpid(), "address": self.address, "token": self.token})
         )
         self._secret_path = secret_path
-        self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
+        self._thread = threading.Thread(target=self._serve, args=(sock,), name="control", daemon=True)
         self._thread.start()
         log.debug("control channel on %s", self.address)
 
@@ -235,17 +235,16 @@ class ControlServer:
         self._wake_r.close()
         self._wake_w.close()
 
-    def _serve(self) -> None:
-        assert self._sock is not None
+    def _serve(self, sock: socket.socket) -> None:
         sel = selectors.DefaultSelector()
-        sel.register(self._sock, selectors.EVENT_READ)
+        sel.register(sock, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
         while not self._stop.is_set():
             for key, _ in sel.select():
                 if key.fileobj is self._wake_r:
                     continue
                 try:
-                    conn, _addr = self._sock.accept()
+                    conn, _addr = sock.accept()
                 except (BlockingIOError, OSError):
                     continue
                 threading.Thread(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
 from gpen_watch.service import control
+from gpen_watch.service.status import Status, WorkerStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -26,14 +26,18 @@ def run(args: argparse.Namespace) -> int:
     command = args.command
     if command == "status":
         try:
-            status = control.request("status")
+            reply = control.request("status")
         except control.NotRunning as exc:
             if args.json:
                 print(json.dumps({"running": False}))
             else:
                 print(str(exc))
             return 3  # like `systemctl status` for a stopped unit: scripts can tell
-        print(json.dumps(status, indent=2) if args.json else format_status(status))
+        if not reply.get("ok"):
+            print(json.dumps(reply) if args.json else f"gpen-watch status: {reply.get('error', 'refused')}")
+            return 1
+        status = Status.from_json(reply)
+        print(json.dumps({"ok": True, **status.to_json()}, indent=2) if args.json else format_status(status))
         return 0
     reply = control.request(command)
     if not reply.get("ok"):
@@ -69,63 +73,66 @@ def _wait_gone(timeout: float) -> bool:
     return False
 
 
-def format_status(s: dict[str, Any]) -> str:
-    """The status reply as the lines `gpen-watch status` prints."""
+def format_status(s: Status) -> str:
+    """The status as the lines `gpen-watch status` prints."""
     lines = []
-    state = "paused" if s.get("paused") else ("stopping" if s.get("stopping") else "running")
+    state = "paused" if s.paused else ("stopping" if s.stopping else "running")
+    lines.append(f"gpen-watch {s.version}: {state} (pid {s.pid}, up {_duration(s.uptime_s)})")
+    if s.problem:
+        lines.append(f"PROBLEM: {s.problem}")
+    if s.notice:
+        lines.append(f"note: {s.notice}")
+    q = s.queue
     lines.append(
-        f"gpen-watch {s.get('version', '?')}: {state} (pid {s.get('pid')}, up {_duration(s.get('uptime_s', 0))})"
+        f"queue: {q.queued} waiting, {q.running} running"
+        + (f"; {_count(s.settling, 'file')} settling" if s.settling else "")
     )
-    if s.get("problem"):
-        lines.append(f"PROBLEM: {s['problem']}")
-    if s.get("notice"):
-        lines.append(f"note: {s['notice']}")
-    q = s.get("queue", {})
-    lines.append(
-        f"queue: {q.get('queued', 0)} waiting, {q.get('running', 0)} running"
-        + (f"; {_count(s['settling'], 'file')} settling" if s.get("settling") else "")
-    )
-    if "restored_today" in s:
+    if s.special_files:
         lines.append(
-            f"today: {_count(s['restored_today'], 'photo')} restored "
-            f"({_count(s.get('faces_today', 0), 'face')}), {s.get('no_face_today', 0)} without a face"
+            f"left alone: {_count(s.special_files, 'link, pipe or device file')} in the inboxes "
+            "(only regular files are taken; each is named in the log)"
         )
+    lines.append(
+        f"today: {_count(s.restored_today, 'photo')} restored "
+        f"({_count(s.faces_today, 'face')}), {s.no_face_today} without a face"
+    )
     # "done": ended well (restored, or without a face and copied through), as in the journal.
     lines.append(
-        f"all time: {q.get('done', 0)} done, {q.get('failed', 0)} failed, {q.get('unsupported', 0)} unsupported"
-        + (f", {q['duplicate']} duplicate" if q.get("duplicate") else "")
+        f"all time: {q.done} done, {q.failed} failed, {q.unsupported} unsupported"
+        + (f", {q.duplicate} duplicate" if q.duplicate else "")
     )
-    t = s.get("throughput", {})
+    t = s.throughput
     lines.append(
-        f"this run: {t.get('images', 0)} done, {_count(t.get('faces', 0), 'face')} restored"
-        f"; last minute {t.get('images_per_min', 0)} image(s)/min"
-        + (f"; {t['images_per_s']:.2f} images/s while busy" if t.get("images_per_s") else "")
+        f"this run: {t.images} done, {_count(t.faces, 'face')} restored"
+        f"; last minute {t.images_per_min} image(s)/min"
+        + (f"; {t.images_per_s:.2f} images/s while busy" if t.images_per_s else "")
     )
     # A worker's count is every photo it finished this run, failures included: named apart from
     # "done" so the two are not read as the same number.
     lines.append("workers (processed this run):")
-    for w in s.get("workers", []):
-        extra = f" pid {w['pid']}" if w.get("pid") else ""
+    for w in s.workers:
+        extra = f" pid {w.pid}" if w.pid else ""
         line = (
-            f"  {w['name']:<10} {w['device']:<28} {w['state']:<10} in flight {w['in_flight']}"
-            f"  processed {w['done']}  faces {w['faces']}  restarts {w['restarts']}{extra}"
+            f"  {w.name:<10} {w.device:<28} {w.state:<10} in flight {w.in_flight}"
+            f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}{extra}"
         )
         lines.append(line)
-        if w.get("loaded"):
-            lines.append(f"             {w['loaded']}")
-        if w.get("rss_mb"):
+        if w.loaded:
+            lines.append(f"             {w.loaded}")
+        if w.rss_mb:
             lines.append("             " + _memory_line(w))
-        if w.get("error"):
-            lines.append(f"             error: {w['error']}")
-    errors = s.get("last_errors", [])
-    if errors:
+        if w.error:
+            lines.append(f"             error: {w.error}")
+    if s.last_errors:
         lines.append("last errors:")
-        for e in errors:
-            lines.append(f"  {e.get('when', '')}  {e.get('file', '')}: {e.get('error', '')}")
-    for folder in ("inboxes", "outbox", "failed"):
-        if s.get(folder):
-            value = ", ".join(s[folder]) if isinstance(s[folder], list) else s[folder]
-            lines.append(f"{folder}: {value}")
+        for e in s.last_errors:
+            lines.append(f"  {e.when}  {e.file}: {e.error}")
+    if s.inboxes:
+        lines.append(f"inboxes: {', '.join(s.inboxes)}")
+    if s.outbox:
+        lines.append(f"outbox: {s.outbox}")
+    if s.failed:
+        lines.append(f"failed: {s.failed}")
     return "\n".join(lines)
 
 
@@ -133,13 +140,13 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _memory_line(w: dict[str, Any]) -> str:
+def _memory_line(w: WorkerStatus) -> str:
     """A worker's resident memory as each stage of a photo ended (highest so far) and its budget."""
-    rss = w["rss_mb"]
+    rss = w.rss_mb
     stages = ", ".join(
         f"{s} {rss[s]:.0f}" for s in ("decode", "align", "restore", "paste", "encode") if s in rss
     )
-    budget = f" of {w['memory_budget_mb']} budget" if w.get("memory_budget_mb") else ""
+    budget = f" of {w.memory_budget_mb} budget" if w.memory_budget_mb else ""
     peak = f"; peak {rss['peak']:.0f} MB{budget}" if "peak" in rss else ""
     return f"memory MB at stage end: {stages}{peak}"
 

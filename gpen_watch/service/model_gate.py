@@ -29,6 +29,7 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch
 from gpen_watch.modelstore.needs import ModelCheck
+from gpen_watch.service.status import DownloadStatus, ModelFileStatus, ModelsStatus
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +216,7 @@ class ModelGate:
         progress = self._fetch.progress()
         return progress.text() if progress is not None else None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ModelsStatus:
         check = self._check
         progress = self._fetch.progress() if self._fetch is not None else None
         failures = self._known_failures()
@@ -223,28 +224,25 @@ class ModelGate:
         for f in check.files if check is not None else ():
             spec = f.need.spec
             files.append(
-                {
-                    "role": f.need.role,
-                    "name": spec.name if spec is not None else None,
-                    "file": f.need.label,
-                    "state": f.state.value,
-                    "path": str(f.path) if f.path is not None else None,
-                    "reason": f.reason or (failures.get(spec.name) if spec is not None else None),
-                    "url": spec.url if spec is not None else None,
-                    "size_bytes": spec.size_bytes if spec is not None else None,
-                }
+                ModelFileStatus(
+                    role=f.need.role,
+                    name=spec.name if spec is not None else None,
+                    file=f.need.label,
+                    state=f.state.value,
+                    path=str(f.path) if f.path is not None else None,
+                    reason=f.reason or (failures.get(spec.name) if spec is not None else None),
+                    url=spec.url if spec is not None else None,
+                    size_bytes=spec.size_bytes if spec is not None else None,
+                )
             )
-        return {
-            "state": self.state.value,
-            "files": files,
-            "folders": [str(d) for d in check.folders] if check is not None else [],
-            "download": None
-            if progress is None
-            else {
-                "name": progress.name,
-                "file": progress.filename,
-                "done": progress.done,
-                "total": progress.total,
-                "percent": progress.percent,
-            },
-        }
+        download = None
+        if progress is not None:
+            download = DownloadStatus(
+                progress.name, progress.filename, progress.done, progress.total, progress.percent
+            )
+        return ModelsStatus(
+            state=self.state.value,
+            files=tuple(files),
+            folders=tuple(str(d) for d in check.folders) if check is not None else (),
+            download=download,
+        )

@@ -26,6 +26,7 @@ from gpen_watch.errors import GpenWatchError
 from gpen_watch.outbox.naming import failed_root
 from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import LoginOptions
+from gpen_watch.service.status import Status
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
@@ -103,7 +104,7 @@ class TrayApp:
         self._stopping = False
         self._rc = 0
         self._error: BaseException | None = None
-        self._last_status: dict[str, Any] | None = None
+        self._last_status: Status | None = None
         self._notices = NoticeTracker()
         self._setup_lock = threading.Lock()
         self._service_thread: threading.Thread | None = None
@@ -293,12 +294,12 @@ class TrayApp:
     def _build_menu(self, entries: list[model.Entry]) -> Any:
         return menus.build(self.backend.pystray, entries, self.on_action)
 
-    def _status(self) -> dict[str, Any] | None:
+    def _status(self) -> Status | None:
         if not self.service.ready.is_set():
             return None
         reply = self.service.control({"cmd": "status"})
         if reply.get("ok"):
-            self._last_status = reply
+            self._last_status = Status.from_json(reply)
         elif "stopping" in str(reply.get("error", "")):
             self._stopping = True
         return self._last_status

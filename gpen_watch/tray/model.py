@@ -7,8 +7,9 @@ TrayView into pixels and native menu items.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from gpen_watch.service.status import Status
 from gpen_watch.tray.gpu import GpuSample
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
@@ -52,10 +53,7 @@ class TrayView:
     problem: str | None = None
     # Worth knowing, not a fault (originals a read-only inbox keeps): a menu line, the state stays.
     notice: str | None = None
-    # Photos with restored faces today (journal), or images finished since start when the service
-    # does not report that.
-    done: int = 0
-    done_today: bool = True
+    done: int = 0  # photos with restored faces today (journal)
     no_face: int = 0  # photos today without a face: done, but nothing was restored
     restored_total: int = 0  # since start, for "batch finished" notifications
     failed_total: int = 0
@@ -89,7 +87,7 @@ SEPARATOR = Entry("", separator=True)
 
 
 def view_from_status(
-    status: dict[str, Any] | None,
+    status: Status | None,
     gpus: list[GpuSample] | tuple[GpuSample, ...] = (),
     *,
     login_enabled: bool = False,
@@ -105,41 +103,34 @@ def view_from_status(
             cpu_mode=not gpus,
             login_enabled=login_enabled,
         )
-    queue = status.get("queue") or {}
-    depth = int(queue.get("queued", 0)) + int(queue.get("running", 0))
-    paused = bool(status.get("paused"))
-    problem = status.get("problem") or None
-    notice = status.get("notice") or None
-    throughput = status.get("throughput") or {}
-    if stopping or status.get("stopping"):
+    depth = status.queue.depth
+    problem = status.problem or None
+    if stopping or status.stopping:
         state: State = "stopping"
     elif problem:
         state = "error"
-    elif paused:
+    elif status.paused:
         state = "paused"
     elif depth > 0:
         state = "working"
     else:
         state = "idle"
-    workers = status.get("workers") or []
-    named = [str(w.get("device", "")) for w in workers]
+    workers = status.workers
+    named = [w.device for w in workers]
     # A worker's device as it reported it: Apple's GPU is no NVML device, and is no CPU either.
     other = tuple(dict.fromkeys(d for d in named if d.startswith(OTHER_GPU_PREFIXES)))
     # CPU mode: no GPU to show, or every worker runs on the CPU (workers.devices = ["cpu"]).
     cpu_mode = not other and (not gpus or (bool(workers) and all(d.startswith("cpu") for d in named)))
-    has_today = "restored_today" in status or "done_today" in status
-    today = int(status.get("restored_today", status.get("done_today")) or 0)
     return TrayView(
         state=state,
         queue_depth=depth,
-        paused=paused,
+        paused=status.paused,
         problem=problem,
-        notice=notice,
-        done=today if has_today else int(throughput.get("images", 0)),
-        done_today=has_today,
-        no_face=int(status.get("no_face_today") or 0),
-        restored_total=int(throughput.get("images", 0)),
-        failed_total=int(throughput.get("failed", 0)),
+        notice=status.notice or None,
+        done=status.restored_today,
+        no_face=status.no_face_today,
+        restored_total=status.throughput.images,
+        failed_total=status.throughput.failed,
         gpus=gpus,
         other_devices=other,
         cpu_mode=cpu_mode,
@@ -202,7 +193,7 @@ def summary_lines(view: TrayView) -> list[str]:
         lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
     if view.notice:
         lines.append(_clip(f"Note: {view.notice}", MAX_PROBLEM))
-    restored = f"Restored {'today' if view.done_today else 'since start'}: {view.done}"
+    restored = f"Restored today: {view.done}"
     lines.append(restored + (f"; {view.no_face} without a face" if view.no_face else ""))
     return lines
 

@@ -33,7 +33,7 @@ from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.strenum import StrEnum
-from gpen_watch.watch.filters import InboxFilter, supported_extensions
+from gpen_watch.watch.filters import InboxFilter, special_file, supported_extensions
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,8 @@ class Watcher:
         self._emitted: dict[Path, tuple[int, float]] = {}
         # Hidden photos (".name.jpg") already reported in the log: once per path while it stays.
         self._noted_hidden: set[Path] = set()
+        # Links, pipes, devices and sockets left alone on purpose, logged once each while they stay.
+        self._noted_special: set[Path] = set()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._observer: Any = None
         self._thread: threading.Thread | None = None
@@ -218,6 +220,11 @@ class Watcher:
     def pending(self) -> int:
         """Files seen but not yet settled."""
         return len(self._tracker)
+
+    @property
+    def special_files(self) -> int:
+        """Symlinks, FIFOs, device files and sockets in the inboxes now, left alone."""
+        return len(self._noted_special)
 
     # --- the settle thread --------------------------------------------------------------------
 
@@ -308,7 +315,20 @@ class Watcher:
             return
         except OSError:
             return  # unreadable folder entry: the rescan tries again
-        if flt.ignore_reason(path, st) is not None:
+        reason = flt.ignore_reason(path, st)
+        if reason is not None:
+            if (
+                path not in self._noted_special
+                and not stat.S_ISREG(st.st_mode)
+                and not stat.S_ISDIR(st.st_mode)
+                and reason == special_file(st)
+            ):
+                self._noted_special.add(path)
+                log.info(
+                    "%s: left alone: %s; only regular files are taken (copy the photo itself in)",
+                    path,
+                    reason,
+                )
             if path in self._emitted:  # e.g. replaced by a symlink
                 self._tracker.forget(path)
                 self._vanished(path, check=False)
@@ -334,6 +354,7 @@ class Watcher:
                 self._observe(path)
             return
         self._noted_hidden.discard(path)
+        self._noted_special.discard(path)
         # A file is the common case; only a folder needs the (linear) prefix search.
         if path in self._tracker or path in self._emitted:
             self._tracker.forget(path)
@@ -342,6 +363,7 @@ class Watcher:
             self._tracker.forget_under(path)
             prefix = str(path) + os.sep
             self._noted_hidden = {p for p in self._noted_hidden if not str(p).startswith(prefix)}
+            self._noted_special = {p for p in self._noted_special if not str(p).startswith(prefix)}
             gone = [p for p in self._emitted if str(p).startswith(prefix)]
         for p in gone:
             del self._emitted[p]
@@ -395,6 +417,12 @@ class Watcher:
                 owner = self._owner(path)
                 if owner is not None and owner[1] is flt:
                     self._vanished(path)
+            # Special files are never emitted: one removed without an event is dropped here.
+            self._noted_special = {
+                p
+                for p in self._noted_special
+                if p in seen or (o := self._owner(p)) is None or o[1] is not flt
+            }
         self.scans += 1
 
     @staticmethod

@@ -118,9 +118,13 @@ def heic_like() -> bytes:
 
 @cache
 def hundred_megapixels() -> bytes:
-    """A real photo of 10240 x 10240 (105 MP): the astronaut tiled 20 x 20, as a JPEG."""
-    tile = cv2.cvtColor(np.asarray(astronaut()), cv2.COLOR_RGB2BGR)
-    big = np.tile(tile, (20, 20, 1))
+    """A 10240 x 10240 (105 MP) JPEG: the astronaut on a plain ground.
+
+    What it proves is the size (pre-scaled, not refused); the plain ground encodes in a tenth of
+    the time the astronaut tiled 20 x 20 took (0.2 s instead of 2.3 s, 1.7 MB instead of 18 MB).
+    """
+    big = np.full((10240, 10240, 3), 120, np.uint8)
+    big[:512, :512] = cv2.cvtColor(np.asarray(astronaut()), cv2.COLOR_RGB2BGR)
     ok, buf = cv2.imencode(".jpg", big, [cv2.IMWRITE_JPEG_QUALITY, 80])
     assert ok
     return buf.tobytes()
@@ -299,9 +303,13 @@ def _long_name(inbox: Path, ledger: Ledger) -> None:
     ledger.add(rel, data, DONE, output_check=check)
 
 
+# Even positions are present when the service starts, odd ones are dropped once it runs
+# (test_bad_inputs._run_group). The empty file comes first: it is only taken after its 30 s grace
+# (EMPTY_FILE_GRACE_SECONDS), the longest wait of the group, so that grace runs from the start-up
+# scan, beside the worker's start and the other files' work, instead of after them.
 KINDS: list[Kind] = [
-    Kind("truncated-jpeg", _lazy("truncated.jpg", lambda: jpeg(seed=1)[:6000], FAILED, "truncated"), "real"),
     Kind("zero-byte", _file("zero.jpg", b"", UNSUPPORTED, "empty"), "real"),
+    Kind("truncated-jpeg", _lazy("truncated.jpg", lambda: jpeg(seed=1)[:6000], FAILED, "truncated"), "real"),
     Kind(
         "random-bytes",
         _lazy("random.jpg", lambda: random.Random(2).randbytes(20000), UNSUPPORTED, "not an image"),

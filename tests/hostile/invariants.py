@@ -4,11 +4,12 @@ A ``Ledger`` records every file a scenario put into an inbox (its bytes' sha256 
 and what is allowed to become of it). ``check`` then opens the journal read-only and walks the
 folders, and asserts:
 
-* every drop is accounted for exactly once: a done (or duplicate) job whose output exists and whose
+* every drop is accounted for exactly once: a done (or duplicate) job whose output exists (a
+  duplicate's own copy, or the first one's when the same name was dropped again) and whose
   original was archived, or a failed/unsupported job whose original sits in failed/ with a readable
   ``.error.txt`` giving the reason; ignored files (hidden names, links, FIFOs...) are still in the
   inbox untouched and have no job; files the scenario removed have no live job;
-* the journal agrees with the folders: the outbox holds exactly the done jobs' outputs, originals/
+* the journal agrees with the folders: the outbox holds exactly the done and duplicate jobs' outputs, originals/
   exactly the archived originals, failed/ exactly the set-aside files and their error files, and
   the inbox nothing but what was meant to stay there; no job exists that no drop explains;
 * nothing is partial: no temp file anywhere, every output decodes (real engine) or is byte-equal
@@ -17,7 +18,7 @@ folders, and asserts:
 
 An original the archive refused for a reason that can clear (journal: "waiting", retried by the
 service) counts as accounted for where an archived one is expected, as long as its photo's result
-is in the outbox (a done job's own output, or a duplicate's done job's), the folder it waits for is
+is in the outbox (its job's own output, or a duplicate's done job's), the folder it waits for is
 under originals/, and the original is still in the inbox unmodified (or no longer there at all: moved
 away meanwhile, which the next retry records as "missing"). Anything else "waiting" is still a
 finding: a failed photo waiting for failed/ has no error file yet, and a waiting original whose
@@ -224,13 +225,13 @@ def survey(
             problems.append(f"job {j.id} ({j.state}) for {j.source} matches no drop of the scenario")
 
     # The journal agrees with the folders.
-    done_outputs = {Path(j.output) for j in jobs if j.state == "done" and j.output is not None}
+    done_outputs = {Path(j.output) for j in jobs if j.state in DONE_LIKE and j.output is not None}
     outbox_files = {p for p in _walk_files(svc.outbox) if p not in planted_set and not _TEMP_RE.match(p.name)}
     for p in sorted(outbox_files - done_outputs):
         problems.append(f"outbox file no done job claims: {p}")
     for p in sorted(done_outputs - outbox_files):
         problems.append(f"done job's output missing: {p}")
-    outputs_per_job = Counter(Path(j.output) for j in jobs if j.state == "done" and j.output is not None)
+    outputs_per_job = Counter(Path(j.output) for j in jobs if j.state in DONE_LIKE and j.output is not None)
     problems += [f"output {p} claimed by {n} done jobs" for p, n in outputs_per_job.items() if n > 1]
 
     archived = {Path(j.original_path) for j in jobs if j.original == "archived" and j.original_path}
@@ -287,8 +288,8 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
             problems.append(f"{label}: original left in the inbox was modified")
     if j.state in FAILED_LIKE and j.original != "replaced":
         problems += _check_error_file(svc, j, label)
-    if j.state == "done":
-        out = Path(j.output) if j.output else None
+    if j.state in DONE_LIKE:
+        out = _result(j, by_id)
         if out is None or not out.is_file():
             problems.append(f"{label}: output {out} missing")
             return problems
@@ -307,14 +308,22 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
     return problems
 
 
+def _result(j: Job, by_id: dict[int, Job]) -> Path | None:
+    """A done or duplicate job's result: its own output, else (the same name dropped again) the
+    output of the done job it duplicates."""
+    if j.output is not None:
+        return Path(j.output)
+    first = by_id.get(j.duplicate_of) if j.duplicate_of is not None else None
+    return Path(first.output) if first is not None and first.state == "done" and first.output else None
+
+
 def _check_waiting(
     svc: Service, j: Job, d: Drop, label: str, stay_in_inbox: set[Path], by_id: dict[int, Job]
 ) -> list[str]:
     """An original waiting for the archive: accounted for only with its result in the outbox and the
     original still in the inbox unmodified (or moved away from it)."""
     problems: list[str] = []
-    done = j if j.state == "done" else by_id.get(j.duplicate_of) if j.duplicate_of is not None else None
-    out = Path(done.output) if done is not None and done.state == "done" and done.output else None
+    out = _result(j, by_id)
     if out is None or not out.is_file() or os.path.commonpath([out, svc.outbox]) != str(svc.outbox):
         problems.append(f"{label}: original 'waiting' but its result {out} is not in the outbox")
     folder = Path(j.original_path) if j.original_path else None

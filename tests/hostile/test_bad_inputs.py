@@ -265,22 +265,27 @@ def _timing_cases(svc: Service, ledger: Ledger) -> None:
 
 
 def _pair_restored_once(o: Outcome) -> None:
-    """The same photo dropped twice at once: one restored, the other a duplicate of it."""
+    """The same photo dropped twice at once: one restored, the other a duplicate of it with a copy
+    of its result under its own name."""
     (a,), (b,) = o.jobs["slow-pair-1.jpg"], o.jobs["slow-pair-2.jpg"]
     done, dup = (a, b) if a.state == "done" else (b, a)
     assert (done.state, dup.state) == ("done", "duplicate"), (a, b)
     assert dup.duplicate_of == done.id
-    assert dup.output == done.output
-    assert dup.attempts == 0
+    assert done.output is not None
+    assert dup.output is not None
+    assert dup.output.name == dup.source.name
+    assert dup.attempts == 0  # never given to a worker
     # It was queued when the first was, and waited for it instead of being restored beside it.
     with isolated_env(o.svc.root / "home"), Journal.open(readonly=True) as j:
-        kinds = [e.kind for e in j.history(dup.id)]
-    assert kinds[:2] == ["added", "duplicate"], kinds
+        history = j.history(dup.id)
+    assert [e.kind for e in history][:2] == ["added", "claimed"], history
+    assert history[1].detail == f"same content as job {done.id}"
     sha = a.sha256
     outputs = [
         p for p in o.svc.outbox.rglob("*") if p.is_file() and not p.is_symlink() and file_sha(p) == sha
     ]
-    assert outputs == [done.output], outputs  # restored exactly once
+    assert sorted(outputs) == sorted([done.output, dup.output]), outputs
+    assert dup.output.read_bytes() == done.output.read_bytes()
 
 
 def _jobs_of(svc: Service, rel: str) -> list[Job]:

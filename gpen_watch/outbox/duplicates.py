@@ -1,0 +1,111 @@
+"""Results for byte-identical copies: every name dropped in gets a result under its own name, and
+the work is done once.
+
+A copy of a done photo (``Claim.copies``) gets a copy of the first one's output, under the name its
+own drop would have had (its subfolder, the name template, the extension of the format actually
+written), committed exactly as a worker's output is (temp name, commit token, no overwrite), so a
+crash at any point is finished or undone by ``recovery`` as for any job. The journal links it to
+the first (``duplicate_of``) and it ends as ``duplicate``.
+
+A real copy, not a hard link, even on the same file system: outputs are the user's files and get
+edited in place (retouching, metadata tools), and an edit of one name must not change the other.
+The first output is copied only while it is still what the service wrote (same inode and size as
+its commit token); if it was removed or replaced since, the copy is restored afresh instead.
+
+The same name dropped again (same inbox, same subfolder) gets no second file: its result is
+already there under that name. The job ends as duplicate without an output of its own.
+
+A copy that waited for a first that failed (``Claim.repeats``) fails with the same reason and
+kind, its original set aside with its own error file; it is not tried again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from gpen_watch.config import Config
+from gpen_watch.errors import OutputError
+from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
+from gpen_watch.journal.journal import Journal, Twin
+from gpen_watch.journal.states import JobState
+from gpen_watch.outbox import commit, durable, failed, naming
+from gpen_watch.outbox.moves import OriginalOutcome
+from gpen_watch.outbox.originals import dispose_original
+
+
+class FirstResultGone(Exception):
+    """The first one's output is not there as the service wrote it (removed, replaced, edited)."""
+
+
+def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutcome:
+    """Give ``twin.job`` a copy of ``twin.first``'s output and finish it as a duplicate.
+
+    Raises FirstResultGone when there is nothing trustworthy to copy (the caller restores the
+    photo instead), OutputError when the outbox refuses the write (the caller requeues it).
+    """
+    job, first = twin.job, twin.first
+    if first.output is None:
+        raise FirstResultGone(f"job {first.id} has no output")
+    if (job.inbox, job.rel) == (first.inbox, first.rel):
+        # The same name dropped again: its result is already there under that name.
+        _check_ours(first.output, first.commit_ino, first.commit_size)
+        journal.end_as_duplicate(job.id, f"dropped again: its result is {first.output}")
+        return commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg))
+    final, tmp = commit.prepare(journal, job.id, cfg)
+    try:
+        _copy_if_ours(first.output, tmp, first.commit_ino, first.commit_size)
+        st = os.stat(tmp)
+    except FirstResultGone:
+        remove_quietly(tmp)
+        raise
+    except OSError as exc:
+        remove_quietly(tmp)
+        raise OutputError(f"{tmp}: cannot write a copy of {first.output}: {exc.strerror or exc}") from exc
+    note = f"same content as {first.source}: a copy of its result {first.output.name}"
+    notes = [note, *first.notes]
+    # The extension follows what the first one's output is (the content decided its format).
+    name = naming.truncate_name(os.path.splitext(final.name)[0] + first.output.suffix)
+    job = journal.require(job.id)
+    placed = commit.place_output(
+        journal, job, tmp, st, faces=first.faces or 0, timings={}, notes=notes, name=name
+    )
+    if placed is None:
+        remove_quietly(tmp)
+        return commit.CommitOutcome(None)
+    journal.finish(job.id, placed, first.faces or 0, {}, notes)
+    return commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg))
+
+
+def repeat_failure(journal: Journal, twin: Twin, cfg: Config) -> OriginalOutcome | None:
+    """End ``twin.job`` with ``twin.first``'s failure (same reason, same kind) and set it aside."""
+    first = twin.first
+    kind = JobState.UNSUPPORTED if first.state == JobState.UNSUPPORTED else JobState.FAILED
+    reason = f"{first.error or 'unknown error'} (same content as {first.source}: not tried a second time)"
+    return failed.fail(journal, twin.job.id, reason, cfg, kind=kind)
+
+
+def _check_ours(path: Path, ino: int | None, size: int | None) -> None:
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise FirstResultGone(f"{path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_size) != (ino, size):
+        raise FirstResultGone(f"{path} was replaced or changed since it was written")
+
+
+def _copy_if_ours(src: Path, dst: Path, ino: int | None, size: int | None) -> None:
+    """Copy ``src`` to a new file ``dst`` (fsynced) if it is the regular file the commit token names."""
+    try:
+        fd = os.open(src, READ_NOFOLLOW_FLAGS)
+    except OSError as exc:
+        raise FirstResultGone(f"{src}: {exc.strerror or exc}") from exc
+    with open(fd, "rb") as source:
+        st = os.fstat(source.fileno())
+        if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_size) != (ino, size):
+            raise FirstResultGone(f"{src} was replaced or changed since it was written")
+        with open(dst, "xb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+    durable.fsync_file(dst)

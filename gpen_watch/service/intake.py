@@ -1,0 +1,90 @@
+"""What the watcher found, into the journal: each settled file becomes a job, a duplicate, or a
+refusal set aside at once; a file that vanished ends its job as gone.
+
+Runs on the service loop's thread; the watcher's threads only queue the items (``Service.arrived``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpen_watch.journal import hash_file
+from gpen_watch.journal.states import JobState
+from gpen_watch.outbox import failed
+from gpen_watch.service.running import Running
+from gpen_watch.watch.watcher import Arrival
+
+if TYPE_CHECKING:
+    from gpen_watch.imaging.errors import ImageInputError
+
+log = logging.getLogger(__name__)
+
+# Arrivals recorded per turn of the loop, so a thousand dropped files do not hold up results.
+MAX_ARRIVALS_PER_TURN = 200
+
+
+def take_arrivals(
+    run: Running, arrivals: queue.Queue[Arrival | Path], limit: int = MAX_ARRIVALS_PER_TURN
+) -> None:
+    for _ in range(limit):
+        try:
+            item = arrivals.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            if isinstance(item, Arrival):
+                add(run, item)
+            else:
+                for job in run.journal.active_for_source(item):
+                    if run.journal.mark_gone(job.id):
+                        log.info("%s: removed from the inbox before it was processed", item)
+        except Exception:
+            log.exception("could not record %s", item)
+
+
+def add(run: Running, a: Arrival) -> None:
+    journal = run.journal
+    try:
+        sha = hash_file(a.path)
+    except OSError as exc:
+        log.debug("%s: not taken (%s)", a.path, exc)
+        return
+    added = journal.add(a.path, a.inbox.path, a.rel, a.size, a.mtime, sha)
+    if added.status == "known":
+        return
+    if added.status == "duplicate":
+        log.info("%s: %s", a.path, added.message)
+        run.maybe_queued = True  # the copy is made when it is claimed (work.feed)
+        return
+    if not a.supported:
+        why = f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
+        run.originals.note(failed.fail(journal, added.job.id, why, run.cfg, kind=JobState.UNSUPPORTED))
+        log.warning("%s: set aside: %s", a.path, why)
+        return
+    rejected = refusal(run, a.path)
+    if rejected is not None:
+        # What the worker would answer, wording and kind included, without waiting for one.
+        kind = JobState.UNSUPPORTED if rejected.kind == "unsupported" else JobState.FAILED
+        run.tp.failed += 1
+        run.originals.note(failed.fail(journal, added.job.id, rejected.reason, run.cfg, kind=kind))
+        log.warning("%s: %s: %s", a.path, kind, rejected.reason)
+        return
+    run.maybe_queued = True
+    log.info("queued %s", a.path)
+
+
+def refusal(run: Running, path: Path) -> ImageInputError | None:
+    """The engine's refusal of ``path`` from its header (an ImageInputError), or None."""
+    if not run.header_checks:
+        return None
+    # Pillow and OpenCV load here on the first arrival, not at start (torch never does).
+    from gpen_watch.imaging.load import header_refusal
+
+    try:
+        return header_refusal(path, run.cfg.restore.max_megapixels)
+    except Exception:
+        log.exception("%s: could not check the header; queued for a worker", path)
+        return None

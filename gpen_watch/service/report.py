@@ -1,0 +1,92 @@
+"""The running service's ``Status``, assembled from the journal, the pool, the model gate and the
+loop's own bookkeeping (service loop only: it reads the pool, which that thread owns)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from gpen_watch import __version__
+from gpen_watch.outbox import naming
+from gpen_watch.service.running import Running
+from gpen_watch.service.status import ErrorEntry, QueueStatus, Status, WorkerStatus, from_json
+
+# Failures listed in the status, newest first.
+RECENT_ERRORS = 5
+
+
+def build_status(run: Running) -> Status:
+    journal, pool, gate = run.journal, run.pool, run.gate
+    restored_today, no_face_today, faces_today = journal.today()
+    errors = tuple(
+        ErrorEntry(
+            when=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
+            file=str(j.source),
+            error=j.error or "",
+        )
+        for j in journal.recent_errors(RECENT_ERRORS)
+    )
+    outbox = run.cfg.watch.outbox
+    problems = (
+        run.problem or pool.problem(),
+        gate.problem() if gate is not None else None,
+        run.originals.problem(),
+    )
+    notices = (gate.notice() if gate is not None else None, run.originals.notice())
+    rss, rss_peak = rss_mb()
+    return Status(
+        version=__version__,
+        pid=os.getpid(),
+        uptime_s=round(time.monotonic() - run.started, 1),
+        paused=run.paused,
+        stopping=run.stop.is_set(),
+        problem="; ".join(p for p in problems if p) or None,
+        notice="; ".join(n for n in notices if n) or None,
+        originals_waiting=run.originals.waiting_count,
+        originals_left=run.originals.left_count,
+        queue=from_json(QueueStatus, {**journal.counts(), "in_flight": pool.in_flight()}),
+        done_today=restored_today + no_face_today,
+        restored_today=restored_today,
+        no_face_today=no_face_today,
+        faces_today=faces_today,
+        settling=run.watcher.pending if run.watcher is not None else 0,
+        special_files=run.watcher.special_files if run.watcher is not None else 0,
+        throughput=run.tp.summary(),
+        # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
+        workers=tuple(from_json(WorkerStatus, w) for w in pool.snapshot()),
+        models=gate.status() if gate is not None else None,
+        last_errors=errors,
+        inboxes=tuple(str(i.path) for i in run.cfg.watch.inboxes),
+        outbox=str(outbox),
+        failed=str(naming.failed_root(outbox)),
+        torch_loaded="torch" in sys.modules,
+        rss_mb=rss,
+        rss_peak_mb=rss_peak,
+    )
+
+
+def rss_mb() -> tuple[float | None, float | None]:
+    """This process's resident memory now and at its peak, in MB.
+
+    Read from /proc where there is one: getrusage's ru_maxrss survives exec on Linux, so a service
+    started by a big process (a test runner holding torch) would report that process's peak.
+    """
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+        )
+        return (
+            round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+            round(int(fields["VmHWM"].split()[0]) / 1024, 1),
+        )
+    except (OSError, KeyError, ValueError):
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None, None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # kB on Linux, bytes on macOS.
+    return None, round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)

@@ -1,0 +1,77 @@
+"""What exists only while the service runs: the journal, the pool, the watcher, and the loop's flags.
+
+``Service.run`` builds one ``Running`` once the journal is open and the pool exists, hands it to the
+loop's steps (``intake``, ``work``, ``report``) and drops it when it returns: nothing outside a run
+can reach a closed journal or a pool that is gone, and no step has to check that they exist.
+Only the service loop's thread touches it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from gpen_watch.config import Config
+from gpen_watch.dispatch.pool import Pool, Task
+from gpen_watch.fsutil import remove_quietly
+from gpen_watch.journal import Journal
+from gpen_watch.service.model_gate import ModelGate
+from gpen_watch.service.originals_watch import OriginalsWatch
+from gpen_watch.service.throughput import ThroughputMeter
+from gpen_watch.watch.watcher import Watcher
+
+log = logging.getLogger(__name__)
+
+# After the outbox refuses a write (full, read-only, gone), wait this long before trying again.
+# The same for originals the archive or failed/ folder refused to take (they wait in the inbox).
+OUTBOX_RETRY_S = 30.0
+
+
+@dataclass
+class Running:
+    cfg: Config
+    journal: Journal
+    pool: Pool
+    gate: ModelGate | None
+    stop: threading.Event  # the service's stop flag (set from any thread)
+    # Whether arrivals get the engine's header checks (see intake.refusal).
+    header_checks: bool = True
+    watcher: Watcher | None = None
+    originals: OriginalsWatch = field(init=False)
+    tp: ThroughputMeter = field(default_factory=ThroughputMeter)
+    started: float = field(default_factory=time.monotonic)
+    workers_started: bool = False
+    paused: bool = False
+    # Whether a claim may find queued jobs; saves a write transaction on every idle wake-up.
+    maybe_queued: bool = True
+    hold_until: float = 0.0  # no new claims before this (outbox trouble)
+    problem: str | None = None
+
+    def __post_init__(self) -> None:
+        self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S)
+
+    def start_workers(self) -> None:
+        self.workers_started = True
+        self.maybe_queued = True
+        self.pool.start()
+
+    def job_ended(self) -> None:
+        # A queued job with the same content as this one may be held back (Journal.claim_batch):
+        # the next claim takes it, or ends it as a duplicate of this one.
+        self.maybe_queued = True
+
+    def outbox_trouble(self, message: str) -> None:
+        self.maybe_queued = True
+        self.problem = f"outbox: {message}; retrying every {OUTBOX_RETRY_S:g} s"
+        self.hold_until = time.monotonic() + OUTBOX_RETRY_S
+        log.error("%s", self.problem)
+
+    def requeue(self, tasks: list[Task], reason: str) -> None:
+        self.maybe_queued = True
+        for t in tasks:
+            remove_quietly(t.job.dst)
+            self.journal.requeue(t.key, reason)
+        if tasks:
+            log.info("%d job(s) handed back to the queue", len(tasks))

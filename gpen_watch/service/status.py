@@ -1,0 +1,187 @@
+"""The service's status as one typed tree: built by the daemon, sent over the control channel,
+printed by `gpen-watch status` and read by the tray's view model.
+
+``to_json`` and ``from_json`` are the only translation to and from the wire (and `status --json`):
+the JSON keys are the field names. ``from_json`` fills a missing field with its default and
+ignores a key it does not know, so a client and a service one release apart still understand
+each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """Jobs per journal state, ever, plus those being restored right now."""
+
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    unsupported: int = 0
+    duplicate: int = 0
+    gone: int = 0
+    in_flight: int = 0
+
+    @property
+    def depth(self) -> int:
+        """Waiting + being restored: the tray's badge."""
+        return self.queued + self.running
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """This run (since the service started)."""
+
+    images: int = 0
+    faces: int = 0
+    failed: int = 0
+    images_per_min: int = 0
+    images_per_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """One restorer subprocess, as the pool sees it."""
+
+    name: str = ""
+    device: str = ""
+    state: str = ""
+    pid: int | None = None
+    threads: int | None = None
+    in_flight: int = 0
+    in_flight_cap: int = 0
+    done: int = 0  # every photo it finished this run, failures included
+    faces: int = 0
+    loaded: str = ""
+    restarts: int = 0
+    memory_budget_mb: int | None = None
+    # Resident memory in MB at the end of each stage (highest so far) and "peak".
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    last_seen_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelFileStatus:
+    role: str = ""
+    name: str | None = None
+    file: str = ""
+    state: str = ""
+    path: str | None = None
+    reason: str | None = None
+    url: str | None = None
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class DownloadStatus:
+    name: str = ""
+    file: str = ""
+    done: int = 0
+    total: int | None = None
+    percent: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelsStatus:
+    """The model files the workers need (service.model_gate)."""
+
+    state: str = ""
+    files: tuple[ModelFileStatus, ...] = ()
+    folders: tuple[str, ...] = ()
+    download: DownloadStatus | None = None
+
+
+@dataclass(frozen=True)
+class ErrorEntry:
+    when: str = ""
+    file: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Status:
+    version: str = "?"
+    pid: int | None = None
+    uptime_s: float = 0.0
+    paused: bool = False
+    stopping: bool = False
+    problem: str | None = None
+    # Not a problem (nothing to fix here, nothing retried): a note for the user.
+    notice: str | None = None
+    originals_waiting: int = 0
+    originals_left: int = 0
+    queue: QueueStatus = QueueStatus()
+    # queue.done counts every job that ended well, ever; today's photos are split into those with
+    # restored faces and those without a face (copied through, nothing restored).
+    done_today: int = 0
+    restored_today: int = 0
+    no_face_today: int = 0
+    faces_today: int = 0
+    settling: int = 0
+    # Symlinks, FIFOs, device files and sockets in the inboxes, left alone on purpose (each logged).
+    special_files: int = 0
+    throughput: Throughput = Throughput()
+    workers: tuple[WorkerStatus, ...] = ()
+    # None: the model files are not checked (a substitute restorer brings its own).
+    models: ModelsStatus | None = None
+    last_errors: tuple[ErrorEntry, ...] = ()
+    inboxes: tuple[str, ...] = ()
+    outbox: str = ""
+    failed: str = ""
+    # The parent must stay free of torch; tests assert on this.
+    torch_loaded: bool = False
+    rss_mb: float | None = None
+    rss_peak_mb: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Status:
+        return from_json(cls, data)
+
+
+def to_json(obj: Any) -> dict[str, Any]:
+    """A status dataclass as plain JSON types (tuples become lists)."""
+    data: dict[str, Any] = dataclasses.asdict(obj)
+    return data
+
+
+def from_json(cls: type[T], data: dict[str, Any]) -> T:
+    """Build the dataclass ``cls`` from ``data``, nested dataclasses and tuples of them included."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _value(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _value(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        # Only "X | None" occurs here: build X.
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _value(inner, value)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return tuple(_value(item, v) for v in value)
+    if origin is dict:
+        return dict(value)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return from_json(hint, value)
+    if hint is float and isinstance(value, int):
+        return float(value)
+    return value

@@ -1,0 +1,178 @@
+"""The jobs' way through the pool: claim queued jobs and hand them to the workers (``feed``), then
+record what the workers answer (``on_event``): commit a result, set a failure aside, requeue what
+the outbox refused.
+
+Runs on the service loop's thread, which owns the pool and the journal's job transitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
+from gpen_watch.errors import OutputError
+from gpen_watch.fsutil import remove_quietly
+from gpen_watch.journal.journal import Twin
+from gpen_watch.journal.states import JobState
+from gpen_watch.outbox import commit, duplicates, failed
+from gpen_watch.service.running import OUTBOX_RETRY_S, Running
+
+log = logging.getLogger(__name__)
+
+
+def feed(run: Running) -> None:
+    """Claim as many queued jobs as the workers can take and hand them over."""
+    journal, pool = run.journal, run.pool
+    if run.paused or run.stop.is_set():
+        return
+    if run.hold_until:
+        if time.monotonic() < run.hold_until:
+            return
+        run.hold_until = 0.0
+    n = pool.capacity()
+    if n <= 0 or not run.maybe_queued:
+        return
+    batch = journal.claim_batch(n, "pool")
+    claimed = list(batch.jobs)
+    for twin in batch.copies:
+        if not _copy(run, twin):
+            claimed.append(journal.require(twin.job.id))
+    for twin in batch.repeats:
+        _repeat(run, twin)
+    # Held twins are claimed (as copies or repeats) once a job ends: see Running.job_ended.
+    run.maybe_queued = len(batch.jobs) + len(batch.copies) + len(batch.repeats) == n
+    tasks: list[Task] = []
+    for job in claimed:
+        if not os.path.lexists(job.source):
+            journal.requeue(job.id, "file missing")
+            journal.mark_gone(job.id)
+            run.job_ended()
+            log.info("%s: gone from the inbox before it was processed", job.source)
+            continue
+        try:
+            tasks.append(Task(job.id, commit.file_job(journal, job.id, run.cfg)))
+        except (OutputError, OSError) as exc:
+            _cannot_prepare(run, job.id, exc)
+    if tasks:
+        pool.submit(tasks)
+        if run.problem and run.problem.startswith("outbox"):
+            run.problem = None
+
+
+def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> None:
+    if not _environmental(exc):
+        # Something about this one file (its output name): it fails, the rest go on.
+        run.originals.note(failed.fail(run.journal, job_id, str(exc), run.cfg))
+        run.job_ended()
+        return
+    run.journal.requeue(job_id, f"outbox: {exc}")
+    run.outbox_trouble(str(exc))
+
+
+def _copy(run: Running, twin: Twin) -> bool:
+    """Give a copy of a done photo its copy of the result; False: restore it instead."""
+    job = twin.job
+    try:
+        outcome = duplicates.copy_result(run.journal, twin, run.cfg)
+    except duplicates.FirstResultGone as exc:
+        why = f"the result of {twin.first.source} cannot be copied ({exc}): restored afresh"
+        log.info("%s: %s", job.source, why)
+        return not run.journal.restore_instead(job.id, why)
+    except (OutputError, OSError) as exc:
+        _cannot_prepare(run, job.id, exc)
+        return True
+    except Exception as exc:
+        log.exception("%s: could not copy the result of %s", job.source, twin.first.source)
+        if run.journal.requeue(job.id, f"internal error: {exc}"):
+            run.hold_until = time.monotonic() + OUTBOX_RETRY_S
+        return True
+    run.job_ended()
+    if outcome.output is not None:
+        log.info("%s: same content as %s; result %s", job.source, twin.first.source, outcome.output)
+        run.originals.note(outcome.original)
+    return True
+
+
+def _repeat(run: Running, twin: Twin) -> None:
+    """A photo that waited for a twin that failed: the same failure, not tried again."""
+    try:
+        outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
+    except Exception as exc:
+        log.exception("%s: could not record its failure", twin.job.source)
+        if run.journal.requeue(twin.job.id, f"internal error: {exc}"):
+            run.hold_until = time.monotonic() + OUTBOX_RETRY_S
+        return
+    run.job_ended()
+    run.tp.failed += 1
+    run.originals.note(outcome)
+    log.warning(
+        "%s: same content as %s, which failed: %s", twin.job.source, twin.first.source, twin.first.error
+    )
+
+
+def on_event(run: Running, ev: PoolEvent) -> None:
+    journal = run.journal
+    if ev.kind in (DONE, GAVE_UP):
+        run.job_ended()
+    try:
+        if ev.kind == DONE:
+            _on_result(run, ev)
+        elif ev.kind == GAVE_UP:
+            run.tp.failed += 1
+            log.error("%s: %s", ev.task.job.src, ev.message)
+            run.originals.note(failed.fail(journal, ev.task.key, ev.message, run.cfg, tmp=ev.task.job.dst))
+        elif ev.kind == RETRY:
+            journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
+            log.warning("%s: %s", ev.task.job.src, ev.message)
+    except OutputError as exc:
+        # Disk full, outbox read-only or gone: the original stays in the inbox and the job
+        # waits; new work is held back until the outbox takes writes again.
+        remove_quietly(ev.task.job.dst)
+        if journal.requeue(ev.task.key, f"outbox: {exc}"):
+            run.outbox_trouble(str(exc))
+    except Exception as exc:
+        # One job's bookkeeping must not stop the service; the job is retried later.
+        log.exception("%s: could not record the result", ev.task.job.src)
+        remove_quietly(ev.task.job.dst)
+        if journal.requeue(ev.task.key, f"internal error: {exc}"):
+            run.maybe_queued = True
+            run.hold_until = time.monotonic() + OUTBOX_RETRY_S
+
+
+def _on_result(run: Running, ev: PoolEvent) -> None:
+    journal, task, res = run.journal, ev.task, ev.result
+    if res is None:
+        raise ValueError(f"{task.job.src}: the pool reported a result without one")
+    if res.ok:
+        outcome = commit.commit(journal, task.key, res, run.cfg)
+        if outcome.output is None:
+            return  # the job had already ended another way
+        run.originals.note(outcome.original)
+        run.tp.record(res.faces)
+        notes = f" ({'; '.join(res.notes)})" if res.notes else ""
+        if res.faces:
+            log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+        else:  # done, but not "restored": counted apart in status as well
+            log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
+        return
+    if res.error_kind == "outbox":
+        # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
+        # in the inbox, queued, and new work is held back until the outbox takes writes again.
+        remove_quietly(res.dst or task.job.dst)
+        if journal.requeue(task.key, f"outbox: {res.error}"):
+            run.outbox_trouble(res.error or "cannot write")
+        return
+    kind = JobState.UNSUPPORTED if res.error_kind == "unsupported" else JobState.FAILED
+    reason = res.error or "unknown error"
+    run.tp.failed += 1
+    run.originals.note(
+        failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst)
+    )
+    log.warning("%s: %s: %s", task.job.src, kind, reason)
+
+
+def _environmental(exc: BaseException) -> bool:
+    """An error of the outbox as a whole (the OS refused a write), not of one file's name."""
+    return isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)
