@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from gpen_watch import paths
 from gpen_watch.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES
+from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -95,6 +95,13 @@ class RestoreConfig:
     # models; over it, freed memory is handed back between photos. 0: a quarter of the machine's
     # memory, at least 2048.
     memory_mb: int = 0
+    # Background super-resolution factor, 1 (off), 2 or 4: the whole photo is upscaled after
+    # pre-scaling (so the result's long side is at most max_side * upscale) and the faces are
+    # restored into the upscaled photo.
+    upscale: int = 1
+    # Which upscaler runs: "" for upstream GPEN's RealESRNet of that factor, another registry name,
+    # or an RRDBNet .pth file of that factor.
+    upscale_model: str = ""
 
 
 @dataclass
@@ -307,6 +314,20 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             "restore.device",
             "must be auto, cpu, cuda, cuda:N or mps",
         ),
+        (r.upscale in (1, 2, 4), "restore.upscale", "must be 1 (off), 2 or 4"),
+        (
+            r.upscale_model == ""
+            or r.upscale_model in UPSCALER_CONFIGS
+            or r.upscale_model.endswith((".pth", ".pt")),
+            "restore.upscale_model",
+            f"must be empty (the default for the factor), one of {', '.join(UPSCALER_CONFIGS)} or a .pth file",
+        ),
+        (
+            r.upscale == 1 or _upscaler_factor(r.upscale_model) in (None, r.upscale),
+            "restore.upscale_model",
+            f"{r.upscale_model} upscales x{_upscaler_factor(r.upscale_model)}, but restore.upscale is "
+            f"{r.upscale}: choose a model of that factor, or leave restore.upscale_model empty",
+        ),
         (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
         (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
         (w.poll_interval > 0, "watch.poll_interval", "must be positive"),
@@ -332,6 +353,12 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         check_name_template(o.name_template)
     except ConfigError as exc:
         raise ConfigError(f"{where('output.name_template')}{exc}") from None
+
+
+def _upscaler_factor(name: str) -> int | None:
+    """The factor of a registry upscaler; None for "" or a file (read from the file when loaded)."""
+    cfg = UPSCALER_CONFIGS.get(name)
+    return cfg.scale if cfg is not None else None
 
 
 def _valid_device(dev: str) -> bool:

@@ -38,6 +38,8 @@ NOTES: dict[str, str] = {
     "restore.model_dir": "Folder searched for model files before the download cache.",
     "restore.max_megapixels": "Larger images (megapixels) are refused before they are decoded.",
     "restore.memory_mb": "Resident memory (MB) each restorer process aims to stay under; 0: a quarter of RAM, at least 2048.",
+    "restore.upscale": "Background upscaling: 1 (off), 2 or 4; the result is at most max_side * upscale px.",
+    "restore.upscale_model": f"Empty: upstream GPEN's RealESRNet of that factor; or {', '.join(registry.UPSCALER_NAMES)}, or a .pth file.",
     "output.format": "same, jpeg, png, webp or tiff.",
     "output.jpeg_quality": "JPEG/WebP quality, 1 to 100.",
     "output.name_template": "Result name: {stem} {ext} {name} {date} {model}.",

@@ -132,6 +132,10 @@ def test_registry_names_and_lookups() -> None:
         "RetinaFace-R50",
         "RetinaFace-MobileNet0.25",
         "ParseNet",
+        "RealESRNet-x2",
+        "RealESRNet-x4",
+        "RealESRGAN-x2plus",
+        "RealESRGAN-x4plus",
     )
     assert registry.get_spec("gpen-bfr-512").filename == "GPEN-BFR-512.pth"
     assert registry.detector_spec("retinaface_resnet50") is R50
@@ -159,6 +163,10 @@ def test_registry_names_and_lookups() -> None:
         "RetinaFace-R50": (109_497_761, "6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d"),
         "RetinaFace-MobileNet0.25": (None, None),
         "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
+        "RealESRNet-x2": (None, None),
+        "RealESRNet-x4": (None, None),
+        "RealESRGAN-x2plus": (None, None),
+        "RealESRGAN-x4plus": (None, None),
     }
     assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
     # The GPEN authors' ModelScope release: 1024 is pytorch_model.pt, 2048 pytorch_model-2048.pt.

@@ -113,9 +113,10 @@ def _fetch(names: list[str], restore: RestoreConfig, progress: bool, check: bool
     else:
         specs = list(needs.needed_specs(restore))
         for need in needs.needs(restore):
-            if need.custom is not None:  # restore.model is the user's own file: nothing to download
+            if need.custom is not None:  # the user's own file: nothing to download
                 where = "present" if need.custom.is_file() else "MISSING"
-                print(f"{need.role}: restore.model is the file {need.custom} ({where}); not downloaded")
+                setting = needs.custom_setting(need)
+                print(f"{need.role}: {setting} is the file {need.custom} ({where}); not downloaded")
     failures: list[str] = []
     for spec in specs:
         found = store.find_model(spec, model_dir)

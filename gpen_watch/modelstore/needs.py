@@ -32,7 +32,7 @@ class FileState(enum.Enum):
 class Need:
     """One file the configuration needs: a registry model, or a custom file (``restore.model`` path)."""
 
-    role: str  # "generator", "detector", "parser"
+    role: str  # "generator", "detector", "parser", "upscaler"
     spec: ModelSpec | None
     custom: Path | None = None
 
@@ -89,6 +89,11 @@ def needs(cfg: RestoreConfig) -> tuple[Need, ...]:
     out.append(Need("detector", registry.detector_spec(cfg.detector)))
     if cfg.use_parse:
         out.append(Need("parser", registry.parser_spec()))
+    if cfg.upscale > 1:
+        if cfg.upscale_model and cfg.upscale_model not in registry.UPSCALER_CONFIGS:
+            out.append(Need("upscaler", None, Path(cfg.upscale_model).expanduser()))
+        else:
+            out.append(Need("upscaler", registry.upscaler_spec(cfg.upscale, cfg.upscale_model)))
     return tuple(out)
 
 
@@ -159,7 +164,7 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
     for f in result.missing:
         spec = f.need.spec
         if spec is None:
-            parts.append(f"{f.need.custom} (restore.model: no such file)")
+            parts.append(f"{f.need.custom} ({custom_setting(f.need)}: no such file)")
             continue
         text = f"{spec.filename} ({spec.name}, {spec.size_text}) from {spec.url}"
         if spec.name in failures:
@@ -174,14 +179,19 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
             "into one of those folders"
         )
     else:
-        text += "Put the file there, or set restore.model to a GPEN model name or another file"
+        text += "Put the file there, or set that setting to a model name or another file"
     return text + ": the workers start as soon as every file is there (no `gpen-watch resume` needed)."
+
+
+def custom_setting(need: Need) -> str:
+    """The setting that names a custom file ``need`` (the user's own .pth)."""
+    return "restore.upscale_model" if need.role == "upscaler" else "restore.model"
 
 
 def corrupt_message(result: ModelCheck) -> str:
     parts = []
     for f in result.corrupt:
-        what = f.need.spec.name if f.need.spec is not None else "restore.model"
+        what = f.need.spec.name if f.need.spec is not None else custom_setting(f.need)
         parts.append(f"{f.path} ({what}): {f.reason}")
     n = len(parts)
     advice = "Replace it with a good copy" if n == 1 else "Replace them with good copies"

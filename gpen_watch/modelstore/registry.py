@@ -12,8 +12,9 @@ from typing import Literal
 
 from gpen_watch.errors import ModelError
 from gpen_watch.restore.gpen_config import GPENConfig
+from gpen_watch.restore.rrdbnet_config import RRDBConfig
 
-ModelKind = Literal["gpen", "detector", "parser"]
+ModelKind = Literal["gpen", "detector", "parser", "upscaler"]
 
 GPEN_LICENSE = (
     "The upstream GPEN README once limited these weights to academic, non-commercial use; "
@@ -21,6 +22,11 @@ GPEN_LICENSE = (
 )
 FACEXLIB_LICENSE = (
     "Published in facexlib's GitHub releases (facexlib's code is MIT licensed); "
+    "check upstream for the terms of the weights themselves."
+)
+
+REALESRGAN_LICENSE = (
+    "Published in Real-ESRGAN's GitHub releases (Real-ESRGAN's code is BSD-3-Clause licensed); "
     "check upstream for the terms of the weights themselves."
 )
 
@@ -36,6 +42,7 @@ GPEN_HIRES_LICENSE = (
     "under its model licence there; the GPEN weights were once limited to academic, "
     "non-commercial use: check the current terms before any commercial use."
 )
+_REALESRGAN_BASE = "https://github.com/xinntao/Real-ESRGAN/releases/download"
 
 
 def mb(n: int) -> str:
@@ -67,6 +74,8 @@ class ModelSpec:
     arch: str = ""
     # The generator's shape, for kind "gpen": the checkpoint must match it exactly.
     gpen: GPENConfig | None = None
+    # The upscaler's shape, for kind "upscaler" (the checkpoint must match it exactly).
+    rrdb: RRDBConfig | None = None
     # How this choice differs from the others of its kind, for help text and the config file.
     choice_note: str = ""
 
@@ -186,6 +195,65 @@ MODELS: tuple[ModelSpec, ...] = (
         license_note=FACEXLIB_LICENSE,
         alt_filenames=("ParseNet-latest.pth",),
     ),
+    # Background upscalers (restore.upscale). Sizes and digests: none published by either upstream,
+    # and no public mirror's LFS pointer was found to pin them by, so all four are unpinned and
+    # checked by loading; approx_size is derived from the parameter count, not published.
+    ModelSpec(
+        name="RealESRNet-x2",
+        filename="realesrnet_x2.pth",
+        url=f"{_GPEN_BASE}/realesrnet_x2.pth",
+        kind="upscaler",
+        size_bytes=None,
+        sha256=None,
+        description="RealESRNet x2 background upscaler, as upstream GPEN's --use_sr --sr_scale 2 "
+        "(restore.upscale = 2; default)",
+        license_note=GPEN_LICENSE,
+        # num_feat 32: what upstream GPEN's sr_model builds for these files.
+        rrdb=RRDBConfig(scale=2, num_feat=32),
+        approx_size="~38 MB",
+        choice_note="upstream GPEN's x2 upscaler",
+    ),
+    ModelSpec(
+        name="RealESRNet-x4",
+        filename="realesrnet_x4.pth",
+        url=f"{_GPEN_BASE}/realesrnet_x4.pth",
+        kind="upscaler",
+        size_bytes=None,
+        sha256=None,
+        description="RealESRNet x4 background upscaler, as upstream GPEN's --use_sr --sr_scale 4 "
+        "(restore.upscale = 4; default)",
+        license_note=GPEN_LICENSE,
+        rrdb=RRDBConfig(scale=4, num_feat=32),
+        approx_size="~38 MB",
+        choice_note="upstream GPEN's x4 upscaler",
+    ),
+    ModelSpec(
+        name="RealESRGAN-x2plus",
+        filename="RealESRGAN_x2plus.pth",
+        url=f"{_REALESRGAN_BASE}/v0.2.1/RealESRGAN_x2plus.pth",
+        kind="upscaler",
+        size_bytes=None,
+        sha256=None,
+        description="Real-ESRGAN x2plus background upscaler (GAN-trained: sharper, invents texture; "
+        "GFPGAN's default background upsampler)",
+        license_note=REALESRGAN_LICENSE,
+        rrdb=RRDBConfig(scale=2, num_feat=64),
+        approx_size="~67 MB",
+        choice_note="GAN-trained: sharper, invents texture",
+    ),
+    ModelSpec(
+        name="RealESRGAN-x4plus",
+        filename="RealESRGAN_x4plus.pth",
+        url=f"{_REALESRGAN_BASE}/v0.1.0/RealESRGAN_x4plus.pth",
+        kind="upscaler",
+        size_bytes=None,
+        sha256=None,
+        description="Real-ESRGAN x4plus background upscaler (GAN-trained: sharper, invents texture)",
+        license_note=REALESRGAN_LICENSE,
+        rrdb=RRDBConfig(scale=4, num_feat=64),
+        approx_size="~67 MB",
+        choice_note="GAN-trained: sharper, invents texture",
+    ),
 )
 
 # restore.detector (config) -> registry name.
@@ -203,6 +271,11 @@ GPEN_CONFIGS = MappingProxyType({spec.name: spec.gpen for spec in MODELS if spec
 # What restore.model may name (besides a .pth file) and restore.detector may be.
 GPEN_NAMES = tuple(GPEN_CONFIGS)
 DETECTOR_NAMES = tuple(DETECTOR_CONFIG_NAMES)
+# Registry name -> upscaler shape; what restore.upscale_model may name (besides a .pth file).
+UPSCALER_CONFIGS = MappingProxyType({spec.name: spec.rrdb for spec in MODELS if spec.rrdb is not None})
+UPSCALER_NAMES = tuple(UPSCALER_CONFIGS)
+# restore.upscale -> the upscaler used when restore.upscale_model is unset: upstream GPEN's.
+DEFAULT_UPSCALERS = MappingProxyType({2: "RealESRNet-x2", 4: "RealESRNet-x4"})
 
 
 def choices_text(kind: Literal["gpen", "detector"]) -> str:
@@ -241,6 +314,19 @@ def detector_spec(config_name: str) -> ModelSpec:
 
 def parser_spec() -> ModelSpec:
     return get_spec(PARSER_NAME)
+
+
+def upscaler_spec(factor: int, name: str = "") -> ModelSpec:
+    """The upscaler restore.upscale = ``factor`` runs: ``name`` (restore.upscale_model), or by default
+    upstream GPEN's RealESRNet of that factor."""
+    if factor not in DEFAULT_UPSCALERS:
+        raise ModelError(f"no upscaler for x{factor}; use one of {', '.join(map(str, DEFAULT_UPSCALERS))}")
+    spec = get_spec(name or DEFAULT_UPSCALERS[factor])
+    if spec.rrdb is None:
+        raise ModelError(f"{spec.name} is a {spec.kind} model, not an upscaler")
+    if spec.rrdb.scale != factor:
+        raise ModelError(f"{spec.name} upscales x{spec.rrdb.scale}, but restore.upscale is {factor}")
+    return spec
 
 
 def spec_for_filename(filename: str) -> ModelSpec | None:

@@ -22,9 +22,18 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.errors import ModelError
-from gpen_watch.modelstore.registry import ModelSpec, get_spec, model_names, parser_spec, spec_for_filename
+from gpen_watch.modelstore.registry import (
+    UPSCALER_NAMES,
+    ModelSpec,
+    get_spec,
+    model_names,
+    parser_spec,
+    spec_for_filename,
+    upscaler_spec,
+)
 from gpen_watch.modelstore.store import ensure_model
 from gpen_watch.restore.gpen_model import GPEN, GPEN_CONFIGS, GPENConfig, build_gpen, infer_gpen_config
+from gpen_watch.restore.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
 
 # Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema",
 # and upstream GPEN's training checkpoints hold {"g", "d", "g_ema", ...}, where "g_ema" is the
@@ -183,6 +192,8 @@ def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Modul
 
         parser: nn.Module = ParseNet(in_size=512, out_size=512, parsing_ch=19).to(device)
         return parser
+    if spec.kind == "upscaler" and spec.rrdb is not None:
+        return build_rrdbnet(spec.rrdb).to(device)
     raise ModelError(f"model {spec.name}: unknown kind {spec.kind!r}")
 
 
@@ -190,6 +201,8 @@ def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "c
     """Build ``spec``'s architecture and load ``path`` into it (checked), in eval mode."""
     if spec.kind == "gpen":
         return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
+    if spec.kind == "upscaler" and spec.rrdb is not None:
+        return _rrdb_from_file(path, spec.rrdb.scale, spec.name, device)
     return load_weights(build_model(spec, device), path, spec.name)
 
 
@@ -271,3 +284,55 @@ def load_parser(
     spec = parser_spec()
     path = ensure_model(spec, model_dir, download=download)
     return load_model_file(spec, path, device)
+
+
+def load_upscaler(
+    factor: int,
+    model: str = "",
+    model_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    download: bool = True,
+) -> RRDBNet:
+    """The background upscaler for restore.upscale = ``factor``, in eval mode.
+
+    ``model`` (restore.upscale_model): empty for the default of that factor, a registry name
+    ("RealESRGAN-x4plus"), or a path to an RRDBNet ``.pth`` file of that factor.
+    """
+    if model and model not in UPSCALER_NAMES:
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelError(
+                f"{model}: neither an upscaler name ({', '.join(UPSCALER_NAMES)}) nor an existing "
+                "weights file (restore.upscale_model)"
+            )
+        return _rrdb_from_file(path, factor, None, device)
+    spec = upscaler_spec(factor, model)
+    path = ensure_model(spec, model_dir, download=download)
+    return _rrdb_from_file(path, factor, spec.name, device)
+
+
+def _rrdb_from_file(path: Path, factor: int, name: str | None, device: str | torch.device) -> RRDBNet:
+    """Build the RRDBNet the file's keys and shapes describe (on the meta device, adopting its
+    tensors) and check it upscales ``factor`` times.
+
+    The width is read from the file, not fixed by the registry: upstream GPEN's code builds its
+    RealESRNet files with 32 features, the Real-ESRGAN ones have 64, and either loads exactly.
+    """
+    state = load_checkpoint(path, name)
+    try:
+        cfg = infer_rrdb_config(state)
+    except ValueError as exc:
+        raise ModelError(
+            f"{path}: not an RRDBNet upscaler checkpoint ({exc}); {_refetch_advice(path, name)}"
+        ) from None
+    if cfg.scale != factor:
+        raise ModelError(
+            f"{path}: an x{cfg.scale} upscaler, but restore.upscale is {factor}; set restore.upscale = "
+            f"{cfg.scale} or choose an x{factor} model (restore.upscale_model)"
+        )
+    with torch.device("meta"):
+        net = build_rrdbnet(cfg)
+    check_state_dict(net, state, path)
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    net.load_state_dict(state, strict=True, assign=True)
+    return net.to(device).eval()

@@ -23,7 +23,7 @@ from gpen_watch.streams import silence
 
 log = logging.getLogger(__name__)
 
-STAGES = ("decode", "prescale", "detect", "align", "restore", "paste", "encode")
+STAGES = ("decode", "prescale", "detect", "align", "upscale", "restore", "paste", "encode")
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:

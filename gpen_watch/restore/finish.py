@@ -46,7 +46,9 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
         else:
             pixels = image.pixels
             if not work.found:  # else faces.select said why none was restored
-                result.notes.append("no face found; image passed through unchanged")
+                result.notes.append(
+                    "no face found" if work.upscaled > 1 else "no face found; image passed through unchanged"
+                )
         t1 = time.perf_counter()
         result.timings["paste"] = t1 - t0
         note_rss(result, "paste")
@@ -55,7 +57,7 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
             return result
         result.format = output_format(image.format, job.format)
         copied = False
-        if not work.faces and _can_copy_verbatim(image, job):
+        if not work.faces and work.upscaled == 1 and _can_copy_verbatim(image, job):
             # Bit-identical pass-through: re-encoding would only cost quality.
             why_not = copy_source(image, job.src, job.dst)
             copied = why_not is None

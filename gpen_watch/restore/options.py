@@ -85,6 +85,19 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
         help=f"pre-scale photos whose long side is larger (default: {config.RestoreConfig.max_side}; 0: never)",
     )
     group.add_argument(
+        "--upscale",
+        type=int,
+        choices=[1, 2, 4],
+        help="upscale the whole photo 2x or 4x (after pre-scaling) and restore the faces into it "
+        "(default: 1, off)",
+    )
+    group.add_argument(
+        "--upscale-model",
+        metavar="NAME|PATH",
+        help=f"upscaler for --upscale: {', '.join(registry.UPSCALER_NAMES)}, or a .pth file "
+        "(default: upstream GPEN's RealESRNet of that factor)",
+    )
+    group.add_argument(
         "--format",
         choices=["same", "jpeg", "png", "webp", "tiff"],
         help="format of the results (default: same as the input)",
@@ -112,6 +125,8 @@ def restore_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "restore.precision": args.precision,
         "restore.face_batch": args.face_batch,
         "restore.max_side": args.max_side,
+        "restore.upscale": args.upscale,
+        "restore.upscale_model": args.upscale_model,
         "output.format": args.format,
         "output.jpeg_quality": args.quality,
     }

@@ -28,7 +28,7 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import InputError
 from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
-from gpen_watch.restore import align, memory
+from gpen_watch.restore import align, memory, upscale
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import (
@@ -84,6 +84,10 @@ class Restorer:
         self.detector = detector
         batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
         self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser, strength=cfg.strength)
+        self.upscaler: upscale.Upscaler | None = None
+        if cfg.upscale > 1:
+            net = verify.load_upscaler(cfg.upscale, cfg.upscale_model, cfg.model_dir, str(dev), download)
+            self.upscaler = upscale.Upscaler(net, self.place)
         self.load_seconds = time.perf_counter() - t0
         self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
         loaded = memory.rss()
@@ -92,6 +96,8 @@ class Restorer:
         reserved = (loaded.now_mb if loaded else 0.0) + memory.activation_mb(
             self.size, batch, dev.type == "cpu", parser is not None
         )
+        if self.upscaler is not None and dev.type == "cpu":
+            reserved += self.upscaler.working_mb
         self.photo_allowance = max(0, int((self.memory_budget_mb - reserved) * (1 << 20)))
         # Highest resident memory seen when each stage of a photo ended (MB), over this restorer's life.
         self.stage_rss_mb: dict[str, float] = {}
@@ -107,6 +113,8 @@ class Restorer:
         # What status and the tray show for this worker's device ("Apple GPU (mps)").
         self.device_label = device_label(dev)
         self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {self.device_label} in {self.place.precision}"
+        if self.upscaler is not None:
+            self.loaded += f", background upscaled x{cfg.upscale}"
         self._stopping = threading.Event()
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
@@ -129,7 +137,9 @@ class Restorer:
         n = max(4, 2 * self.io_threads)
         if self.place.device.type != "cpu":
             n = max(n, min(self.face_batch, 32))
-        fits = self.photo_allowance // memory.photo_bytes(4000, 3000, self.cfg.max_side)
+        fits = self.photo_allowance // (
+            memory.photo_bytes(4000, 3000, self.cfg.max_side) * self.cfg.upscale**2
+        )
         return max(1, min(n, fits))
 
     def stop(self) -> None:
@@ -206,6 +216,7 @@ class Restorer:
                 refill()
                 if work.image is not None:
                     self._detect_and_align(work)
+                    self._upscale(work)
                 if work.pending:
                     ready.append(work)
                 else:
@@ -241,7 +252,8 @@ class Restorer:
             _fmt, (w, h) = probe_image(job.src)
         except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
             return memory.photo_bytes(64, 64)
-        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h)))
+        # Upscaled, the frames a photo holds from then on are upscale^2 times as large.
+        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h))) * self.cfg.upscale**2
 
     def _max_side_for(self, job: FileJob, long_side: int) -> int:
         """restore.max_side for a photo whose long side is ``long_side``, with the job's scale."""
@@ -325,6 +337,35 @@ class Restorer:
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
         note_rss(work.result, "align")
+
+    def _upscale(self, work: Work) -> None:
+        """restore.upscale: the whole photo is upscaled on the device once its faces are found and
+        aligned at the decoded size; from here on the photo, its faces' boxes and the affines the
+        restored faces are pasted back with are those of the upscaled photo."""
+        image = work.image
+        if self.upscaler is None or image is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            pixels = self.upscaler.upscale(image.pixels, self._stopping.is_set)
+        except OutOfMemory:
+            work.fail("out of GPU memory upscaling the photo even one tile at a time", oom=True)
+            return
+        except Exception as exc:
+            log.exception("upscaling %s failed", work.job.src)
+            work.fail(f"background upscaling failed: {exc}")
+            return
+        if pixels is None:  # stopping: the finish stage writes nothing
+            return
+        factor = self.upscaler.factor
+        image.pixels = pixels
+        image.scale *= factor  # output size / original size, as save_image scales the DPI by
+        work.faces, work.affines = upscale.to_upscaled(work.faces, work.affines, factor)
+        work.upscaled = factor
+        work.result.height, work.result.width = pixels.shape[:2]
+        work.result.notes.append(f"upscaled x{factor}")
+        work.result.timings["upscale"] = time.perf_counter() - t0
+        note_rss(work.result, "upscale")
 
     @staticmethod
     def _queued_faces(ready: list[Work]) -> int:

@@ -27,6 +27,7 @@ class Work:
     restored: list[np.ndarray] = field(default_factory=list)
     masks: list[np.ndarray] = field(default_factory=list)
     pending: int = 0  # faces not yet restored
+    upscaled: int = 1  # the factor the photo was upscaled by (restore.upscale), 1 until it is
     cost: int = 0  # bytes of the memory budget this photo holds until its result is yielded
 
     def fail(self, reason: str, oom: bool = False) -> None:
