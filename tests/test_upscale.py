@@ -26,6 +26,7 @@ from gpen_watch.errors import ConfigError, ModelError
 from gpen_watch.modelstore import needs, registry, verify
 from gpen_watch.restore.api import FileJob
 from gpen_watch.restore.device import Placement
+from gpen_watch.restore.enhance import OutOfMemory
 from gpen_watch.restore.restorer import Restorer
 from gpen_watch.restore.rrdbnet import build_rrdbnet, infer_rrdb_config, rrdb_state_dict_shapes
 from gpen_watch.restore.rrdbnet_config import RRDBConfig
@@ -358,3 +359,58 @@ def test_the_upscaler_file_is_needed_only_when_upscaling(tmp_path: Path) -> None
     own = config.RestoreConfig(upscale=2, upscale_model=str(tmp_path / "mine.pth"))
     found = needs.check(own, env={})
     assert "restore.upscale_model: no such file" in needs.missing_message(found)
+
+
+class _OutOfMemoryAbove(torch.nn.Module):
+    """The network, failing as CUDA does when a batch holds more than ``limit`` windows (CUDA is
+    the edge that cannot exist here)."""
+
+    def __init__(self, net: torch.nn.Module, limit: int) -> None:
+        super().__init__()
+        self.net, self.limit, self.batches = net, limit, []  # type: ignore[var-annotated]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.batches.append(len(x))
+        if len(x) > self.limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (test)")
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+def test_out_of_memory_halves_the_batch_then_gives_up() -> None:
+    net = build_rrdbnet(TINY[2])
+    pixels = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    expected = Upscaler(net, CPU, tile=16, overlap=4).upscale(pixels)
+    up = Upscaler(net, CPU, tile=16, overlap=4, batch=8)
+    spy = _OutOfMemoryAbove(net, limit=2)
+    up.net = spy  # type: ignore[assignment]
+    got = up.upscale(pixels)
+    assert got is not None and expected is not None and np.array_equal(got, expected)
+    assert spy.batches[:3] == [8, 4, 2] and up.batch == 2
+    up.net = _OutOfMemoryAbove(net, limit=0)  # type: ignore[assignment]
+    with pytest.raises(OutOfMemory):
+        up.upscale(pixels)
+
+
+def test_a_photo_the_upscaler_cannot_fit_fails_as_out_of_memory(
+    tiny_models: TinyModels, landmarks: dict, astronaut_bgr: np.ndarray, tiny_x2: Path, tmp_path: Path
+) -> None:
+    """So the worker pool's out-of-memory retry (smaller pre-scale) takes it, as for the generator."""
+    src = _photo(tmp_path, astronaut_bgr, "astronaut.png")
+    with _restorer(tiny_models, landmarks, upscale=2, upscale_model=str(tiny_x2)) as r:
+        assert r.upscaler is not None
+        r.upscaler.net = _OutOfMemoryAbove(r.upscaler.net, limit=0)  # type: ignore[assignment]
+        (res,) = r.restore_files([FileJob(src, tmp_path / "out.png")])
+    assert not res.ok and res.out_of_memory
+    assert res.error == "out of GPU memory upscaling the photo even one tile at a time"
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_reduced_precision_runs_the_same_tiles() -> None:
+    """bf16 autocast, as on a GPU that has it (CPU autocast runs the same code path)."""
+    net = build_rrdbnet(TINY[4])
+    pixels = np.random.default_rng(0).integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    fp32 = Upscaler(net, CPU, tile=16, overlap=8).upscale(pixels)
+    bf16 = Upscaler(net, Placement(torch.device("cpu"), "bf16", False), tile=16, overlap=8).upscale(pixels)
+    assert fp32 is not None and bf16 is not None and bf16.shape == fp32.shape
+    assert np.abs(bf16.astype(int) - fp32).mean() < 3
