@@ -290,6 +290,24 @@ def test_a_photo_without_faces_is_upscaled_with_its_metadata(
         assert (got.get_ifd(0x8769)[0xA002], got.get_ifd(0x8769)[0xA003]) == (126, 94)
 
 
+def test_sixteen_bit_with_alpha_stays_so_at_the_upscaled_size(
+    tiny_models: TinyModels, landmarks: dict, tiny_x2: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "in" / "deep.png"
+    src.parent.mkdir()
+    rng = np.random.default_rng(0)
+    bgra = rng.integers(0, 65536, (30, 40, 4)).astype(np.uint16)
+    cv2.imwrite(str(src), bgra)
+    dst = tmp_path / "deep.png"
+    with _restorer(tiny_models, landmarks, upscale=2, upscale_model=str(tiny_x2)) as r:
+        (res,) = r.restore_files([FileJob(src, dst)])
+    assert res.ok, res.error
+    out = cv2.imread(str(dst), cv2.IMREAD_UNCHANGED)
+    assert out.shape == (60, 80, 4) and out.dtype == np.uint16
+    # The alpha plane is the original's, resized (not the upscaler's: it has none).
+    assert np.abs(out[..., 3].astype(int) - cv2.resize(bgra[..., 3], (80, 60))).max() <= 1
+
+
 def test_pre_scaling_comes_first(
     tiny_models: TinyModels, landmarks: dict, astronaut_bgr: np.ndarray, tiny_x2: Path, tmp_path: Path
 ) -> None:

@@ -174,6 +174,8 @@ def to_upscaled(
 
     An affine maps photo pixels to crop pixels; a pixel of the upscaled photo is ``factor`` times
     its decoded coordinates, so the linear part divides by ``factor`` (the crop stays the same).
+    The boxes move too, so restore.smooth_below judges a face at the size it is pasted at, as
+    upstream GPEN does (it detects on the upscaled photo).
     """
     moved = [Face(face.box * factor, face.score, face.landmarks * factor) for face in faces]
     if affines is None:
