@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -19,6 +20,8 @@ import pytest
 import torch
 from conftest import TinyModels, cli_env, restore_command, tiny_restore_config
 from PIL import Image
+from service_harness import real_engine_args, services_fixture, write_atomic
+from test_daemon import Service
 from test_restorer import KnownFaces
 
 from gpen_watch import config
@@ -237,6 +240,9 @@ def tiny_x2(tmp_path: Path) -> Path:
     return path
 
 
+services = services_fixture(Service)
+
+
 def _restorer(models: TinyModels, landmarks: dict, **changes: object) -> Restorer:
     return Restorer(tiny_restore_config(models, **changes), threads=2, detector=KnownFaces(landmarks))
 
@@ -346,6 +352,24 @@ def test_restore_command_line_upscales(tiny_models: TinyModels, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     with Image.open(out / "small.png") as im:
         assert im.size == (120, 160)
+
+
+def test_the_service_upscales_with_the_setting(
+    services: Callable[..., Service], tiny_models: TinyModels, tiny_x2: Path
+) -> None:
+    """`gpen-watch run --upscale 2`: the start-up check finds the upscaler file, the worker loads
+    it and says so, and the result in the outbox is twice the size."""
+    svc = services(
+        *real_engine_args(tiny_models), "--upscale", "2", "--upscale-model", str(tiny_x2), fake=False
+    )
+    svc.start()
+    ok, png = cv2.imencode(".png", np.full((36, 50, 3), 90, np.uint8))
+    assert ok
+    write_atomic(svc.inbox / "small.png", png.tobytes())
+    svc.wait_done(1, timeout=180)
+    with Image.open(svc.outbox / "small.png") as im:
+        assert im.size == (100, 72)
+    assert "background upscaled x2" in svc.log_text(), svc.logs()
 
 
 # --- settings ---------------------------------------------------------------------------------------
