@@ -595,3 +595,14 @@ def test_copying_a_tree_with_shutil_is_picked_up_whole(tmp_path: Path, inbox: Pa
         shutil.copytree(src, inbox / "batch")
         wait_until(lambda: len(col.arrivals) == 30)
     assert len({a.path for a in col.arrivals}) == 30
+
+
+@pytest.mark.parametrize("name", ["camera.MPO", "archive.jp2", "layers.psd", "scan.dat", "IMG_2041", "a.qoi"])
+def test_any_name_but_a_never_a_photo_one_is_a_candidate(inbox: Path, name: str) -> None:
+    # The content decides (the worker, or the daemon's header check), not the extension.
+    assert InboxFilter(inbox, True, [], SUPPORTED_EXTENSIONS).is_supported(inbox / name)
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "clip.MOV", "IMG_2041.xmp", "photos.zip", "report.pdf"])
+def test_names_that_are_never_photos_are_set_aside_unread(inbox: Path, name: str) -> None:
+    assert not InboxFilter(inbox, True, [], SUPPORTED_EXTENSIONS).is_supported(inbox / name)

@@ -1,16 +1,42 @@
 """What gpen-watch knows about image formats by name, without importing Pillow or OpenCV: the
-extensions it reads, the ones it refuses, the suffix of each format it writes, and the EXIF tags
-it reads and edits. The parent daemon uses it to classify arrivals; imaging's loader and writer
+extensions of the formats it reads, the names that are never photos, the suffix of each format it
+writes, and the EXIF tags it reads and edits. The parent daemon uses it to classify arrivals; imaging's loader and writer
 use it so the tables exist once.
 """
 
 from __future__ import annotations
 
+# Extensions of the image formats imaging decodes (Pillow with pillow-heif). Acceptance is by
+# content, not by this list: it names what `gpen-watch restore FOLDER` picks up and which hidden
+# ".name" files are reported as likely photos. The watcher takes any name not in DENIED_EXTENSIONS.
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
     {
-        ".jpg", ".jpeg", ".jpe", ".jfif",
-        ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif",
-        ".heic", ".heif", ".avif",
+        ".jpg", ".jpeg", ".jpe", ".jfif", ".jif", ".mpo",
+        ".png", ".apng", ".webp", ".tif", ".tiff", ".bmp", ".dib", ".gif",
+        ".heic", ".heif", ".hif", ".avif",
+        ".jp2", ".j2k", ".j2c", ".jpc", ".jpf", ".jpx",
+        ".psd", ".tga", ".icb", ".vda", ".vst",
+        ".ppm", ".pgm", ".pbm", ".pnm", ".pam",
+        ".ico", ".cur", ".icns", ".qoi", ".dds", ".sgi", ".rgb", ".rgba", ".bw",
+        ".pcx", ".dcx", ".ras", ".sun", ".xbm", ".xpm", ".blp", ".msp", ".im", ".pcd", ".pxr",
+    }
+)  # fmt: skip
+
+# Names that are never a photo: text, documents, archives, audio and video, programs, and the
+# sidecar files cameras and editors write beside photos. The watcher sets them aside by name
+# without reading them; every other name is decided by its content.
+DENIED_EXTENSIONS: frozenset[str] = frozenset(
+    {
+        ".txt", ".md", ".rtf", ".csv", ".tsv", ".json", ".xml", ".html", ".htm", ".log", ".ini",
+        ".cfg", ".conf", ".yaml", ".yml", ".toml",
+        ".pdf", ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".pages",
+        ".numbers", ".key", ".epub",
+        ".zip", ".7z", ".rar", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".lz", ".cab",
+        ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".wmv", ".mts", ".m2ts", ".3gp", ".mpg",
+        ".mpeg", ".mp3", ".wav", ".flac", ".aac", ".m4a", ".ogg", ".opus", ".wma", ".aiff",
+        ".exe", ".msi", ".dll", ".so", ".dylib", ".dmg", ".iso", ".apk", ".app", ".bat", ".cmd",
+        ".sh", ".ps1", ".py", ".js",
+        ".xmp", ".aae", ".thm", ".pp3", ".dop", ".on1", ".lrcat", ".lrdata", ".db", ".sqlite",
     }
 )  # fmt: skip
 
@@ -36,7 +62,7 @@ RAW_EXTENSIONS = frozenset(
 )
 
 # Pillow modes of one channel (and LA: gray with alpha).
-GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N"})
+GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
 
 # output.format (and --format) -> the Pillow format written.
 EXPLICIT_FORMATS = {
@@ -48,9 +74,16 @@ EXPLICIT_FORMATS = {
     "tif": "TIFF",
 }
 
-OUTPUT_SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif", "BMP": ".bmp"}
+OUTPUT_SUFFIXES = {
+    "JPEG": ".jpg",
+    "PNG": ".png",
+    "WEBP": ".webp",
+    "TIFF": ".tif",
+    "BMP": ".bmp",
+    "AVIF": ".avif",
+}
 # Other spellings users have for the same formats; a name keeps its own when it already fits.
-SUFFIX_ALIASES = {"JPEG": (".jpeg", ".jpe", ".jfif"), "TIFF": (".tiff",)}
+SUFFIX_ALIASES = {"JPEG": (".jpeg", ".jpe", ".jfif", ".jif"), "TIFF": (".tiff",)}
 
 # EXIF tags (TIFF tag numbers) read or edited when metadata is carried to a result.
 TAG_ORIENTATION = 0x0112
@@ -68,3 +101,9 @@ def matching_suffix(fmt: str, suffix: str) -> str:
     if suffix.lower() == OUTPUT_SUFFIXES[fmt] or suffix.lower() in SUFFIX_ALIASES.get(fmt, ()):
         return suffix
     return OUTPUT_SUFFIXES[fmt]
+
+
+def denied_name(name: str) -> bool:
+    """Whether a file called ``name`` is never a photo (its content is not looked at)."""
+    dot = name.rfind(".")
+    return dot > 0 and name[dot:].lower() in DENIED_EXTENSIONS

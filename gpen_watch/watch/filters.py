@@ -1,8 +1,9 @@
 """Which paths in an inbox are candidate photos, which are set aside, and which are not ours.
 
-Three outcomes for a path: a candidate image (its extension is one imaging can read), an
-unsupported file (a regular file with any other extension: reported so it is set aside in
-``failed/`` with a reason, never silently dropped), or ignored (hidden, temporary or partial names,
+Three outcomes for a path: a candidate image (any name that is not on the short list of names
+that are never photos: the worker decides from the content), an unsupported file (a regular file
+named as a document, archive, video...: reported so it is set aside in ``failed/`` with a reason,
+never silently dropped), or ignored (hidden, temporary or partial names,
 the service's own folders, anything that is not a regular file). Ignored files are left exactly
 where they are.
 
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS
+from gpen_watch.imaging.formats import SUPPORTED_EXTENSIONS, denied_name
 
 # Names (compared in lower case) that are never photos of the user's.
 _IGNORED_NAMES = frozenset({"thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini", "icon\r"})
@@ -49,7 +50,8 @@ _WINDOWS_SYSTEM = 0x4  # FILE_ATTRIBUTE_SYSTEM
 
 
 def supported_extensions() -> frozenset[str]:
-    """Lower-case extensions (with the dot) that imaging can decode."""
+    """Lower-case extensions (with the dot) of the formats imaging decodes (a name that has one is
+    likely a photo; acceptance does not depend on it)."""
     return SUPPORTED_EXTENSIONS
 
 
@@ -182,5 +184,10 @@ class InboxFilter:
         return special_file(st)
 
     def is_supported(self, path: os.PathLike[str] | str) -> bool:
-        """Whether the extension is one imaging reads (content is checked later, in the worker)."""
+        """Whether the file may be a photo: its name is not one that never is. The content decides
+        later (a worker, or the daemon's header check), whatever the extension says."""
+        return not denied_name(os.path.basename(os.fspath(path)))
+
+    def looks_like_photo(self, path: os.PathLike[str] | str) -> bool:
+        """Whether the extension is that of a format imaging reads."""
         return os.path.splitext(os.fspath(path))[1].lower() in self.extensions

@@ -64,8 +64,9 @@ _MAX_BATCH = 10_000
 class Arrival:
     """A file that finished arriving in an inbox.
 
-    ``supported`` is False for files whose extension imaging does not read: they are still
-    reported, to be recorded and set aside as unsupported, never silently dropped.
+    ``supported`` is False for files named as something that is never a photo (a document, an
+    archive...): they are still reported, to be recorded and set aside as unsupported, never
+    silently dropped. Every other file is a candidate whatever its extension: the content decides.
     """
 
     path: Path
@@ -436,7 +437,7 @@ class Watcher:
         return (
             path.name.startswith(".")
             and stat.S_ISREG(st.st_mode)
-            and flt.is_supported(path)
+            and flt.looks_like_photo(path)
             and flt.dir_reason(path.parent) is None
         )
 
