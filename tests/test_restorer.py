@@ -210,20 +210,44 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
     assert dst.read_bytes() != src.read_bytes()  # encoded from the pixels, not a partial copy
 
 
-def test_verbatim_copy_reports_the_format_it_holds(
-    tiny_models: TinyModels, landmarks: dict, tmp_path: Path
+def test_one_output_rule_with_and_without_faces(
+    tiny_models: TinyModels, landmarks: dict, astronaut_bgr: np.ndarray, tmp_path: Path
 ) -> None:
-    """A faceless animated GIF is copied as it is: the result must say GIF (callers name the output
-    after the format), not the PNG a re-encode would have produced."""
+    """The output format and its note do not depend on whether faces were found: an AVIF with
+    transparency stays an AVIF with its alpha both ways (it came out as an opaque .jpg with faces and
+    an .avif copy without), and a GIF becomes a JPEG of its first frame both ways, the note saying
+    why (a faceless one was copied as a multi-frame GIF)."""
     from PIL import Image
 
-    src = tmp_path / "anim.gif"
-    frames = [Image.new("RGB", (64, 48), c) for c in ("red", "blue")]
-    frames[0].save(src, save_all=True, append_images=frames[1:])
+    rgb = Image.fromarray(astronaut_bgr[:, :, ::-1].copy())
+    alpha = Image.linear_gradient("L").resize(rgb.size)
+    with_faces, without = rgb.copy(), rgb.resize((500, 500))  # KnownFaces knows the 512 x 512 one
+    for im in (with_faces, without):
+        im.putalpha(alpha.resize(im.size))
+    with_faces.save(tmp_path / "faces.avif", quality=90)
+    without.save(tmp_path / "nofaces.avif", quality=90)
+    frames = [rgb.convert("RGB"), rgb.convert("RGB").rotate(90)]
+    frames[0].save(tmp_path / "faces.gif", save_all=True, append_images=frames[1:])
+    small = [f.resize((500, 500)) for f in frames]
+    small[0].save(tmp_path / "nofaces.gif", save_all=True, append_images=small[1:])
+    names = ["faces.avif", "nofaces.avif", "faces.gif", "nofaces.gif"]
     with _restorer(tiny_models, landmarks) as r:
-        (res,) = list(r.restore_files([FileJob(src, tmp_path / "out.gif")]))
-    assert res.ok and res.faces == 0 and res.format == "GIF"
-    assert (tmp_path / "out.gif").read_bytes() == src.read_bytes()
+        jobs = [FileJob(tmp_path / n, tmp_path / f"out-{n}") for n in names]
+        results = {res.src.name: res for res in r.restore_files(jobs)}
+    assert [results[n].faces for n in names] == [1, 0, 1, 0]
+    for name in ("faces.avif", "nofaces.avif"):
+        res = results[name]
+        assert res.ok and res.format == "AVIF", res
+        with Image.open(tmp_path / f"out-{name}") as out:
+            assert out.format == "AVIF" and out.mode == "RGBA"
+            assert out.getchannel("A").getextrema()[0] < 128  # the transparency is kept
+    for name in ("faces.gif", "nofaces.gif"):
+        res = results[name]
+        assert res.ok and res.format == "JPEG", res
+        assert "written as JPEG (quality 95): gpen-watch does not write GIF" in res.notes
+        assert any("GIF has 2 frames; only the first was restored" in n for n in res.notes)
+        with Image.open(tmp_path / f"out-{name}") as out:
+            assert out.format == "JPEG"
 
 
 def test_output_folder_refusing_writes_is_not_the_photos_fault(

@@ -5,6 +5,7 @@ through its ICC profile, orientation applied, pre-scaling with INTER_AREA."""
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,9 @@ import numpy as np
 from PIL import Image
 
 from gpen_watch.imaging.errors import UnsupportedFormatError
-from gpen_watch.imaging.formats import GRAY_MODES, TAG_ORIENTATION
+from gpen_watch.imaging.formats import TAG_ORIENTATION
+
+log = logging.getLogger(__name__)
 
 
 def decode_pixels(
@@ -89,7 +92,8 @@ def is_16bit_colour(im: Image.Image) -> bool:
     """Pillow opens 16-bit RGB(A)/LA PNG and TIFF but keeps only 8 bits; OpenCV keeps 16."""
     # ImageFile.tile: what the decoder will do; the base Image class (the stubs' type) has none.
     tile = getattr(im, "tile", None) or []
-    if im.mode in GRAY_MODES - {"LA"} or im.format not in ("PNG", "TIFF") or len(tile) == 0:
+    # Only colour OpenCV reads as such: 16-bit CMYK, LAB or YCbCr TIFFs are Pillow's (8-bit) job.
+    if im.mode not in ("RGB", "RGBA", "LA") or im.format not in ("PNG", "TIFF") or len(tile) == 0:
         return False
     args = tile[0].args
     rawmode = args[0] if isinstance(args, tuple) else args
@@ -140,13 +144,16 @@ def _decode_pillow(
     im: Image.Image, path: Path, notes: list[str]
 ) -> tuple[np.ndarray, np.ndarray | None, bytes | None]:
     """Decode with Pillow into (BGR pixels, alpha, ICC profile that describes the pixels)."""
+    rawmode = _rawmode(im)
     im.load()  # raises on truncated data: ImageFile.LOAD_TRUNCATED_IMAGES stays False
     mode = im.mode
     icc = im.info.get("icc_profile") or None
-    if mode == "CMYK":
-        im, icc = _cmyk_to_rgb(im, icc, notes)
+    if mode in ("CMYK", "LAB"):
+        if ";16" in rawmode:
+            notes.append(f"16-bit {mode} read at 8 bits per channel (the colour conversion works at 8 bits)")
+        im, icc = _to_rgb(im, icc, notes)
     elif mode == "F":
-        raise UnsupportedFormatError(path, "32-bit floating-point images are not supported")
+        im = _float_to_16bit(im, path, notes)
     elif mode in ("P", "PA", "RGB", "L") and _has_transparency(im):
         im = im.convert("LA" if mode == "L" else "RGBA")  # tRNS / palette alpha -> real alpha
     elif mode == "P":
@@ -154,9 +161,18 @@ def _decode_pillow(
     elif mode == "1":
         im = im.convert("L")
     elif mode in ("La", "RGBa"):
-        im = im.convert("LA" if mode == "La" else "RGBA")
+        im = im.convert("LA" if mode == "La" else "RGBA")  # premultiplied -> straight alpha
     elif mode not in ("L", "LA", "RGB", "RGBA") and not mode.startswith("I"):
-        im = im.convert("RGB")  # YCbCr, HSV, RGBX, LAB...
+        if mode == "HSV":
+            icc = None  # a profile would describe RGB, not these samples
+        try:
+            im = im.convert("RGB")  # YCbCr, HSV, RGBX... (a YCbCr file's profile is its RGB's)
+        except ValueError as exc:
+            raise UnsupportedFormatError(
+                path,
+                f"its colour mode ({mode}) cannot be converted to RGB on this machine; "
+                "save it as RGB in an image editor",
+            ) from exc
 
     if im.mode.startswith("I"):
         return _gray16_to_bgr(np.asarray(im), notes), None, icc
@@ -175,19 +191,47 @@ def _has_transparency(im: Image.Image) -> bool:
     return im.mode == "P" and im.palette is not None and im.palette.mode == "RGBA"
 
 
+def _rawmode(im: Image.Image) -> str:
+    tile = getattr(im, "tile", None) or []
+    args = tile[0].args if tile else None
+    raw = args[0] if isinstance(args, tuple) and args else args
+    return raw if isinstance(raw, str) else ""
+
+
 def _gray16_to_bgr(arr: np.ndarray, notes: list[str]) -> np.ndarray:
-    if arr.dtype.kind == "i" and (arr.min() < 0 or arr.max() > 65535):
-        notes.append("32-bit integer samples clipped to 16 bits")
-    gray = np.clip(arr, 0, 65535).astype(np.uint16) if arr.dtype != np.uint16 else arr
+    """Gray samples of any integer type (I;16, I;16B, I;16L, 32-bit I) as 16-bit BGR."""
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 2 and (arr.min() < 0 or arr.max() > 65535):
+        # Wider than 16 bits: the whole range scaled into 16 bits rather than its highlights clipped.
+        low, high = min(int(arr.min()), 0), int(arr.max())
+        notes.append("32-bit integer samples scaled to 16 bits")
+        arr = (arr.astype(np.float64) - low) * (65535.0 / max(high - low, 1))
+    gray = np.clip(arr, 0, 65535).astype(np.uint16)
     return cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2BGR)
 
 
-def _cmyk_to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[Image.Image, bytes | None]:
-    """CMYK -> RGB through the embedded ICC profile when LittleCMS can use it, else naively.
+def _float_to_16bit(im: Image.Image, path: Path, notes: list[str]) -> Image.Image:
+    """A floating-point (mode F) gray image whose samples lie in 0..1 (the usual convention) as
+    16-bit; other ranges have no defined brightness to map, so they are refused naming the mode."""
+    arr = np.asarray(im, dtype=np.float32)
+    finite = np.isfinite(arr).all()
+    if not finite or arr.min() < 0.0 or arr.max() > 1.0:
+        raise UnsupportedFormatError(
+            path,
+            "32-bit floating-point samples (mode F) outside 0..1, whose brightness range "
+            "gpen-watch cannot know; export it as a 16-bit TIFF or PNG",
+        )
+    notes.append("32-bit floating-point samples (0..1) converted to 16 bits")
+    return Image.fromarray(np.round(arr * 65535.0).astype(np.uint16))
+
+
+def _to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[Image.Image, bytes | None]:
+    """CMYK or LAB -> RGB through the embedded ICC profile when LittleCMS can use it, else with
+    Pillow's own formula (naive for CMYK, D50 CIELAB for LAB).
 
     The returned profile describes the new RGB pixels: sRGB after a managed conversion, none after
-    the naive one (the CMYK profile no longer applies).
+    the other one (the CMYK or LAB profile no longer applies).
     """
+    mode = im.mode
     if icc:
         try:
             from PIL import ImageCms
@@ -198,12 +242,14 @@ def _cmyk_to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[
             )
             if rgb is None:  # only None when converting in place, which is not asked for here
                 raise ValueError("profile conversion returned nothing")
-            notes.append("CMYK converted to sRGB using the embedded ICC profile")
+            notes.append(f"{mode} converted to sRGB using the embedded ICC profile")
             return rgb, ImageCms.ImageCmsProfile(srgb).tobytes()
         except Exception as exc:  # noqa: BLE001 - ImageCms missing or profile unusable: fall back
-            notes.append(f"CMYK converted to RGB without colour management (ICC profile unusable: {exc})")
+            log.info("%s ICC profile unusable (%s); converting without it", mode, exc)
+            notes.append(f"{mode} converted to RGB without colour management (its ICC profile is unusable)")
             return im.convert("RGB"), None
-    notes.append("CMYK converted to RGB without colour management (no ICC profile embedded)")
+    if mode == "CMYK":
+        notes.append("CMYK converted to RGB without colour management (no ICC profile embedded)")
     return im.convert("RGB"), None
 
 

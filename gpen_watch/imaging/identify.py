@@ -15,7 +15,6 @@ from PIL import Image
 
 from gpen_watch.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
 from gpen_watch.imaging.errors import (
-    BrokenImageError,
     EmptyFileError,
     ImageInputError,
     ImageTooLargeError,
@@ -23,6 +22,14 @@ from gpen_watch.imaging.errors import (
     UnsupportedFormatError,
 )
 from gpen_watch.imaging.formats import RAW_EXTENSIONS
+from gpen_watch.imaging.reasons import (
+    bomb_pixels,
+    damaged,
+    explain,
+    missing_feature,
+    too_large_part,
+    truncated,
+)
 
 
 def check_path(path: Path) -> None:
@@ -80,24 +87,40 @@ def size_text(size: tuple[int, int]) -> str:
     return f"{size[0]}x{size[1]} ({size[0] * size[1] / 1e6:.0f} MP)"
 
 
-def identify(fh: IO[bytes], path: Path) -> Image.Image:
+def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.Image:
     """Open the header lazily, content first (the extension is ignored), or raise why not."""
     head = fh.read(64)
+    kind = sniff(head)
+    use_our_pixel_limit(max_megapixels)
     try:
         im = _open_header(fh)
-        if im is None and sniff(head) in HEIF_KINDS and _register_heif():
+        if im is None and kind in HEIF_KINDS and register_heif():
             im = _open_header(fh)
     except Image.DecompressionBombError as exc:
-        raise ImageTooLargeError(path, f"rejected by Pillow's decompression-bomb guard ({exc})") from exc
+        raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
     except (OSError, ValueError, EOFError, MemoryError) as exc:
         # A plugin recognised its format but the header itself is cut short or corrupt.
-        kind = sniff(head) or "image"
-        if _riff_truncated(head, fh) or "truncated" in str(exc).lower():
-            raise BrokenImageError(path, f"truncated {kind}: the file ends early") from exc
-        raise BrokenImageError(path, f"broken {kind} header ({exc or type(exc).__name__})") from exc
+        if _riff_truncated(head, fh):
+            raise truncated(path, kind or "image") from exc
+        raise explain(path, kind or "image", exc, header=True) from exc
     if im is None:
+        if kind in HEIF_KINDS and "HEIF" in Image.OPEN:
+            raise _heif_failure(fh, path, kind)
         raise _identify_failure(path, head)
     return im
+
+
+def use_our_pixel_limit(max_megapixels: float) -> None:
+    """Make Pillow's own decompression-bomb guard agree with ``restore.max_megapixels``.
+
+    Pillow checks some frame and tile sizes while decoding against its process-wide
+    ``MAX_IMAGE_PIXELS`` (an error above 179 MP by default), which would refuse images within our
+    documented limit with a number the user never set. Its error threshold is twice that value, so
+    this sets it to our limit: Pillow refuses only what is past twice ours, and it is gpen-watch's
+    own check of the declared size (``check_megapixels``) that the user meets. Set on each call
+    from the configuration, so nothing is remembered between calls.
+    """
+    Image.MAX_IMAGE_PIXELS = int(max_megapixels * 1e6) if max_megapixels > 0 else None
 
 
 def _riff_truncated(head: bytes, fh: IO[bytes]) -> bool:
@@ -133,21 +156,18 @@ def _open_header(fh: IO[bytes]) -> Image.Image | None:
     return None
 
 
-_heif_registered: bool | None = None
-
-
-def _register_heif() -> bool:
-    """Register pillow-heif's opener the first time a HEIF/AVIF file is seen (not at import)."""
-    global _heif_registered
-    if _heif_registered is None:
-        try:
-            import pillow_heif  # type: ignore[import-not-found]
-
-            pillow_heif.register_heif_opener()
-            _heif_registered = True
-        except Exception:  # noqa: BLE001 - any failure means "not available"
-            _heif_registered = False
-    return _heif_registered
+def register_heif() -> bool:
+    """Register pillow-heif's HEIC/HEIF opener with Pillow (once per process: Pillow's own registry
+    says whether it is there), when a HEIF file is first seen rather than at import. False when
+    pillow-heif is not installed."""
+    if "HEIF" in Image.OPEN:
+        return True
+    try:
+        import pillow_heif
+    except ImportError:
+        return False
+    pillow_heif.register_heif_opener()
+    return "HEIF" in Image.OPEN
 
 
 _MAGIC: list[tuple[bytes, int, str]] = [
@@ -162,6 +182,9 @@ _MAGIC: list[tuple[bytes, int, str]] = [
     (b"PK\x03\x04", 0, "ZIP"),
     (b"8BPS", 0, "PSD"),
     (b"\x00\x00\x00\x0cjP  ", 0, "JPEG2000"),
+    (b"\xff\x4f\xff\x51", 0, "JPEG2000"),
+    (b"qoif", 0, "QOI"),
+    (b"DDS ", 0, "DDS"),
     (b"\xff\x0a", 0, "JPEG XL"),
     (b"\x00\x00\x00\x0cJXL ", 0, "JPEG XL"),
 ]
@@ -199,22 +222,52 @@ def _looks_like_text(head: bytes) -> bool:
     return printable >= 0.95 * len(text)
 
 
+def _heif_failure(fh: IO[bytes], path: Path, kind: str) -> ImageInputError:
+    """Why libheif (through pillow-heif) cannot open a file with a HEIF signature."""
+    import pillow_heif
+
+    fh.seek(0)
+    try:
+        pillow_heif.open_heif(fh, convert_hdr_to_8bit=False)
+    except Exception as exc:  # noqa: BLE001 - libheif's errors are plain exceptions with a message
+        text = str(exc).lower()
+        if "end of file" in text or "truncated" in text:
+            return truncated(path, kind)
+        if "unsupported" in text or "no decoder" in text or "not supported" in text:
+            return missing_feature(path, kind, "a codec or feature that libheif here cannot decode")
+        return damaged(path, kind, "header")
+    # libheif opens it but Pillow's plugin would not (an image-less HEIF, a sequence only...).
+    return missing_feature(path, kind, "a layout (no still image) that gpen-watch cannot read")
+
+
 def _identify_failure(path: Path, head: bytes) -> ImageInputError:
     kind = sniff(head)
     if kind in HEIF_KINDS:
-        return UnsupportedFormatError(path, f"unsupported format {kind} (install pillow-heif to read it)")
-    if kind in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP"):
-        return BrokenImageError(path, f"broken {kind}: the header is truncated or corrupt")
+        if not register_heif():
+            return UnsupportedFormatError(
+                path,
+                f"{kind} images need the pillow-heif package, which is not installed here; "
+                "install it (pip install pillow-heif), or export the photo as JPEG",
+            )
+        return damaged(path, kind, "header")
+    if kind == "ISO media (MP4/MOV/HEIF)":
+        return NotAnImageError(path, "not an image file (a video or other ISO media file)")
+    if kind in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "PSD", "JPEG2000"):
+        return damaged(path, kind, "header")
     if kind in ("PDF", "ZIP"):
         return NotAnImageError(path, f"not an image file (it is a {kind} document)")
     if kind is not None:
-        return UnsupportedFormatError(path, f"unsupported format {kind}")
+        return UnsupportedFormatError(
+            path, f"{kind} images cannot be decoded on this machine; export it as JPEG, PNG or TIFF"
+        )
     if len(head) < 12:
         n = len(head)
         return NotAnImageError(path, f"not an image file (only {n} byte{'' if n == 1 else 's'})")
     if _looks_like_text(head):
         if b"<svg" in head.lower():
-            return UnsupportedFormatError(path, "unsupported format SVG (vector image)")
+            return UnsupportedFormatError(
+                path, "SVG is a vector drawing, not a photo; export it as PNG to have it restored"
+            )
         return NotAnImageError(path, "not an image file (looks like text)")
     return NotAnImageError(path, "not an image file (unrecognised content)")
 
@@ -225,8 +278,10 @@ def format_name(im: Image.Image) -> str:
     return "JPEG" if fmt == "MPO" else fmt
 
 
-def decode_failure_reason(fmt: str, exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    if "truncated" in text.lower() or isinstance(exc, EOFError):
-        return f"truncated {fmt}: image data ends early"
-    return f"broken {fmt} data ({text})"
+def decode_failure(path: Path, im: Image.Image, fmt: str, exc: BaseException) -> ImageInputError:
+    """Why the pixels of an identified image could not be decoded, in the user's words."""
+    compression = None
+    if fmt == "TIFF":
+        tags = getattr(im, "tag_v2", None)
+        compression = tags.get(259) if tags is not None else None
+    return explain(path, fmt, exc, header=False, tiff_compression=compression)

@@ -39,7 +39,7 @@ from gpen_watch.imaging.identify import (
     HEIF_KINDS,
     check_megapixels,
     check_path,
-    decode_failure_reason,
+    decode_failure,
     format_name,
     identify,
     open_file,
@@ -54,6 +54,7 @@ from gpen_watch.imaging.metadata import (
     reset_xmp_orientation,
     source_info,
 )
+from gpen_watch.imaging.reasons import bomb_pixels, too_large_part
 
 
 @dataclass
@@ -99,11 +100,19 @@ class LoadedImage:
     # Seconds load_image spent in the pre-scale resize (0.0 if none), so callers can report it
     # apart from decoding, which includes it.
     prescale_seconds: float = 0.0
+    # Frames, pages or pictures in the file; only the first (primary) one is decoded.
+    frames: int = 1
 
     @property
     def oriented(self) -> bool:
         """True when pixels were rotated/flipped from the stored layout (a byte copy would be wrong)."""
         return self.orientation != 1
+
+    @property
+    def samples_as_stored(self) -> bool:
+        """True when the pixels are the file's own samples, not converted from another colour
+        model (CMYK, LAB, a palette, 1-bit...): only then is a byte copy what the writer would make."""
+        return self.mode in ("L", "LA", "RGB", "RGBA", "I;16", "I;16L")
 
     @property
     def is_gray(self) -> bool:
@@ -138,7 +147,7 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
     check_path(path)
     with open_file(path) as fh:
         source_id = _file_id(os.fstat(fh.fileno()))
-        im = identify(fh, path)
+        im = identify(fh, path, max_megapixels)
         fmt = format_name(im)
         check_megapixels(path, im.size, max_megapixels)
         try:
@@ -148,16 +157,14 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
         except ImageInputError:
             raise
         except Image.DecompressionBombError as exc:
-            # A plugin re-checks frame/tile sizes against Pillow's own (global) limit.
-            raise ImageTooLargeError(
-                path, f"{fmt} rejected by Pillow's decompression-bomb guard ({exc})"
-            ) from exc
+            # A plugin re-checks frame/tile sizes against Pillow's limit (set from ours: identify).
+            raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
         except MemoryError as exc:
             raise ImageTooLargeError(
                 path, f"not enough memory to decode this {size_text(im.size)} image"
             ) from exc
         except (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError) as exc:
-            raise BrokenImageError(path, decode_failure_reason(fmt, exc)) from exc
+            raise decode_failure(path, im, fmt, exc) from exc
 
 
 def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError | None:
@@ -175,7 +182,7 @@ def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError
             if sniff(fh.read(16)) in HEIF_KINDS:
                 return None
             fh.seek(0)
-            im = identify(fh, path)
+            im = identify(fh, path, max_megapixels)
             check_megapixels(path, im.size, max_megapixels)
     except (NotAnImageError, BrokenImageError, ImageTooLargeError) as exc:
         return exc
@@ -210,7 +217,7 @@ def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
 def _load_opened(path: Path, fh: IO[bytes], im: Image.Image, fmt: str, max_side: int) -> LoadedImage:
     notes: list[str] = []
     sixteen_bit = is_16bit_colour(im)  # first: reading PNG EXIF may load() and clear im.tile
-    note_frames(im, fmt, notes)
+    frames = note_frames(im, fmt, notes)
     mode = im.mode
     exif_obj = read_exif(im, fmt, sixteen_bit, notes)
     orientation = exif_orientation(exif_obj)
@@ -250,4 +257,5 @@ def _load_opened(path: Path, fh: IO[bytes], im: Image.Image, fmt: str, max_side:
         orientation=orientation,
         comment=info["comment"],
         prescale_seconds=prescale_seconds,
+        frames=frames,
     )

@@ -19,16 +19,27 @@ _TIFF_LAYOUT_TAGS = frozenset(
 )  # fmt: skip
 
 
-def note_frames(im: Image.Image, fmt: str, notes: list[str]) -> None:
-    if fmt == "JPEG":
-        return  # MPO extra frames are camera previews, not content.
-    what = "pages" if fmt == "TIFF" else "frames"
+def note_frames(im: Image.Image, fmt: str, notes: list[str]) -> int:
+    """How many frames (pages, pictures) the file holds; notes that only the first is restored."""
     try:
-        if getattr(im, "is_animated", False):
-            notes.append(f"{fmt} has {getattr(im, 'n_frames', '?')} {what}; only the first was restored")
+        frames = int(getattr(im, "n_frames", 1) or 1)
     except Exception:  # noqa: BLE001 - a broken later frame must not cost the first one
-        notes.append(f"{fmt}: later {what} are unreadable; only the first was restored")
+        notes.append(f"{fmt}: later frames are unreadable; only the first was restored")
         im.seek(0)
+        return 2
+    if frames <= 1:
+        return 1
+    if im.format == "MPO":
+        notes.append(
+            f"multi-picture JPEG (MPO) with {frames} pictures: the primary picture was restored and "
+            "written as a plain JPEG; the others (previews, a second view) are not in the output"
+        )
+    else:
+        what = "pages" if fmt == "TIFF" else "frames"
+        notes.append(
+            f"{fmt} has {frames} {what}; only the first was restored, and the output holds that one only"
+        )
+    return frames
 
 
 def read_exif(im: Image.Image, fmt: str, sixteen_bit: bool, notes: list[str]) -> Image.Exif | None:

@@ -13,9 +13,9 @@ import numpy as np
 
 from gpen_watch.errors import GpenWatchError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage
-from gpen_watch.imaging.save import copy_source, output_format, save_image
+from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.api import FileResult
 from gpen_watch.restore.work import Work, note_rss
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,12 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
         if stopping.is_set():
             result.error, result.error_kind = _STOPPED, "failed"
             return result
-        result.format = output_format(image.format, job.format)
+        choice = output_choice(image, job.format, job.jpeg_quality)
+        result.format = choice.format
+        if choice.note:
+            result.notes.append(choice.note)
         copied = False
-        if not work.faces and work.upscaled == 1 and _can_copy_verbatim(image, job):
+        if not work.faces and work.upscaled == 1 and _can_copy_verbatim(image, choice.format):
             # Bit-identical pass-through: re-encoding would only cost quality.
             why_not = copy_source(image, job.src, job.dst)
             copied = why_not is None
@@ -88,5 +91,13 @@ def _paste_masks(work: Work) -> np.ndarray | None:
     return np.concatenate(work.masks) if work.masks else None
 
 
-def _can_copy_verbatim(image: LoadedImage, job: FileJob) -> bool:
-    return image.scale == 1.0 and job.format in ("same", image.format.lower()) and not image.oriented
+def _can_copy_verbatim(image: LoadedImage, out_format: str) -> bool:
+    # Only a file the output rule would write in its own format, and only a single-frame one: the
+    # rule and the notes are the same for a photo with faces and one without.
+    return (
+        image.scale == 1.0
+        and out_format == image.format
+        and image.frames == 1
+        and image.samples_as_stored
+        and not image.oriented
+    )

@@ -111,7 +111,7 @@ def animated(fmt: str) -> bytes:
 
 
 def heic_like() -> bytes:
-    """The start of an ISO-BMFF HEIC file (ftyp heic); nothing can decode it without pillow-heif."""
+    """The start of an ISO-BMFF HEIC file (ftyp heic) followed by noise: cut short for libheif."""
     ftyp = struct.pack(">I", 24) + b"ftypheic" + b"\0\0\0\0" + b"mif1heic"
     return ftyp + struct.pack(">I", 16) + b"meta" + b"\0" * 8 + random.Random(3).randbytes(2000)
 
@@ -388,8 +388,8 @@ KINDS: list[Kind] = [
         ),
         "real",
     ),
-    # Animated and multi-page files: the first frame is restored, a note says so, and the result is
-    # written as PNG (GIF cannot hold it faithfully), so its name ends in .png.
+    # Animated and multi-page files: the first frame is restored and a note says so; a GIF's result
+    # is a JPEG (gpen-watch writes no GIF), so its name ends in .jpg.
     Kind(
         "animated-gif", _lazy("animated.gif", lambda: animated("GIF"), DONE, check=out_note("first")), "real"
     ),
@@ -401,7 +401,7 @@ KINDS: list[Kind] = [
     Kind(
         "multipage-tiff", _lazy("pages.tif", lambda: animated("TIFF"), DONE, check=out_note("pages")), "real"
     ),
-    Kind("heic-without-plugin", _lazy("phone.heic", heic_like, UNSUPPORTED, "pillow-heif"), "real"),
+    Kind("cut-heic", _lazy("phone.heic", heic_like, FAILED, "truncated HEIC"), "real"),
     Kind(
         "truncated-webp",
         _lazy("cut.webp", lambda: encode(photo(), "WEBP")[:3000], FAILED, "truncated"),
@@ -410,7 +410,8 @@ KINDS: list[Kind] = [
     Kind("data-after-eoi", _lazy("trailing.jpg", lambda: jpeg(seed=5) + b"\0garbage" * 100, DONE), "real"),
     Kind("bmp", _lazy("old.bmp", lambda: encode(photo(), "BMP"), DONE), "real"),
     Kind("upper-case-extension", _lazy("SHOUTING.JPG", lambda: jpeg(seed=6), DONE)),
-    Kind("no-extension", _lazy("README", lambda: b"not a photo\n", UNSUPPORTED, "unsupported file type")),
+    # No extension: the content decides (so only the real decoder knows it is text).
+    Kind("no-extension", _lazy("README", lambda: b"not a photo\n", UNSUPPORTED, "not an image"), "real"),
     Kind("pdf-named-jpg", _lazy("scan.jpg", lambda: b"%PDF-1.4\n" + b"x" * 500, UNSUPPORTED, "PDF"), "real"),
     Kind("name-with-spaces", _lazy("my holiday photo  (1).jpg", lambda: jpeg(seed=7), DONE)),
     Kind("unicode-name", _lazy("фото 照片 Ünïcødé 😀.jpg", lambda: jpeg(seed=8), DONE)),

@@ -1,0 +1,134 @@
+"""The sentence a user reads when a recognised image cannot be decoded: damaged (cut short or
+corrupt) or valid but using a feature this machine's decoders lack (named), never a decoder's own
+words ("decoder error -2", Pillow constants, Pillow's pixel limit).
+
+Pillow says what went wrong only in its exception text, so that text is matched here, once; what
+reaches the user is always one of the sentences below.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpen_watch.imaging.errors import (
+    BrokenImageError,
+    ImageInputError,
+    ImageTooLargeError,
+    UnsupportedFormatError,
+)
+
+RECOPY = "copy it again from the original"
+RESAVE = "open it in an image editor and save it again (as JPEG, PNG or TIFF)"
+
+# TIFF Compression tag values that a stock libtiff decodes (baseline, LZW, JPEG, deflate, PackBits,
+# CCITT). Anything else is a codec a build may lack; those we know get their name in the reason.
+_TIFF_BASELINE_COMPRESSION = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 32773, 32946})
+_TIFF_COMPRESSION_NAMES = {
+    34661: "JBIG",
+    34712: "JPEG 2000",
+    34887: "LERC",
+    34925: "LZMA",
+    50000: "Zstandard (ZSTD)",
+    50001: "WebP",
+    50002: "JPEG XL",
+    52546: "JPEG XL",
+    65000: "Kodak DCR",
+}
+
+_BMP_COMPRESSION_NAMES = {4: "an embedded JPEG image", 5: "an embedded PNG image"}
+
+
+def tiff_compression_feature(compression: object) -> str | None:
+    """The name of a TIFF compression scheme this machine may not decode, or None for the usual ones."""
+    if not isinstance(compression, int) or compression in _TIFF_BASELINE_COMPRESSION:
+        return None
+    return _TIFF_COMPRESSION_NAMES.get(compression, f"compression scheme {compression}") + " compression"
+
+
+def truncated(path: Path, fmt: str) -> BrokenImageError:
+    return BrokenImageError(path, f"truncated {fmt}: the file ends before its image data does; {RECOPY}")
+
+
+def damaged(path: Path, fmt: str, what: str = "image data") -> BrokenImageError:
+    return BrokenImageError(
+        path, f"damaged {fmt}: its {what} cannot be decoded (corrupt file); {RECOPY}, or {RESAVE}"
+    )
+
+
+def missing_feature(path: Path, fmt: str, feature: str) -> UnsupportedFormatError:
+    return UnsupportedFormatError(
+        path, f"this {fmt} uses {feature}, which this machine cannot decode; {RESAVE}"
+    )
+
+
+def too_large_part(path: Path, pixels: int, max_megapixels: float) -> ImageTooLargeError:
+    return ImageTooLargeError(
+        path,
+        f"a frame or tile inside the file declares {pixels / 1e6:.0f} MP, over the {max_megapixels:g} MP "
+        "limit (a damaged or crafted file, or a very large image); raise the restore.max_megapixels "
+        "setting to restore it",
+    )
+
+
+_BOMB_PIXELS = re.compile(r"Image size \((\d+) pixels\)")
+
+
+def bomb_pixels(exc: BaseException) -> int:
+    """The pixel count in Pillow's DecompressionBombError (0 if it does not say)."""
+    found = _BOMB_PIXELS.search(str(exc))
+    return int(found.group(1)) if found else 0
+
+
+def explain(
+    path: Path, fmt: str, exc: BaseException, *, header: bool, tiff_compression: object = None
+) -> ImageInputError:
+    """Why an image identified as ``fmt`` could not be opened (``header``) or decoded."""
+    text = str(exc)
+    low = text.lower()
+    feature = tiff_compression_feature(tiff_compression) if fmt == "TIFF" else None
+    if feature is not None:
+        # libtiff reports a codec it was built without as a bare "decoder error -2" (the cause only
+        # reaches stderr), so a non-baseline scheme is named whatever the message says.
+        return missing_feature(path, fmt, feature)
+    if "truncated" in low or isinstance(exc, EOFError) or "image file is truncated" in low:
+        return truncated(path, fmt)
+    named = _named_feature(fmt, text)
+    if named is not None:
+        return missing_feature(path, fmt, named)
+    if "max_text_chunk" in low or "text chunk" in low or "too much memory used in text" in low:
+        return BrokenImageError(
+            path,
+            f"this {fmt} carries an oversized text block (megabytes of metadata, a sign of a damaged "
+            f"or crafted file), which gpen-watch does not read; {RESAVE}",
+        )
+    return damaged(path, fmt, "header" if header else "image data")
+
+
+def _named_feature(fmt: str, text: str) -> str | None:
+    """The feature a decoder said it does not support, in words, or None."""
+    low = text.lower()
+    if fmt == "BMP":
+        if m := re.search(r"unsupported bmp compression \((\d+)\)", low):
+            code = int(m.group(1))
+            return _BMP_COMPRESSION_NAMES.get(code, f"BMP compression type {code}")
+        if "bitfields" in low:
+            return "an uncommon colour bit-field layout"
+        if "header type" in low:
+            return "an uncommon BMP header version"
+        if m := re.search(r"unsupported bmp pixel depth \((\d+)\)", low):
+            # 0 bits per pixel is what a BMP that wraps a JPEG or PNG image declares.
+            depth = int(m.group(1))
+            return "an embedded JPEG or PNG image" if depth == 0 else f"{depth} bits per pixel"
+    if fmt == "JPEG" and (m := re.search(r"data precision (\d+)", low)):
+        return f"{m.group(1)}-bit samples"
+    if m := re.search(r"unsupported (?:bit depth|bits per (?:pixel|sample)|depth)\D*(\d+)", low):
+        return f"{m.group(1)}-bit samples"
+    if "compression" in low and ("unsupported" in low or "not supported" in low or "unknown" in low):
+        m = re.search(r"compression[^\w]*([\w.-]+)", low)
+        return f"compression {m.group(1)}" if m else "a compression scheme"
+    if ("unsupported" in low or "not supported" in low or "unknown" in low) and "mode" in low:
+        return "a colour layout (pixel mode)"
+    if m := re.search(r"unsupported (?:pixel format|fourcc|format)\s*[:(]?\s*([\w.-]+)", low):
+        return f"pixel format {m.group(1)}"
+    return None

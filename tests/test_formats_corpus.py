@@ -1,0 +1,98 @@
+"""Every format and mode of tests/corpus.py through a running service (real watcher, daemon, worker
+and engine on the tiny random-weight models): each file is restored in the format the output rule
+names, keeping its alpha, depth and ICC, or set aside with a sentence that says what is wrong and
+holds no decoder internals. The same table is checked at the loader/writer level first, which
+names a failing case quicker than the service does."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import corpus
+import cv2
+import numpy as np
+import pytest
+from corpus import CASES, INTERNALS, Case, Refused, Restored
+from PIL import Image
+from service_harness import real_engine_args
+from test_daemon import Service, drop, services_fixture
+
+from gpen_watch.imaging.errors import ImageInputError
+from gpen_watch.imaging.formats import OUTPUT_SUFFIXES
+from gpen_watch.imaging.identify import register_heif
+from gpen_watch.imaging.load import load_image
+from gpen_watch.imaging.save import output_choice, save_image
+from gpen_watch.journal import Journal
+
+services = services_fixture(Service)
+
+
+def _check_output(case: Case, out: Path, notes: list[str]) -> None:
+    want = case.expect
+    assert isinstance(want, Restored)
+    if want.suffix is not None:
+        assert out.suffix == want.suffix, out.name
+    register_heif()  # the test reads AVIF/HEIF outputs too
+    with Image.open(out) as im:
+        im.load()
+        got_alpha = "A" in im.getbands() and im.getchannel("A").getextrema()[0] < 255
+        got = (im.format, im.mode, got_alpha, bool(im.info.get("icc_profile")))
+    assert got == (want.format, want.mode, want.alpha, want.icc), f"{case.name}: {got} != {want}"
+    deep = cv2.imread(str(out), cv2.IMREAD_UNCHANGED) if want.format in ("PNG", "TIFF") else None
+    bits = 16 if deep is not None and deep.dtype == np.uint16 else 8
+    assert bits == want.bits, f"{case.name}: {bits}-bit output"
+    if want.note is not None:
+        assert any(re.search(want.note, n) for n in notes), f"{case.name}: notes {notes}"
+    for note in notes:
+        assert not INTERNALS.search(note), f"{case.name}: note {note!r}"
+
+
+def _check_reason(case: Case, state: str, reason: str) -> None:
+    want = case.expect
+    assert isinstance(want, Refused)
+    assert (state, bool(re.search(want.reason, reason))) == (want.state, True), f"{case.name}: {reason!r}"
+    assert not INTERNALS.search(reason), f"{case.name}: decoder internals in {reason!r}"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name != "notes.txt"], ids=lambda c: c.name)
+def test_each_format_loads_and_writes_by_the_rule(case: Case, tmp_path: Path) -> None:
+    src = tmp_path / case.name
+    src.write_bytes(case.make())
+    try:
+        image = load_image(src)
+    except ImageInputError as exc:
+        _check_reason(case, exc.kind, exc.reason)
+        return
+    assert isinstance(case.expect, Restored), f"{case.name} was restored: {image.notes}"
+    choice = output_choice(image, "same", 90)
+    out = tmp_path / f"out-{src.stem}{OUTPUT_SUFFIXES[choice.format]}"
+    save_image(image, image.pixels, out, jpeg_quality=90)
+    _check_output(case, out, [*image.notes, *([choice.note] if choice.note else [])])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
+def test_every_format_through_a_running_service(services: Callable[..., Service], tiny_models: Any) -> None:
+    svc = services(*real_engine_args(tiny_models), fake=False).start()
+    corpus.check_distinct()
+    for case in CASES:
+        drop(svc.inbox, case.name, case.make())
+    svc.wait_done(len(CASES), timeout=240)
+    with Journal.open() as j:
+        jobs = {
+            job.rel.as_posix(): job for state in ("done", "failed", "unsupported") for job in j.jobs(state)
+        }
+    assert sorted(jobs) == sorted(c.name for c in CASES)
+    for case in CASES:
+        job = jobs[case.name]
+        if isinstance(case.expect, Restored):
+            assert job.state == "done" and job.output is not None, f"{case.name}: {job.state} {job.error}"
+            _check_output(case, Path(job.output), job.notes)
+        else:
+            assert job.error is not None, case.name
+            _check_reason(case, job.state, job.error)
+            assert (svc.failed / case.name).read_bytes() == case.make()  # set aside untouched
+    svc.stop()
