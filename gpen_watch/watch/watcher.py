@@ -23,16 +23,14 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watchdog.events import FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.strenum import StrEnum
+from gpen_watch.watch.events import Arrival, Change, Handler, WorkItem
 from gpen_watch.watch.filters import InboxFilter, special_file, supported_extensions
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 
@@ -40,67 +38,12 @@ log = logging.getLogger(__name__)
 
 _STOP = object()
 
-
-class Change(StrEnum):
-    """What a watchdog event means for the settle thread."""
-
-    PATH = "path"  # a file appeared or changed: watch it settle
-    DIR = "dir"  # a folder appeared (moved or copied in): its files arrive too
-    GONE = "gone"  # deleted, or moved away or renamed: the old name is gone
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    change: Change
-    path: Path
+__all__ = ["Arrival", "Watcher"]  # Arrival lives in events.py; callers import both from here
 
 
 # With settle_seconds = 0, a file that keeps changing would otherwise be re-checked in a busy loop.
 _MIN_CHECK_INTERVAL = 0.05
 _MAX_BATCH = 10_000
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """A file that finished arriving in an inbox.
-
-    ``supported`` is False for files named as something that is never a photo (a document, an
-    archive...): they are still reported, to be recorded and set aside as unsupported, never
-    silently dropped. Every other file is a candidate whatever its extension: the content decides.
-    """
-
-    path: Path
-    inbox: InboxConfig
-    rel: Path
-    size: int
-    mtime: float
-    supported: bool = True
-
-
-class _Handler(FileSystemEventHandler):
-    """Turns watchdog events into work items for the settle thread (no I/O here)."""
-
-    def __init__(self, put: Callable[[WorkItem], None]) -> None:
-        self._put = put
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        # Opens and read-only closes are our own hashing and the workers' reads: not changes.
-        if isinstance(event, (FileOpenedEvent, FileClosedNoWriteEvent)):
-            return
-        src = Path(os.fsdecode(event.src_path))
-        if event.event_type == "moved":
-            dest = Path(os.fsdecode(event.dest_path))
-            self._put(WorkItem(Change.GONE, src))  # the old name is gone...
-            self._put(
-                WorkItem(Change.DIR if event.is_directory else Change.PATH, dest)
-            )  # ...the new one arrives
-        elif event.event_type == "deleted":
-            self._put(WorkItem(Change.GONE, src))
-        elif event.is_directory:
-            if event.event_type == "created":
-                self._put(WorkItem(Change.DIR, src))
-        else:
-            self._put(WorkItem(Change.PATH, src))
 
 
 class Watcher:
@@ -154,7 +97,7 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._unwatched: list[tuple[InboxConfig, InboxFilter]] = []
-        self._handler = _Handler(self._queue.put)
+        self._handler = Handler(self._queue.put)
         self.scans = 0  # completed full scans (start-up included); for status and tests
 
     @classmethod
