@@ -33,7 +33,7 @@ def decode_pixels(
     """(BGR pixels in stored orientation, alpha, ICC profile describing the pixels)."""
     header_icc = im.info.get("icc_profile") or None
     if sixteen_bit:
-        pixels, alpha = _decode_16bit_colour(fh, fmt)
+        pixels, alpha = _decode_16bit_colour(fh, fmt, im)
         return pixels, alpha, header_icc
     if fmt == "JPEG" and im.mode in ("RGB", "L"):
         decoded = _decode_jpeg_opencv(fh, im.size, stored_target)
@@ -100,7 +100,7 @@ def is_16bit_colour(im: Image.Image) -> bool:
     return isinstance(rawmode, str) and ";16" in rawmode
 
 
-def _decode_16bit_colour(fh: IO[bytes], fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
+def _decode_16bit_colour(fh: IO[bytes], fmt: str, im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
     fh.seek(0)
     raw = bytearray(fh.read())
     if fmt == "TIFF":
@@ -110,7 +110,9 @@ def _decode_16bit_colour(fh: IO[bytes], fmt: str) -> tuple[np.ndarray, np.ndarra
     # IMREAD_UNCHANGED keeps 16 bits and alpha (and ignores a PNG's EXIF orientation).
     arr = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
     if arr is None or arr.dtype != np.uint16:
-        raise OSError("OpenCV could not decode the 16-bit image data (truncated or corrupt)")
+        # OpenCV says nothing of why; Pillow's decoder (8 bits kept) names truncation or damage.
+        im.load()
+        raise OSError("16-bit image data that OpenCV cannot decode")
     if arr.ndim == 2:
         arr = cv2.cvtColor(arr, cv2.COLOR_GRAY2BGR)
     if arr.shape[2] == 4:

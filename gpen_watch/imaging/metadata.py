@@ -3,12 +3,15 @@ orientation taken out once applied), XMP, ICC, DPI, the JPEG comment, quality an
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 from PIL import Image
 
 from gpen_watch.imaging.formats import TAG_ORIENTATION
+
+log = logging.getLogger(__name__)
 
 # Tags that describe a TIFF file's own pixel layout (or are carried separately: ICC 34675, XMP 700).
 # A TIFF's getexif() returns them with the camera tags; copied into another file they would lie.
@@ -56,7 +59,8 @@ def read_exif(im: Image.Image, fmt: str, sixteen_bit: bool, notes: list[str]) ->
             for tag in _TIFF_LAYOUT_TAGS & set(exif.keys()):
                 del exif[tag]
     except Exception as exc:  # noqa: BLE001 - broken EXIF must not cost the photo
-        notes.append(f"EXIF data unreadable ({exc}); not carried to the output")
+        log.info("EXIF unreadable: %s", exc)
+        notes.append("EXIF data damaged; not carried to the output (the photo itself is fine)")
         return None
     return exif if len(exif) else None
 
