@@ -54,6 +54,11 @@ def _gray16() -> Image.Image:
     return Image.fromarray(ramp)
 
 
+def _gray16_big_endian() -> Image.Image:
+    # Made from the bytes: Pillow's convert("I;16B") goes through 8 bits.
+    return Image.frombytes("I;16B", (W, H), np.asarray(_gray16()).astype(">u2").tobytes())
+
+
 def _png16_colour() -> bytes:
     rgb = np.asarray(_gradient()).astype(np.uint16) * 257
     ok, buf = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
@@ -177,6 +182,17 @@ class Restored:
     icc: bool = False  # an ICC profile is embedded
     note: str | None = None  # a pattern one of the job's notes must match
     suffix: str | None = None  # the output's extension, when the case is about it
+    # What the output must look like: "gradient" (the colour ramp most cases start from), "turned"
+    # (that rotated half a turn), "ramp" (the gray ramp of the deep gray cases) or None (dithered
+    # or posterised on the way in: not compared).
+    looks_like: str | None = "gradient"
+    size: tuple[int, int] = (W, H)
+
+
+def reference(kind: str) -> Image.Image:
+    if kind == "ramp":
+        return Image.fromarray((np.asarray(_gray16()) // 257).astype(np.uint8))
+    return _gradient() if kind == "gradient" else _gradient().rotate(180)
 
 
 @dataclass(frozen=True)
@@ -207,10 +223,10 @@ CASES: list[Case] = [
     Case(
         "palette-transparent.png",
         lambda: save(_gradient().quantize(16), "PNG", transparency=0),
-        Restored("PNG", "RGBA", alpha=True),
+        Restored("PNG", "RGBA", alpha=True, looks_like=None),
     ),
-    Case("one-bit.png", lambda: save(_gradient("1"), "PNG"), Restored("PNG", "L")),
-    Case("gray16.png", lambda: save(_gray16(), "PNG"), Restored("PNG", "I;16", bits=16)),
+    Case("one-bit.png", lambda: save(_gradient("1"), "PNG"), Restored("PNG", "L", looks_like=None)),
+    Case("gray16.png", lambda: save(_gray16(), "PNG"), Restored("PNG", "I;16", bits=16, looks_like="ramp")),
     Case("colour16.png", _png16_colour, Restored("PNG", "RGB", bits=16)),
     Case(
         "animated.png",
@@ -246,13 +262,21 @@ CASES: list[Case] = [
         _tiff_cmyk16,
         Restored("TIFF", "RGB", note="16-bit CMYK read at 8 bits"),
     ),
-    Case("gray16be.tif", lambda: save(_gray16().convert("I;16B"), "TIFF"), Restored("TIFF", "I;16", bits=16)),
+    Case(
+        "gray16be.tif",
+        lambda: save(_gray16_big_endian(), "TIFF"),
+        Restored("TIFF", "I;16", bits=16, looks_like="ramp"),
+    ),
     Case(
         "int32.tif",
         lambda: save(Image.fromarray((np.mgrid[0:H, 0:W][1] * 1_000_000).astype(np.int32)), "TIFF"),
-        Restored("TIFF", "I;16", bits=16, note="32-bit integer samples scaled to 16 bits"),
+        Restored("TIFF", "I;16", bits=16, note="32-bit integer samples scaled to 16 bits", looks_like="ramp"),
     ),
-    Case("float01.tif", lambda: _float_image(1.0), Restored("TIFF", "I;16", bits=16, note="floating-point")),
+    Case(
+        "float01.tif",
+        lambda: _float_image(1.0),
+        Restored("TIFF", "I;16", bits=16, note="floating-point", looks_like="ramp"),
+    ),
     Case("pages.tif", lambda: _frames("TIFF"), Restored("TIFF", "RGB", note="TIFF has 3 pages")),
     # Formats gpen-watch reads but does not write: PNG with alpha or depth, else JPEG.
     Case(
@@ -260,11 +284,15 @@ CASES: list[Case] = [
         lambda: _frames("MPO"),
         Restored("JPEG", "RGB", note="multi-picture JPEG \\(MPO\\) with 3 pictures", suffix=".jpg"),
     ),
-    Case("animated.gif", lambda: _frames("GIF"), Restored("JPEG", "RGB", note="GIF has 3 frames")),
+    Case(
+        "animated.gif",
+        lambda: _frames("GIF"),
+        Restored("JPEG", "RGB", note="GIF has 3 frames", looks_like=None),  # dithered to 256 colours
+    ),
     Case(
         "transparent.gif",
         lambda: save(_gradient().quantize(16), "GIF", transparency=0),
-        Restored("PNG", "RGBA", alpha=True, note=FALLBACK_PNG),
+        Restored("PNG", "RGBA", alpha=True, note=FALLBACK_PNG, looks_like=None),
     ),
     Case("iphone.heic", _heic, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " HEIF")),
     Case("archive.jp2", lambda: save(_gradient(), "JPEG2000"), Restored("JPEG", "RGB", note=FALLBACK_JPEG)),
@@ -273,12 +301,16 @@ CASES: list[Case] = [
     Case("alpha.tga", lambda: save(_gradient(alpha=True), "TGA"), Restored("PNG", "RGBA", alpha=True)),
     Case("colour.ppm", lambda: save(_gradient(), "PPM"), Restored("JPEG", "RGB")),
     Case("gray.pgm", lambda: save(_gradient("L"), "PPM"), Restored("JPEG", "L")),
-    Case("bits.pbm", lambda: save(_gradient("1"), "PPM"), Restored("JPEG", "L")),
-    Case("deep.pgm", lambda: save(_gray16(), "PPM"), Restored("PNG", "I;16", bits=16, note=FALLBACK_PNG)),
+    Case("bits.pbm", lambda: save(_gradient("1"), "PPM"), Restored("JPEG", "L", looks_like=None)),
+    Case(
+        "deep.pgm",
+        lambda: save(_gray16(), "PPM"),
+        Restored("PNG", "I;16", bits=16, note=FALLBACK_PNG, looks_like="ramp"),
+    ),
     Case(
         "icon.ico",
         lambda: save(_gradient(alpha=True).resize((48, 48)), "ICO", sizes=[(16, 16), (48, 48)]),
-        Restored("PNG", "RGBA", alpha=True),
+        Restored("PNG", "RGBA", alpha=True, size=(48, 48), looks_like=None),  # the largest image
     ),
     Case("alpha.qoi", lambda: save(_gradient(alpha=True), "QOI"), Restored("PNG", "RGBA", alpha=True)),
     Case("texture.dds", lambda: save(_gradient(alpha=True), "DDS"), Restored("PNG", "RGBA", alpha=True)),
@@ -287,8 +319,16 @@ CASES: list[Case] = [
     Case("sun.ras", lambda: _opencv(".ras"), Restored("JPEG", "RGB")),
     # The name does not decide: content does.
     Case("really-a-png.jpg", lambda: save(_gradient(), "PNG"), Restored("PNG", "RGB", suffix=".png")),
-    Case("scan.dat", lambda: save(_gradient().rotate(180), "PNG"), Restored("PNG", "RGB", suffix=".png")),
-    Case("IMG_2041", lambda: save(_gradient().rotate(180), "JPEG"), Restored("JPEG", "RGB", suffix=".jpg")),
+    Case(
+        "scan.dat",
+        lambda: save(_gradient().rotate(180), "PNG"),
+        Restored("PNG", "RGB", suffix=".png", looks_like="turned"),
+    ),
+    Case(
+        "IMG_2041",
+        lambda: save(_gradient().rotate(180), "JPEG"),
+        Restored("JPEG", "RGB", suffix=".jpg", looks_like="turned"),
+    ),
     # Refusals: damaged vs a feature this machine lacks, each a sentence without decoder internals.
     Case(
         "webp-compressed.tif",
