@@ -241,7 +241,7 @@ CASES: list[Case] = [
     Case(
         "animated.webp",
         lambda: _frames("WEBP", lossless=True),
-        Restored("WEBP", "RGB", note="WEBP has 3 frames; only the first"),
+        Restored("WEBP", "RGB", note="WebP has 3 frames; only the first"),
     ),
     Case(
         "transparency.avif",
@@ -294,7 +294,7 @@ CASES: list[Case] = [
         lambda: save(_gradient().quantize(16), "GIF", transparency=0),
         Restored("PNG", "RGBA", alpha=True, note=FALLBACK_PNG, looks_like=None),
     ),
-    Case("iphone.heic", _heic, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " HEIF")),
+    Case("iphone.heic", _heic, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " HEIC/HEIF")),
     Case("archive.jp2", lambda: save(_gradient(), "JPEG2000"), Restored("JPEG", "RGB", note=FALLBACK_JPEG)),
     Case("codestream.j2k", lambda: save(_gradient(), "JPEG2000", no_jp2=True), Restored("JPEG", "RGB")),
     Case("layers.psd", _psd, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " PSD")),
@@ -345,7 +345,9 @@ CASES: list[Case] = [
     Case(
         "float-hdr.tif",
         lambda: _float_image(40.0),
-        Refused("unsupported", r"floating-point samples \(mode F\) outside 0\.\.1"),
+        Refused(
+            "unsupported", r"floating-point samples \(mode F: an HDR or scientific image\) go outside 0\.\.1"
+        ),
     ),
     Case(
         "cut.png", lambda: _cut(save(_gradient(), "PNG")), Refused("failed", r"^truncated PNG: the file ends")

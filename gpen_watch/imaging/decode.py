@@ -219,8 +219,8 @@ def _float_to_16bit(im: Image.Image, path: Path, notes: list[str]) -> Image.Imag
     if not finite or arr.min() < 0.0 or arr.max() > 1.0:
         raise UnsupportedFormatError(
             path,
-            "32-bit floating-point samples (mode F) outside 0..1, whose brightness range "
-            "gpen-watch cannot know; export it as a 16-bit TIFF or PNG",
+            "its 32-bit floating-point samples (mode F: an HDR or scientific image) go outside 0..1, "
+            "so how bright they are meant to be is unknown; export it as a 16-bit TIFF or PNG",
         )
     notes.append("32-bit floating-point samples (0..1) converted to 16 bits")
     return Image.fromarray(np.round(arr * 65535.0).astype(np.uint16))

@@ -93,6 +93,22 @@ TAG_MAKERNOTE = 0x927C
 TAG_PIXEL_X, TAG_PIXEL_Y = 0xA002, 0xA003
 
 
+# Pillow's format names as users know them (the rest read well as they are: JPEG, PNG, TIFF...).
+_DISPLAY_NAMES = {
+    "WEBP": "WebP",
+    "JPEG2000": "JPEG 2000",
+    "HEIF": "HEIC/HEIF",
+    "PPM": "PNM (PPM/PGM/PBM)",
+    "SUN": "Sun raster",
+    "MPO": "multi-picture JPEG (MPO)",
+}
+
+
+def display_name(fmt: str) -> str:
+    """A format as the user knows it, for the sentences they read."""
+    return _DISPLAY_NAMES.get(fmt.upper(), fmt.upper())
+
+
 def matching_suffix(fmt: str, suffix: str) -> str:
     """``suffix`` if it names format ``fmt`` (as written by save_image), else the usual one.
 

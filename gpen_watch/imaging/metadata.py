@@ -9,7 +9,7 @@ from typing import Any
 
 from PIL import Image
 
-from gpen_watch.imaging.formats import TAG_ORIENTATION
+from gpen_watch.imaging.formats import TAG_ORIENTATION, display_name
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def note_frames(im: Image.Image, fmt: str, notes: list[str]) -> int:
     try:
         frames = int(getattr(im, "n_frames", 1) or 1)
     except Exception:  # noqa: BLE001 - a broken later frame must not cost the first one
-        notes.append(f"{fmt}: later frames are unreadable; only the first was restored")
+        notes.append(f"{display_name(fmt)}: later frames are unreadable; only the first was restored")
         im.seek(0)
         return 2
     if frames <= 1:
@@ -40,7 +40,8 @@ def note_frames(im: Image.Image, fmt: str, notes: list[str]) -> int:
     else:
         what = "pages" if fmt == "TIFF" else "frames"
         notes.append(
-            f"{fmt} has {frames} {what}; only the first was restored, and the output holds that one only"
+            f"{display_name(fmt)} has {frames} {what}; only the first was restored, and the output "
+            "holds that one only"
         )
     return frames
 

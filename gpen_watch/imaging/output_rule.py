@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpen_watch.imaging.formats import EXPLICIT_FORMATS
+from gpen_watch.imaging.formats import EXPLICIT_FORMATS, display_name
 
 # Formats written with EXIF/ICC/XMP where the format has them, and the ones that hold alpha or
 # 16 bits per sample as written by imaging/encode.py.
 WRITABLE = frozenset({"JPEG", "PNG", "WEBP", "TIFF", "BMP", "AVIF"})
 HOLDS_ALPHA = frozenset({"PNG", "WEBP", "TIFF", "BMP", "AVIF"})
 HOLDS_16_BITS = frozenset({"PNG", "TIFF"})
-
-_NAMES = {"JPEG": "JPEG", "PNG": "PNG", "WEBP": "WebP", "TIFF": "TIFF", "BMP": "BMP", "AVIF": "AVIF"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ def choose_output(
         return OutputChoice(fmt, _losses(fmt, alpha, bit_depth, f"output.format is {req}"))
     if src in WRITABLE and (bit_depth <= 8 or src in HOLDS_16_BITS) and (not alpha or src in HOLDS_ALPHA):
         return OutputChoice(src)
-    name = source_format.upper() or "this format"
+    name = display_name(source_format) if source_format else "this format"
     if alpha:
         return OutputChoice(
             "PNG", f"written as PNG: gpen-watch does not write {name}, and PNG keeps its transparency"
@@ -65,9 +63,9 @@ def choose_output(
 def _losses(fmt: str, alpha: bool, bit_depth: int, because: str) -> str | None:
     lost = []
     if alpha and fmt not in HOLDS_ALPHA:
-        lost.append(f"transparency dropped ({_NAMES[fmt]} has none)")
+        lost.append(f"transparency dropped ({display_name(fmt)} has none)")
     if bit_depth > 8 and fmt not in HOLDS_16_BITS:
-        lost.append(f"{bit_depth}-bit depth reduced to 8 bits ({_NAMES[fmt]} holds 8)")
+        lost.append(f"{bit_depth}-bit depth reduced to 8 bits ({display_name(fmt)} holds 8)")
     if not lost:
         return None
     return "; ".join(lost) + f" because {because}; choose png or tiff to keep everything"

@@ -17,6 +17,7 @@ from gpen_watch.imaging.errors import (
     ImageTooLargeError,
     UnsupportedFormatError,
 )
+from gpen_watch.imaging.formats import display_name
 
 RECOPY = "copy it again from the original"
 RESAVE = "open it in an image editor and save it again (as JPEG, PNG or TIFF)"
@@ -47,18 +48,20 @@ def tiff_compression_feature(compression: object) -> str | None:
 
 
 def truncated(path: Path, fmt: str) -> BrokenImageError:
-    return BrokenImageError(path, f"truncated {fmt}: the file ends before its image data does; {RECOPY}")
+    name = display_name(fmt)
+    return BrokenImageError(path, f"truncated {name}: the file ends before its image data does; {RECOPY}")
 
 
 def damaged(path: Path, fmt: str, what: str = "image data") -> BrokenImageError:
     return BrokenImageError(
-        path, f"damaged {fmt}: its {what} cannot be decoded (corrupt file); {RECOPY}, or {RESAVE}"
+        path,
+        f"damaged {display_name(fmt)}: its {what} cannot be decoded (corrupt file); {RECOPY}, or {RESAVE}",
     )
 
 
-def missing_feature(path: Path, fmt: str, feature: str) -> UnsupportedFormatError:
+def missing_feature(path: Path, fmt: str, feature: str, remedy: str = RESAVE) -> UnsupportedFormatError:
     return UnsupportedFormatError(
-        path, f"this {fmt} uses {feature}, which this machine cannot decode; {RESAVE}"
+        path, f"this {display_name(fmt)} uses {feature}, which this machine cannot decode; {remedy}"
     )
 
 
@@ -90,7 +93,8 @@ def explain(
     if feature is not None:
         # libtiff reports a codec it was built without as a bare "decoder error -2" (the cause only
         # reaches stderr), so a non-baseline scheme is named whatever the message says.
-        return missing_feature(path, fmt, feature)
+        remedy = "save it again as TIFF with LZW or ZIP compression (or as JPEG or PNG) in an image editor"
+        return missing_feature(path, fmt, feature, remedy)
     if "truncated" in low or isinstance(exc, EOFError) or "image file is truncated" in low:
         return truncated(path, fmt)
     named = _named_feature(fmt, text)
@@ -99,7 +103,7 @@ def explain(
     if "max_text_chunk" in low or "text chunk" in low or "too much memory used in text" in low:
         return BrokenImageError(
             path,
-            f"this {fmt} carries an oversized text block (megabytes of metadata, a sign of a damaged "
+            f"this {display_name(fmt)} carries an oversized text block (megabytes of metadata, a sign of a damaged "
             f"or crafted file), which gpen-watch does not read; {RESAVE}",
         )
     return damaged(path, fmt, "header" if header else "image data")
