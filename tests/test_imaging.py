@@ -940,3 +940,16 @@ def test_save_rejects_bad_pixels(tmp_path: Path) -> None:
 def test_imaging_does_not_import_torch() -> None:
     code = "import sys, gpen_watch.imaging.load, gpen_watch.imaging.save; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_frame_larger_than_the_canvas_is_refused_with_our_limit(tmp_path: Path) -> None:
+    """Pillow checks a GIF frame's own size against its process-wide guard (179 MP by default):
+    that guard follows restore.max_megapixels, and the refusal names our limit, not Pillow's."""
+    screen = b"GIF89a" + struct.pack("<HHBBB", 10, 10, 0x80, 0, 0) + bytes([0, 0, 0, 255, 255, 255])
+    frame = b"," + struct.pack("<HHHHB", 0, 0, 3000, 3000, 0) + bytes([2, 2, 0x4C, 0x01, 0]) + b";"
+    src = tmp_path / "frame.gif"
+    src.write_bytes(screen + frame)
+    with pytest.raises(ImageTooLargeError) as err:
+        load_image(src, max_megapixels=1)
+    assert err.value.reason.startswith("a frame or tile inside the file declares 9 MP, over the 1 MP limit")
+    assert "Pillow" not in err.value.reason and not re.search(r"\d{7}", err.value.reason)
