@@ -45,6 +45,12 @@ def _frames(fmt: str, **kw: object) -> bytes:
     return save(first, fmt, save_all=True, append_images=others, **kw)
 
 
+def _cmyk_icc() -> bytes:
+    from test_imaging import cmyk_icc_profile
+
+    return cmyk_icc_profile()
+
+
 def _srgb() -> bytes:
     return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
 
@@ -208,6 +214,7 @@ class Case:
     expect: Restored | Refused
 
 
+CMYK_MANAGED = "CMYK converted to sRGB using the embedded ICC profile"
 FALLBACK_JPEG = r"written as JPEG \(quality \d+\): gpen-watch does not write"
 FALLBACK_PNG = r"written as PNG: gpen-watch does not write"
 
@@ -218,6 +225,16 @@ CASES: list[Case] = [
     ),
     Case("gray.jpg", lambda: save(_gradient("L"), "JPEG"), Restored("JPEG", "L")),
     Case("cmyk.jpg", lambda: save(_gradient("CMYK"), "JPEG"), Restored("JPEG", "RGB", note="CMYK converted")),
+    Case(
+        "cmyk-icc.jpg",
+        lambda: save(_gradient("CMYK"), "JPEG", icc_profile=_cmyk_icc()),
+        Restored("JPEG", "RGB", icc=True, note=CMYK_MANAGED, looks_like=None),  # the profile's colours
+    ),
+    Case(
+        "cmyk-icc.tif",
+        lambda: save(_gradient("CMYK"), "TIFF", icc_profile=_cmyk_icc()),
+        Restored("TIFF", "RGB", icc=True, note=CMYK_MANAGED, looks_like=None),
+    ),
     Case("rgba.png", lambda: save(_gradient(alpha=True), "PNG"), Restored("PNG", "RGBA", alpha=True)),
     Case("la.png", lambda: save(_gradient("LA", alpha=True), "PNG"), Restored("PNG", "LA", alpha=True)),
     Case(
