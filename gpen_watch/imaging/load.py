@@ -2,7 +2,8 @@
 
 The entry points (``probe_image``, ``load_image``, ``header_refusal``, ``open_unchanged``) and the
 ``LoadedImage`` they return; the steps live beside it: ``identify`` (path checks, size limit,
-format), ``decode`` (pixels), ``metadata`` (EXIF, XMP, ICC, comment), ``errors`` (the reasons).
+format by content), ``decode`` (pixels, every Pillow mode), ``metadata`` (EXIF, XMP, ICC, comment,
+frames), ``reasons`` (the sentences for what cannot be decoded), ``errors`` (their classes).
 Nothing here imports torch; the daemon's parent uses ``header_refusal`` to refuse at once what a
 worker would refuse from the header.
 

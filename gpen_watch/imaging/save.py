@@ -7,7 +7,6 @@ read-only outbox from trouble with one file.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import secrets
 from pathlib import Path
@@ -19,8 +18,6 @@ from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, r
 from gpen_watch.imaging.encode import check_pixels, encode
 from gpen_watch.imaging.load import LoadedImage, open_unchanged
 from gpen_watch.imaging.output_rule import OutputChoice, choose_output
-
-log = logging.getLogger(__name__)
 
 
 def output_choice(image: LoadedImage, requested: str = "same", jpeg_quality: int = 95) -> OutputChoice:
