@@ -953,3 +953,30 @@ def test_a_frame_larger_than_the_canvas_is_refused_with_our_limit(tmp_path: Path
         load_image(src, max_megapixels=1)
     assert err.value.reason.startswith("a frame or tile inside the file declares 9 MP, over the 1 MP limit")
     assert "Pillow" not in err.value.reason and not re.search(r"\d{7}", err.value.reason)
+
+
+def test_the_output_rule_and_its_notes() -> None:
+    from gpen_watch.imaging.output_rule import OutputChoice, choose_output
+
+    # Formats gpen-watch writes keep themselves, alpha and all; 16 bits stay in PNG and TIFF.
+    assert choose_output("AVIF", alpha=True) == OutputChoice("AVIF")
+    assert choose_output("BMP", alpha=True) == OutputChoice("BMP")
+    assert choose_output("TIFF", bit_depth=16) == OutputChoice("TIFF")
+    assert choose_output("MPO") == OutputChoice("JPEG")
+    # The others: PNG for alpha or depth, else JPEG at the configured quality; the note says why.
+    assert choose_output("GIF", alpha=True) == OutputChoice(
+        "PNG", "written as PNG: gpen-watch does not write GIF, and PNG keeps its transparency"
+    )
+    assert choose_output("PPM", bit_depth=16) == OutputChoice(
+        "PNG", "written as PNG: gpen-watch does not write 16-bit PNM (PPM/PGM/PBM), and PNG keeps the depth"
+    )
+    assert choose_output("JPEG2000", quality=80) == OutputChoice(
+        "JPEG", "written as JPEG (quality 80): gpen-watch does not write JPEG 2000"
+    )
+    # An explicit output.format is obeyed, and what it cannot hold is named.
+    forced = choose_output("PNG", "jpeg", alpha=True, bit_depth=16)
+    assert forced.format == "JPEG" and forced.note == (
+        "transparency dropped (JPEG has none); 16-bit depth reduced to 8 bits (JPEG holds 8) because "
+        "output.format is jpeg; choose png or tiff to keep everything"
+    )
+    assert choose_output("PNG", "webp", alpha=True) == OutputChoice("WEBP")
