@@ -150,6 +150,17 @@ def _tiff_webp_compressed() -> bytes:
     return _tiff_raw(3, 8, 2, save(_gradient(), "WEBP"), compression=50001)
 
 
+def _dds_unknown_fourcc() -> bytes:
+    """A DDS texture whose pixel format (FourCC "ZZZZ") no decoder knows."""
+    pixel_format = struct.pack("<II4s5I", 32, 0x4, b"ZZZZ", 0, 0, 0, 0, 0)
+    header = (
+        struct.pack("<7I44x", 124, 0x1007, H, W, W * 4, 0, 0)
+        + pixel_format
+        + struct.pack("<5I", 0x1000, 0, 0, 0, 0)
+    )
+    return b"DDS " + header + bytes(W * H * 4)
+
+
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -357,6 +368,13 @@ CASES: list[Case] = [
         _bmp_with_jpeg,
         Refused(
             "unsupported", r"^this BMP uses an embedded JPEG or PNG image, which this machine cannot decode"
+        ),
+    ),
+    Case(
+        "odd-texture.dds",
+        _dds_unknown_fourcc,
+        Refused(
+            "unsupported", r"^this DDS uses an uncommon pixel format ZZZZ, which this machine cannot decode"
         ),
     ),
     Case(

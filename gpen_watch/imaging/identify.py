@@ -98,8 +98,9 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
             im = _open_header(fh)
     except Image.DecompressionBombError as exc:
         raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
-    except (OSError, ValueError, EOFError, MemoryError) as exc:
-        # A plugin recognised its format but the header itself is cut short or corrupt.
+    except (OSError, ValueError, EOFError, MemoryError, NotImplementedError) as exc:
+        # A plugin recognised its format but the header is cut short, corrupt, or of a variant it
+        # lacks (DDS and BLP say so with NotImplementedError).
         if _riff_truncated(head, fh):
             raise truncated(path, kind or "image") from exc
         raise explain(path, kind or "image", exc, header=True) from exc

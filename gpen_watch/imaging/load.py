@@ -164,7 +164,15 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise ImageTooLargeError(
                 path, f"not enough memory to decode this {size_text(im.size)} image"
             ) from exc
-        except (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError) as exc:
+        except (
+            OSError,
+            SyntaxError,
+            ValueError,
+            EOFError,
+            struct.error,
+            IndexError,
+            NotImplementedError,
+        ) as exc:
             raise decode_failure(path, im, fmt, exc) from exc
 
 

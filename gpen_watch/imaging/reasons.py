@@ -74,6 +74,7 @@ def too_large_part(path: Path, pixels: int, max_megapixels: float) -> ImageTooLa
     )
 
 
+_VARIANT = re.compile(r"(?:unsupported|unimplemented|unknown)\s+([\w .,;:()#/+'\"-]{3,60})$", re.IGNORECASE)
 _BOMB_PIXELS = re.compile(r"Image size \((\d+) pixels\)")
 
 
@@ -109,6 +110,12 @@ def explain(
     return damaged(path, fmt, "header" if header else "image data")
 
 
+def _fourcc(m: re.Match[str]) -> str:
+    code = int(m.group(0))
+    text = code.to_bytes(4, "little", signed=False).decode("latin-1") if code < 2**32 else ""
+    return text if text.isprintable() and text.strip() else m.group(0)
+
+
 def _named_feature(fmt: str, text: str) -> str | None:
     """The feature a decoder said it does not support, in words, or None."""
     low = text.lower()
@@ -128,11 +135,13 @@ def _named_feature(fmt: str, text: str) -> str | None:
         return f"{m.group(1)}-bit samples"
     if m := re.search(r"unsupported (?:bit depth|bits per (?:pixel|sample)|depth)\D*(\d+)", low):
         return f"{m.group(1)}-bit samples"
-    if "compression" in low and ("unsupported" in low or "not supported" in low or "unknown" in low):
-        m = re.search(r"compression[^\w]*([\w.-]+)", low)
-        return f"compression {m.group(1)}" if m else "a compression scheme"
-    if ("unsupported" in low or "not supported" in low or "unknown" in low) and "mode" in low:
-        return "a colour layout (pixel mode)"
-    if m := re.search(r"unsupported (?:pixel format|fourcc|format)\s*[:(]?\s*([\w.-]+)", low):
-        return f"pixel format {m.group(1)}"
+    # Pillow's plugins say "Unsupported <what>", "Unimplemented <what>" or "Unknown <what>" for a
+    # variant they lack (a DDS pixel format, an SGI mode, a TGA orientation...): <what> is the
+    # feature. "unknown/invalid" is their word for damage.
+    if (m := _VARIANT.match(text.strip())) and "invalid" not in low:
+        what = m.group(1).strip().rstrip(".").replace("'", "").replace('"', "")
+        if fmt == "DDS":
+            what = re.sub(r"\b\d{8,10}\b", _fourcc, what)  # a FourCC given as its number
+        if what:
+            return f"an uncommon {what}"
     return None
