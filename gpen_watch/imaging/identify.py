@@ -5,6 +5,7 @@ finds, and the true reason when it finds none."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 import struct
@@ -30,6 +31,8 @@ from gpen_watch.imaging.reasons import (
     too_large_part,
     truncated,
 )
+
+log = logging.getLogger(__name__)
 
 
 def check_path(path: Path) -> None:
@@ -96,16 +99,21 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         im = _open_header(fh)
         if im is None and kind in HEIF_KINDS and register_heif():
             im = _open_header(fh)
-    except Image.DecompressionBombError as exc:
-        raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
-    except (OSError, ValueError, EOFError, MemoryError, NotImplementedError) as exc:
+    except _PluginError as err:
         # A plugin recognised its format but the header is cut short, corrupt, or of a variant it
         # lacks (DDS and BLP say so with NotImplementedError).
+        exc, name = err.cause, kind or err.fmt
+        if isinstance(exc, Image.DecompressionBombError):
+            raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
+        if not isinstance(exc, (OSError, ValueError, EOFError, MemoryError, NotImplementedError)):
+            # A stray exception (KeyError...) on a crafted header: still a refusal, but a bug of
+            # ours would show in the log.
+            log.warning("%s: unexpected %s reading the header", path, type(exc).__name__, exc_info=exc)
         if _riff_truncated(head, fh):
-            raise truncated(path, kind or "image") from exc
-        raise explain(path, kind or "image", exc, header=True) from exc
+            raise truncated(path, name) from exc
+        raise explain(path, name, exc, header=True) from exc
     if im is None:
-        if kind in HEIF_KINDS and "HEIF" in Image.OPEN:
+        if kind in ("HEIC", "HEIF") and "HEIF" in Image.OPEN:
             raise _heif_failure(fh, path, kind)
         raise _identify_failure(path, head)
     return im
@@ -133,12 +141,21 @@ def _riff_truncated(head: bytes, fh: IO[bytes]) -> bool:
     return result
 
 
-def _open_header(fh: IO[bytes]) -> Image.Image | None:
-    """``Image.open`` without its decompression-bomb check.
+class _PluginError(Exception):
+    """A Pillow plugin that accepted the file's signature failed on its header."""
 
-    Image.open compares the size with the process-global ``Image.MAX_IMAGE_PIXELS`` (warning above
-    89 MP, error above 179 MP). We apply our own ``max_megapixels`` instead and do not touch that
-    global, so this walks the registered openers the way Image.open does.
+    def __init__(self, fmt: str, cause: BaseException) -> None:
+        super().__init__(fmt, cause)
+        self.fmt, self.cause = fmt, cause
+
+
+def _open_header(fh: IO[bytes]) -> Image.Image | None:
+    """``Image.open`` without its decompression-bomb check, naming the plugin that fails.
+
+    Image.open compares the declared size with Pillow's guard and its own numbers; gpen-watch
+    checks the declared size against ``max_megapixels`` itself (``check_megapixels``), so this
+    walks the registered openers the way Image.open does. Raises _PluginError when the plugin
+    that accepted the signature fails.
     """
     fh.seek(0)
     prefix = fh.read(16)
@@ -154,6 +171,8 @@ def _open_header(fh: IO[bytes]) -> Image.Image | None:
                 return factory(fh, "")
             except (SyntaxError, IndexError, TypeError, struct.error):
                 continue  # not this format (Image.open swallows the same errors)
+            except Exception as exc:
+                raise _PluginError(fmt, exc) from exc
     return None
 
 

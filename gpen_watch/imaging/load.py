@@ -14,6 +14,7 @@ docs/benchmarks.md, "Decoding a 12 MP JPEG").
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import struct
@@ -56,6 +57,8 @@ from gpen_watch.imaging.metadata import (
     source_info,
 )
 from gpen_watch.imaging.reasons import bomb_pixels, too_large_part
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -173,6 +176,11 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             IndexError,
             NotImplementedError,
         ) as exc:
+            raise decode_failure(path, im, fmt, exc) from exc
+        except Exception as exc:  # a plugin's stray exception on a crafted file
+            # (KeyError, ZeroDivisionError...): still a file that cannot be decoded; the traceback
+            # goes to the log, so a bug of ours would show there.
+            log.warning("%s: unexpected %s while decoding", path, type(exc).__name__, exc_info=True)
             raise decode_failure(path, im, fmt, exc) from exc
 
 
