@@ -415,7 +415,7 @@ CASES: list[Case] = [
 # What no reason may contain: decoder internals, Pillow's names and its own pixel limit.
 INTERNALS = re.compile(
     r"decoder error|error -\d|Unable to seek|cannot load this image|MAX_TEXT_CHUNK|MAX_IMAGE_PIXELS"
-    r"|178956970|89478485|Pillow|PIL\b|libtiff|OSError|ValueError|SyntaxError|rawmode|tile",
+    r"|178956970|89478485|\bPillow\b(?!-heif)|PIL\b|libtiff|OSError|ValueError|SyntaxError|rawmode|_Tile|codec_name",
     re.IGNORECASE,
 )
 
