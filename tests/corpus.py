@@ -86,6 +86,16 @@ def _heic() -> bytes:
     return buf.getvalue()
 
 
+def _heic_10bit() -> bytes:
+    """A 10-bit HEIC, as iPhones write HDR photos."""
+    import pillow_heif
+
+    rgb = np.asarray(_gradient()).astype(np.uint16) * 257
+    buf = io.BytesIO()
+    pillow_heif.from_bytes(mode="RGB;16", size=(W, H), data=rgb.tobytes()).save(buf, quality=90)
+    return buf.getvalue()
+
+
 def _bmp32_alpha() -> bytes:
     """A 32-bit BMP with an alpha mask (BITMAPV5HEADER, BI_BITFIELDS), as Photoshop and GIMP write."""
     rgba = np.asarray(_gradient(alpha=True))
@@ -323,6 +333,11 @@ CASES: list[Case] = [
         Restored("PNG", "RGBA", alpha=True, note=FALLBACK_PNG, looks_like=None),
     ),
     Case("iphone.heic", _heic, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " HEIC/HEIF")),
+    Case(
+        "hdr-10bit.heic",
+        _heic_10bit,
+        Restored("PNG", "RGB", bits=16, note=r"10-bit HEIC read at full depth"),
+    ),
     Case("archive.jp2", lambda: save(_gradient(), "JPEG2000"), Restored("JPEG", "RGB", note=FALLBACK_JPEG)),
     Case("codestream.j2k", lambda: save(_gradient(), "JPEG2000", no_jp2=True), Restored("JPEG", "RGB")),
     Case("layers.psd", _psd, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " PSD")),

@@ -968,7 +968,8 @@ def test_the_output_rule_and_its_notes() -> None:
         "PNG", "written as PNG: gpen-watch does not write GIF, and PNG keeps its transparency"
     )
     assert choose_output("PPM", bit_depth=16) == OutputChoice(
-        "PNG", "written as PNG: gpen-watch does not write 16-bit PNM (PPM/PGM/PBM), and PNG keeps the depth"
+        "PNG",
+        "written as PNG: gpen-watch does not write PNM (PPM/PGM/PBM) deeper than 8 bits, and PNG keeps the depth",
     )
     assert choose_output("JPEG2000", quality=80) == OutputChoice(
         "JPEG", "written as JPEG (quality 80): gpen-watch does not write JPEG 2000"

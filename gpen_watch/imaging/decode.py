@@ -35,6 +35,9 @@ def decode_pixels(
     if sixteen_bit:
         pixels, alpha = _decode_16bit_colour(fh, fmt, im)
         return pixels, alpha, header_icc
+    if fmt == "HEIF" and int(im.info.get("bit_depth") or 8) > 8:
+        pixels, alpha = _decode_heif_deep(fh, int(im.info["bit_depth"]), notes)
+        return pixels, alpha, header_icc
     if fmt == "JPEG" and im.mode in ("RGB", "L"):
         decoded = _decode_jpeg_opencv(fh, im.size, stored_target)
         if decoded is not None:
@@ -118,6 +121,22 @@ def _decode_16bit_colour(fh: IO[bytes], fmt: str, im: Image.Image) -> tuple[np.n
     if arr.shape[2] == 4:
         return np.ascontiguousarray(arr[:, :, :3]), np.ascontiguousarray(arr[:, :, 3])
     return arr, None
+
+
+def _decode_heif_deep(fh: IO[bytes], bits: int, notes: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """A 10- or 12-bit HEIC (iPhone HDR photos) at 16 bits: pillow-heif's Pillow opener hands
+    Pillow 8 bits, its own reader keeps the depth (scaled to the 16-bit range)."""
+    import pillow_heif
+
+    fh.seek(0)
+    heif = pillow_heif.open_heif(fh, convert_hdr_to_8bit=False)
+    arr = np.asarray(heif)
+    if arr.dtype != np.uint16 or arr.ndim != 3:
+        raise OSError("HEIF data that libheif would not give at full depth")
+    notes.append(f"{bits}-bit HEIC read at full depth")
+    bgr = cv2.cvtColor(np.ascontiguousarray(arr[:, :, :3]), cv2.COLOR_RGB2BGR)
+    alpha = np.ascontiguousarray(arr[:, :, 3]) if arr.shape[2] == 4 else None
+    return bgr, alpha
 
 
 def _neutralise_tiff_orientation(buf: bytearray) -> None:

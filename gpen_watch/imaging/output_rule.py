@@ -55,7 +55,7 @@ def choose_output(
     if bit_depth > 8:
         return OutputChoice(
             "PNG",
-            f"written as PNG: gpen-watch does not write {bit_depth}-bit {name}, and PNG keeps the depth",
+            f"written as PNG: gpen-watch does not write {name} deeper than 8 bits, and PNG keeps the depth",
         )
     return OutputChoice("JPEG", f"written as JPEG (quality {quality}): gpen-watch does not write {name}")
 
