@@ -262,7 +262,7 @@ def _heif_failure(fh: IO[bytes], path: Path, kind: str) -> ImageInputError:
 
 def _identify_failure(path: Path, head: bytes) -> ImageInputError:
     kind = sniff(head)
-    if kind in HEIF_KINDS:
+    if kind in ("HEIC", "HEIF"):  # (AVIF is Pillow's own: one it cannot open is damaged)
         if not register_heif():
             return UnsupportedFormatError(
                 path,
@@ -272,7 +272,7 @@ def _identify_failure(path: Path, head: bytes) -> ImageInputError:
         return damaged(path, kind, "header")
     if kind == "ISO media (MP4/MOV/HEIF)":
         return NotAnImageError(path, "not an image file (a video or other ISO media file)")
-    if kind in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "PSD", "JPEG2000"):
+    if kind in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "PSD", "JPEG2000", "AVIF"):
         return damaged(path, kind, "header")
     if kind in ("PDF", "ZIP"):
         return NotAnImageError(path, f"not an image file (it is a {kind} document)")
