@@ -316,6 +316,11 @@ CASES: list[Case] = [
         Restored("TIFF", "I;16", bits=16, note="floating-point", looks_like="ramp"),
     ),
     Case("pages.tif", lambda: _frames("TIFF"), Restored("TIFF", "RGB", note="TIFF has 3 pages")),
+    Case(
+        "palette-alpha.tif",
+        lambda: save(_gradient(alpha=True).convert("P").convert("PA"), "TIFF"),
+        Restored("TIFF", "RGBA", alpha=True, looks_like=None),  # a 256-colour palette
+    ),
     # Formats gpen-watch reads but does not write: PNG with alpha or depth, else JPEG.
     Case(
         "camera.mpo",
@@ -339,6 +344,12 @@ CASES: list[Case] = [
         Restored("PNG", "RGB", bits=16, note=r"10-bit HEIC read at full depth"),
     ),
     Case("archive.jp2", lambda: save(_gradient(), "JPEG2000"), Restored("JPEG", "RGB", note=FALLBACK_JPEG)),
+    Case(
+        "cmyk.jp2",
+        lambda: save(_gradient("CMYK"), "JPEG2000"),
+        Restored("JPEG", "RGB", note="CMYK converted"),
+    ),
+    Case("rgba.jp2", lambda: save(_gradient(alpha=True), "JPEG2000"), Restored("PNG", "RGBA", alpha=True)),
     Case("codestream.j2k", lambda: save(_gradient(), "JPEG2000", no_jp2=True), Restored("JPEG", "RGB")),
     Case("layers.psd", _psd, Restored("JPEG", "RGB", note=FALLBACK_JPEG + " PSD")),
     Case("alpha.tga", lambda: save(_gradient(alpha=True), "TGA"), Restored("PNG", "RGBA", alpha=True)),
