@@ -31,7 +31,8 @@ from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.watch.events import Arrival, Change, Handler, WorkItem
-from gpen_watch.watch.filters import InboxFilter, special_file, supported_extensions
+from gpen_watch.watch.filters import InboxFilter, supported_extensions
+from gpen_watch.watch.left_alone import LeftAlone, hidden_photo
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
 
 log = logging.getLogger(__name__)
@@ -88,10 +89,8 @@ class Watcher:
         # An empty file waits longer: the copier may not have written its first byte yet.
         self._tracker = SettleTracker(settle_seconds, empty_grace_seconds=empty_grace_seconds)
         self._emitted: dict[Path, tuple[int, float]] = {}
-        # Hidden photos (".name.jpg") already reported in the log: once per path while it stays.
-        self._noted_hidden: set[Path] = set()
-        # Links, pipes, devices and sockets left alone on purpose, logged once each while they stay.
-        self._noted_special: set[Path] = set()
+        # Hidden photos, links, pipes, devices and sockets: logged once per path while they stay.
+        self._left_alone = LeftAlone()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._observer: Any = None
         self._thread: threading.Thread | None = None
@@ -168,7 +167,7 @@ class Watcher:
     @property
     def special_files(self) -> int:
         """Symlinks, FIFOs, device files and sockets in the inboxes now, left alone."""
-        return len(self._noted_special)
+        return len(self._left_alone.special)
 
     # --- the settle thread --------------------------------------------------------------------
 
@@ -261,13 +260,7 @@ class Watcher:
             return  # unreadable folder entry: the rescan tries again
         reason = flt.ignore_reason(path, st)
         if reason is not None:
-            if (
-                path not in self._noted_special
-                and not stat.S_ISREG(st.st_mode)
-                and not stat.S_ISDIR(st.st_mode)
-                and reason == special_file(st)
-            ):
-                self._noted_special.add(path)
+            if self._left_alone.new_special(path, st, reason):
                 log.info(
                     "%s: left alone: %s; only regular files are taken (copy the photo itself in)",
                     path,
@@ -276,7 +269,7 @@ class Watcher:
             if path in self._emitted:  # e.g. replaced by a symlink
                 self._tracker.forget(path)
                 self._vanished(path, check=False)
-            elif self._hidden_photo(path, st, flt) and path not in self._noted_hidden:
+            elif hidden_photo(path, st, flt) and path not in self._left_alone.hidden:
                 self._tracker.observe(path, st.st_size, st.st_mtime)  # reported once it settles
             else:
                 self._tracker.forget(path)
@@ -297,17 +290,15 @@ class Watcher:
             else:
                 self._observe(path)
             return
-        self._noted_hidden.discard(path)
-        self._noted_special.discard(path)
+        self._left_alone.forget(path)
         # A file is the common case; only a folder needs the (linear) prefix search.
         if path in self._tracker or path in self._emitted:
             self._tracker.forget(path)
             gone = [path] if path in self._emitted else []
         else:
             self._tracker.forget_under(path)
+            self._left_alone.forget_under(path)
             prefix = str(path) + os.sep
-            self._noted_hidden = {p for p in self._noted_hidden if not str(p).startswith(prefix)}
-            self._noted_special = {p for p in self._noted_special if not str(p).startswith(prefix)}
             gone = [p for p in self._emitted if str(p).startswith(prefix)]
         for p in gone:
             del self._emitted[p]
@@ -362,30 +353,15 @@ class Watcher:
                 if owner is not None and owner[1] is flt:
                     self._vanished(path)
             # Special files are never emitted: one removed without an event is dropped here.
-            self._noted_special = {
+            self._left_alone.special -= {
                 p
-                for p in self._noted_special
-                if p in seen or (o := self._owner(p)) is None or o[1] is not flt
+                for p in self._left_alone.special
+                if p not in seen and (o := self._owner(p)) is not None and o[1] is flt
             }
         self.scans += 1
 
-    @staticmethod
-    def _hidden_photo(path: Path, st: os.stat_result, flt: InboxFilter) -> bool:
-        """A regular file with a photo's extension whose own name starts with a dot.
-
-        Such files are not taken (dot names are hidden files, and most sync tools' temp files),
-        but unlike other temp names they may well be a user's photo, so each is reported once in
-        the log after it settles. Files in hidden folders are not walked and not reported.
-        """
-        return (
-            path.name.startswith(".")
-            and stat.S_ISREG(st.st_mode)
-            and flt.looks_like_photo(path)
-            and flt.dir_reason(path.parent) is None
-        )
-
     def _note_hidden(self, path: Path) -> None:
-        self._noted_hidden.add(path)
+        self._left_alone.hidden.add(path)
         log.info(
             "%s: not taken: names starting with a dot are hidden files; rename it without the dot "
             "to have it restored",
@@ -403,7 +379,7 @@ class Watcher:
                 self._tracker.forget(path)
                 continue
             if owner is None or owner[1].ignore_reason(path, st) is not None:
-                if owner is not None and self._hidden_photo(path, st, owner[1]):
+                if owner is not None and hidden_photo(path, st, owner[1]):
                     if self._tracker.confirm(path, st.st_size, st.st_mtime):
                         self._note_hidden(path)
                     continue
