@@ -1,45 +1,112 @@
-"""Messages between the service (parent) and a restorer worker, over a multiprocessing Pipe.
+"""Messages between the service (parent) and a restorer worker, as typed dataclasses.
 
-Each message is a tuple whose first item is its kind; the payloads are plain picklable objects
-(FileJob, FileResult, dicts), so neither side needs the other's code beyond this module.
+Every message is a small frozen dataclass whose fields are plain picklable objects (FileJob,
+FileResult, ints, strings), so the same messages travel over a multiprocessing Pipe to a local
+worker and over any other transport a worker implementation uses; neither side needs the other's
+code beyond this module.
 
-parent -> worker
-    (JOBS, [(key, FileJob), ...])   more images to restore
-    (STOP,)                          finish the images already started, hand back the rest, exit
+parent -> worker (``ToWorker``)
+    Jobs(items)              more images to restore
+    Stop()                   finish the images already started, hand back the rest, exit
 
-worker -> parent
-    (READY, info)                    models loaded; info: pid, device, threads
-    (TOOK, key)                      the restorer started on this image (blame for a crash is laid here)
-    (RESULT, key, FileResult)
-    (HEARTBEAT, busy)                every few seconds from a side thread: the process is alive
-    (LOG, levelno, logger, message)  the worker's log records, written by the parent's handlers
-    (FATAL, kind, message)           the worker cannot go on and is about to exit; kind is one of
-                                     FATAL_MODEL (weights missing/corrupt: restarting will not help),
-                                     FATAL_DEVICE (CUDA failed), FATAL_CRASH (anything else)
-    (BYE, [key, ...])                stopping: these images were never started
+worker -> parent (``FromWorker``)
+    Ready(...)               models loaded: pid, device, threads, read-ahead, what it loaded
+    Took(key)                the restorer started on this image (blame for a crash is laid here)
+    Result(key, result)
+    Heartbeat(busy)          every few seconds from a side thread: the process is alive
+    Log(level, logger, message)  the worker's log records, written by the parent's handlers
+    Fatal(kind, message)     the worker cannot go on and is about to exit (see FatalKind)
+    Bye(keys)                stopping: these images were never started
 """
 
 from __future__ import annotations
 
-JOBS = "jobs"
-STOP = "stop"
+from dataclasses import dataclass
 
-READY = "ready"
-TOOK = "took"
-RESULT = "result"
-HEARTBEAT = "heartbeat"
-LOG = "log"
-FATAL = "fatal"
-BYE = "bye"
+from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.strenum import StrEnum
 
-FATAL_MODEL = "model"
-FATAL_DEVICE = "device"
-FATAL_CRASH = "crash"
 
-# Exit codes of a worker that reported FATAL (anything else is a crash seen from outside).
-EXIT_MODEL = 3
-EXIT_DEVICE = 4
-EXIT_CRASH = 5
+class FatalKind(StrEnum):
+    """Why a worker gave up, which decides whether restarting it can help."""
+
+    MODEL = "model"  # weights missing or corrupt: restarting will not help
+    DEVICE = "device"  # CUDA failed: the GPU may be gone
+    CRASH = "crash"  # anything else
+
+
+@dataclass(frozen=True)
+class JobItem:
+    key: int  # the journal's job id
+    job: FileJob
+
+
+@dataclass(frozen=True)
+class Jobs:
+    items: tuple[JobItem, ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class Ready:
+    pid: int | None
+    device: str
+    threads: int
+    # What the restorer resolved its device to, for a slot that left it to it ("auto").
+    device_label: str = ""
+    # Photos the restorer wants in hand at once (0: not said).
+    read_ahead: int = 0
+    # Which weights, detector, device and precision it really runs (auto settings resolved).
+    loaded: str = ""
+    # Its memory budget in MB (0: not said).
+    memory_budget_mb: int = 0
+    # Where it runs, for status ("" for a worker on this machine).
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class Took:
+    key: int
+
+
+@dataclass(frozen=True)
+class Result:
+    key: int
+    result: FileResult
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    busy: bool
+
+
+@dataclass(frozen=True)
+class Log:
+    level: int
+    logger: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Fatal:
+    kind: FatalKind
+    message: str
+
+
+@dataclass(frozen=True)
+class Bye:
+    keys: tuple[int, ...]
+
+
+ToWorker = Jobs | Stop
+FromWorker = Ready | Took | Result | Heartbeat | Log | Fatal | Bye
+
+# Exit codes of a worker that reported Fatal (anything else is a crash seen from outside).
+EXIT_CODES = {FatalKind.MODEL: 3, FatalKind.DEVICE: 4, FatalKind.CRASH: 5}
 
 # Default factory for the restorer inside a worker: "module:attribute", called as
 # factory(restore_cfg, device, threads=threads). Tests and benchmarks substitute a fake one.

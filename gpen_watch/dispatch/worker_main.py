@@ -3,7 +3,7 @@
 Started by the pool with the multiprocessing ``spawn`` context (the same on Linux, macOS and
 Windows; fork would copy the parent's threads and locks, and CUDA cannot be used after fork).
 A ``Pipe`` carries the messages of ``protocol``: its ``Connection`` frames pickled objects, and the
-parent can wait on all workers' pipes and process sentinels at once.
+parent can wait on all workers' pipes and process sentinels at once (``local.LocalWorker``).
 
 The worker loads the models once (warm), then restores the images it is sent. Several images are in
 flight at once so that the restorer can overlap decode, detection, restoration, paste-back and
@@ -57,7 +57,7 @@ class _Channel:
         self.conn = conn
         self.lock = threading.Lock()
 
-    def send(self, msg: tuple[Any, ...]) -> None:
+    def send(self, msg: P.FromWorker) -> None:
         with self.lock:
             self.conn.send(msg)
 
@@ -71,7 +71,7 @@ class _PipeLogHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):  # the parent is gone: nothing to log to
-            self.chan.send((P.LOG, record.levelno, record.name, self.format(record)))
+            self.chan.send(P.Log(record.levelno, record.name, self.format(record)))
 
 
 def main(conn: Connection, args: WorkerArgs) -> None:
@@ -93,40 +93,17 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
     ).start()
     try:
-        factory = _load_factory(args.factory)
+        factory = load_factory(args.factory)
         restorer = factory(args.restore, args.slot.device, threads=args.slot.threads)
     except ModelError as exc:
-        _fatal(chan, P.FATAL_MODEL, str(exc), P.EXIT_MODEL)
+        _fatal(chan, P.FatalKind.MODEL, str(exc))
     except BaseException as exc:  # noqa: BLE001
-        on_gpu = args.slot.device not in ("cpu", "auto")
-        kind = (
-            P.FATAL_DEVICE
-            if on_gpu and (_is_device_error(exc) or "cuda" in str(exc).lower())
-            else P.FATAL_CRASH
-        )
         _fatal(
             chan,
-            kind,
+            start_failure_kind(exc, args.slot.device),
             f"could not start the restorer: {type(exc).__name__}: {exc}",
-            P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH,
         )
-    chan.send(
-        (
-            P.READY,
-            {
-                "pid": os.getpid(),
-                "device": args.slot.device,
-                # What the restorer resolved its device to, for a slot that left it to it ("auto").
-                "device_label": str(getattr(restorer, "device_label", "") or ""),
-                "threads": args.slot.threads,
-                "read_ahead": int(getattr(restorer, "read_ahead", 0) or 0),
-                # For the parent's start-up log and status: which weights, detector, device and
-                # precision this worker really runs (auto settings resolved).
-                "loaded": str(getattr(restorer, "loaded", "") or ""),
-                "memory_budget_mb": int(getattr(restorer, "memory_budget_mb", 0) or 0),
-            },
-        )
-    )
+    chan.send(ready_message(restorer, args.slot, os.getpid()))
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         _serve(chan, state, restorer)
@@ -134,16 +111,14 @@ def main(conn: Connection, args: WorkerArgs) -> None:
         # The restorer raised instead of returning a failed FileResult: the process may be in a bad
         # state (CUDA errors are sticky), so report and exit; the parent requeues and restarts.
         logging.getLogger(__name__).debug("worker failure:\n%s", traceback.format_exc())
-        kind = P.FATAL_DEVICE if _is_device_error(exc) else P.FATAL_CRASH
         _fatal(
             chan,
-            kind,
+            P.FatalKind.DEVICE if is_device_error(exc) else P.FatalKind.CRASH,
             f"{type(exc).__name__}: {exc}",
-            P.EXIT_DEVICE if kind == P.FATAL_DEVICE else P.EXIT_CRASH,
         )
     with contextlib.suppress(Exception):
         restorer.close()
-    chan.send((P.BYE, [key for key, _ in state.drain()]))
+    chan.send(P.Bye(tuple(item.key for item in state.drain())))
     conn.close()
 
 
@@ -155,8 +130,8 @@ class _State:
         self.stopping = False
         self.busy = False
 
-    def drain(self) -> list[tuple[int, FileJob]]:
-        items: list[tuple[int, FileJob]] = []
+    def drain(self) -> list[P.JobItem]:
+        items: list[P.JobItem] = []
         while True:
             try:
                 item = self.inbox.get_nowait()
@@ -194,12 +169,12 @@ def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
             if item is _STOP:
                 state.stopping = True
                 return
-            key, job = item
+            key, job = item.key, item.job
             with lock:
                 keys.setdefault(str(job.src), deque()).append(key)
                 outstanding[0] += 1
                 state.busy = True
-            chan.send((P.TOOK, key))
+            chan.send(P.Took(key))
             yield job
 
     for result in restorer.restore_files(jobs()):
@@ -210,10 +185,10 @@ def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
         if key is None:
             logging.getLogger(__name__).error("restorer returned a result for an unknown file %s", result.src)
             continue
-        if not result.ok and not result.out_of_memory and _is_device_error(result.error or ""):
+        if not result.ok and not result.out_of_memory and is_device_error(result.error or ""):
             # The GPU is in trouble; this image is probably not to blame. Crash-handling requeues it.
             raise RuntimeError(result.error)
-        chan.send((P.RESULT, key, result))
+        chan.send(P.Result(key, result))
     state.busy = False
 
 
@@ -225,10 +200,10 @@ def _reader(conn: Connection, state: _State) -> None:
             # The parent is gone (killed?): nobody will collect results, and temp outputs are
             # cleaned at the next start. Leave at once rather than linger as an orphan on the GPU.
             os._exit(0)
-        if msg[0] == P.JOBS:
-            for item in msg[1]:
+        if isinstance(msg, P.Jobs):
+            for item in msg.items:
                 state.inbox.put(item)
-        elif msg[0] == P.STOP:
+        elif isinstance(msg, P.Stop):
             state.stopping = True
             state.inbox.put(_STOP)
             return
@@ -237,25 +212,46 @@ def _reader(conn: Connection, state: _State) -> None:
 def _heartbeat(chan: _Channel, state: _State, every: float) -> None:
     while True:
         try:
-            chan.send((P.HEARTBEAT, state.busy))
+            chan.send(P.Heartbeat(state.busy))
         except Exception:  # noqa: BLE001
             return
         time.sleep(every)
 
 
-def _fatal(chan: _Channel, kind: str, message: str, code: int) -> None:
+def _fatal(chan: _Channel, kind: P.FatalKind, message: str) -> None:
     with contextlib.suppress(Exception):
-        chan.send((P.FATAL, kind, message))
-    os._exit(code)
+        chan.send(P.Fatal(kind, message))
+    os._exit(P.EXIT_CODES[kind])
 
 
-def _load_factory(spec: str) -> Callable[..., Any]:
+def start_failure_kind(exc: BaseException, device: str) -> P.FatalKind:
+    """What an exception raised while loading the restorer means for restarting it."""
+    if device not in ("cpu", "auto") and (is_device_error(exc) or "cuda" in str(exc).lower()):
+        return P.FatalKind.DEVICE
+    return P.FatalKind.CRASH
+
+
+def ready_message(restorer: Any, slot: WorkerSlot, pid: int | None, node: str = "") -> P.Ready:
+    """What a worker tells the pool once its restorer is loaded (the restorer's own hints)."""
+    return P.Ready(
+        pid=pid,
+        device=slot.device,
+        threads=slot.threads,
+        device_label=str(getattr(restorer, "device_label", "") or ""),
+        read_ahead=int(getattr(restorer, "read_ahead", 0) or 0),
+        loaded=str(getattr(restorer, "loaded", "") or ""),
+        memory_budget_mb=int(getattr(restorer, "memory_budget_mb", 0) or 0),
+        node=node,
+    )
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
     module, _, attr = spec.partition(":")
     result: Callable[..., Any] = getattr(importlib.import_module(module), attr)
     return result
 
 
-def _is_device_error(exc: BaseException | str) -> bool:
+def is_device_error(exc: BaseException | str) -> bool:
     """A CUDA failure other than out-of-memory (device lost, illegal access, driver error)."""
     text = str(exc)
     if "out of memory" in text.lower():

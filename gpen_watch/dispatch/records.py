@@ -1,0 +1,97 @@
+"""What the fault policy keeps per worker (``WorkerRecord``), the states a worker goes through, and
+the actions the policy asks the pool to carry out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpen_watch.dispatch import protocol as P
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.tasks import Task
+from gpen_watch.strenum import StrEnum
+
+
+class WorkerState(StrEnum):
+    """A worker's state, as `status` shows it."""
+
+    STARTING = "starting"
+    READY = "ready"
+    STOPPING = "stopping"
+    BACKOFF = "restarting"
+    ERROR = "error"
+    RETIRED = "retired"
+    STOPPED = "stopped"
+
+
+ALIVE = (WorkerState.STARTING, WorkerState.READY, WorkerState.STOPPING)
+# States in which a worker is, or will soon be, able to take work.
+COMING = (WorkerState.STARTING, WorkerState.READY, WorkerState.BACKOFF)
+
+
+# --- what the pool is asked to do -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spawn:
+    index: int
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Kill the worker, collect what it said, then report its exit (``on_exit``)."""
+
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Send:
+    index: int
+    msg: P.ToWorker
+
+
+Action = Spawn | Kill | Send
+
+
+@dataclass(eq=False)
+class Flight:
+    task: Task
+    taken: bool = False
+
+
+@dataclass(eq=False)
+class WorkerRecord:
+    """What the policy knows about one worker slot."""
+
+    slot: WorkerSlot
+    state: WorkerState = WorkerState.STOPPED
+    pid: int | None = None
+    flights: dict[int, Flight] = field(default_factory=dict)
+    started_at: float = 0.0
+    last_msg_at: float = 0.0
+    # When the worker last finished an image, or went from idle to busy.
+    last_progress_at: float = 0.0
+    restart_at: float = 0.0
+    start_failures: int = 0
+    crash_streak: int = 0  # crashes since the last finished image
+    restarts: int = 0
+    done: int = 0
+    faces: int = 0
+    # Photos the worker's restorer wants in hand at once (it says so when ready; 0: not said).
+    read_ahead: int = 0
+    # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
+    loaded: str = ""
+    # The device its restorer chose where the slot said "auto" ("Apple GPU (mps)", "cpu").
+    device_label: str = ""
+    node: str = ""
+    # The worker's memory budget (MB, 0: not said) and its highest resident memory when each stage
+    # of a photo ended, from its results (this process only: cleared when it is restarted).
+    memory_budget_mb: int = 0
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    # Running an isolated task: nothing else is sent until it finishes.
+    exclusive: bool = False
+    fatal: P.Fatal | None = None
+    kill_reason: str | None = None
+    error: str | None = None
+    # In ERROR because its model files could not be loaded (the service retries when they change).
+    model_error: bool = False
