@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("gpen_watch.modelstore.cli", "list, fetch, verify model weights"),
     "config": ("gpen_watch.config_cli", "show or create the config file"),
     "service": ("gpen_watch.service.login_cli", "install or remove start at login"),
+    "cluster": ("gpen_watch.cluster.cli", "use the GPUs of other machines through a Ray cluster"),
 }
 
 

@@ -144,11 +144,27 @@ class WorkerConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """Restorer workers on other machines, through a Ray cluster (the optional extra `cluster`)."""
+
+    # "" (off), "auto" (the Ray node already running on this machine) or "host:port" of its head.
+    address: str = ""
+    # The cluster's shared token (Ray's token authentication); unset: `ray-token` in gpen-watch's
+    # config folder, which `gpen-watch cluster head` creates, readable by the user only.
+    token_file: Path | None = None
+    # GPUs (or the CPU) of this machine keep their own local workers beside the cluster's.
+    local_workers: bool = True
+    # Photo bytes in flight per remote worker (MB); more photos wait on this machine.
+    mb_in_flight: int = 256
+
+
+@dataclass
 class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     restore: RestoreConfig = field(default_factory=RestoreConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     workers: WorkerConfig = field(default_factory=WorkerConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def validate(self) -> Config:
         _validate(self)
@@ -345,6 +361,12 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             "workers.devices",
             "each must be auto, cpu, cuda or cuda:N",
         ),
+        (
+            _valid_cluster_address(cfg.cluster.address),
+            "cluster.address",
+            'must be empty (off), "auto" or host:port (the Ray head, e.g. 192.168.1.10:6379)',
+        ),
+        (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
     ]
     for ok, name, reason in checks:
         if not ok:
@@ -359,6 +381,13 @@ def _upscaler_factor(name: str) -> int | None:
     """The factor of a registry upscaler; None for "" or a file (read from the file when loaded)."""
     cfg = UPSCALER_CONFIGS.get(name)
     return cfg.scale if cfg is not None else None
+
+
+def _valid_cluster_address(address: str) -> bool:
+    if address in ("", "auto"):
+        return True
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
 
 
 def _valid_device(dev: str) -> bool:

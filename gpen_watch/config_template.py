@@ -51,6 +51,10 @@ NOTES: dict[str, str] = {
     "workers.images_in_flight": "Photos handed to a worker at once; 0: what its engine asks for.",
     "workers.image_timeout": "Seconds before a worker stuck on one photo is restarted.",
     "workers.max_attempts": "Tries before a photo is set aside as failed.",
+    "cluster.address": 'Ray cluster for remote workers: "" (off), "auto" or host:port of its head.',
+    "cluster.token_file": "The cluster's shared token (unset: ray-token in gpen-watch's config folder).",
+    "cluster.local_workers": "This machine's GPUs (or CPU) keep their own workers beside the cluster's.",
+    "cluster.mb_in_flight": "Photo bytes in flight per remote worker (MB); more wait on this machine.",
 }
 
 HEADER = """\

@@ -20,6 +20,10 @@ class InputError(GpenWatchError):
         self.reason = reason
 
 
+class ClusterError(GpenWatchError):
+    """The Ray cluster cannot be used (not installed, unreachable, no token, refused)."""
+
+
 class ModelError(GpenWatchError):
     """Model weights are missing, corrupt or do not match the architecture."""
 

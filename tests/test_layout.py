@@ -85,3 +85,17 @@ def test_the_watcher_journal_and_outbox_need_neither_torch_nor_pillow_nor_opencv
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_service_and_its_pool_import_ray_only_in_cluster_mode() -> None:
+    # Ray (hundreds of MB, its own threads) is for cluster.address users only; the cluster package
+    # itself imports it lazily, when it connects.
+    code = (
+        "import sys\n"
+        "import gpen_watch.cli, gpen_watch.service.daemon, gpen_watch.dispatch.pool\n"
+        "import gpen_watch.cluster.membership, gpen_watch.cluster.cli\n"
+        "gpen_watch.cli.build_parser()\n"
+        "print(sorted(m for m in ('ray', 'torch', 'cv2') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

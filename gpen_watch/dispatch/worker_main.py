@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
@@ -48,6 +48,12 @@ class WorkerArgs:
     log_level: int = logging.INFO
     # Extra environment for the child (tests use it to steer the fake restorer).
     env: dict[str, str] = field(default_factory=dict)
+
+
+class Sender(Protocol):
+    """Where a worker's messages go: the pipe here, the actor's own queue in a cluster actor."""
+
+    def send(self, msg: P.FromWorker) -> None: ...
 
 
 class _Channel:
@@ -88,7 +94,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(chan)]
     root.setLevel(args.log_level)
-    state = _State()
+    state = Inbox()
     threading.Thread(
         target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
     ).start()
@@ -106,7 +112,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
-        _serve(chan, state, restorer)
+        serve(chan, state, restorer)
     except BaseException as exc:  # noqa: BLE001
         # The restorer raised instead of returning a failed FileResult: the process may be in a bad
         # state (CUDA errors are sticky), so report and exit; the parent requeues and restarts.
@@ -122,7 +128,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     conn.close()
 
 
-class _State:
+class Inbox:
     """Jobs received but not yet started, and whether a stop was asked for; shared by the threads."""
 
     def __init__(self) -> None:
@@ -141,7 +147,7 @@ class _State:
                 items.append(item)
 
 
-def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
+def serve(chan: Sender, state: Inbox, restorer: Any) -> None:
     """Restore jobs as they come until asked to stop: one restore_files call over a live source.
 
     The restorer reads ahead (to batch faces across images) before it yields a result, and jobs
@@ -192,7 +198,7 @@ def _serve(chan: _Channel, state: _State, restorer: Any) -> None:
     state.busy = False
 
 
-def _reader(conn: Connection, state: _State) -> None:
+def _reader(conn: Connection, state: Inbox) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -209,7 +215,7 @@ def _reader(conn: Connection, state: _State) -> None:
             return
 
 
-def _heartbeat(chan: _Channel, state: _State, every: float) -> None:
+def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
     while True:
         try:
             chan.send(P.Heartbeat(state.busy))

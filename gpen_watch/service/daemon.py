@@ -128,8 +128,10 @@ class Service:
             try:
                 self._prepare_folders()
                 with Journal.open(self.journal_path) as journal:
+                    cluster = self.cfg.cluster
+                    local = cluster.local_workers or not cluster.address
                     pool = Pool(
-                        devices.resolve_slots(self.cfg.workers),
+                        devices.resolve_slots(self.cfg.workers) if local else [],
                         self.cfg.restore,
                         self.cfg.workers,
                         factory=self.factory,
@@ -140,6 +142,10 @@ class Service:
                     run = Running(
                         self.cfg, journal, pool, gate, self._stop, header_checks=self._header_checks
                     )
+                    if cluster.address:
+                        from gpen_watch.cluster.membership import Membership
+
+                        run.cluster = Membership(self.cfg, pool, factory=self.factory, env=self.child_env)
                     self._run = run
                     try:
                         self._serve(run)
@@ -179,6 +185,8 @@ class Service:
             _stop_watcher(run)
             if run.pool.alive():
                 run.requeue(run.pool.kill_all(), STOPPED_EARLY)
+            if run.cluster is not None:
+                run.cluster.close()
             if server is not None:
                 server.close()
 
@@ -196,6 +204,8 @@ class Service:
             work.feed(run)
             _watch_models(run)
             run.originals.retry(run.journal, self._stop)
+            if run.cluster is not None:
+                run.cluster.poll()
             run.tp.busy(pool.in_flight() > 0)
             for event in pool.poll(self._tick(run)):
                 work.on_event(run, event)

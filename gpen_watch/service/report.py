@@ -11,7 +11,7 @@ from pathlib import Path
 from gpen_watch import __version__
 from gpen_watch.outbox import naming
 from gpen_watch.service.running import Running
-from gpen_watch.service.status import ErrorEntry, QueueStatus, Status, WorkerStatus, from_json
+from gpen_watch.service.status import ClusterStatus, ErrorEntry, QueueStatus, Status, WorkerStatus, from_json
 
 # Failures listed in the status, newest first.
 RECENT_ERRORS = 5
@@ -33,6 +33,7 @@ def build_status(run: Running) -> Status:
         run.problem or pool.problem(),
         gate.problem() if gate is not None else None,
         run.originals.problem(),
+        run.cluster.problem if run.cluster is not None else None,
     )
     notices = (gate.notice() if gate is not None else None, run.originals.notice())
     rss, rss_peak = rss_mb()
@@ -56,12 +57,14 @@ def build_status(run: Running) -> Status:
         throughput=run.tp.summary(),
         # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
         workers=tuple(from_json(WorkerStatus, w) for w in pool.snapshot()),
+        cluster=from_json(ClusterStatus, run.cluster.status()) if run.cluster is not None else None,
         models=gate.status() if gate is not None else None,
         last_errors=errors,
         inboxes=tuple(str(i.path) for i in run.cfg.watch.inboxes),
         outbox=str(outbox),
         failed=str(naming.failed_root(outbox)),
         torch_loaded="torch" in sys.modules,
+        ray_loaded="ray" in sys.modules,
         rss_mb=rss,
         rss_peak_mb=rss_peak,
     )

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpen_watch.config import Config
 from gpen_watch.dispatch.pool import Pool, Task
@@ -21,6 +22,9 @@ from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.service.throughput import ThroughputMeter
 from gpen_watch.watch.watcher import Watcher
+
+if TYPE_CHECKING:
+    from gpen_watch.cluster.membership import Membership
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,8 @@ class Running:
     # Whether arrivals get the engine's header checks (see intake.refusal).
     header_checks: bool = True
     watcher: Watcher | None = None
+    # cluster.address set: the Ray cluster's nodes as pool workers (imported only then).
+    cluster: Membership | None = None
     originals: OriginalsWatch = field(init=False)
     tp: ThroughputMeter = field(default_factory=ThroughputMeter)
     started: float = field(default_factory=time.monotonic)

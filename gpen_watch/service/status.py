@@ -68,6 +68,26 @@ class WorkerStatus:
     rss_mb: dict[str, float] = field(default_factory=dict)
     last_seen_s: float | None = None
     error: str | None = None
+    # Where a cluster worker runs ("host (address)"); "" for this machine's.
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterNodeStatus:
+    address: str = ""
+    gpus: int = 0
+    cpus: int = 0
+    cpu_offered: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The Ray cluster the service uses (cluster.address)."""
+
+    address: str = ""
+    connected: bool = False
+    problem: str | None = None
+    nodes: tuple[ClusterNodeStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +152,8 @@ class Status:
     special_files: int = 0
     throughput: Throughput = Throughput()
     workers: tuple[WorkerStatus, ...] = ()
+    # None: cluster mode is off.
+    cluster: ClusterStatus | None = None
     # None: the model files are not checked (a substitute restorer brings its own).
     models: ModelsStatus | None = None
     last_errors: tuple[ErrorEntry, ...] = ()
@@ -140,6 +162,8 @@ class Status:
     failed: str = ""
     # The parent must stay free of torch; tests assert on this.
     torch_loaded: bool = False
+    # Only cluster mode imports Ray, once it connects (tests/test_cluster.py checks).
+    ray_loaded: bool = False
     rss_mb: float | None = None
     rss_peak_mb: float | None = None
 

@@ -1,0 +1,102 @@
+"""The restorer on a remote node: a Ray actor that loads the models once and keeps them warm.
+
+Ray starts it in a worker process on the node it was placed on (one per GPU, ``num_gpus=1``, Ray
+sets CUDA_VISIBLE_DEVICES; or one for the node's CPU when the node offers it). Its restorer runs
+the same live loop as a local worker (``worker_main.serve``), so faces are batched across the
+photos it holds. The actor is threaded: each ``restore`` call hands its photo to that loop and
+waits for its own result, so many calls are in flight at once and the service decides how many.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import tempfile
+import threading
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.dispatch import protocol as P
+from gpen_watch.dispatch import worker_main
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
+from gpen_watch.errors import ModelError
+from gpen_watch.restore.api import FileResult
+
+log = logging.getLogger(__name__)
+
+
+class RestorerActor:
+    """Created through ``ray.remote(RestorerActor).options(...)`` by ``remote.RayWorker``."""
+
+    def __init__(self, restore: RestoreConfig, factory: str, threads: int, env: dict[str, str]) -> None:
+        from gpen_watch.cluster.raylib import ray
+
+        # Before the restorer imports torch, numpy or OpenCV: cap the thread pools as locally.
+        os.environ.update({k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"})
+        device = "cuda" if ray().get_gpu_ids() else "cpu"
+        self._slot = WorkerSlot("actor", device, device, None, threads)
+        self._node = f"{socket.gethostname()} ({ray().util.get_node_ip_address()})"
+        self._scratch = Scratch(Path(tempfile.mkdtemp(prefix="gpen-watch-actor-")))
+        self._waiting: dict[int, Future[PhotoResult]] = {}
+        self._lock = threading.Lock()
+        self._fatal: P.Fatal | None = None
+        self._restorer: Any = None
+        try:
+            self._restorer = worker_main.load_factory(factory)(restore, device, threads=threads)
+        except ModelError as exc:
+            self._fatal = P.Fatal(P.FatalKind.MODEL, str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - reported to the service, which decides
+            kind = worker_main.start_failure_kind(exc, device)
+            self._fatal = P.Fatal(kind, f"could not start the restorer: {type(exc).__name__}: {exc}")
+            return
+        self._inbox = worker_main.Inbox()
+        threading.Thread(target=self._run, daemon=True, name="restorer").start()
+
+    def ready(self) -> P.Ready | P.Fatal:
+        if self._fatal is not None:
+            return self._fatal
+        return worker_main.ready_message(self._restorer, self._slot, os.getpid(), node=self._node)
+
+    def ping(self) -> bool:
+        return True
+
+    def restore(self, key: int, photo: PhotoJob) -> PhotoResult:
+        """Restore one photo; returns when it is done (other calls run meanwhile)."""
+        done: Future[PhotoResult] = Future()
+        with self._lock:
+            self._waiting[key] = done
+        self._inbox.inbox.put(P.JobItem(key, self._scratch.job(key, photo)))
+        return done.result()
+
+    # --- worker_main.Sender: what the restorer loop says ----------------------------------------
+
+    def send(self, msg: P.FromWorker) -> None:
+        if isinstance(msg, P.Result):
+            with self._lock:
+                done = self._waiting.pop(msg.key, None)
+            if done is None:
+                return
+            try:
+                done.set_result(self._scratch.result(msg.result))
+            except OSError as exc:
+                failed = FileResult(msg.result.src, False, error=f"cannot read the result back: {exc}")
+                done.set_result(PhotoResult(failed))
+
+    def _run(self) -> None:
+        try:
+            worker_main.serve(self, self._inbox, self._restorer)
+        except BaseException as exc:  # noqa: BLE001
+            # As a local worker does: the process may be in a bad state (CUDA errors are sticky).
+            # Exiting fails every call in flight; the service requeues them and starts a new actor.
+            log.error("restorer failed: %s\n%s", exc, traceback.format_exc())
+            kind = P.FatalKind.DEVICE if worker_main.is_device_error(exc) else P.FatalKind.CRASH
+            with contextlib.suppress(Exception):
+                self._restorer.close()
+            os._exit(P.EXIT_CODES[kind])

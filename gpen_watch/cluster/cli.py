@@ -1,0 +1,189 @@
+"""`gpen-watch cluster head | join | status | leave`: Ray's own commands with the right flags.
+
+Every Ray command runs with token authentication on (``token.ray_env``). ``head`` advertises the
+address the user names (``--bind``), never a guessed one, and prints the exact ``join`` command
+for the other machines; ``join`` adds this machine's GPUs (and, with ``--cpu``, its CPU) to the
+cluster; ``status`` lists the nodes and what the running service does on each; ``leave`` stops
+this machine's Ray processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from gpen_watch import config
+from gpen_watch.cluster import token
+from gpen_watch.cluster.membership import CPU_RESOURCE, probe_head
+from gpen_watch.cluster.raylib import ray, ray_cli
+from gpen_watch.errors import ClusterError
+
+DEFAULT_PORT = 6379
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument("--config", type=Path, help="config file (default: the user's)")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    head = sub.add_parser("head", help="start the cluster's head on this machine (the one with the inbox)")
+    head.add_argument(
+        "--bind",
+        required=True,
+        metavar="ADDRESS",
+        help="this machine's address on the studio network, e.g. 192.168.1.10",
+    )
+    head.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"the head's port (default {DEFAULT_PORT})"
+    )
+    join = sub.add_parser("join", help="add this machine's GPUs to a cluster")
+    join.add_argument("address", help="the head's host:port, as `gpen-watch cluster head` printed it")
+    join.add_argument(
+        "--bind", metavar="ADDRESS", help="this machine's address (default: the one that reaches the head)"
+    )
+    join.add_argument(
+        "--cpu", action="store_true", help="also restore on this machine's CPU (one worker, all cores)"
+    )
+    for p in (head, join):
+        p.add_argument("--temp-dir", type=Path, help="Ray's session folder (default: Ray's, /tmp/ray)")
+        p.add_argument("--object-store-mb", type=int, help="Ray's object store size in MB (default: Ray's)")
+    sub.add_parser("status", help="the cluster's nodes and GPUs, and what the service does on each")
+    sub.add_parser("leave", help="stop this machine's Ray processes (its workers' photos are requeued)")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config.load(args.config, must_exist=args.config is not None)
+    path = token.token_path(cfg.cluster)
+    if args.action == "head":
+        return _head(args, path)
+    if args.action == "join":
+        return _join(args, path)
+    if args.action == "status":
+        return _status(cfg, path)
+    _ray(["stop"], path)
+    print("this machine has left the cluster (its Ray processes are stopped)")
+    return 0
+
+
+def _head(args: argparse.Namespace, path: Path) -> int:
+    made = token.ensure_token(path)
+    cmd = ["start", "--head", "--node-ip-address", args.bind, "--port", str(args.port)]
+    # The head's own GPUs have local workers (cluster.local_workers); the dashboard would open
+    # more ports for nothing gpen-watch needs.
+    cmd += ["--num-gpus", "0", "--include-dashboard", "false", "--disable-usage-stats"]
+    _ray(cmd + _common(args), path)
+    print(f"cluster head running at {args.bind}:{args.port} (token authentication on)")
+    print(f"token: {path}{' (new)' if made else ''}; copy it to the same place on each machine, mode 600")
+    print("on each GPU machine, run:")
+    print(f"  gpen-watch cluster join {args.bind}:{args.port}")
+    print(f'and set cluster.address = "{args.bind}:{args.port}" (or "auto") for `gpen-watch run` here')
+    return 0
+
+
+def _join(args: argparse.Namespace, path: Path) -> int:
+    token.check_token(path)
+    bind = args.bind or probe_head(args.address)
+    cmd = ["start", "--address", args.address, "--node-ip-address", bind, "--disable-usage-stats"]
+    if args.cpu:
+        cmd += ["--resources", json.dumps({CPU_RESOURCE: 1})]
+    _ray(cmd + _common(args), path)
+    print(f"joined the cluster at {args.address} as {bind}{' (GPUs and CPU)' if args.cpu else ''}")
+    return 0
+
+
+# Fixed ports instead of Ray's random ones, so that a firewall can name them (docs/cluster.md).
+# Every node uses the same set; the head also listens on --port.
+FIXED_PORTS = {
+    "--node-manager-port": 6380,
+    "--object-manager-port": 6381,
+    "--runtime-env-agent-port": 6382,
+    "--dashboard-agent-grpc-port": 6383,
+    "--dashboard-agent-listen-port": 6384,
+    "--metrics-export-port": 6385,
+    "--min-worker-port": 10002,
+    "--max-worker-port": 10999,
+}
+
+
+def _common(args: argparse.Namespace) -> list[str]:
+    extra = [str(part) for flag, port in FIXED_PORTS.items() for part in (flag, port)]
+    if args.temp_dir:
+        extra += ["--temp-dir", str(args.temp_dir)]
+    if args.object_store_mb:
+        extra += ["--object-store-memory", str(args.object_store_mb << 20)]
+    return extra
+
+
+def _ray(cmd: list[str], path: Path) -> None:
+    proc = subprocess.run(
+        [ray_cli(), *cmd],
+        env={**os.environ, **token.ray_env(path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        if "InvalidAuthToken" in proc.stderr + proc.stdout:
+            raise ClusterError(refused_token(path))
+        lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+        why = "; ".join(lines[-3:]) or f"exit code {proc.returncode}"
+        raise ClusterError(f"`ray {cmd[0]}` failed: {why}")
+
+
+def refused_token(path: Path) -> str:
+    return (
+        f"the cluster refused this machine's token ({path}); copy the token file from the head "
+        "machine (where `gpen-watch cluster head` made it) to that place, mode 600"
+    )
+
+
+def _status(cfg: config.Config, path: Path) -> int:
+    if not cfg.cluster.address:
+        raise ClusterError("cluster.address is not set; set it to the head's host:port, or auto")
+    token.check_token(path)
+    os.environ.update(token.ray_env(path))
+    address = cfg.cluster.address
+    local_ip = None if address == "auto" else probe_head(address)
+    r_ = ray()
+    try:
+        r_.init(address=address, _node_ip_address=local_ip, log_to_driver=False, configure_logging=False)
+    except Exception as exc:  # noqa: BLE001
+        if "InvalidAuthToken" in str(exc):
+            raise ClusterError(refused_token(path)) from None
+        raise ClusterError(f"cluster.address {address}: Ray refused the connection ({exc})") from None
+    try:
+        nodes = r_.nodes()
+    finally:
+        r_.shutdown()
+    print(format_status(nodes, _service_workers()))
+    return 0
+
+
+def _service_workers() -> list[dict[str, Any]]:
+    from gpen_watch.service import control
+
+    try:
+        reply = control.request("status", timeout=5.0)
+    except Exception:  # noqa: BLE001 - no service running: nodes only
+        return []
+    workers: list[dict[str, Any]] = reply.get("workers", [])
+    return workers
+
+
+def format_status(nodes: list[dict[str, Any]], workers: list[dict[str, Any]]) -> str:
+    lines = []
+    for n in sorted(nodes, key=lambda n: str(n.get("NodeManagerAddress"))):
+        address = str(n.get("NodeManagerAddress"))
+        res = n.get("Resources", {})
+        offers = f"{int(res.get('GPU', 0))} GPU(s)" + (", CPU" if res.get(CPU_RESOURCE) else "")
+        state = "alive" if n.get("Alive") else "gone"
+        lines.append(f"{address} ({n.get('NodeManagerHostname', '?')}): {state}, offers {offers}")
+        for w in workers:
+            if str(w.get("name", "")).startswith(f"{address}/"):
+                lines.append(
+                    f"  {w['name']}: {w['state']}, {w['done']} done, {w['in_flight']} in flight"
+                    + (f" ({w['error']})" if w.get("error") else "")
+                )
+    return "\n".join(lines) if lines else "no nodes"

@@ -1,0 +1,159 @@
+"""A real two-machine Ray cluster on this machine, made of Linux network namespaces.
+
+Two namespaces ("head" and "node"), joined by a veth pair with private addresses chosen here; each
+has only that link and loopback, so nothing Ray sends can leave them. The head runs `gpen-watch
+cluster head`, the node `gpen-watch cluster join --cpu`; the service under test runs in the head's
+namespace. Every process in a namespace is killed, and the namespaces deleted, at the end, even
+when a test fails. Needs root, iproute2 and Ray; ``skip_reason`` says which is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def skip_reason() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "network namespaces are Linux only"
+    if os.geteuid() != 0:
+        return "making network namespaces needs root"
+    if shutil.which("ip") is None:
+        return "iproute2 (`ip`) is not installed"
+    if importlib.util.find_spec("ray") is None:
+        return "Ray is not installed (pip install 'gpen-watch[cluster]')"
+    probe = f"gwprobe{os.getpid() % 100000}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        return f"cannot make a network namespace: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+    return None
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@dataclass
+class Cluster:
+    root: Path
+    head_ns: str
+    node_ns: str
+    head_ip: str
+    node_ip: str
+    port: int
+    config: Path
+    token: Path
+    env: dict[str, str] = field(default_factory=dict)
+    ray_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"{self.head_ip}:{self.port}"
+
+    def run(
+        self, ns: str, *cmd: str, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["ip", "netns", "exec", ns, *cmd], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def gpen_watch(
+        self, ns: str, *args: str, check: bool = True, config: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run(
+            ns,
+            sys.executable,
+            "-m",
+            "gpen_watch",
+            "cluster",
+            "--config",
+            str(config or self.config),
+            *args,
+            check=check,
+        )
+
+    def ray_dir(self) -> Path:
+        # Ray's unix sockets live under it: a short path, as a socket path has ~107 characters.
+        d = Path(tempfile.mkdtemp(prefix="gwray-", dir="/tmp"))
+        self.ray_dirs.append(d)
+        return d
+
+    def start_head(self) -> None:
+        self.gpen_watch(
+            self.head_ns, "head", "--bind", self.head_ip, "--port", str(self.port),
+            "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
+        )  # fmt: skip
+
+    def join_node(self) -> None:
+        self.gpen_watch(
+            self.node_ns, "join", self.address, "--bind", self.node_ip, "--cpu",
+            "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
+        )  # fmt: skip
+
+    def pids(self, ns: str) -> list[int]:
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
+        return [int(p) for p in out.split()]
+
+    def kill_all(self, ns: str) -> None:
+        """SIGKILL every process in the namespace (a machine losing power), and wait until gone."""
+        for _ in range(50):
+            pids = self.pids(ns)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def cluster(root: Path) -> Iterator[Cluster]:
+    """The two namespaces, the head and the joined node; everything is gone on leaving."""
+    tag = f"{os.getpid() % 10000}{random.randrange(1000)}"
+    head_ns, node_ns = f"gwh{tag}", f"gwn{tag}"
+    net = f"10.{random.randrange(200, 250)}.{random.randrange(1, 254)}"
+    c = Cluster(
+        root, head_ns, node_ns, f"{net}.1", f"{net}.2", random.randrange(20000, 30000),
+        root / "cluster.toml", root / "token",
+    )  # fmt: skip
+    c.config.write_text(f'[cluster]\naddress = "{c.address}"\ntoken_file = "{c.token}"\n')
+    home = root / "home"
+    home.mkdir()
+    c.env = dict(os.environ)
+    c.env["HOME"] = str(home)  # Ray keeps ~/.ray; not the real user's
+    c.env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), c.env.get("PYTHONPATH", "")]).strip(os.pathsep)
+    try:
+        _ip("netns", "add", head_ns)
+        _ip("netns", "add", node_ns)
+        _ip("link", "add", f"{head_ns}v", "type", "veth", "peer", "name", f"{node_ns}v")
+        for ns, ip in ((head_ns, c.head_ip), (node_ns, c.node_ip)):
+            _ip("link", "set", f"{ns}v", "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", f"{ns}v")
+            _ip("-n", ns, "link", "set", f"{ns}v", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        c.start_head()
+        c.join_node()
+        yield c
+    finally:
+        for ns in (node_ns, head_ns):
+            c.kill_all(ns)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        for d in c.ray_dirs:
+            shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,262 @@
+"""Restorer workers on other machines through Ray: a real cluster of network namespaces (tests/netns.py),
+real `gpen-watch cluster head/join`, a real `gpen-watch run` and real Ray actors.
+
+The cluster tests skip, saying why, where namespaces cannot be made (not root, no iproute2) or Ray
+is not installed. The first test needs neither: a head that cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import netns
+import numpy as np
+import pytest
+from conftest import TinyModels, tiny_restore_config
+from service_harness import ServiceProcess, finished, real_engine_args, write_atomic
+
+from gpen_watch import config
+from gpen_watch.cluster import token
+from gpen_watch.config import WorkerConfig
+from gpen_watch.dispatch import pool
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.errors import ClusterError, ConfigError
+from gpen_watch.journal import Journal
+from gpen_watch.restore.api import FileJob
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
+
+FAKE = "fake_restorer:FakeRestorer"
+SKIP = netns.skip_reason()
+needs_netns = pytest.mark.skipif(SKIP is not None, reason=f"no namespace cluster: {SKIP}")
+
+
+class Service(ServiceProcess):
+    start_timeout = 120.0
+    wait_timeout = 120.0
+
+    def __init__(self, root: Path, *extra: str, ns: str | None = None, fake: bool = True, **kw: Any) -> None:
+        super().__init__(root, *extra, restorer=FAKE if fake else None, **kw)
+        self.ns = ns
+
+    def command(self) -> list[str]:
+        base = super().command()
+        return ["ip", "netns", "exec", self.ns, *base] if self.ns else base
+
+    def wait_done(self, n: int, timeout: float = 120.0) -> dict[str, Any]:
+        return self.wait(
+            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            timeout,
+            f"{n} jobs finished",
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_head_that_cannot_be_reached_is_said_once_and_local_workers_carry_on(tmp_path: Path) -> None:
+    tok = tmp_path / "token"
+    token.ensure_token(tok)
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    svc = Service(tmp_path, "--set", f"cluster.address={address}", "--set", f"cluster.token_file={tok}")
+    try:
+        svc.start()
+        for i in range(3):
+            write_atomic(svc.inbox / f"p{i}.jpg", b"image %d" % i)
+        s = svc.wait_done(3, timeout=60.0)
+        assert s["queue"]["done"] == 3
+        assert [w["name"] for w in s["workers"]] == ["cpu#0"]
+        assert s["cluster"]["connected"] is False
+        assert s["problem"] is not None
+        assert f"cluster.address {address}: cannot reach the Ray head" in s["problem"]
+        assert "local workers carry on" in s["problem"]
+        assert svc.log_text().count("cannot reach the Ray head") == 1
+        assert s["ray_loaded"] is False  # never imported: the head was not even reached
+    finally:
+        svc.close()
+
+
+def test_the_token_file_is_made_for_the_user_only_and_a_shared_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cfg" / "ray-token"
+    assert token.ensure_token(path) is True
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    first = path.read_text()
+    assert token.ensure_token(path) is False  # kept: every node holds a copy of it
+    assert path.read_text() == first
+    path.chmod(0o644)
+    with pytest.raises(ClusterError, match=r"readable by other users \(mode 644\); run `chmod 600"):
+        token.check_token(path)
+    with pytest.raises(ClusterError, match="no cluster token here; copy the file from the head machine"):
+        token.check_token(tmp_path / "missing")
+    assert token.ray_env(path)["RAY_AUTH_MODE"] == "token"
+
+
+@pytest.mark.parametrize("address", ["192.168.1.10", "head:port", ":6379", "10.0.0.1:99999"])
+def test_a_bad_cluster_address_names_the_setting_and_the_forms_allowed(tmp_path: Path, address: str) -> None:
+    with pytest.raises(ConfigError, match=r'cluster.address: must be empty \(off\), "auto" or host:port'):
+        config.load(None, {"cluster.address": address})
+    assert (
+        config.load(None, {"cluster.address": "head.studio.lan:6379"}).cluster.address
+        == "head.studio.lan:6379"
+    )
+
+
+# --- a real cluster of namespaces ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
+    if SKIP is not None:
+        pytest.skip(f"no namespace cluster: {SKIP}")
+    with netns.cluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+def cluster_args(c: netns.Cluster) -> list[str]:
+    return [
+        "--set", f"cluster.address={c.address}",
+        "--set", f"cluster.token_file={c.token}",
+        "--set", "cluster.local_workers=false",
+    ]  # fmt: skip
+
+
+def remote_workers(s: dict[str, Any], c: netns.Cluster) -> list[dict[str, Any]]:
+    return [w for w in s["workers"] if w["name"].startswith(f"{c.node_ip}/")]
+
+
+@needs_netns
+def test_the_head_made_a_private_token_and_a_node_without_it_is_refused(ns_cluster: netns.Cluster) -> None:
+    c = ns_cluster
+    assert os.stat(c.token).st_mode & 0o077 == 0
+    bad = c.root / "bad-token"
+    bad.write_text("f" * 64)
+    bad.chmod(0o600)
+    bad_cfg = c.root / "bad.toml"
+    bad_cfg.write_text(f'[cluster]\ntoken_file = "{bad}"\n')
+    proc = c.gpen_watch(
+        c.node_ns,
+        "join",
+        c.address,
+        "--bind",
+        c.node_ip,
+        "--temp-dir",
+        str(c.ray_dir()),
+        check=False,
+        config=bad_cfg,
+    )
+    assert proc.returncode == 2
+    assert f"the cluster refused this machine's token ({bad})" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    status = c.gpen_watch(c.head_ns, "status").stdout
+    assert status.count("alive") == 2, status  # the head and the node that had the token
+
+
+@needs_netns
+def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
+    ns_cluster: netns.Cluster, tmp_path: Path, tiny_models: TinyModels, astronaut_bgr: np.ndarray
+) -> None:
+    c = ns_cluster
+    photo = tmp_path / "astronaut.jpg"
+    cv2.imwrite(str(photo), astronaut_bgr, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    (tmp_path / "svc").mkdir()
+    # PNG output: the engine re-encodes, so the bytes are the engine's, not a copy of the input.
+    svc = Service(
+        tmp_path / "svc",
+        *real_engine_args(tiny_models),
+        "--set",
+        "output.format=png",
+        *cluster_args(c),
+        ns=c.head_ns,
+        fake=False,
+    )
+    try:
+        svc.start()
+        write_atomic(svc.inbox / "astronaut.jpg", photo.read_bytes())
+        s = svc.wait_done(1, timeout=180.0)
+        assert s["queue"]["done"] == 1
+        (remote,) = remote_workers(s, c)
+        assert remote["done"] == 1
+        assert s["ray_loaded"] is True
+        assert remote["device"] == f"{c.node_ip} CPU"
+        assert all(w["done"] == 0 for w in s["workers"] if w is not remote)
+        (out,) = svc.outbox.glob("*.png")
+        by_remote = out.read_bytes()
+    finally:
+        svc.close()
+
+    local = pool.Pool(
+        [WorkerSlot("cpu#0", "cpu", "cpu", None, 1, {"OMP_NUM_THREADS": "1"})],
+        tiny_restore_config(tiny_models),
+        WorkerConfig(image_timeout=120.0),
+        child_env={"PYTHONPATH": str(netns.TESTS_DIR)},
+        heartbeat_s=0.5,
+    )
+    local.start()
+    try:
+        dst = tmp_path / "local.tmp"
+        local.submit([pool.Task(1, FileJob(photo, dst, format="png"))])
+        events: list[pool.PoolEvent] = []
+        for _ in range(300):
+            if any(e.kind == pool.DONE for e in events):
+                break
+            events += local.poll(1.0)
+        (done,) = [e for e in events if e.kind == pool.DONE]
+        assert done.result is not None and done.result.ok, done.result
+        assert dst.read_bytes() == by_remote
+    finally:
+        local.begin_stop()
+        local.kill_all()
+
+
+@needs_netns
+def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    svc = Service(
+        tmp_path,
+        *cluster_args(c),
+        "--set",
+        "workers.images_in_flight=3",
+        ns=c.head_ns,
+        env={"FAKE_SLOW": "1"},
+    )
+    names = [f"slow{i}.jpg" for i in range(8)]
+    try:
+        svc.start()
+        for name in names:
+            write_atomic(svc.inbox / name, name.encode())
+        svc.wait(
+            lambda s: any(w["in_flight"] > 0 for w in remote_workers(s, c)),
+            what="photos in flight on the node",
+        )
+        c.kill_all(c.node_ns)  # its raylet, its actors, everything: the machine lost power
+        s = svc.wait(
+            lambda s: any(w["state"] == "restarting" for w in remote_workers(s, c)),
+            what="the node's worker seen gone",
+        )
+        c.join_node()
+        s = svc.wait_done(len(names), timeout=180.0)
+        assert s["queue"]["done"] == len(names)
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)
+        for name in names:
+            assert (svc.outbox / name).read_bytes() == name.encode()
+        journal = Journal.open()
+        try:
+            done = journal.jobs("done")
+        finally:
+            journal.close()
+        assert sorted(j.source.name for j in done) == sorted(names)  # each photo once, none twice
+        retries = svc.log_text().count("will retry")
+        assert retries >= 1, svc.logs()  # the photos in flight were charged an attempt and requeued
+    finally:
+        svc.close()
