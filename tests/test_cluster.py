@@ -260,3 +260,31 @@ def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins
         assert retries >= 1, svc.logs()  # the photos in flight were charged an attempt and requeued
     finally:
         svc.close()
+
+
+@needs_netns
+def test_the_service_killed_mid_batch_and_restarted_restores_every_photo_once(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    svc = Service(tmp_path, *cluster_args(c), ns=c.head_ns)
+    names = [f"slow{i}.jpg" for i in range(6)]  # a second each on the node (fake_restorer)
+    try:
+        svc.start()
+        for name in names:
+            write_atomic(svc.inbox / name, name.encode())
+        svc.wait(lambda s: any(w["in_flight"] > 0 for w in remote_workers(s, c)), what="photos on the node")
+        svc.kill()  # SIGKILL: its Ray connection dies with it, and Ray ends the actors it owned
+        svc.start()
+        s = svc.wait_done(len(names), timeout=180.0)
+        assert s["queue"]["done"] == len(names)
+        assert s["queue"]["duplicate"] == 0
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)  # no temp file left either
+        journal = Journal.open()
+        try:
+            done = journal.jobs("done")
+        finally:
+            journal.close()
+        assert sorted(j.source.name for j in done) == sorted(names)
+    finally:
+        svc.close()
