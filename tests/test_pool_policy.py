@@ -178,10 +178,12 @@ def test_out_of_memory_halves_the_scale_then_fails_with_advice() -> None:
 def test_device_errors_at_start_retire_the_worker_and_resume_tries_again() -> None:
     policy, clock = make(n=2)
     ready(policy, 1)
-    for _ in range(3):
+    for attempt in range(3):
         policy.spawned(0, 100)
         policy.on_message(0, P.Fatal(P.FatalKind.DEVICE, "CUDA error: device lost"), [])
         policy.on_exit(0, "exit code 4", [], clean=False)
+        # One failed start may be a fluke: retried, until the third in a row.
+        assert policy.workers[0].state == (WorkerState.RETIRED if attempt == 2 else WorkerState.BACKOFF)
         clock.now += 30.0
         policy.on_message(1, P.Heartbeat(busy=False), [])
     assert policy.workers[0].state == WorkerState.RETIRED
