@@ -127,7 +127,7 @@ def service_killed_at_random(
                 data = inputs.jpeg(64, 64, seed=src)
                 rel = f"copy-of-{src}-{r}.jpg"
                 write_atomic(svc.inbox / rel, data)
-                ledger.add(rel, data, {"done", "duplicate"})
+                ledger.add_copy(rel, data)
         svc.start()
         svc.wait_idle(ledger.jobs_expected(), timeout=timeout)
         assert svc.stop() == 0
