@@ -49,7 +49,7 @@ NOTES: dict[str, str] = {
     "workers.workers_per_device": "Restorer processes per GPU.",
     "workers.cpu_workers": "Restorer processes on a machine without a GPU.",
     "workers.images_in_flight": "Photos handed to a worker at once; 0: what its engine asks for.",
-    "workers.image_timeout": "Seconds before a worker stuck on one photo is restarted.",
+    "workers.image_timeout": "Seconds without progress on a photo before its worker is taken for hung and restarted.",
     "workers.max_attempts": "Tries before a photo is set aside as failed.",
     "cluster.address": 'Ray cluster for remote workers: "" (off), "auto" or host:port of its head.',
     "cluster.token_file": "The cluster's shared token (unset: ray-token in gpen-watch's config folder).",

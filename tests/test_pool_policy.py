@@ -136,6 +136,47 @@ def test_no_progress_within_the_image_timeout_kills_the_worker_as_hung() -> None
     assert events[0].kind == EventKind.RETRY and "no result within 60 s" in events[0].message
 
 
+def test_a_restorer_that_reports_progress_is_slow_not_hung() -> None:
+    """A large photo upscaled on a CPU takes longer than workers.image_timeout; while the worker's
+    heartbeats say its restorer keeps finishing steps (tile batches), it is not killed, and once the
+    count stops moving it is killed one timeout later."""
+    policy, clock = make()
+    ready(policy)
+    policy.pending.append(task(1))
+    policy.dispatch()
+    policy.on_message(0, P.Took(1), [])
+    for step in range(1, 11):  # 10 minutes, a step every minute
+        clock.now += 59.0
+        policy.on_message(0, P.Heartbeat(busy=True, progress=step), [])
+        assert policy.due() == []
+    clock.now += 59.0
+    policy.on_message(0, P.Heartbeat(busy=True, progress=10), [])  # no step since
+    assert policy.due() == []
+    clock.now += 2.0
+    assert policy.due() == [Kill(0, "no result within 60 s; worker killed")]
+
+
+def test_progress_counts_restart_from_zero_with_a_new_worker_process() -> None:
+    policy, clock = make()
+    ready(policy)
+    policy.pending.append(task(1))
+    policy.dispatch()
+    policy.on_message(0, P.Took(1), [])
+    policy.on_message(0, P.Heartbeat(busy=True, progress=7), [])
+    policy.on_exit(0, "exit signal 9, SIGKILL", [], clean=False)
+    clock.now += 30.0
+    for a in policy.due():
+        assert isinstance(a, Spawn)
+    ready(policy)
+    policy.dispatch()
+    policy.on_message(0, P.Took(1), [])
+    clock.now += 59.0
+    # The new process has done nothing yet: its 0 is no step, although it differs from the old 7.
+    policy.on_message(0, P.Heartbeat(busy=True, progress=0), [])
+    clock.now += 2.0
+    assert [type(a) for a in policy.due()] == [Kill]
+
+
 def test_each_started_image_adds_one_timeout_for_batching_restorers() -> None:
     policy, clock = make()
     ready(policy)

@@ -254,6 +254,9 @@ def test_faces_are_restored_into_the_upscaled_photo(
     dst = tmp_path / "out.png"
     with _restorer(tiny_models, landmarks, upscale=2, upscale_model=str(tiny_x2)) as r:
         (res,) = r.restore_files([FileJob(src, dst)])
+        # Its heartbeat's progress: the detection, each tile batch and the face batch are steps, so
+        # an upscale that outlasts workers.image_timeout is told from a hung worker.
+        assert r.steps >= 3
     assert res.ok and res.faces == 1, res.error
     assert "upscaled x2" in res.notes
     assert (res.width, res.height) == (1024, 1024) and "upscale" in res.timings

@@ -90,6 +90,7 @@ class FaultPolicy:
         w.fatal, w.kill_reason = None, None
         w.pid = pid
         w.state, w.started_at, w.last_msg_at = WorkerState.STARTING, now, now
+        w.progress_seen = 0  # a new process counts from 0
         log.info("starting worker %s on %s (pid %s)", w.slot.name, w.slot.label, pid)
 
     def spawn_failed(self, i: int, error: str) -> None:
@@ -216,6 +217,11 @@ class FaultPolicy:
         w.last_msg_at = now
         if isinstance(msg, P.Result):
             self._on_result(w, msg.key, msg.result, events)
+        elif isinstance(msg, P.Heartbeat):
+            if msg.progress != w.progress_seen:
+                w.progress_seen = msg.progress
+                if w.flights:
+                    w.last_progress_at = now
         elif isinstance(msg, P.Took):
             if msg.key in w.flights:
                 w.flights[msg.key].taken = True

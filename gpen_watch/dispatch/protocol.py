@@ -82,6 +82,10 @@ class Result:
 @dataclass(frozen=True)
 class Heartbeat:
     busy: bool
+    # How many units of device work (a detection, a face batch, a tile batch) the restorer has
+    # finished so far: while it moves, a photo that takes longer than workers.image_timeout (a
+    # large photo upscaled on a CPU) is slow, not hung. 0 from a restorer that does not count.
+    progress: int = 0
 
 
 @dataclass(frozen=True)

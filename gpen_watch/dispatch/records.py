@@ -71,6 +71,8 @@ class WorkerRecord:
     last_msg_at: float = 0.0
     # When the worker last finished an image, or went from idle to busy.
     last_progress_at: float = 0.0
+    # The restorer's own progress count as last reported in a heartbeat.
+    progress_seen: int = 0
     restart_at: float = 0.0
     start_failures: int = 0
     crash_streak: int = 0  # crashes since the last finished image

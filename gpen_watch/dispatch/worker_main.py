@@ -109,6 +109,9 @@ def main(conn: Connection, args: WorkerArgs) -> None:
             start_failure_kind(exc, args.slot.device),
             f"could not start the restorer: {type(exc).__name__}: {exc}",
         )
+    # A stand-in restorer (tests, benchmarks) may keep no count; its photos then get the plain
+    # per-image timeout.
+    state.progress = lambda: int(getattr(restorer, "steps", 0))
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
@@ -135,6 +138,8 @@ class Inbox:
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.stopping = False
         self.busy = False
+        # The restorer's count of finished device steps, once it is loaded (see P.Heartbeat).
+        self.progress: Callable[[], int] = lambda: 0
 
     def drain(self) -> list[P.JobItem]:
         items: list[P.JobItem] = []
@@ -218,7 +223,7 @@ def _reader(conn: Connection, state: Inbox) -> None:
 def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
     while True:
         try:
-            chan.send(P.Heartbeat(state.busy))
+            chan.send(P.Heartbeat(state.busy, state.progress()))
         except Exception:  # noqa: BLE001
             return
         time.sleep(every)

@@ -116,6 +116,9 @@ class Restorer:
         if self.upscaler is not None:
             self.loaded += f", background upscaled x{cfg.upscale}"
         self._stopping = threading.Event()
+        # Units of device work finished (a detection, a face batch, a tile batch), read by the
+        # worker's heartbeat so that a slow photo is told from a hung one (dispatch.protocol).
+        self.steps = 0
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -337,6 +340,12 @@ class Restorer:
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
         note_rss(work.result, "align")
+        self.steps += 1
+
+    def _step_unless_stopping(self) -> bool:
+        """Called between tile batches: one more step done; True when the restorer is stopping."""
+        self.steps += 1
+        return self._stopping.is_set()
 
     def _upscale(self, work: Work) -> None:
         """restore.upscale: the whole photo is upscaled on the device once its faces are found and
@@ -347,7 +356,7 @@ class Restorer:
             return
         t0 = time.perf_counter()
         try:
-            pixels = self.upscaler.upscale(image.pixels, self._stopping.is_set)
+            pixels = self.upscaler.upscale(image.pixels, self._step_unless_stopping)
         except OutOfMemory:
             work.fail("out of GPU memory upscaling the photo even one tile at a time", oom=True)
             return
@@ -395,6 +404,7 @@ class Restorer:
             for work, _, _ in take:
                 work.fail(f"face restoration failed: {exc}")
             return [w for w, _, _ in take]
+        self.steps += 1
         per_face = (time.perf_counter() - t0) / len(crops)
         finished = []
         pos = 0
