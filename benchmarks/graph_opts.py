@@ -54,10 +54,14 @@ def variants(
         return lambda x: _first(m(x))
 
     def folded(
-        channels_last: bool = False, dtype: torch.dtype | None = None, autocast: bool = False
+        channels_last: bool = False,
+        dtype: torch.dtype | None = None,
+        autocast: bool = False,
+        fold: bool = True,
     ) -> Variant:
         m = build()
-        fold_batchnorm(m)
+        if fold:
+            fold_batchnorm(m)
         if channels_last:
             m = m.to(memory_format=torch.channels_last)
         if dtype is not None:
@@ -77,6 +81,7 @@ def variants(
 
     add("fp32 eager", plain)
     add("fp32 folded", folded)
+    add("fp32 channels_last (not folded)", lambda: folded(channels_last=True, fold=False))
     add("fp32 folded channels_last", lambda: folded(channels_last=True))
     add("bf16 autocast (folded)", lambda: folded(autocast=True))
     add("bf16 weights (folded)", lambda: folded(dtype=torch.bfloat16))
@@ -94,10 +99,11 @@ def variants(
 
 
 def measure(
-    name: str, build: Callable[[], nn.Module], x: torch.Tensor, rounds: int, compile_too: bool
+    name: str, build: Callable[[], nn.Module], x: torch.Tensor, rounds: int, compile_too: bool, keep: str
 ) -> None:
     with torch.inference_mode():
         runs, prep = variants(build, compile_too)
+        runs = {k: v for k, v in runs.items() if k == "fp32 eager" or any(w in k for w in keep.split(","))}
         ref = runs["fp32 eager"](x)
         times: dict[str, list[float]] = {k: [] for k in runs}
         diff: dict[str, float] = {}
@@ -128,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compile", action="store_true", help="also torch.compile (inductor); slow to prepare")
     p.add_argument("--only", choices=["parse", "detect"], help="one network only")
+    p.add_argument(
+        "--variants", default="", help="comma-separated parts of variant names to keep (default all)"
+    )
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     from facexlib.detection.retinaface import RetinaFace
@@ -147,10 +156,19 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     if args.only in (None, "parse"):
-        measure("ParseNet", parse, torch.rand(1, 3, 512, 512) * 2 - 1, args.rounds, args.compile)
+        measure(
+            "ParseNet", parse, torch.rand(1, 3, 512, 512) * 2 - 1, args.rounds, args.compile, args.variants
+        )
     if args.only in (None, "detect"):
         # A portrait shrunk to the detector's 1000 px, mean-subtracted BGR.
-        measure("RetinaFace-R50", detect, torch.rand(1, 3, 1024, 1024) * 255 - 115, args.rounds, args.compile)
+        measure(
+            "RetinaFace-R50",
+            detect,
+            torch.rand(1, 3, 1024, 1024) * 255 - 115,
+            args.rounds,
+            args.compile,
+            args.variants,
+        )
     return 0
 
 

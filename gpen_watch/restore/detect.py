@@ -24,8 +24,6 @@ from facexlib.detection.retinaface_utils import batched_decode, batched_decode_l
 from torch import nn
 from torchvision.ops import nms
 
-from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
-
 # RetinaFace was trained on BGR images with these per-channel means subtracted.
 _BGR_MEAN = (104.0, 117.0, 123.0)
 # Feature strides go down to 32: padding to a multiple keeps every prior aligned with the image.
@@ -76,7 +74,7 @@ class FaceDetector:
         nms_threshold: float = 0.4,
         max_faces: int = 200,
     ) -> None:
-        self.net = prepare_conv_net(net, device)
+        self.net = net.eval()
         self.device = device
         self.threshold = threshold
         self.max_side = max_side
@@ -110,7 +108,7 @@ class FaceDetector:
             batch[i, : im.shape[0], : im.shape[1]] = im
         x = torch.from_numpy(batch).to(self.device).permute(0, 3, 1, 2).float() - self._mean
         with torch.inference_mode():
-            loc, conf, landm = self.net(as_channels_last(x))  # (N,P,4), (N,P,2) softmaxed, (N,P,10)
+            loc, conf, landm = self.net(x)  # (N,P,4), (N,P,2) softmaxed, (N,P,10)
             priors = self._priors(hp, wp)
             boxes = batched_decode(loc.float(), priors, self._cfg["variance"])
             points = batched_decode_landm(landm.float(), priors, self._cfg["variance"])

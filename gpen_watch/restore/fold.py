@@ -60,12 +60,13 @@ def _fold(conv_owner: nn.Module, conv_name: str, bn_owner: nn.Module, bn_name: s
 
 
 def prepare_conv_net(model: nn.Module, device: torch.device) -> nn.Module:
-    """ParseNet or the detector made ready for inference: on ``device``, eval mode, BatchNorm
+    """ParseNet made ready for inference: on ``device``, eval mode, BatchNorm
     folded, weights in channels_last.
 
-    channels_last on a CPU too: these networks' convolutions then run in oneDNN's native layout
-    without a reorder of every activation around each one (docs/benchmarks.md, "Load-time graph
-    work"). Inputs should be made channels_last with ``as_channels_last``.
+    channels_last on a CPU too: ParseNet's convolutions then run in oneDNN's native layout without
+    a reorder of every activation around each one (docs/benchmarks.md, "Load-time graph work").
+    Inputs should be made channels_last with ``as_channels_last``. The detector is left as it is:
+    neither step measured faster there.
     """
     model = model.to(device).eval()
     fold_batchnorm(model)
