@@ -12,7 +12,7 @@ from torch import nn
 
 from gpen_watch.restore.device import placement
 from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.fold import fold_batchnorm
+from gpen_watch.restore.fold import drop_copy_ops, fold_batchnorm
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
 
 
@@ -68,6 +68,20 @@ def test_folding_removes_every_batchnorm_and_keeps_the_output(build, shape) -> N
     with torch.inference_mode():
         for got, want in zip(model(x), reference(x)):
             assert torch.allclose(got, want, rtol=0, atol=1e-4), float((got - want).abs().max())
+
+
+def test_parsenet_copies_dropped_without_changing_its_output() -> None:
+    model = _parsenet()
+    reference = copy.deepcopy(model)
+    x = torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(3))
+    assert drop_copy_ops(model) > 0
+    with torch.inference_mode():
+        for got, want in zip(model(x), reference(x)):
+            assert torch.equal(got, want)
+        with torch.profiler.profile() as prof:
+            model(x)
+        mults = [e for e in prof.key_averages() if e.key == "aten::mul"]
+    assert mults == []  # no x * 1.0 copies left
 
 
 def test_folding_refuses_a_model_in_training_mode() -> None:
