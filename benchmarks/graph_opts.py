@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from gpen_watch.restore.fold import fold_batchnorm
+from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
 
 Variant = Callable[[torch.Tensor], torch.Tensor]
 
@@ -83,6 +83,12 @@ def variants(
     add("fp32 folded", folded)
     add("fp32 channels_last (not folded)", lambda: folded(channels_last=True, fold=False))
     add("fp32 folded channels_last", lambda: folded(channels_last=True))
+
+    def loaded() -> Variant:
+        m = prepare_conv_net(build(), torch.device("cpu"))
+        return lambda x: _first(m(as_channels_last(x)))
+
+    add("fp32 as loaded (folded, channels_last, copies dropped)", loaded)
     add("bf16 autocast (folded)", lambda: folded(autocast=True))
     add("bf16 weights (folded)", lambda: folded(dtype=torch.bfloat16))
     add("bf16 weights channels_last (folded)", lambda: folded(channels_last=True, dtype=torch.bfloat16))
