@@ -24,6 +24,8 @@ from benchmarks.results import ModeRun, ModeSummary
 from benchmarks.spec import RunSpec
 
 MODES = ("upstream", "warm-loop", "engine", "daemon")
+# With --upstream, the real upstream GPEN's two ways (benchmarks.real_upstream_mode).
+REAL_MODES = ("real-upstream", "real-warm")
 FACES_NOTE = (
     "Faces: the models have random weights (real architectures, same compute), so the detector finds "
     "no real faces. Face positions come from known landmarks scaled with each photo; the detector "
@@ -64,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--solvay", type=Path, help="path of Solvay_conference_1927.png (default: ../shared/data)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds allowed for one mode's run")
+    p.add_argument(
+        "--upstream",
+        type=Path,
+        help="a checkout of yangxy/GPEN: adds its pipeline as modes real-upstream (a process per photo) "
+        "and real-warm (one process), with --parse and no pre-scale in every mode",
+    )
     p.add_argument("--tiny", action="store_true", help="tiny GPEN and MobileNet detector (tests only)")
     p.add_argument("--keep", action="store_true", help="keep the photos, models and outputs (printed path)")
     return p
@@ -79,10 +87,24 @@ def main(argv: list[str] | None = None) -> int:
     images = args.images or (3 if args.quick else 12)
     megapixels = args.megapixels or (2.0 if args.quick else 12.0)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    known = MODES + REAL_MODES if args.upstream else MODES
+    unknown = [m for m in modes if m not in known]
     if unknown:
-        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(MODES)}", file=sys.stderr)
+        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(known)}", file=sys.stderr)
         return 2
+    if args.upstream:
+        from benchmarks.real_upstream_mode import check_checkout
+        from benchmarks.runner import BenchError
+
+        try:
+            args.upstream = check_checkout(args.upstream)
+        except BenchError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        # Upstream always parses; the comparison is only fair with the mask on everywhere.
+        args.parse = True
+        if args.modes == ",".join(MODES):
+            modes = [*REAL_MODES, *modes]
     worker_counts = [int(w) for w in (args.workers or ("1" if args.quick or gpus else "1,2")).split(",")]
     out = args.out or Path("results") / f"bench-{dt.date.today().isoformat()}"
     out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +146,13 @@ def _run(
         threads=args.threads,
         precision=args.precision,
         memory_mb=args.memory_mb,
+        # Upstream restores every photo at its own size: no pre-scale anywhere when compared with it.
+        max_side=0 if args.upstream else RunSpec.max_side,
     )
+    if args.upstream:
+        from benchmarks.real_upstream_mode import write_upstream_weights
+
+        write_upstream_weights(models, args.upstream, work / "upstream-base")
     spec.save(work / "spec.json")
     for note in photos.notes:
         print(f"note: {note}")
@@ -137,7 +165,7 @@ def _run(
         for mode in order:
             t0 = time.perf_counter()
             load_before = _load()
-            run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}")
+            run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}", args.upstream)
             # Other jobs on a shared machine slow a run down; the load average shows when they did.
             run.settings["load_avg_1m"] = [load_before, _load()]
             results[mode].append(run)
@@ -151,6 +179,10 @@ def _run(
     text = report.table(summaries)
     meta = _meta(args, device, size, photos, started, spec)
     headline = _headline(summaries)
+    if args.upstream:
+        agreement = _agreement(spec, runs, args.repeat)
+        meta["agreement_psnr_face_box_db"] = agreement
+        headline += "".join(f"\n{line}" for line in _real_headline(summaries, agreement))
     print()
     print(text)
     print(headline)
@@ -173,10 +205,16 @@ def _expand(modes: list[str], worker_counts: list[int]) -> list[str]:
     return out
 
 
-def _run_one(mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: float, tag: str) -> ModeRun:
+def _run_one(
+    mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: float, tag: str, upstream: Path | None
+) -> ModeRun:
     from benchmarks import runner
 
     out_dir = spec.out_root / tag / mode
+    if mode in REAL_MODES and upstream is not None:
+        from benchmarks.real_upstream_mode import run_real
+
+        return run_real(mode, spec, upstream, work / "upstream-base", out_dir, timeout)
     if mode == "upstream":
         return runner.run_upstream(spec, work / "spec.json", out_dir, gpus, timeout)
     if mode.startswith("daemon-"):
@@ -194,6 +232,46 @@ def _headline(summaries: list[ModeSummary]) -> str:
         if m.mode != report.BASELINE and ratio[m.mode] is not None
     ]
     return ("images/s relative to (1): " + "; ".join(parts)) if parts else ""
+
+
+def _real_headline(summaries: list[ModeSummary], agreement: dict[str, list[float]]) -> list[str]:
+    """Images/s of each gpen-watch mode over the real upstream's two ways, and the PSNR agreement."""
+    by_mode = {m.mode: m.median("images_per_s") for m in summaries}
+    lines = []
+    for base in REAL_MODES:
+        if by_mode.get(base):
+            parts = [
+                f"{report.label(m)} {ips / by_mode[base]:.2f}x"
+                for m, ips in by_mode.items()
+                if m not in (*REAL_MODES, "upstream", "warm-loop")
+            ]
+            lines.append(f"images/s relative to {report.label(base)}: " + "; ".join(parts))
+    for mode, (faces, low, median) in agreement.items():
+        lines.append(
+            f"{mode} vs real upstream, PSNR over {faces:.0f} face boxes: min {low} dB, median {median} dB"
+        )
+    return lines
+
+
+def _agreement(spec: RunSpec, runs: list[str], repeat: int) -> dict[str, list[float]]:
+    """Face-box PSNR of the engine's (and mode 2's) outputs against real-upstream's, same round."""
+    from benchmarks.real_upstream_mode import face_box_psnr
+
+    out: dict[str, list[float]] = {}
+    theirs = next((m for m in REAL_MODES if m in runs), None)
+    if theirs is None:
+        return out
+    for mode in ("engine", "warm-loop"):
+        if mode not in runs:
+            continue
+        for rnd in range(repeat):
+            agree = face_box_psnr(
+                spec.photo_set, spec.out_root / f"r{rnd}" / mode, spec.out_root / f"r{rnd}" / theirs
+            )
+            if agree is not None:
+                out[mode] = [agree.faces, agree.min_db, agree.median_db]
+                break
+    return out
 
 
 def _meta(

@@ -11,9 +11,11 @@ from benchmarks.stages import STAGES
 
 BASELINE = "upstream"
 LABELS = {
-    "upstream": "(1) upstream-style: process per photo",
-    "warm-loop": "(2) warm loop, one face at a time",
+    "upstream": "(1) upstream imitation: process per photo",
+    "warm-loop": "(2) upstream imitation: warm loop",
     "engine": "(3) gpen-watch engine (restore)",
+    "real-upstream": "(U1) real upstream GPEN: process per photo",
+    "real-warm": "(U2) real upstream GPEN: one warm process",
 }
 _TABLE_STAGES = (*STAGES, "startup+load")
 

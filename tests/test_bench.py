@@ -123,3 +123,58 @@ def test_prepared_detection_equals_direct_detection() -> None:
     direct, split = det.detect([img])[0], det.detect([prepared])[0]
     assert direct and len(direct) == len(split)
     np.testing.assert_allclose([f.box for f in direct], [f.box for f in split])
+
+
+def test_real_upstream_gets_the_known_faces_in_its_own_format(tmp_path: Path) -> None:
+    from benchmarks.real_upstream import upstream_faces
+
+    photos = build_photo_set(tmp_path / "p", 1, 0.2, solvay=tmp_path / "absent.png")
+    table = FaceTable(photos.faces)
+    (face,) = table.faces_for(512, 512)
+    dets, landms = upstream_faces(table, 512, 512)
+    assert dets.shape == (1, 5) and dets[0, 4] >= 0.9  # upstream skips scores under 0.9
+    # Upstream reads each row as np.reshape(row, (2, 5)): five x's, then five y's.
+    assert np.allclose(np.reshape(landms[0], (2, 5)).T, face.landmarks)
+    assert np.allclose(dets[0, :4], face.box)
+    empty = upstream_faces(table, 500, 900)
+    assert empty[0].shape == (0, 5) and empty[1].shape == (0, 10)
+
+
+def test_face_box_psnr_compares_only_the_faces(tmp_path: Path) -> None:
+    import cv2
+
+    from benchmarks.real_upstream_mode import face_box_psnr
+
+    photos = build_photo_set(tmp_path / "p", 1, 0.2, solvay=tmp_path / "absent.png")
+    photos.save(tmp_path / "photos.json")
+    src = cv2.imread(str(photos.photos[0].path))
+    (face,) = FaceTable(photos.faces).faces_for(*src.shape[:2])
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    changed = src.copy()
+    changed[:5] = 255 - changed[:5]  # outside the face box: must not count
+    x1, y1 = face.box[:2].astype(int)
+    changed[y1 + 2, x1 + 2] = (int(changed[y1 + 2, x1 + 2, 0]) + 16) % 256  # one pixel inside
+    # Lossless content under the photos' .jpg names (cv2.imread reads by content): JPEG would
+    # spread the one-pixel change.
+    ok, buf = cv2.imencode(".png", changed)
+    assert ok
+    (tmp_path / "b" / photos.photos[0].path.name).write_bytes(buf.tobytes())
+    ok, buf = cv2.imencode(".png", src)
+    (tmp_path / "a" / photos.photos[0].path.name).write_bytes(buf.tobytes())
+    agree = face_box_psnr(tmp_path / "photos.json", tmp_path / "a", tmp_path / "b")
+    assert agree is not None and agree.faces == 1
+    assert 40 < agree.min_db < 99  # one changed pixel in the box: high but finite
+    same = face_box_psnr(tmp_path / "photos.json", tmp_path / "a", tmp_path / "a")
+    assert same is not None and same.min_db == 99.0
+
+
+def test_upstream_option_names_a_folder_that_is_not_gpen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.cli import main
+
+    rc = main(["--upstream", str(tmp_path), "--out", str(tmp_path / "r")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "not a checkout of yangxy/GPEN" in err and "--upstream" in err

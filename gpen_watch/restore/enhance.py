@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
+from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
 from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class FaceEnhancer:
         self.place = place
         self.face_batch = max(1, face_batch)
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
-        self.parser = parser.to(place.device).eval() if parser is not None else None
+        self.parser = prepare_conv_net(parser, place.device) if parser is not None else None
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
         self._not_face[list(NOT_FACE)] = True
 
@@ -109,7 +110,7 @@ class FaceEnhancer:
         if inp.shape[-1] != _PARSE_SIZE:
             inp = F.interpolate(inp, size=(_PARSE_SIZE, _PARSE_SIZE), mode="bilinear", align_corners=False)
         assert self.parser is not None, "parse mask asked for without a parser"
-        logits = self.parser(inp)[0]  # (N, 19, 512, 512)
+        logits = self.parser(as_channels_last(inp))[0]  # (N, 19, 512, 512)
         labels = logits.argmax(dim=1)
         face = (~self._not_face[labels]).float().unsqueeze(1)
         if face.shape[-1] != self.size:

@@ -1,0 +1,97 @@
+"""BatchNorm folded into the convolutions at load time: the same function, fewer passes."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+from conftest import TINY_GPEN
+from torch import nn
+
+from gpen_watch.restore.device import placement
+from gpen_watch.restore.enhance import FaceEnhancer
+from gpen_watch.restore.fold import drop_copy_ops, fold_batchnorm
+from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+
+
+def _with_random_statistics(model: nn.Module) -> nn.Module:
+    """Fresh BatchNorms are the identity in eval mode; give them statistics worth folding."""
+    with torch.no_grad():
+        for bn in model.modules():
+            if isinstance(bn, nn.BatchNorm2d):
+                assert bn.running_mean is not None and bn.running_var is not None
+                bn.running_mean.uniform_(-0.3, 0.3)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+def _batchnorms(model: nn.Module) -> int:
+    return sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+
+
+def _parsenet() -> nn.Module:
+    from facexlib.parsing.parsenet import ParseNet
+
+    torch.manual_seed(0)
+    return _with_random_statistics(ParseNet(in_size=128, out_size=128, parsing_ch=19))
+
+
+def _retinaface(arch: str) -> nn.Module:
+    from facexlib.detection.retinaface import RetinaFace
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchvision's pretrained=False deprecation noise
+        return _with_random_statistics(RetinaFace(network_name=arch, half=False, device=torch.device("cpu")))
+
+
+@pytest.mark.parametrize(
+    ("build", "shape"),
+    [
+        (_parsenet, (2, 3, 128, 128)),
+        (lambda: _retinaface("resnet50"), (1, 3, 160, 128)),
+        (lambda: _retinaface("mobile0.25"), (1, 3, 96, 160)),
+    ],
+    ids=["parsenet", "retinaface-r50", "retinaface-mobile"],
+)
+def test_folding_removes_every_batchnorm_and_keeps_the_output(build, shape) -> None:  # type: ignore[no-untyped-def]
+    model = build()
+    before = _batchnorms(model)
+    reference = copy.deepcopy(model)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    assert fold_batchnorm(model) == before > 0
+    assert _batchnorms(model) == 0
+    with torch.inference_mode():
+        for got, want in zip(model(x), reference(x)):
+            assert torch.allclose(got, want, rtol=0, atol=1e-4), float((got - want).abs().max())
+
+
+def test_parsenet_copies_dropped_without_changing_its_output() -> None:
+    model = _parsenet()
+    reference = copy.deepcopy(model)
+    x = torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(3))
+    assert drop_copy_ops(model) > 0
+    with torch.inference_mode():
+        for got, want in zip(model(x), reference(x)):
+            assert torch.equal(got, want)
+        with torch.profiler.profile() as prof:
+            model(x)
+        mults = [e for e in prof.key_averages() if e.key == "aten::mul"]
+    assert mults == []  # no x * 1.0 copies left
+
+
+def test_folding_refuses_a_model_in_training_mode() -> None:
+    with pytest.raises(ValueError, match="eval mode"):
+        fold_batchnorm(_parsenet().train())
+
+
+def test_parser_is_folded_and_channels_last_when_loaded() -> None:
+    gpen = build_gpen(GPENConfig(**TINY_GPEN))
+    enhancer = FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 1, parser=_parsenet())
+    assert enhancer.parser is not None and _batchnorms(enhancer.parser) == 0
+    conv = next(m for m in enhancer.parser.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
