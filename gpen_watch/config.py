@@ -3,6 +3,10 @@
 Everything a user can set lives in the dataclasses below. A TOML file (``gpen-watch config path``)
 fills them, and the command line overrides single settings by dotted name (``restore.face_batch``).
 Validation names the setting and the reason.
+
+Every setting, its default, its parsing and its validation are in this one module (some 480
+lines) on purpose: it is the one typed place for configuration; the notes written into a new
+config file are in config_template.py.
 """
 
 from __future__ import annotations

@@ -9,12 +9,17 @@ Fault rules, in short:
   identified and given up after ``workers.max_attempts`` crashes while it ran alone, while photos
   that merely shared the worker with it go through. Images it had not started are requeued free.
 * A worker whose oldest image shows no progress for ``workers.image_timeout`` is killed (hung).
+  Progress is a result, or a heartbeat whose step count moved (a detection, a face batch, an
+  upscaling tile batch finished), so a slow photo is not taken for a hung one.
 * Out of GPU memory: the image is retried alone at half the scale, down to MIN_OOM_SCALE.
 * Start failures back off. A worker that fails to start three times in a row with a device error
   is retired (its GPU fell off the bus, its driver broke) and the others carry on; three Python
   exceptions in a row while loading, or weights that cannot be loaded (at once), stop the worker
   with the message instead of crash-looping. ``resume`` gives them another try. A worker killed
   from outside while loading is simply restarted, more and more slowly.
+
+It is one module of some 440 lines on purpose: the rules interlock (an exit's blame depends on
+what was taken, a hang's deadline on how many images were started), and they are read together.
 """
 
 from __future__ import annotations

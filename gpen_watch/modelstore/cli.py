@@ -139,7 +139,8 @@ def _fetch(names: list[str], restore: RestoreConfig, progress: bool, check: bool
 
 
 def _check_download(spec: ModelSpec, path: Path) -> None:
-    """No checksums are published, so loading the file is the only check of a fresh download."""
+    """Load a fresh download once: the only check of the unpinned files (pinned ones were checked
+    against their size and sha256 as they downloaded)."""
     from gpen_watch.modelstore.verify import verify_file
 
     try:

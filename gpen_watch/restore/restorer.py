@@ -8,6 +8,11 @@ the CPU when there are cores to spare:
 
 Faces of several photos share one generator batch; a photo is handed to the finish pool as soon
 as all of its faces are back.
+
+The device loop and the stages it feeds stay in this one module (some 420 lines): what each stage
+may hold (the memory budget, read-ahead, face batch) is decided in the loop, and splitting it
+would spread that over several files. A photo in flight, face choice and the finish stage live in
+work.py, faces.py and finish.py.
 """
 
 from __future__ import annotations
