@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from gpen_watch.strenum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """Why a photo got no output (``FileResult.error_kind``); it decides where its record goes."""
+
+    FAILED = "failed"  # an image that broke, or that the engine failed on: failed/, retried on request
+    UNSUPPORTED = "unsupported"  # not a photo gpen-watch can read at all
+    OUTBOX = "outbox"  # the output folder refused the write (full, read-only): not the photo's fault
+
 
 class GpenWatchError(Exception):
     """Base for every error gpen-watch reports to the user (exit code 2 in the CLI)."""
@@ -13,6 +23,8 @@ class ConfigError(GpenWatchError):
 
 class InputError(GpenWatchError):
     """An input file cannot be restored (unreadable, not an image, too large...)."""
+
+    kind = ErrorKind.FAILED
 
     def __init__(self, path: object, reason: str) -> None:
         super().__init__(f"{path}: {reason}")

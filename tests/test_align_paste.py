@@ -85,13 +85,15 @@ def _crop_footprint_box(affine: np.ndarray, size: int, hw: tuple[int, int]) -> t
 
 def test_template_is_gpen_and_scales_linearly() -> None:
     t512 = face_template(512)
-    assert t512.shape == (5, 2) and t512.dtype == np.float32
+    assert t512.shape == (5, 2)
+    assert t512.dtype == np.float32
     np.testing.assert_allclose(t512[0], [202.041, 242.884], atol=1e-4)
     np.testing.assert_allclose(face_template(256), t512 / 2, atol=1e-4)
     # Eye distance ~107 px at 512 (facexlib's FFHQ template would be ~126).
     assert 106 < np.linalg.norm(t512[1] - t512[0]) < 108
     # Left eye (as seen) is on the image's left, mouth below nose below eyes.
-    assert t512[0, 0] < t512[1, 0] and t512[3, 0] < t512[4, 0]
+    assert t512[0, 0] < t512[1, 0]
+    assert t512[3, 0] < t512[4, 0]
     assert t512[:2, 1].max() < t512[2, 1] < t512[3:, 1].min()
     with pytest.raises(ValueError):
         face_template(0)
@@ -163,7 +165,9 @@ def test_aligned_points_land_on_template(reference: dict, photos: dict) -> None:
     truth = _similarity(-12.0, 0.4, 100.0, 60.0)
     synthetic = transform_points(truth, template)[None]
     crops, affines = align_faces(photos[ASTRONAUT], synthetic, size)
-    assert crops.shape == (1, size, size, 3) and crops.dtype == np.uint8 and affines.shape == (1, 2, 3)
+    assert crops.shape == (1, size, size, 3)
+    assert crops.dtype == np.uint8
+    assert affines.shape == (1, 2, 3)
     np.testing.assert_allclose(transform_points(affines[0], synthetic[0]), template, atol=1e-4)
     # Real faces are not the template (the astronaut smiles: her mouth corners sit 20 px off),
     # but the eyes land within 10 % of the template's 107 px eye distance, and nothing beyond 25 %.
@@ -171,7 +175,8 @@ def test_aligned_points_land_on_template(reference: dict, photos: dict) -> None:
         lms = _landmarks(reference, key)
         _, affines = align_faces(photos[key], lms, size)
         residual = np.linalg.norm(transform_points(affines[0], lms[0]) - template, axis=1)
-        assert residual[:2].max() < 0.1 * 107 and residual.max() < 0.25 * 107
+        assert residual[:2].max() < 0.1 * 107
+        assert residual.max() < 0.25 * 107
 
 
 def test_align_content_matches_geometry(reference: dict, photos: dict) -> None:
@@ -190,7 +195,8 @@ def test_align_content_matches_geometry(reference: dict, photos: dict) -> None:
 
 def test_align_no_faces(photos: dict) -> None:
     crops, affines = align_faces(photos[ASTRONAUT], np.zeros((0, 5, 2)), 512)
-    assert crops.shape == (0, 512, 512, 3) and affines.shape == (0, 2, 3)
+    assert crops.shape == (0, 512, 512, 3)
+    assert affines.shape == (0, 2, 3)
 
 
 # --- paste-back ----------------------------------------------------------------------------
@@ -202,7 +208,8 @@ def test_identity_restorer_round_trip(reference: dict, photos: dict, key: str, s
     before = image.copy()
     crops, affines = align_faces(image, _landmarks(reference, key), size)
     out = paste_faces(image, crops, affines)
-    assert out.shape == image.shape and out.dtype == image.dtype
+    assert out.shape == image.shape
+    assert out.dtype == image.dtype
     np.testing.assert_array_equal(image, before)  # input untouched
     psnr = _psnr(out[_face_box(reference, key)], image[_face_box(reference, key)])
     print(f"identity round trip {key} @ {size}: PSNR over face box {psnr:.2f} dB")
@@ -229,7 +236,8 @@ def test_modified_face_is_visible_and_seamless(reference: dict, photos: dict) ->
     np.testing.assert_array_equal(out[y0, x0:x1], image[y0, x0:x1])
     weight = feather_mask(512)
     warped = cv2.warpAffine(weight, invert_affine(affines[0]), image.shape[1::-1], flags=cv2.INTER_LINEAR)
-    assert np.abs(np.diff(warped, axis=1)).max() < 0.1 and np.abs(np.diff(warped, axis=0)).max() < 0.1
+    assert np.abs(np.diff(warped, axis=1)).max() < 0.1
+    assert np.abs(np.diff(warped, axis=0)).max() < 0.1
 
 
 def test_no_faces_returns_unchanged_copy(photos: dict) -> None:
@@ -244,7 +252,8 @@ def test_uint16_image(reference: dict, photos: dict) -> None:
     image16 = image8.astype(np.uint16) * 257
     crops, affines = align_faces(image8, _landmarks(reference, ASTRONAUT), 512)
     out = paste_faces(image16, crops, affines)
-    assert out.dtype == np.uint16 and out.shape == image16.shape
+    assert out.dtype == np.uint16
+    assert out.shape == image16.shape
     box = _face_box(reference, ASTRONAUT)
     assert _psnr(out[box], image16[box], peak=65535.0) >= 40.0
     outside = _outside(image16.shape, [paste_region(affines[0], 512, image16.shape[:2])])
@@ -277,7 +286,8 @@ def test_tiny_image() -> None:
     lms = face_template(512)[None] / 512.0 * 8.0  # a face filling the whole image
     crops, affines = align_faces(image, lms, 256)
     out = paste_faces(image, 255 - crops, affines)
-    assert out.shape == image.shape and out.dtype == np.uint8
+    assert out.shape == image.shape
+    assert out.dtype == np.uint8
     assert not np.array_equal(out, image)
 
 
@@ -293,8 +303,10 @@ def test_rejects_wrong_channel_count(photos: dict) -> None:
 def test_feather_mask_shape() -> None:
     for size in (512, 256, 64):
         mask = feather_mask(size)
-        assert mask.shape == (size, size) and mask.dtype == np.float32
-        assert mask.min() == 0.0 and mask.max() == 1.0
+        assert mask.shape == (size, size)
+        assert mask.dtype == np.float32
+        assert mask.min() == 0.0
+        assert mask.max() == 1.0
         for edge in (mask[0], mask[-1], mask[:, 0], mask[:, -1]):
             assert edge.max() == 0.0
         assert mask[size // 2, size // 2] == 1.0
@@ -309,9 +321,13 @@ def test_soften_parse_mask() -> None:
     hard = np.ones((512, 512), np.float32)
     soft = soften_parse_mask(hard)
     assert hard.min() == 1.0  # input untouched
-    assert soft.dtype == np.float32 and soft.min() >= 0.0 and soft.max() <= 1.0
+    assert soft.dtype == np.float32
+    assert soft.min() >= 0.0
+    assert soft.max() <= 1.0
     # The outer 26 px were zeroed before blurring: the edge is ~0, and the ramp is centred at 26 px.
-    assert soft[:2].max() < 1e-4 and soft[:, -2:].max() < 1e-4 and soft[:12].max() < 0.01
+    assert soft[:2].max() < 1e-4
+    assert soft[:, -2:].max() < 1e-4
+    assert soft[:12].max() < 0.01
     assert soft[26, 256] == pytest.approx(0.5, abs=0.1)
     assert soft[256, 256] == pytest.approx(1.0)
     # 256: border and blur scale with the size.
@@ -475,7 +491,8 @@ def test_blend_keeps_untouched_pixels_exact_and_rounds_the_rest(dtype: type) -> 
     w = weight[..., None].astype(np.float64)
     expected = np.rint(target * (1 - w) + face * gain * w)
     assert np.abs(view.astype(np.float64) - expected).max() <= 1
-    assert not out[:3].any() and not out[:, :5].any()  # nothing outside the view was written
+    assert not out[:3].any()
+    assert not out[:, :5].any()  # nothing outside the view was written
 
 
 def test_small_faces_get_upstreams_3x3_smoothing_and_large_ones_none() -> None:

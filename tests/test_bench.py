@@ -21,7 +21,8 @@ def test_known_faces_follow_the_photo_size(tmp_path: Path) -> None:
     table = FaceTable(photos.faces)
     small = table.faces_for(512, 512)
     big = table.faces_for(2048, 2048)
-    assert len(small) == 1 and np.allclose(big[0].landmarks, small[0].landmarks * 4, atol=1e-3)
+    assert len(small) == 1
+    assert np.allclose(big[0].landmarks, small[0].landmarks * 4, atol=1e-3)
     assert np.allclose(small[0].landmarks[0], [205.0, 101.7], atol=0.05)
     assert table.faces_for(500, 900) == []  # no source has that shape
 
@@ -30,14 +31,13 @@ def test_solvay_marks_are_inside_the_photo() -> None:
     lm = solvay.landmarks()
     assert lm.shape == (29, 5, 2)
     w, h = solvay.SIZE_WH
-    assert (
-        (lm[..., 0] > 0).all()
-        and (lm[..., 0] < w).all()
-        and (lm[..., 1] > 0).all()
-        and (lm[..., 1] < h).all()
-    )
+    assert (lm[..., 0] > 0).all()
+    assert (lm[..., 0] < w).all()
+    assert (lm[..., 1] > 0).all()
+    assert (lm[..., 1] < h).all()
     # Eyes level and left of right, mouth below the eyes.
-    assert (lm[:, 0, 0] < lm[:, 1, 0]).all() and (lm[:, 3, 1] > lm[:, 0, 1]).all()
+    assert (lm[:, 0, 0] < lm[:, 1, 0]).all()
+    assert (lm[:, 3, 1] > lm[:, 0, 1]).all()
     path = find_solvay()
     if path is not None:  # the shared photo is the one the marks were made on
         import cv2
@@ -96,8 +96,10 @@ def test_engine_mode_takes_prescale_from_the_engines_timings(tmp_path: Path) -> 
     models = write_models(tmp_path / "models", tiny=True)
     spec = RunSpec(models, tmp_path / "photos.json", tmp_path / "out", max_side=256, threads=2, io_threads=1)
     run = run_engine(spec, tmp_path / "out")
-    assert run.ok == 2 and run.faces == 2  # the known faces follow the photos down to 256 px
-    assert run.stages["prescale"] > 0 and run.stages["decode"] > 0
+    assert run.ok == 2
+    assert run.faces == 2  # the known faces follow the photos down to 256 px
+    assert run.stages["prescale"] > 0
+    assert run.stages["decode"] > 0
     assert run.generator_s == run.stages["restore"] > 0
 
 
@@ -119,9 +121,11 @@ def test_prepared_detection_equals_direct_detection() -> None:
     rng = np.random.default_rng(5)
     img = np.kron(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8), np.ones((8, 8, 1), np.uint8))
     prepared = det.prepare(img)
-    assert prepared.shape == (512, 640) and max(prepared.small.shape[:2]) == 320
+    assert prepared.shape == (512, 640)
+    assert max(prepared.small.shape[:2]) == 320
     direct, split = det.detect([img])[0], det.detect([prepared])[0]
-    assert direct and len(direct) == len(split)
+    assert direct
+    assert len(direct) == len(split)
     np.testing.assert_allclose([f.box for f in direct], [f.box for f in split])
 
 
@@ -132,12 +136,14 @@ def test_real_upstream_gets_the_known_faces_in_its_own_format(tmp_path: Path) ->
     table = FaceTable(photos.faces)
     (face,) = table.faces_for(512, 512)
     dets, landms = upstream_faces(table, 512, 512)
-    assert dets.shape == (1, 5) and dets[0, 4] >= 0.9  # upstream skips scores under 0.9
+    assert dets.shape == (1, 5)
+    assert dets[0, 4] >= 0.9  # upstream skips scores under 0.9
     # Upstream reads each row as np.reshape(row, (2, 5)): five x's, then five y's.
     assert np.allclose(np.reshape(landms[0], (2, 5)).T, face.landmarks)
     assert np.allclose(dets[0, :4], face.box)
     empty = upstream_faces(table, 500, 900)
-    assert empty[0].shape == (0, 5) and empty[1].shape == (0, 10)
+    assert empty[0].shape == (0, 5)
+    assert empty[1].shape == (0, 10)
 
 
 def test_face_box_psnr_compares_only_the_faces(tmp_path: Path) -> None:
@@ -163,10 +169,12 @@ def test_face_box_psnr_compares_only_the_faces(tmp_path: Path) -> None:
     ok, buf = cv2.imencode(".png", src)
     (tmp_path / "a" / photos.photos[0].path.name).write_bytes(buf.tobytes())
     agree = face_box_psnr(tmp_path / "photos.json", tmp_path / "a", tmp_path / "b")
-    assert agree is not None and agree.faces == 1
+    assert agree is not None
+    assert agree.faces == 1
     assert 40 < agree.min_db < 99  # one changed pixel in the box: high but finite
     same = face_box_psnr(tmp_path / "photos.json", tmp_path / "a", tmp_path / "a")
-    assert same is not None and same.min_db == 99.0
+    assert same is not None
+    assert same.min_db == 99.0
 
 
 def test_upstream_option_names_a_folder_that_is_not_gpen(
@@ -177,4 +185,6 @@ def test_upstream_option_names_a_folder_that_is_not_gpen(
     rc = main(["--upstream", str(tmp_path), "--out", str(tmp_path / "r")])
     assert rc == 2
     err = capsys.readouterr().err
-    assert str(tmp_path) in err and "not a checkout of yangxy/GPEN" in err and "--upstream" in err
+    assert str(tmp_path) in err
+    assert "not a checkout of yangxy/GPEN" in err
+    assert "--upstream" in err

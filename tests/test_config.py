@@ -48,15 +48,22 @@ def test_defaults_validate_and_match_the_readme(isolated_user_dirs: Path, tmp_pa
     assert cfg.validate() is cfg
     # No file: the defaults, validated.
     assert config.load(tmp_path / "missing.toml") == cfg
-    assert cfg.restore.face_batch == 0 and cfg.workers.images_in_flight == 0
-    assert cfg.workers.devices == ["auto"] and cfg.workers.cpu_workers == 1
-    assert cfg.restore.precision == "auto" and cfg.output.format == "same"
-    assert cfg.output.originals == "archive" and cfg.output.jpeg_quality == 95
-    assert cfg.restore.model == "GPEN-BFR-512" and cfg.restore.model_dir is None
+    assert cfg.restore.face_batch == 0
+    assert cfg.workers.images_in_flight == 0
+    assert cfg.workers.devices == ["auto"]
+    assert cfg.workers.cpu_workers == 1
+    assert cfg.restore.precision == "auto"
+    assert cfg.output.format == "same"
+    assert cfg.output.originals == "archive"
+    assert cfg.output.jpeg_quality == 95
+    assert cfg.restore.model == "GPEN-BFR-512"
+    assert cfg.restore.model_dir is None
     # Small faces as upstream GPEN treats them: all restored, those under 100 px smoothed.
-    assert cfg.restore.min_face == 0 and cfg.restore.smooth_below == 100
+    assert cfg.restore.min_face == 0
+    assert cfg.restore.smooth_below == 100
     # The default folders are the (isolated) user's, never a path relative to the current directory.
-    assert cfg.watch.outbox.is_absolute() and cfg.watch.outbox.is_relative_to(isolated_user_dirs)
+    assert cfg.watch.outbox.is_absolute()
+    assert cfg.watch.outbox.is_relative_to(isolated_user_dirs)
     assert [i.path.name for i in cfg.watch.inboxes] == ["inbox"]
 
 
@@ -131,16 +138,22 @@ def test_a_file_with_every_section_loads_into_the_right_types(
         InboxConfig(home / "in" / "a", recursive=True, outbox=None),
         InboxConfig(Path("/srv/share/b"), recursive=False, outbox=home / "out" / "b"),
     ]
-    assert type(w.settle_seconds) is float and w.settle_seconds == 2.0
-    assert w.polling is True and w.poll_interval == 0.5 and w.rescan_seconds == 30.0
+    assert type(w.settle_seconds) is float
+    assert w.settle_seconds == 2.0
+    assert w.polling is True
+    assert w.poll_interval == 0.5
+    assert w.rescan_seconds == 30.0
 
     assert (r.model, r.detector) == ("GPEN-BFR-256", "retinaface_mobile0.25")
-    assert r.use_parse is False and r.channels_last is False
+    assert r.use_parse is False
+    assert r.channels_last is False
     assert r.detect_threshold == 0.75
     assert (r.detect_max_side, r.min_face, r.face_batch, r.max_side) == (800, 24, 16, 0)
-    assert r.precision == "bf16" and r.device == "cuda:1"
+    assert r.precision == "bf16"
+    assert r.device == "cuda:1"
     assert r.model_dir == home / "models"
-    assert type(r.max_megapixels) is float and r.max_megapixels == 50.0
+    assert type(r.max_megapixels) is float
+    assert r.max_megapixels == 50.0
 
     assert (o.format, o.jpeg_quality, o.originals) == ("png", 80, "keep")
     assert o.name_template == "{date}-{stem}{ext}"
@@ -148,7 +161,8 @@ def test_a_file_with_every_section_loads_into_the_right_types(
 
     assert wk.devices == ["cuda:0", "cuda:1"]
     assert (wk.workers_per_device, wk.cpu_workers, wk.images_in_flight, wk.max_attempts) == (2, 3, 8, 5)
-    assert type(wk.image_timeout) is float and wk.image_timeout == 30.0
+    assert type(wk.image_timeout) is float
+    assert wk.image_timeout == 30.0
     for value in (r.face_batch, wk.images_in_flight, o.jpeg_quality):
         assert type(value) is int
 
@@ -256,7 +270,8 @@ def test_a_bad_file_names_the_file_the_setting_and_what_is_allowed(
 def test_a_toml_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, '[restore]\nface_batch = 4\nprecision = "fp16\n')
     message = refusal(path)
-    assert str(path) in message and "line 3" in message, message
+    assert str(path) in message, message
+    assert "line 3" in message, message
 
 
 def test_an_unreadable_file_names_the_file(tmp_path: Path) -> None:
@@ -324,14 +339,16 @@ def test_override_paths_expand_home(isolated_user_dirs: Path, tmp_path: Path) ->
 def test_overrides_apply_after_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, '[restore]\nface_batch = 4\nmin_face = 20\n[workers]\ndevices = ["cuda:0"]\n')
     cfg = config.load(path, {"restore.face_batch": "8", "workers.devices": "cpu"})
-    assert cfg.restore.face_batch == 8 and cfg.workers.devices == ["cpu"]
+    assert cfg.restore.face_batch == 8
+    assert cfg.workers.devices == ["cpu"]
     assert cfg.restore.min_face == 20  # the file's other settings stay
     # A value the file gets wrong is fine once the command line replaces it...
     bad = write(tmp_path, "[workers]\ncpu_workers = 0\n", "bad.toml")
     assert config.load(bad, {"workers.cpu_workers": 2}).workers.cpu_workers == 2
     # ...and a bad override is not blamed on a file that did not set it.
     message = refusal(path, {"workers.images_in_flight": "-3"})
-    assert message.startswith("workers.images_in_flight: ") and str(path) not in message
+    assert message.startswith("workers.images_in_flight: ")
+    assert str(path) not in message
 
 
 @pytest.mark.parametrize(
@@ -382,7 +399,8 @@ def test_set_value_changes_one_setting_in_place() -> None:
     cfg = Config()
     config.set_value(cfg, "workers.cpu_workers", "4")
     config.set_value(cfg, "restore.device", "cuda:1")
-    assert cfg.workers.cpu_workers == 4 and cfg.restore.device == "cuda:1"
+    assert cfg.workers.cpu_workers == 4
+    assert cfg.restore.device == "cuda:1"
     expected = Config()
     expected.workers.cpu_workers, expected.restore.device = 4, "cuda:1"
     assert cfg == expected
@@ -448,7 +466,8 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     )
     edited = path.read_text(encoding="utf-8")
     proc = gpen_watch("init")
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 1
+    assert proc.stdout == ""
     assert proc.stderr == f"gpen-watch: {path} exists; use --force to overwrite it\n"
     assert path.read_text(encoding="utf-8") == edited
 
@@ -456,7 +475,8 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     assert proc.returncode == 0, proc.stderr
     assert "face_batch = 16" in proc.stdout
     shown = config.load(write(path.parent, proc.stdout, "shown.toml"))
-    assert shown == config.load(path) and shown.restore.face_batch == 16
+    assert shown == config.load(path)
+    assert shown.restore.face_batch == 16
 
     proc = gpen_watch("init", "--force")
     assert proc.returncode == 0, proc.stderr

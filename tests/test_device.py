@@ -98,7 +98,8 @@ def test_mps_out_of_memory_halves_the_face_batch_like_cuda() -> None:
     crops = np.zeros((3, size, size, 3), np.uint8)
     restored, _ = enhancer.enhance(crops)
     assert restored.shape == crops.shape
-    assert seen == [3, 2, 1, 1, 1] and enhancer.face_batch == 1
+    assert seen == [3, 2, 1, 1, 1]
+    assert enhancer.face_batch == 1
     enhancer._run = lambda chunk: (_ for _ in ()).throw(RuntimeError(MPS_OOM))  # type: ignore[method-assign]
     with pytest.raises(OutOfMemory):
         enhancer.enhance(crops[:1])

@@ -48,7 +48,8 @@ def test_parse_mask_keeps_upstreams_classes() -> None:
     enhancer = FaceEnhancer(gpen, size, placement("cpu", "fp32", False), 2, parser=LabelMapParser())
     crops = np.random.default_rng(0).integers(0, 256, (2, size, size, 3), dtype=np.uint8)
     _, masks = enhancer.enhance(crops)
-    assert masks is not None and masks.shape == (2, size, size)
+    assert masks is not None
+    assert masks.shape == (2, size, size)
     kept = set()
     for k, name in enumerate(PARSE_CLASSES):
         row, col = divmod(k, _COLS)
@@ -75,7 +76,9 @@ def test_parser_runs_one_face_at_a_time_on_cpu() -> None:
     crops = np.random.default_rng(1).integers(0, 256, (6, size, size, 3), dtype=np.uint8)
     restored, masks = enhancer.enhance(crops)
     assert parser.batches == [1] * 6
-    assert restored.shape == crops.shape and masks is not None and masks.shape == (6, size, size)
+    assert restored.shape == crops.shape
+    assert masks is not None
+    assert masks.shape == (6, size, size)
     assert np.array_equal(masks, np.broadcast_to(masks[:1], masks.shape))  # one map, six faces
 
 

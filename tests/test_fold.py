@@ -21,7 +21,8 @@ def _with_random_statistics(model: nn.Module) -> nn.Module:
     with torch.no_grad():
         for bn in model.modules():
             if isinstance(bn, nn.BatchNorm2d):
-                assert bn.running_mean is not None and bn.running_var is not None
+                assert bn.running_mean is not None
+                assert bn.running_var is not None
                 bn.running_mean.uniform_(-0.3, 0.3)
                 bn.running_var.uniform_(0.5, 2.0)
                 bn.weight.uniform_(0.5, 1.5)
@@ -92,6 +93,7 @@ def test_folding_refuses_a_model_in_training_mode() -> None:
 def test_parser_is_folded_and_channels_last_when_loaded() -> None:
     gpen = build_gpen(GPENConfig(**TINY_GPEN))
     enhancer = FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 1, parser=_parsenet())
-    assert enhancer.parser is not None and _batchnorms(enhancer.parser) == 0
+    assert enhancer.parser is not None
+    assert _batchnorms(enhancer.parser) == 0
     conv = next(m for m in enhancer.parser.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)

@@ -46,7 +46,8 @@ def test_tuned_allocator_keeps_freed_memory_until_it_is_given_back() -> None:
     """What a restorer over its budget relies on: with the allocator tuned for inference a freed
     256 MB block stays resident, and give_back_free_memory returns it."""
     before = memory.rss()
-    assert before is not None and 0 < before.now_mb <= before.peak_mb
+    assert before is not None
+    assert 0 < before.now_mb <= before.peak_mb
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
     out = subprocess.run(
         [sys.executable, "-c", _RETAINED], env=env, capture_output=True, text=True, check=True

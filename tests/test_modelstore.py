@@ -337,8 +337,10 @@ def test_an_http_error_does_not_keep_its_connection_open(server: tuple[str, Path
     with pytest.raises(DownloadError) as info:
         download(f"{base}/missing.pth", tmp_path / "w.pth", progress=False, timeout=5)
     cause = info.value.__cause__
-    assert isinstance(cause, urllib.error.HTTPError) and cause.code == 404
-    assert cause.fp is not None and cause.fp.closed
+    assert isinstance(cause, urllib.error.HTTPError)
+    assert cause.code == 404
+    assert cause.fp is not None
+    assert cause.fp.closed
 
 
 def test_download_rejects_other_schemes(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def test_unpack_never_overwrites_and_reports_the_outbox_not_the_photo(tmp_path: 
     missing = payload.unpack(done, job)  # the outbox folder is gone
     assert not missing.ok
     assert missing.error_kind == "outbox"
-    assert missing.error is not None and str(job.dst) in missing.error
+    assert missing.error is not None
+    assert str(job.dst) in missing.error
     job.dst.parent.mkdir()
     job.dst.write_bytes(b"somebody else's")
     taken = payload.unpack(done, job)

@@ -48,7 +48,8 @@ def sent(actions: list[object]) -> dict[int, list[int]]:
     """Which task keys each worker index was sent."""
     out: dict[int, list[int]] = {}
     for a in actions:
-        assert isinstance(a, Send) and isinstance(a.msg, P.Jobs)
+        assert isinstance(a, Send)
+        assert isinstance(a.msg, P.Jobs)
         out.setdefault(a.index, []).extend(item.key for item in a.msg.items)
     return out
 
@@ -133,7 +134,8 @@ def test_no_progress_within_the_image_timeout_kills_the_worker_as_hung() -> None
     assert kill == Kill(0, "no result within 60 s; worker killed")
     events: list[PoolEvent] = []
     policy.on_exit(0, "exit signal 9, SIGKILL", events, clean=False)
-    assert events[0].kind == EventKind.RETRY and "no result within 60 s" in events[0].message
+    assert events[0].kind == EventKind.RETRY
+    assert "no result within 60 s" in events[0].message
 
 
 def test_a_restorer_that_reports_progress_is_slow_not_hung() -> None:
@@ -211,7 +213,8 @@ def test_out_of_memory_halves_the_scale_then_fails_with_advice() -> None:
     assert events[0].message == "out of GPU memory; retrying alone at 50% scale"
     assert events[1].message == "out of GPU memory; retrying alone at 25% scale"
     result = events[2].result
-    assert result is not None and result.error is not None
+    assert result is not None
+    assert result.error is not None
     assert result.error.startswith("out of GPU memory even at 25% scale")
     assert "lower restore.max_side or restore.face_batch" in result.error
 

@@ -62,7 +62,8 @@ def test_signal_stops_a_busy_restore_cleanly(
     assert rc == 128 + signum, text
     name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
     assert f"gpen-watch: stopped by {name}: " in text, text
-    assert f"images restored into {out}" in text and "run the same command again" in text, text
+    assert f"images restored into {out}" in text, text
+    assert "run the same command again" in text, text
     assert "Traceback" not in text, text
     # Every file left is a whole, named result: no temp, no half-written image.
     files = sorted(out.iterdir())
@@ -70,4 +71,5 @@ def test_signal_stops_a_busy_restore_cleanly(
     assert 1 <= len(files) < PHOTOS, "the run was not stopped mid-way"
     for p in files:
         pixels = cv2.imread(str(p))
-        assert pixels is not None and pixels.shape == (2000, 2000, 3), p
+        assert pixels is not None, p
+        assert pixels.shape == (2000, 2000, 3), p

@@ -60,7 +60,9 @@ def test_restores_faces_and_leaves_the_rest(
         results = {res.src.name: res for res in r.restore_files(FileJob(p, out / p.name) for p in photos)}
     assert set(results) == {"astronaut.png", "grace_hopper.jpg"}
     res = results["astronaut.png"]
-    assert res.ok and res.faces == 1 and res.format == "PNG"
+    assert res.ok
+    assert res.faces == 1
+    assert res.format == "PNG"
     assert {"decode", "detect", "align", "restore", "paste", "encode"} <= set(res.timings)
     before = cv2.imread(str(photos[0]))
     after = cv2.imread(str(out / "astronaut.png"))
@@ -71,7 +73,8 @@ def test_restores_faces_and_leaves_the_rest(
     # ...and the photo away from it is untouched (PNG is lossless).
     assert np.array_equal(after[400:], before[400:])
     assert np.array_equal(after[:, 420:], before[:, 420:])
-    assert results["grace_hopper.jpg"].ok and results["grace_hopper.jpg"].faces == 1
+    assert results["grace_hopper.jpg"].ok
+    assert results["grace_hopper.jpg"].faces == 1
 
 
 def test_faces_of_several_photos_share_a_batch(
@@ -142,7 +145,8 @@ def test_photo_without_face_is_copied_bit_for_bit(
     dst = tmp_path / "out.jpg"
     with _restorer(tiny_models, landmarks) as r:
         (res,) = list(r.restore_files([FileJob(src, dst)]))
-    assert res.ok and res.faces == 0
+    assert res.ok
+    assert res.faces == 0
     assert any("no face" in n for n in res.notes)
     assert dst.read_bytes() == src.read_bytes()
 
@@ -170,7 +174,8 @@ def test_byte_copy_only_from_the_file_that_was_decoded(tmp_path: Path, change: s
     else:
         src.unlink()
     why_not = copy_source(image, src, dst)
-    assert why_not is not None and "changed after it was read" in why_not
+    assert why_not is not None
+    assert "changed after it was read" in why_not
     assert not dst.exists()
 
     same = _faceless_jpeg(tmp_path / "b.jpg", seed=2)
@@ -206,7 +211,8 @@ def test_unreadable_original_is_re_encoded_not_blamed_on_the_outbox(
     assert res.ok, res
     assert any("could not read the original again (Input/output error)" in n for n in res.notes)
     out = cv2.imread(str(dst))
-    assert out is not None and out.shape == (300, 400, 3)
+    assert out is not None
+    assert out.shape == (300, 400, 3)
     assert dst.read_bytes() != src.read_bytes()  # encoded from the pixels, not a partial copy
 
 
@@ -237,13 +243,16 @@ def test_one_output_rule_with_and_without_faces(
     assert [results[n].faces for n in names] == [1, 0, 1, 0]
     for name in ("faces.avif", "nofaces.avif"):
         res = results[name]
-        assert res.ok and res.format == "AVIF", res
+        assert res.ok, res
+        assert res.format == "AVIF", res
         with Image.open(tmp_path / f"out-{name}") as out:
-            assert out.format == "AVIF" and out.mode == "RGBA"
+            assert out.format == "AVIF"
+            assert out.mode == "RGBA"
             assert out.getchannel("A").getextrema()[0] < 128  # the transparency is kept
     for name in ("faces.gif", "nofaces.gif"):
         res = results[name]
-        assert res.ok and res.format == "JPEG", res
+        assert res.ok, res
+        assert res.format == "JPEG", res
         assert "written as JPEG (quality 95): gpen-watch does not write GIF" in res.notes
         assert any("GIF has 2 frames; only the first was restored" in n for n in res.notes)
         with Image.open(tmp_path / f"out-{name}") as out:
@@ -262,7 +271,8 @@ def test_output_folder_refusing_writes_is_not_the_photos_fault(
         results = list(r.restore_files([FileJob(photos[0], gone / "a.png"), FileJob(src, gone / "b.jpg")]))
     assert sorted(res.faces for res in results) == [0, 1]
     for res in results:
-        assert not res.ok and res.error_kind == "outbox", res
+        assert not res.ok, res
+        assert res.error_kind == "outbox", res
         assert "folder does not exist" in (res.error or "")
 
 
@@ -279,9 +289,12 @@ def test_bad_files_fail_with_reasons_and_the_rest_go_on(
     with _restorer(tiny_models, landmarks) as r:
         results = {res.src.name: res for res in r.restore_files(jobs)}
     assert results["astronaut.png"].ok
-    assert results["notes.jpg"].error_kind == "unsupported" and "not an image" in results["notes.jpg"].error
-    assert not results["empty.png"].ok and "empty" in results["empty.png"].error
-    assert results["cut.jpg"].error_kind == "failed" and "truncated" in results["cut.jpg"].error.lower()
+    assert results["notes.jpg"].error_kind == "unsupported"
+    assert "not an image" in results["notes.jpg"].error
+    assert not results["empty.png"].ok
+    assert "empty" in results["empty.png"].error
+    assert results["cut.jpg"].error_kind == "failed"
+    assert "truncated" in results["cut.jpg"].error.lower()
     assert not any((tmp_path / f"o-{n}").exists() for n in ["notes.jpg", "empty.png", "cut.jpg"])
 
 
@@ -307,9 +320,12 @@ def test_prescale_is_timed_apart_from_decode(
     with _restorer(tiny_models, landmarks, max_side=800) as r:
         (big,) = list(r.restore_files([FileJob(src, tmp_path / "a.png")]))
         (small,) = list(r.restore_files([FileJob(photos[0], tmp_path / "b.png")]))
-    assert big.ok and small.ok
-    assert big.timings["prescale"] > 0 and big.timings["decode"] > 0
-    assert "prescale" not in small.timings and small.timings["decode"] > 0
+    assert big.ok
+    assert small.ok
+    assert big.timings["prescale"] > 0
+    assert big.timings["decode"] > 0
+    assert "prescale" not in small.timings
+    assert small.timings["decode"] > 0
 
 
 def test_parse_mask_path(
@@ -320,7 +336,8 @@ def test_parse_mask_path(
     with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
         assert r.enhancer.parser is not None
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "p.png")]))
-    assert res.ok and res.faces == 1
+    assert res.ok
+    assert res.faces == 1
 
 
 def test_small_faces_are_smoothed_before_paste_back(
@@ -385,7 +402,8 @@ def test_tiny_faces_are_restored_by_default(
     cfg = tiny_restore_config(tiny_models)
     with Restorer(cfg, threads=2, detector=detector) as r:
         (res,) = list(r.restore_files([FileJob(src, tmp_path / "out.png")]))
-    assert res.ok and res.faces == 1
+    assert res.ok
+    assert res.faces == 1
     after = cv2.imread(str(tmp_path / "out.png")).astype(int)
     assert np.abs(after[15:43, 45:67] - small[15:43, 45:67]).mean() > 5
 
@@ -414,14 +432,18 @@ def test_memory_budget_bounds_the_photos_in_hand(
     restores them all); with the default budget it reads ahead."""
     jobs = [FileJob(p, tmp_path / f"{i}-{p.name}") for i in range(2) for p in photos]
     with _restorer(tiny_models, landmarks, memory_mb=256) as r:
-        assert r.photo_allowance == 0 and r.read_ahead == 1
+        assert r.photo_allowance == 0
+        assert r.read_ahead == 1
         most, results = _held_at_once(r, jobs)
     assert most == 1
-    assert len(results) == 4 and all(res.ok for res in results)
+    assert len(results) == 4
+    assert all(res.ok for res in results)
     with _restorer(tiny_models, landmarks) as r:
-        assert r.memory_budget_mb >= 2048 and r.read_ahead >= 4
+        assert r.memory_budget_mb >= 2048
+        assert r.read_ahead >= 4
         most, results = _held_at_once(r, jobs)
-    assert most > 1 and all(res.ok for res in results)
+    assert most > 1
+    assert all(res.ok for res in results)
 
 
 def test_results_carry_resident_memory_per_stage(
@@ -511,7 +533,8 @@ def test_which_faces_are_restored(
 
         r.enhancer.enhance = spy  # type: ignore[method-assign]
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
-    assert res.ok and res.faces == len(restored)
+    assert res.ok
+    assert res.faces == len(restored)
     assert sum(crops_seen) == len(restored)  # the faces left out are never computed
     before = cv2.imread(str(photos[0])).astype(int)
     after = cv2.imread(str(tmp_path / "out.png")).astype(int)

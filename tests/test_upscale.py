@@ -91,7 +91,9 @@ def test_registry_upscalers_have_the_official_layouts() -> None:
     assert tuple(expected) == registry.UPSCALER_NAMES
     for name, (layout, filename) in expected.items():
         spec = registry.get_spec(name)
-        assert spec.kind == "upscaler" and spec.filename == filename and spec.url.endswith("/" + filename)
+        assert spec.kind == "upscaler"
+        assert spec.filename == filename
+        assert spec.url.endswith("/" + filename)
         assert spec.rrdb is not None
         assert (spec.rrdb.scale, spec.rrdb.num_feat) == (
             layouts[layout]["scale"],
@@ -170,7 +172,10 @@ def test_tiles_cover_every_pixel_once_with_context(h: int, w: int, tile: int, ov
     seen = np.zeros((h, w), dtype=int)
     for t in tiles:
         seen[t.y0 : t.y1, t.x0 : t.x1] += 1
-        assert t.wy >= 0 and t.wy + win[0] <= h and t.wx >= 0 and t.wx + win[1] <= w
+        assert t.wy >= 0
+        assert t.wy + win[0] <= h
+        assert t.wx >= 0
+        assert t.wx + win[1] <= w
         # At least `overlap` pixels of context inside the window, except at the photo's edge.
         assert t.wy == 0 or t.y0 - t.wy >= overlap
         assert t.wx == 0 or t.x0 - t.wx >= overlap
@@ -192,8 +197,10 @@ def test_tiled_equals_untiled_where_the_overlap_holds_the_receptive_field(scale:
     pixels = rng.integers(0, peak + 1, (53, 71, 3)).astype(dtype)
     whole = Upscaler(net, CPU, tile=1000, overlap=0).upscale(pixels)
     tiled = Upscaler(net, CPU, tile=16, overlap=cfg.receptive_radius, batch=3).upscale(pixels)
-    assert whole is not None and tiled is not None
-    assert whole.shape == (53 * scale, 71 * scale, 3) and whole.dtype == dtype
+    assert whole is not None
+    assert tiled is not None
+    assert whole.shape == (53 * scale, 71 * scale, 3)
+    assert whole.dtype == dtype
     assert np.array_equal(tiled, whole)
 
 
@@ -209,9 +216,11 @@ def test_tiled_full_size_network_within_one_level(scale: int, astronaut_bgr: np.
     crop = np.ascontiguousarray(astronaut_bgr[100:180, 150:230])
     whole = Upscaler(net, CPU, tile=1000, overlap=0).upscale(crop)
     tiled = Upscaler(net, CPU, tile=40, overlap=DEFAULT_OVERLAP).upscale(crop)
-    assert whole is not None and tiled is not None
+    assert whole is not None
+    assert tiled is not None
     # Not clipped flat, where differences would hide.
-    assert ((whole == 0) | (whole == 255)).mean() < 0.5 and whole.std() > 20
+    assert ((whole == 0) | (whole == 255)).mean() < 0.5
+    assert whole.std() > 20
     diff = np.abs(tiled.astype(int) - whole)
     assert diff.max() <= 1
     assert (diff > 0).mean() < 1e-3
@@ -257,9 +266,11 @@ def test_faces_are_restored_into_the_upscaled_photo(
         # Its heartbeat's progress: the detection, each tile batch and the face batch are steps, so
         # an upscale that outlasts workers.image_timeout is told from a hung worker.
         assert r.steps >= 3
-    assert res.ok and res.faces == 1, res.error
+    assert res.ok, res.error
+    assert res.faces == 1, res.error
     assert "upscaled x2" in res.notes
-    assert (res.width, res.height) == (1024, 1024) and "upscale" in res.timings
+    assert (res.width, res.height) == (1024, 1024)
+    assert "upscale" in res.timings
     after = cv2.imread(str(dst))
     assert after.shape == (1024, 1024, 3)
     # The background is the upscaler's output, to the pixel (PNG is lossless)...
@@ -289,7 +300,8 @@ def test_a_photo_without_faces_is_upscaled_with_its_metadata(
         (res,) = r.restore_files([FileJob(src, dst)])
     assert res.ok, res.error
     assert res.faces == 0
-    assert "upscaled x2" in res.notes and "no face found" in res.notes
+    assert "upscaled x2" in res.notes
+    assert "no face found" in res.notes
     assert not any("passed through unchanged" in n for n in res.notes)
     with Image.open(dst) as out:
         assert out.size == (126, 94)
@@ -312,7 +324,8 @@ def test_sixteen_bit_with_alpha_stays_so_at_the_upscaled_size(
         (res,) = r.restore_files([FileJob(src, dst)])
     assert res.ok, res.error
     out = cv2.imread(str(dst), cv2.IMREAD_UNCHANGED)
-    assert out.shape == (60, 80, 4) and out.dtype == np.uint16
+    assert out.shape == (60, 80, 4)
+    assert out.dtype == np.uint16
     # The alpha plane is the original's, resized (not the upscaler's: it has none).
     assert np.abs(out[..., 3].astype(int) - cv2.resize(bgra[..., 3], (80, 60))).max() <= 1
 
@@ -326,7 +339,8 @@ def test_pre_scaling_comes_first(
     with _restorer(tiny_models, landmarks, upscale=2, upscale_model=str(tiny_x2), max_side=256) as r:
         (res,) = r.restore_files([FileJob(src, tmp_path / "out.png")])
     assert res.ok, res.error
-    assert "pre-scaled from 512x512 to 256x256" in res.notes and "upscaled x2" in res.notes
+    assert "pre-scaled from 512x512 to 256x256" in res.notes
+    assert "upscaled x2" in res.notes
     assert (res.width, res.height) == (512, 512)
 
 
@@ -337,7 +351,8 @@ def test_upscale_off_changes_nothing(
     with _restorer(tiny_models, landmarks) as r:
         assert r.upscaler is None
         (res,) = r.restore_files([FileJob(src, tmp_path / "out.png")])
-    assert res.ok and (res.width, res.height) == (512, 512)
+    assert res.ok
+    assert (res.width, res.height) == (512, 512)
     assert not any("upscaled" in n for n in res.notes)
 
 
@@ -430,8 +445,11 @@ def test_out_of_memory_halves_the_batch_then_gives_up() -> None:
     spy = _OutOfMemoryAbove(net, limit=2)
     up.net = spy  # type: ignore[assignment]
     got = up.upscale(pixels)
-    assert got is not None and expected is not None and np.array_equal(got, expected)
-    assert spy.batches[:3] == [8, 4, 2] and up.batch == 2
+    assert got is not None
+    assert expected is not None
+    assert np.array_equal(got, expected)
+    assert spy.batches[:3] == [8, 4, 2]
+    assert up.batch == 2
     up.net = _OutOfMemoryAbove(net, limit=0)  # type: ignore[assignment]
     with pytest.raises(OutOfMemory):
         up.upscale(pixels)
@@ -446,7 +464,8 @@ def test_a_photo_the_upscaler_cannot_fit_fails_as_out_of_memory(
         assert r.upscaler is not None
         r.upscaler.net = _OutOfMemoryAbove(r.upscaler.net, limit=0)  # type: ignore[assignment]
         (res,) = r.restore_files([FileJob(src, tmp_path / "out.png")])
-    assert not res.ok and res.out_of_memory
+    assert not res.ok
+    assert res.out_of_memory
     assert res.error == "out of GPU memory upscaling the photo even one tile at a time"
     assert not (tmp_path / "out.png").exists()
 
@@ -457,5 +476,7 @@ def test_reduced_precision_runs_the_same_tiles() -> None:
     pixels = np.random.default_rng(0).integers(0, 256, (40, 40, 3), dtype=np.uint8)
     fp32 = Upscaler(net, CPU, tile=16, overlap=8).upscale(pixels)
     bf16 = Upscaler(net, Placement(torch.device("cpu"), "bf16", False), tile=16, overlap=8).upscale(pixels)
-    assert fp32 is not None and bf16 is not None and bf16.shape == fp32.shape
+    assert fp32 is not None
+    assert bf16 is not None
+    assert bf16.shape == fp32.shape
     assert np.abs(bf16.astype(int) - fp32).mean() < 3

@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileJob, FileResult
 
 # The engine's output inside a scratch folder; the format comes from the job, not this name.
@@ -50,7 +51,9 @@ def pack(job: FileJob) -> PhotoJob:
 def unreadable(job: FileJob, exc: OSError) -> FileResult:
     """The result of a job whose original could not be read on the service's machine."""
     why = exc.strerror or str(exc)
-    return FileResult(job.src, False, error=f"{job.src}: cannot read the file ({why})", error_kind="failed")
+    return FileResult(
+        job.src, False, error=f"{job.src}: cannot read the file ({why})", error_kind=ErrorKind.FAILED
+    )
 
 
 def unpack(out: PhotoResult, job: FileJob) -> FileResult:
@@ -64,12 +67,16 @@ def unpack(out: PhotoResult, job: FileJob) -> FileResult:
     if not res.ok:
         return res
     if out.data is None:
-        res.ok, res.error, res.error_kind = False, "the worker sent no output", "failed"
+        res.ok, res.error, res.error_kind = False, "the worker sent no output", ErrorKind.FAILED
         return res
     try:
         fd = os.open(job.dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
     except OSError as exc:
-        res.ok, res.error, res.error_kind = False, f"{job.dst}: cannot write the result: {exc}", "outbox"
+        res.ok, res.error, res.error_kind = (
+            False,
+            f"{job.dst}: cannot write the result: {exc}",
+            ErrorKind.OUTBOX,
+        )
         return res
     try:
         with open(fd, "wb", closefd=True) as f:
@@ -77,7 +84,11 @@ def unpack(out: PhotoResult, job: FileJob) -> FileResult:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(job.dst)
-        res.ok, res.error, res.error_kind = False, f"{job.dst}: cannot write the result: {exc}", "outbox"
+        res.ok, res.error, res.error_kind = (
+            False,
+            f"{job.dst}: cannot write the result: {exc}",
+            ErrorKind.OUTBOX,
+        )
         return res
     res.dst = job.dst
     return res

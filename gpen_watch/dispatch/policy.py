@@ -45,6 +45,7 @@ from gpen_watch.dispatch.records import (
     WorkerState,
 )
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
+from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileResult
 
 log = logging.getLogger("gpen_watch.dispatch.pool")
@@ -281,7 +282,7 @@ class FaultPolicy:
                 f"out of GPU memory even at {task.job.scale:.0%} scale "
                 f"({result.error or 'CUDA out of memory'}); lower restore.max_side or restore.face_batch"
             )
-            result.error_kind = result.error_kind or "failed"
+            result.error_kind = result.error_kind or ErrorKind.FAILED
         w.done += 1
         w.faces += result.faces
         events.append(PoolEvent(EventKind.DONE, task, w.slot.name, result=result))

@@ -3,19 +3,17 @@ sentence the user reads (the file, what is wrong, what they can do)."""
 
 from __future__ import annotations
 
-from gpen_watch.errors import InputError
+from gpen_watch.errors import ErrorKind, InputError
 
 
 class ImageInputError(InputError):
-    """An input image cannot be restored. ``kind`` is FileResult.error_kind: "failed" or "unsupported"."""
-
-    kind = "failed"
+    """An input image cannot be restored. ``kind`` becomes FileResult.error_kind."""
 
 
 class NotAnImageError(ImageInputError):
     """The file is not an image we can read at all (text, random bytes, a folder, a RAW file...)."""
 
-    kind = "unsupported"
+    kind = ErrorKind.UNSUPPORTED
 
 
 class EmptyFileError(NotAnImageError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpen_watch.errors import ErrorKind
+
 
 @dataclass
 class FileJob:
@@ -31,9 +33,7 @@ class FileResult:
     faces: int = 0
     # Human-readable reason when ok is False ("not an image", "truncated JPEG", ...).
     error: str | None = None
-    # "unsupported" for files that are not images at all; "failed" for images that broke;
-    # "outbox" when the output folder refused the write (full, read-only): not the photo's fault.
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     # Notes a user should see: "no face found", "pre-scaled from 8000x6000 to 4096x3072".
     notes: list[str] = field(default_factory=list)
     # Seconds per stage: decode, prescale, detect, align, restore, paste, encode.

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from gpen_watch import config
 from gpen_watch.config_cli import add_config_option
-from gpen_watch.errors import InputError, OutputError
+from gpen_watch.errors import ErrorKind, InputError, OutputError
 from gpen_watch.fsutil import publish_file
 from gpen_watch.restore import engine_thread
 from gpen_watch.restore.api import FileJob, FileResult
@@ -229,11 +229,15 @@ def _commit(res: FileResult, final: Path, overwrite: bool) -> None:
         res.ok, res.error, res.error_kind = (
             False,
             f"{final} appeared while restoring; not overwritten",
-            "failed",
+            ErrorKind.FAILED,
         )
         return
     except OSError as exc:
-        res.ok, res.error, res.error_kind = False, f"cannot write {final}: {exc.strerror or exc}", "failed"
+        res.ok, res.error, res.error_kind = (
+            False,
+            f"cannot write {final}: {exc.strerror or exc}",
+            ErrorKind.FAILED,
+        )
         return
     res.dst = final
 

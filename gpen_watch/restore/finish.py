@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from gpen_watch.errors import GpenWatchError, OutboxUnavailable
+from gpen_watch.errors import ErrorKind, GpenWatchError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste
@@ -33,7 +33,7 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
     if image is None:
         return result
     if stopping.is_set():
-        result.error, result.error_kind = _STOPPED, "failed"
+        result.error, result.error_kind = _STOPPED, ErrorKind.FAILED
         return result
     try:
         t0 = time.perf_counter()
@@ -53,7 +53,7 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
         result.timings["paste"] = t1 - t0
         note_rss(result, "paste")
         if stopping.is_set():
-            result.error, result.error_kind = _STOPPED, "failed"
+            result.error, result.error_kind = _STOPPED, ErrorKind.FAILED
             return result
         choice = output_choice(image, job.format, job.jpeg_quality)
         result.format = choice.format
@@ -75,12 +75,12 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
     except GpenWatchError as exc:
         result.error, result.error_kind = (
             str(exc),
-            "outbox" if isinstance(exc, OutboxUnavailable) else "failed",
+            ErrorKind.OUTBOX if isinstance(exc, OutboxUnavailable) else ErrorKind.FAILED,
         )
         return result
     except Exception as exc:
         log.exception("unexpected error finishing %s", job.src)
-        result.error, result.error_kind = f"cannot write result: {exc}", "failed"
+        result.error, result.error_kind = f"cannot write result: {exc}", ErrorKind.FAILED
         return result
     result.ok, result.dst = True, job.dst
     return result

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import InputError
+from gpen_watch.errors import ErrorKind, InputError
 from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, memory, upscale
@@ -286,11 +286,11 @@ class Restorer:
             max_side = self._max_side(job)
             image = load_image(job.src, max_side=max_side, max_megapixels=self.cfg.max_megapixels)
         except InputError as exc:
-            result.error, result.error_kind = exc.reason, getattr(exc, "kind", "failed")
+            result.error, result.error_kind = exc.reason, exc.kind
             return work
         except Exception as exc:
             log.exception("unexpected error reading %s", job.src)
-            result.error, result.error_kind = f"cannot read image: {exc}", "failed"
+            result.error, result.error_kind = f"cannot read image: {exc}", ErrorKind.FAILED
             return work
         t1 = time.perf_counter()
         result.timings["decode"] = t1 - t0 - image.prescale_seconds

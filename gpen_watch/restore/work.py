@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpen_watch.errors import ErrorKind
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
@@ -32,7 +33,7 @@ class Work:
 
     def fail(self, reason: str, oom: bool = False) -> None:
         """End this photo with ``reason``: nothing more is computed or written for it."""
-        self.result.error, self.result.error_kind = reason, "failed"
+        self.result.error, self.result.error_kind = reason, ErrorKind.FAILED
         self.result.out_of_memory = oom
         self.pending = 0
         self.image = None

@@ -12,7 +12,7 @@ import os
 import time
 
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
-from gpen_watch.errors import OutputError
+from gpen_watch.errors import ErrorKind, OutputError
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal.journal import Twin
 from gpen_watch.journal.states import JobState
@@ -157,14 +157,14 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         else:  # done, but not "restored": counted apart in status as well
             log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
         return
-    if res.error_kind == "outbox":
+    if res.error_kind == ErrorKind.OUTBOX:
         # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
         # in the inbox, queued, and new work is held back until the outbox takes writes again.
         remove_quietly(res.dst or task.job.dst)
         if journal.requeue(task.key, f"outbox: {res.error}"):
             run.outbox_trouble(res.error or "cannot write")
         return
-    kind = JobState.UNSUPPORTED if res.error_kind == "unsupported" else JobState.FAILED
+    kind = JobState.UNSUPPORTED if res.error_kind == ErrorKind.UNSUPPORTED else JobState.FAILED
     reason = res.error or "unknown error"
     run.tp.failed += 1
     run.originals.note(
