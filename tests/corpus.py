@@ -195,8 +195,15 @@ def _cut(data: bytes) -> bytes:
     return data[: len(data) * 2 // 3]
 
 
-def _float_image(scale: float) -> bytes:
-    ramp = (np.mgrid[0:H, 0:W][1] / (W - 1) * scale).astype(np.float32)
+def _float_image(scale: float, offset: float = 0.0, fmt: str = "TIFF") -> bytes:
+    """A float ramp from ``offset`` to ``offset + scale``; PPM writes it as PFM."""
+    ramp = (np.mgrid[0:H, 0:W][1] / (W - 1) * scale + offset).astype(np.float32)
+    return save(Image.fromarray(ramp, mode="F"), fmt)
+
+
+def _float_nan() -> bytes:
+    ramp = (np.mgrid[0:H, 0:W][1] / (W - 1)).astype(np.float32)
+    ramp[0, 0] = np.nan
     return save(Image.fromarray(ramp, mode="F"), "TIFF")
 
 
@@ -264,6 +271,11 @@ CASES: list[Case] = [
         Restored("PNG", "RGBA", alpha=True, looks_like=None),
     ),
     Case("one-bit.png", lambda: save(_gradient("1"), "PNG"), Restored("PNG", "L", looks_like=None)),
+    Case(
+        "one-bit-trns.png",
+        lambda: save(_gradient("1"), "PNG", transparency=255),
+        Restored("PNG", "LA", alpha=True, looks_like=None),
+    ),
     Case("gray16.png", lambda: save(_gray16(), "PNG"), Restored("PNG", "I;16", bits=16, looks_like="ramp")),
     Case("colour16.png", _png16_colour, Restored("PNG", "RGB", bits=16)),
     Case(
@@ -309,6 +321,29 @@ CASES: list[Case] = [
         "int32.tif",
         lambda: save(Image.fromarray((np.mgrid[0:H, 0:W][1] * 1_000_000).astype(np.int32)), "TIFF"),
         Restored("TIFF", "I;16", bits=16, note="32-bit integer samples scaled to 16 bits", looks_like="ramp"),
+    ),
+    # Outside 0..1 the range is scaled to 16 bits, zero (or the lowest sample) black, as for
+    # 32-bit integers: radiance, 8-bit-range PFM/SPIDER files, signed CT or phase data.
+    Case(
+        "float-hdr.tif",
+        lambda: _float_image(40.0),
+        Restored(
+            "TIFF", "I;16", bits=16, note=r"floating-point samples \(0 to 40\) scaled", looks_like="ramp"
+        ),
+    ),
+    Case(
+        "float255.pfm",
+        lambda: _float_image(255.0, fmt="PPM"),
+        Restored(
+            "PNG", "I;16", bits=16, note=r"floating-point samples \(0 to 255\) scaled", looks_like="ramp"
+        ),
+    ),
+    Case(
+        "float-signed.tif",
+        lambda: _float_image(6.0, offset=-3.0),
+        Restored(
+            "TIFF", "I;16", bits=16, note=r"floating-point samples \(-3 to 3\) scaled", looks_like="ramp"
+        ),
     ),
     Case(
         "float01.tif",
@@ -404,10 +439,10 @@ CASES: list[Case] = [
         ),
     ),
     Case(
-        "float-hdr.tif",
-        lambda: _float_image(40.0),
+        "float-nan.tif",
+        _float_nan,
         Refused(
-            "unsupported", r"floating-point samples \(mode F: an HDR or scientific image\) go outside 0\.\.1"
+            "unsupported", r"floating-point samples \(mode F: an HDR or scientific image\) include values"
         ),
     ),
     Case(

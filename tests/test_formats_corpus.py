@@ -139,3 +139,20 @@ def test_mutated_files_are_refused_with_a_sentence(tmp_path: Path) -> None:
             load_image(src, max_megapixels=50)
         except ImageInputError as exc:
             assert not INTERNALS.search(exc.reason), f"{name} mutant: {exc.reason!r}"
+
+
+def test_deep_gray_with_a_transparent_key_keeps_its_alpha(tmp_path: Path) -> None:
+    """A 16-bit gray PNG whose tRNS chunk names one sample value as transparent: Pillow has no
+    16-bit gray + alpha mode, so the key has to become alpha here, and the written output keeps it
+    (as 16-bit RGBA, the depth kept)."""
+    ramp = (np.mgrid[0:40, 0:48][1] * 1000).astype(np.uint16)  # 0, 1000, ... 47000
+    src = tmp_path / "key.png"
+    Image.fromarray(ramp).save(src, "PNG", transparency=5000)
+    image = load_image(src)
+    assert image.alpha is not None and image.alpha.dtype == np.uint16
+    assert ((image.alpha == 0) == (ramp == 5000)).all()
+    out = tmp_path / "out.png"
+    save_image(image, image.pixels, out, jpeg_quality=90)
+    deep = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+    assert deep.dtype == np.uint16 and deep.shape == (40, 48, 4)
+    assert ((deep[:, :, 3] == 0) == (ramp == 5000)).all()

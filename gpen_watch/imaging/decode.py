@@ -175,8 +175,8 @@ def _decode_pillow(
         im, icc = _to_rgb(im, icc, notes)
     elif mode == "F":
         im = _float_to_16bit(im, path, notes)
-    elif mode in ("P", "PA", "RGB", "L") and _has_transparency(im):
-        im = im.convert("LA" if mode == "L" else "RGBA")  # tRNS / palette alpha -> real alpha
+    elif mode in ("P", "PA", "RGB", "L", "1") and _has_transparency(im):
+        im = im.convert("LA" if mode in ("L", "1") else "RGBA")  # tRNS / palette alpha -> real alpha
     elif mode == "P":
         im = im.convert("RGB")
     elif mode == "1":
@@ -196,7 +196,8 @@ def _decode_pillow(
             ) from exc
 
     if im.mode.startswith("I"):
-        return _gray16_to_bgr(np.asarray(im), notes), None, icc
+        samples = np.asarray(im)
+        return _gray16_to_bgr(samples, notes), _key_alpha(samples, im.info.get("transparency")), icc
     arr = np.asarray(im)
     alpha = None
     if im.mode in ("LA", "RGBA"):
@@ -210,6 +211,14 @@ def _has_transparency(im: Image.Image) -> bool:
     if im.mode == "PA" or "transparency" in im.info:
         return True
     return im.mode == "P" and im.palette is not None and im.palette.mode == "RGBA"
+
+
+def _key_alpha(samples: np.ndarray, key: object) -> np.ndarray | None:
+    """16-bit alpha for deep gray whose transparency is one sample value (a PNG tRNS chunk):
+    Pillow keeps the key in ``info`` but has no 16-bit gray + alpha mode to convert to."""
+    if not isinstance(key, int):
+        return None
+    return np.where(samples == key, 0, 65535).astype(np.uint16)
 
 
 def _rawmode(im: Image.Image) -> str:
@@ -231,18 +240,26 @@ def _gray16_to_bgr(arr: np.ndarray, notes: list[str]) -> np.ndarray:
 
 
 def _float_to_16bit(im: Image.Image, path: Path, notes: list[str]) -> Image.Image:
-    """A floating-point (mode F) gray image whose samples lie in 0..1 (the usual convention) as
-    16-bit; other ranges have no defined brightness to map, so they are refused naming the mode."""
-    arr = np.asarray(im, dtype=np.float32)
-    finite = np.isfinite(arr).all()
-    if not finite or arr.min() < 0.0 or arr.max() > 1.0:
+    """A floating-point (mode F) gray image as 16-bit. Samples in 0..1 (the usual convention) keep
+    their brightness; any other range (0..255 in PFM and SPIDER files made from 8-bit images, HDR
+    radiance, signed CT or phase data) is scaled the way 32-bit integer samples are: zero (or the
+    lowest sample, if negative) to black, the highest to white. Only samples that are not numbers
+    (NaN, infinity) are refused, naming the mode."""
+    arr = np.asarray(im, dtype=np.float64)
+    if not np.isfinite(arr).all():
         raise UnsupportedFormatError(
             path,
-            "its 32-bit floating-point samples (mode F: an HDR or scientific image) go outside 0..1, "
-            "so how bright they are meant to be is unknown; export it as a 16-bit TIFF or PNG",
+            "its 32-bit floating-point samples (mode F: an HDR or scientific image) include values that "
+            "are not numbers (NaN or infinity), so how bright they are meant to be is unknown; "
+            "export it as a 16-bit TIFF or PNG",
         )
-    notes.append("32-bit floating-point samples (0..1) converted to 16 bits")
-    return Image.fromarray(np.round(arr * 65535.0).astype(np.uint16))
+    low, high = min(float(arr.min()), 0.0), float(arr.max())
+    if low == 0.0 and high <= 1.0:
+        notes.append("32-bit floating-point samples (0..1) converted to 16 bits")
+        return Image.fromarray(np.round(arr * 65535.0).astype(np.uint16))
+    notes.append(f"32-bit floating-point samples ({low:.4g} to {high:.4g}) scaled to 16 bits")
+    scaled = (arr - low) * (65535.0 / (high - low))
+    return Image.fromarray(np.round(scaled).astype(np.uint16))
 
 
 def _to_rgb(im: Image.Image, icc: bytes | None, notes: list[str]) -> tuple[Image.Image, bytes | None]:
