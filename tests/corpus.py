@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -243,6 +245,58 @@ class Case:
 
 
 CMYK_MANAGED = "CMYK converted to sRGB using the embedded ICC profile"
+
+
+def _eps() -> bytes:
+    """A small, valid EPS: a gray square in PostScript (Pillow draws it only through Ghostscript)."""
+    body = (
+        b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 48 40\n%%EndComments\n0.5 setgray 0 0 48 40 rectfill\n"
+    )
+    return body + b"showpage\n%%EOF\n"
+
+
+def _wmf() -> bytes:
+    """A placeable Windows metafile header and an empty standard metafile (Pillow draws WMF only
+    on Windows)."""
+    placeable = struct.pack("<IHhhhhHIH", 0x9AC6CDD7, 0, 0, 0, 480, 400, 1440, 0, 0)
+    standard = struct.pack("<HHHIHIH", 1, 9, 0x300, 12, 0, 3, 0) + struct.pack("<IH", 3, 0)
+    return placeable + standard
+
+
+# Pillow names these scientific formats from their signature but decodes them only through a
+# reader installed separately (its "stub" plugins).
+_GRIB = b"GRIB\x00\x00\x00\x01" + bytes(56)
+_HDF5 = b"\x89HDF\r\n\x1a\n" + bytes(56)
+NO_RENDERER: list[Case] = [
+    *(
+        [
+            Case(
+                "drawing.eps",
+                _eps,
+                Refused("unsupported", r"^this EPS is a PostScript drawing, which needs Ghostscript"),
+            )
+        ]
+        if shutil.which("gs") is None
+        else []
+    ),
+    *(
+        [
+            Case(
+                "drawing.wmf",
+                _wmf,
+                Refused(
+                    "unsupported",
+                    r"^this WMF \(a Windows metafile\) is a vector drawing .* only be drawn on Windows",
+                ),
+            )
+        ]
+        if sys.platform != "win32"
+        else []
+    ),
+    Case("forecast.grib", lambda: _GRIB, Refused("unsupported", r"^this GRIB file holds scientific data")),
+    Case("scan.h5", lambda: _HDF5, Refused("unsupported", r"^this HDF5 file holds scientific data")),
+]
+
 FALLBACK_JPEG = r"written as JPEG \(quality \d+\): gpen-watch does not write"
 FALLBACK_PNG = r"written as PNG: gpen-watch does not write"
 
@@ -471,6 +525,7 @@ CASES: list[Case] = [
         Refused("unsupported", r"not an image file \(looks like text\)"),
     ),
     Case("notes.txt", lambda: b"a text file\n", Refused("unsupported", r"unsupported file type \(\.txt\)")),
+    *NO_RENDERER,
 ]
 
 # What no reason may contain: decoder internals, Pillow's names and its own pixel limit.

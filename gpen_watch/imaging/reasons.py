@@ -96,6 +96,8 @@ def explain(
         # reaches stderr), so a non-baseline scheme is named whatever the message says.
         remedy = "save it again as TIFF with LZW or ZIP compression (or as JPEG or PNG) in an image editor"
         return missing_feature(path, fmt, feature, remedy)
+    if not header and (renderer := _no_renderer(path, fmt, low)) is not None:
+        return renderer
     if "truncated" in low or isinstance(exc, EOFError) or "image file is truncated" in low:
         return truncated(path, fmt)
     named = _named_feature(fmt, text)
@@ -108,6 +110,32 @@ def explain(
             f"or crafted file), which gpen-watch does not read; {RESAVE}",
         )
     return damaged(path, fmt, "header" if header else "image data")
+
+
+def _no_renderer(path: Path, fmt: str, low: str) -> UnsupportedFormatError | None:
+    """A valid file whose pixels need a program or platform this machine lacks: Pillow reads
+    the header of EPS, WMF/EMF and of scientific formats (GRIB, BUFR, HDF5, FITS stubs) itself but
+    hands the drawing to Ghostscript, Windows or a reader that must be installed separately."""
+    name = display_name(fmt)
+    if "ghostscript" in low:
+        return UnsupportedFormatError(
+            path,
+            f"this {name} is a PostScript drawing, which needs Ghostscript to be drawn, and Ghostscript "
+            "is not installed on this machine; install Ghostscript, or export the drawing as PNG or TIFF",
+        )
+    if "cannot find loader" not in low:
+        return None
+    if fmt == "WMF":
+        return UnsupportedFormatError(
+            path,
+            f"this {name} (a Windows metafile) is a vector drawing that can only be drawn on Windows; "
+            "export it as PNG or TIFF",
+        )
+    return UnsupportedFormatError(
+        path,
+        f"this {name} file holds scientific data, for which no image reader is installed here; "
+        "export the picture from it as PNG or TIFF",
+    )
 
 
 def _fourcc(m: re.Match[str]) -> str:
