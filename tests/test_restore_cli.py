@@ -292,3 +292,30 @@ def test_summary_lists_the_prescale_stage() -> None:
     )
     line = next(x for x in summary([res], [], 2.0, 3.0, 1.0).splitlines() if x.startswith("stage totals"))
     assert line == "stage totals: decode 0.2 s, prescale 0.4 s, restore 1.0 s"
+
+
+def test_folder_files_are_chosen_by_content_as_the_watcher_does(
+    tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    """A scan saved without an extension (or under a made-up one) is restored from a folder, as
+    the watcher would restore it; text with no extension and names that are never photos are
+    left out, and the summary counts them."""
+    d = tmp_path / "scans"
+    d.mkdir()
+    y, x = np.mgrid[0:48, 0:64]
+    ramp = Image.fromarray(np.dstack([x * 4, y * 5, x + y]).astype(np.uint8))
+    ramp.save(d / "scan0001", "PNG")
+    ramp.save(d / "scan0002.dat", "TIFF")
+    (d / "README").write_text("scans of the 1962 album\n" * 5)
+    (d / "list.csv").write_text("scan0001,1962\n")
+    out = tmp_path / "out"
+    proc = run_cli(tiny_models, str(d), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "restored 2 of 2 images" in proc.stdout, proc.stdout
+    assert "left out 2 files in the folders" in proc.stdout, proc.stdout
+    made = sorted(p.name for p in out.iterdir())
+    assert len(made) == 2 and made[0].startswith("scan0001") and made[1].startswith("scan0002"), made
+    for name in made:
+        with Image.open(out / name) as im:
+            im.load()
+            assert im.size == (64, 48)

@@ -147,8 +147,8 @@ def plan_jobs(
     inputs: list[Path], outdir: Path, extensions: frozenset[str] | set[str], out_format: str
 ) -> tuple[list[Planned], list[tuple[Path, str]], list[Path]]:
     """Files to restore and where each result goes (folders keep their structure under OUTDIR),
-    the inputs that cannot be restored with the reason, and the files in folders left out for an
-    extension that is not an image's."""
+    the inputs that cannot be restored with the reason, and the files in folders left out
+    (``_folder_file_taken``)."""
     from gpen_watch.imaging.load import probe_image
 
     plan: list[Planned] = []
@@ -170,7 +170,7 @@ def plan_jobs(
                     f = here / name
                     if name.startswith(".") or f.is_symlink():
                         continue
-                    if f.suffix.lower() not in extensions:
+                    if not _folder_file_taken(f, extensions):
                         ignored.append(f)
                         continue
                     rel = f.relative_to(root)
@@ -192,6 +192,30 @@ def plan_jobs(
         if p.dst == p.src:
             raise OutputError(f"{p.src}: the result would replace the input; choose another output folder")
     return plan, problems, ignored
+
+
+def _folder_file_taken(f: Path, extensions: frozenset[str] | set[str]) -> bool:
+    """The watcher's decision for a file found in a folder: a name that is never a photo (text,
+    documents, archives, sidecars) or a temporary one is left out unread, a known image extension
+    is taken, and any other name by its header (a scan with no extension, a PNG named .dat).
+    What the header shows is no image readable here is left out; a damaged image is taken, so
+    the run reports why it fails."""
+    from gpen_watch.imaging.errors import NotAnImageError
+    from gpen_watch.imaging.formats import denied_name
+    from gpen_watch.imaging.load import probe_image
+    from gpen_watch.watch.filters import ignored_name
+
+    if denied_name(f.name) or ignored_name(f.name) is not None:
+        return False
+    if f.suffix.lower() in extensions:
+        return True
+    try:
+        probe_image(f)
+    except NotAnImageError:
+        return False
+    except InputError:
+        return True
+    return True
 
 
 def _add(plan: list[Planned], seen: set[Path], src: Path, dst: Path) -> None:
@@ -316,7 +340,7 @@ def nothing_to_do(skipped: int, ignored: list[Path], outdir: Path) -> str:
 
 def _ignored_line(ignored: list[Path]) -> str:
     n = _count(len(ignored), "file")
-    return f"left out {n} in the folders without an image file extension (e.g. {ignored[0]})"
+    return f"left out {n} in the folders that are not images gpen-watch reads (e.g. {ignored[0]})"
 
 
 def _count(n: int, word: str) -> str:
