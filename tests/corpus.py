@@ -116,6 +116,14 @@ def _bmp_with_jpeg() -> bytes:
     return b"BM" + struct.pack("<IHHI", offset + len(jpeg), 0, 0, offset) + info + jpeg
 
 
+def _bmp_header(bits: int, colours: int) -> bytes:
+    """A BMP header declaring ``bits`` per pixel and a palette of ``colours``, then blank pixels."""
+    pixels = bytes(W * H * 4)
+    info = struct.pack("<IiiHHIIiiII", 40, W, H, 1, bits, 0, len(pixels), 2835, 2835, colours, 0)
+    offset = 14 + len(info)
+    return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + pixels
+
+
 def _psd() -> bytes:
     """A flattened 8-bit RGB Photoshop file: header, empty sections, raw planar composite."""
     planes = np.asarray(_gradient()).transpose(2, 0, 1).tobytes()
@@ -292,6 +300,16 @@ NO_RENDERER: list[Case] = [
         ]
         if sys.platform != "win32"
         else []
+    ),
+    # Values no valid BMP holds are damage, not an "uncommon" feature.
+    Case("depth30000.bmp", lambda: _bmp_header(30000, 0), Refused("failed", r"^damaged BMP: its header")),
+    Case(
+        "huge-palette.bmp", lambda: _bmp_header(8, 305402420), Refused("failed", r"^damaged BMP: its header")
+    ),
+    Case(
+        "two-bit.bmp",
+        lambda: _bmp_header(2, 4),
+        Refused("unsupported", r"^this BMP uses 2 bits per pixel, which this machine cannot decode"),
     ),
     Case("forecast.grib", lambda: _GRIB, Refused("unsupported", r"^this GRIB file holds scientific data")),
     Case("scan.h5", lambda: _HDF5, Refused("unsupported", r"^this HDF5 file holds scientific data")),

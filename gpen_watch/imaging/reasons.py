@@ -100,6 +100,8 @@ def explain(
         return renderer
     if "truncated" in low or isinstance(exc, EOFError) or "image file is truncated" in low:
         return truncated(path, fmt)
+    if _impossible_value(fmt, low):
+        return damaged(path, fmt, "header" if header else "image data")
     named = _named_feature(fmt, text)
     if named is not None:
         return missing_feature(path, fmt, named)
@@ -136,6 +138,21 @@ def _no_renderer(path: Path, fmt: str, low: str) -> UnsupportedFormatError | Non
         f"this {name} file holds scientific data, for which no image reader is installed here; "
         "export the picture from it as PNG or TIFF",
     )
+
+
+# Bits per pixel a BMP may validly declare (0: the pixels are an embedded JPEG or PNG).
+_BMP_DEPTHS = frozenset({0, 1, 2, 4, 8, 16, 24, 32, 48, 64})
+
+
+def _impossible_value(fmt: str, low: str) -> bool:
+    """A value that Pillow calls "unsupported" but no valid file holds (a BMP of 30000 bits per
+    pixel, a palette of millions of colours): damage, not a feature another program would read."""
+    if fmt != "BMP":
+        return False
+    if "palette size" in low:
+        return True
+    m = re.search(r"unsupported bmp pixel depth \((\d+)\)", low)
+    return m is not None and int(m.group(1)) not in _BMP_DEPTHS
 
 
 def _fourcc(m: re.Match[str]) -> str:
