@@ -294,7 +294,7 @@ NO_RENDERER: list[Case] = [
                 _wmf,
                 Refused(
                     "unsupported",
-                    r"^this WMF \(a Windows metafile\) is a vector drawing .* only be drawn on Windows",
+                    r"^this Windows metafile \(WMF or EMF\) is a vector drawing .* only be drawn on Windows",
                 ),
             )
         ]

@@ -130,7 +130,7 @@ def _no_renderer(path: Path, fmt: str, low: str) -> UnsupportedFormatError | Non
     if fmt == "WMF":
         return UnsupportedFormatError(
             path,
-            f"this {name} (a Windows metafile) is a vector drawing that can only be drawn on Windows; "
+            "this Windows metafile (WMF or EMF) is a vector drawing that can only be drawn on Windows; "
             "export it as PNG or TIFF",
         )
     return UnsupportedFormatError(
