@@ -172,7 +172,11 @@ def _tiff_webp_compressed() -> bytes:
 
 def _dds_unknown_fourcc() -> bytes:
     """A DDS texture whose pixel format (FourCC "ZZZZ") no decoder knows."""
-    pixel_format = struct.pack("<II4s5I", 32, 0x4, b"ZZZZ", 0, 0, 0, 0, 0)
+    return _dds(0x4, b"ZZZZ", 0)
+
+
+def _dds(flags: int, fourcc: bytes, bits: int) -> bytes:
+    pixel_format = struct.pack("<II4s5I", 32, flags, fourcc, bits, 0, 0, 0, 0)
     header = (
         struct.pack("<7I44x", 124, 0x1007, H, W, W * 4, 0, 0)
         + pixel_format
@@ -509,6 +513,16 @@ CASES: list[Case] = [
         Refused(
             "unsupported", r"^this DDS uses an uncommon pixel format ZZZZ, which this machine cannot decode"
         ),
+    ),
+    Case(
+        "luminance24.dds",
+        lambda: _dds(0x20000, bytes(4), 24),  # DDPF_LUMINANCE at 24 bits
+        Refused("unsupported", r"^this DDS uses 24-bit pixels in an uncommon layout, which this machine"),
+    ),
+    Case(
+        "flags8.dds",
+        lambda: _dds(0x8, bytes(4), 32),
+        Refused("unsupported", r"^this DDS uses an uncommon pixel format \(flags 8\), which this machine"),
     ),
     Case(
         "float-nan.tif",

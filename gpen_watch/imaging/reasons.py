@@ -183,6 +183,11 @@ def _named_feature(fmt: str, text: str) -> str | None:
     # Pillow's plugins say "Unsupported <what>", "Unimplemented <what>" or "Unknown <what>" for a
     # variant they lack (a DDS pixel format, an SGI mode, a TGA orientation...): <what> is the
     # feature. "unknown/invalid" is their word for damage.
+    if fmt == "DDS" and (m := re.search(r"unsupported bitcount (\d+) for (\d+)", low)):
+        # Pillow names the layout by its DDPF flag bits: the depth is what the user can act on.
+        return f"{m.group(1)}-bit pixels in an uncommon layout"
+    if fmt == "DDS" and (m := re.search(r"unknown pixel format flags (\d+)", low)):
+        return f"an uncommon pixel format (flags {m.group(1)})"
     if (m := _VARIANT.match(text.strip())) and "invalid" not in low:
         what = m.group(1).strip().rstrip(".").replace("'", "").replace('"', "")
         if fmt == "DDS":
