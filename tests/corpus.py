@@ -515,6 +515,14 @@ CASES: list[Case] = [
         ),
     ),
     Case(
+        "rgb12.tif",
+        lambda: _tiff_raw(3, 12, 2, bytes(W * H * 6)),  # valid 12-bit RGB, a layout Pillow lacks
+        Refused(
+            "unsupported",
+            r"^this TIFF uses an uncommon combination of samples per pixel, bits per sample and colour model",
+        ),
+    ),
+    Case(
         "luminance24.dds",
         lambda: _dds(0x20000, bytes(4), 24),  # DDPF_LUMINANCE at 24 bits
         Refused("unsupported", r"^this DDS uses 24-bit pixels in an uncommon layout, which this machine"),

@@ -105,7 +105,9 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         exc, name = err.cause, kind or err.fmt
         if isinstance(exc, Image.DecompressionBombError):
             raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
-        if not isinstance(exc, (OSError, ValueError, EOFError, MemoryError, NotImplementedError)):
+        if not isinstance(
+            exc, (OSError, ValueError, EOFError, MemoryError, NotImplementedError, SyntaxError)
+        ):
             # A stray exception (KeyError...) on a crafted header: still a refusal, but a bug of
             # ours would show in the log.
             log.warning("%s: unexpected %s reading the header", path, type(exc).__name__, exc_info=exc)
@@ -169,8 +171,14 @@ def _open_header(fh: IO[bytes]) -> Image.Image | None:
                     continue
                 fh.seek(0)
                 return factory(fh, "")
-            except (SyntaxError, IndexError, TypeError, struct.error):
+            except SyntaxError as exc:
+                if fmt == "TIFF" and "unknown pixel mode" in str(exc):
+                    # The TIFF plugin read the whole header and lacks this sample layout: a
+                    # feature to name, not "not a TIFF" (which would read as a damaged file).
+                    raise _PluginError(fmt, exc) from exc
                 continue  # not this format (Image.open swallows the same errors)
+            except (IndexError, TypeError, struct.error):
+                continue
             except Exception as exc:
                 raise _PluginError(fmt, exc) from exc
     return None

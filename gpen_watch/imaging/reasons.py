@@ -176,6 +176,8 @@ def _named_feature(fmt: str, text: str) -> str | None:
             # 0 bits per pixel is what a BMP that wraps a JPEG or PNG image declares.
             depth = int(m.group(1))
             return "an embedded JPEG or PNG image" if depth == 0 else f"{depth} bits per pixel"
+    if fmt == "TIFF" and "unknown pixel mode" in low:
+        return "an uncommon combination of samples per pixel, bits per sample and colour model"
     if fmt == "JPEG" and (m := re.search(r"data precision (\d+)", low)):
         return f"{m.group(1)}-bit samples"
     if m := re.search(r"unsupported (?:bit depth|bits per (?:pixel|sample)|depth)\D*(\d+)", low):
