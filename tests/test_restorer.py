@@ -147,7 +147,7 @@ def test_photo_without_face_is_copied_bit_for_bit(
         (res,) = list(r.restore_files([FileJob(src, dst)]))
     assert res.ok
     assert res.faces == 0
-    assert any("no face" in n for n in res.notes)
+    assert "no face found; image passed through unchanged" in res.notes
     assert dst.read_bytes() == src.read_bytes()
 
 
@@ -257,6 +257,9 @@ def test_one_output_rule_with_and_without_faces(
         assert any("GIF has 2 frames; only the first was restored" in n for n in res.notes)
         with Image.open(tmp_path / f"out-{name}") as out:
             assert out.format == "JPEG"
+    # Re-encoded in another format, the faceless GIF is not "passed through unchanged".
+    assert "no face found" in results["nofaces.gif"].notes
+    assert not any("unchanged" in n for n in results["nofaces.gif"].notes)
 
 
 def test_output_folder_refusing_writes_is_not_the_photos_fault(

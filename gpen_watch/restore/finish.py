@@ -46,9 +46,7 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
         else:
             pixels = image.pixels
             if not work.found:  # else faces.select said why none was restored
-                result.notes.append(
-                    "no face found" if work.upscaled > 1 else "no face found; image passed through unchanged"
-                )
+                result.notes.append("no face found")
         t1 = time.perf_counter()
         result.timings["paste"] = t1 - t0
         note_rss(result, "paste")
@@ -68,6 +66,12 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
                 result.notes.append(why_not)
         if copied:
             result.format = image.format  # what the file holds (a GIF stays a GIF)
+            if not work.found:
+                # Said only of a byte copy: a re-encoded photo (another format, converted samples)
+                # is not unchanged, and the output rule's note says why it was re-encoded.
+                result.notes[result.notes.index("no face found")] = (
+                    "no face found; image passed through unchanged"
+                )
         else:
             save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
         result.timings["encode"] = time.perf_counter() - t1
