@@ -110,7 +110,8 @@ def test_every_format_through_a_running_service(services: Callable[..., Service]
     for case in CASES:
         job = jobs[case.name]
         if isinstance(case.expect, Restored):
-            assert job.state == "done" and job.output is not None, f"{case.name}: {job.state} {job.error}"
+            assert job.state == "done", f"{case.name}: {job.state} {job.error}"
+            assert job.output is not None, f"{case.name}: {job.state} {job.error}"
             _check_output(case, Path(job.output), job.notes, job.faces or 0)
         else:
             assert job.error is not None, case.name
@@ -149,10 +150,12 @@ def test_deep_gray_with_a_transparent_key_keeps_its_alpha(tmp_path: Path) -> Non
     src = tmp_path / "key.png"
     Image.fromarray(ramp).save(src, "PNG", transparency=5000)
     image = load_image(src)
-    assert image.alpha is not None and image.alpha.dtype == np.uint16
+    assert image.alpha is not None
+    assert image.alpha.dtype == np.uint16
     assert ((image.alpha == 0) == (ramp == 5000)).all()
     out = tmp_path / "out.png"
     save_image(image, image.pixels, out, jpeg_quality=90)
     deep = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
-    assert deep.dtype == np.uint16 and deep.shape == (40, 48, 4)
+    assert deep.dtype == np.uint16
+    assert deep.shape == (40, 48, 4)
     assert ((deep[:, :, 3] == 0) == (ramp == 5000)).all()

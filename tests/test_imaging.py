@@ -141,7 +141,8 @@ def test_exif_orientation_png_exact(tmp_path: Path, orientation: int) -> None:
 
     assert np.array_equal(rgb_of(li), np.asarray(upright))
     assert li.original_size == upright.size
-    assert li.orientation == orientation and li.oriented == (orientation != 1)
+    assert li.orientation == orientation
+    assert li.oriented == (orientation != 1)
     exif = Image.Exif()
     exif.load(li.exif)
     assert exif[TAG_ORIENTATION] == 1  # pixels are upright now
@@ -162,7 +163,8 @@ def test_exif_orientation_jpeg(tmp_path: Path, orientation: int) -> None:
     li = load_image(src)
 
     diff = np.abs(rgb_of(li).astype(int) - np.asarray(upright).astype(int))
-    assert li.size == upright.size and diff.mean() < 3
+    assert li.size == upright.size
+    assert diff.mean() < 3
     assert tuple(int(v) for v in rgb_of(li)[2, 2]) == pytest.approx((255, 0, 0), abs=20)  # marked corner
 
 
@@ -198,7 +200,8 @@ def test_orientation_applies_to_16bit_colour(tmp_path: Path, fmt: str, orientati
 
     back = load_image(out)
 
-    assert back.pixels.dtype == np.uint16 and back.orientation == orientation
+    assert back.pixels.dtype == np.uint16
+    assert back.orientation == orientation
     assert back.pixels.shape[:2] == upright_shape
     expect = {3: np.rot90(arr, 2), 6: np.rot90(arr, -1), 7: np.rot90(arr, 2).swapaxes(0, 1)}[orientation]
     assert np.array_equal(back.pixels, expect)
@@ -212,8 +215,11 @@ def test_grayscale_jpeg_loads_and_saves_as_gray(tmp_path: Path) -> None:
     grace_hopper().convert("L").save(src, quality=95)
 
     li = load_image(src)
-    assert li.mode == "L" and li.is_gray and li.alpha is None
-    assert li.pixels.shape == (600, 512, 3) and li.pixels.dtype == np.uint8
+    assert li.mode == "L"
+    assert li.is_gray
+    assert li.alpha is None
+    assert li.pixels.shape == (600, 512, 3)
+    assert li.pixels.dtype == np.uint8
     assert np.array_equal(li.pixels[..., 0], li.pixels[..., 2])
 
     tinted = li.pixels.copy()
@@ -230,7 +236,8 @@ def test_rgba_png_alpha_round_trip(tmp_path: Path) -> None:
     Image.fromarray(np.dstack([rgb, alpha])).save(src)
 
     li = load_image(src)
-    assert li.mode == "RGBA" and np.array_equal(li.alpha, alpha)
+    assert li.mode == "RGBA"
+    assert np.array_equal(li.alpha, alpha)
     assert np.array_equal(rgb_of(li), rgb)
 
     out = save_image(li, li.pixels, tmp_path / "out.png")
@@ -250,9 +257,12 @@ def test_la_png_keeps_alpha_and_gray(tmp_path: Path) -> None:
     Image.fromarray(np.dstack([gray, alpha])).save(src)
 
     li = load_image(src)
-    assert li.mode == "LA" and np.array_equal(li.alpha, alpha) and np.array_equal(li.pixels[..., 1], gray)
+    assert li.mode == "LA"
+    assert np.array_equal(li.alpha, alpha)
+    assert np.array_equal(li.pixels[..., 1], gray)
     with Image.open(save_image(li, li.pixels, tmp_path / "out.png")) as out:
-        assert out.mode == "LA" and np.array_equal(np.asarray(out), np.dstack([gray, alpha]))
+        assert out.mode == "LA"
+        assert np.array_equal(np.asarray(out), np.dstack([gray, alpha]))
 
 
 def test_palette_with_and_without_transparency(tmp_path: Path) -> None:
@@ -265,12 +275,14 @@ def test_palette_with_and_without_transparency(tmp_path: Path) -> None:
     pal.save(without)
 
     li = load_image(with_t)
-    assert li.mode == "P" and li.alpha is not None
+    assert li.mode == "P"
+    assert li.alpha is not None
     assert np.array_equal(li.alpha == 0, idx == clear)
     assert np.array_equal(rgb_of(li), np.asarray(pal.convert("RGB")))
 
     li2 = load_image(without)
-    assert li2.mode == "P" and li2.alpha is None
+    assert li2.mode == "P"
+    assert li2.alpha is None
     assert np.array_equal(rgb_of(li2), np.asarray(pal.convert("RGB")))
     with Image.open(save_image(li, li.pixels, tmp_path / "out")) as im:
         assert im.mode == "RGBA"
@@ -284,9 +296,12 @@ def test_16bit_colour_round_trip(tmp_path: Path, ext: str) -> None:
     cv2.imwrite(str(src), np.ascontiguousarray(arr))
 
     li = load_image(src)
-    assert li.pixels.dtype == np.uint16 and li.bit_depth == 16 and li.mode == "RGB"
+    assert li.pixels.dtype == np.uint16
+    assert li.bit_depth == 16
+    assert li.mode == "RGB"
     assert np.array_equal(li.pixels, arr)
-    assert li.bgr8.dtype == np.uint8 and abs(int(li.bgr8[5, 5, 0]) - round(arr[5, 5, 0] / 257)) <= 1
+    assert li.bgr8.dtype == np.uint8
+    assert abs(int(li.bgr8[5, 5, 0]) - round(arr[5, 5, 0] / 257)) <= 1
 
     out = save_image(li, li.pixels, tmp_path / f"out{ext}")
     assert np.array_equal(cv2.imread(str(out), cv2.IMREAD_UNCHANGED), arr)
@@ -299,15 +314,19 @@ def test_16bit_gray_and_rgba_round_trip(tmp_path: Path, ext: str) -> None:
     src = tmp_path / f"g16{ext}"
     cv2.imwrite(str(src), gray)
     li = load_image(src)
-    assert li.pixels.dtype == np.uint16 and li.is_gray
+    assert li.pixels.dtype == np.uint16
+    assert li.is_gray
     with Image.open(save_image(li, li.pixels, tmp_path / f"g_out{ext}")) as out:
-        assert out.mode.startswith("I;16") and np.array_equal(np.asarray(out), gray)
+        assert out.mode.startswith("I;16")
+        assert np.array_equal(np.asarray(out), gray)
 
     bgra = np.dstack([np.stack([gray] * 3, -1), np.full_like(gray, 40000)])
     src2 = tmp_path / f"a16{ext}"
     cv2.imwrite(str(src2), bgra)
     li2 = load_image(src2)
-    assert li2.alpha is not None and li2.alpha.dtype == np.uint16 and np.all(li2.alpha == 40000)
+    assert li2.alpha is not None
+    assert li2.alpha.dtype == np.uint16
+    assert np.all(li2.alpha == 40000)
     out2 = save_image(li2, li2.pixels, tmp_path / f"a_out{ext}")
     assert np.array_equal(cv2.imread(str(out2), cv2.IMREAD_UNCHANGED), bgra)
 
@@ -317,7 +336,9 @@ def test_cmyk_jpeg_plain_conversion(tmp_path: Path) -> None:
     grace_hopper().convert("CMYK").save(src, quality=95)
 
     li = load_image(src)
-    assert li.mode == "CMYK" and li.format == "JPEG" and li.icc_profile is None
+    assert li.mode == "CMYK"
+    assert li.format == "JPEG"
+    assert li.icc_profile is None
     assert any("without colour management" in n and "no ICC profile" in n for n in li.notes)
     diff = np.abs(rgb_of(li).astype(int) - np.asarray(grace_hopper()).astype(int))
     assert diff.mean() < 4
@@ -362,7 +383,8 @@ def test_jpeg_quality_and_subsampling_are_read_and_kept(tmp_path: Path) -> None:
     src = tmp_path / "q.jpg"
     grace_hopper().save(src, quality=80, subsampling=1)
     li = load_image(src)
-    assert li.jpeg_quality == 80 and li.jpeg_subsampling == 1
+    assert li.jpeg_quality == 80
+    assert li.jpeg_subsampling == 1
     with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", jpeg_quality=93)) as out:
         assert JpegImagePlugin.get_sampling(out) == 1
         assert estimate_jpeg_quality(out.quantization) == 93
@@ -378,7 +400,8 @@ def test_icc_exif_dpi_carried_to_output(tmp_path: Path, fmt: str) -> None:
 
     li = load_image(src)
     with Image.open(save_image(li, li.pixels, tmp_path / f"out.{fmt}", format=fmt)) as out:
-        assert out.format == fmt.upper() and out.size == (600, 512)  # rotated upright
+        assert out.format == fmt.upper()
+        assert out.size == (600, 512)  # rotated upright
         assert out.info.get("icc_profile") == SRGB_ICC
         exif = out.getexif()
         assert (exif[TAG_MAKE], exif[TAG_MODEL], exif[TAG_DATETIME]) == (
@@ -409,7 +432,8 @@ def test_xmp_carried_with_orientation_reset(tmp_path: Path) -> None:
         with Image.open(save_image(li, li.pixels, tmp_path / f"x.{fmt}", format=fmt)) as im:
             got = im.info.get("xmp")
         got = got.encode() if isinstance(got, str) else got
-        assert b"Grandma 1962" in got and b'tiff:Orientation="1"' in got, fmt
+        assert b"Grandma 1962" in got, fmt
+        assert b'tiff:Orientation="1"' in got, fmt
 
 
 def test_jpeg_comment_carried_to_output(tmp_path: Path) -> None:
@@ -440,7 +464,8 @@ def test_oversized_exif_drops_makernote_for_jpeg(tmp_path: Path) -> None:
     li = load_image(src)
     with Image.open(save_image(li, li.pixels, tmp_path / "out.jpg", format="jpeg")) as out:
         got = out.getexif()
-    assert got[TAG_MAKE] == "Canon" and 0x927C not in got.get_ifd(0x8769)
+    assert got[TAG_MAKE] == "Canon"
+    assert 0x927C not in got.get_ifd(0x8769)
 
 
 def test_prescale_scales_dpi(tmp_path: Path) -> None:
@@ -461,17 +486,16 @@ def test_animated_gif_uses_first_frame_with_note(tmp_path: Path) -> None:
     frames[0].save(src, save_all=True, append_images=frames[1:], duration=100, loop=0)
 
     li = load_image(src)
-    assert li.format == "GIF" and li.size == (64, 64)
+    assert li.format == "GIF"
+    assert li.size == (64, 64)
     assert any("3 frames; only the first" in n for n in li.notes)
     with Image.open(src) as im:
         first = np.asarray(im.convert("RGB"))
     assert np.array_equal(rgb_of(li), first)
     # gpen-watch writes no GIF: an opaque one becomes a JPEG (the output rule), the note says why.
     choice = output_choice(li, "same", 90)
-    assert (
-        choice.format == "JPEG"
-        and choice.note == "written as JPEG (quality 90): gpen-watch does not write GIF"
-    )
+    assert choice.format == "JPEG"
+    assert choice.note == "written as JPEG (quality 90): gpen-watch does not write GIF"
 
 
 def test_multipage_tiff_and_animated_webp_notes(tmp_path: Path) -> None:
@@ -481,7 +505,8 @@ def test_multipage_tiff_and_animated_webp_notes(tmp_path: Path) -> None:
     webp = tmp_path / "anim.webp"
     astronaut(40, 30).save(webp, save_all=True, append_images=[grace_hopper().resize((40, 30))], duration=50)
     li = load_image(webp)
-    assert any("2 frames" in n for n in li.notes) and li.size == (40, 30)
+    assert any("2 frames" in n for n in li.notes)
+    assert li.size == (40, 30)
 
 
 def test_prescale_decodes_jpeg_at_reduced_dct_scale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -500,7 +525,8 @@ def test_prescale_decodes_jpeg_at_reduced_dct_scale(tmp_path: Path, monkeypatch:
     li = load_image(src, max_side=500)
 
     assert shapes == [(400, 600, 3)]  # DCT-decoded at 1/4: still >= the 500x333 target
-    assert li.size == (500, 333) and li.original_size == (2400, 1600)
+    assert li.size == (500, 333)
+    assert li.original_size == (2400, 1600)
     assert li.scale == pytest.approx(500 / 2400)
     assert "pre-scaled from 2400x1600 to 500x333" in li.notes
     assert np.abs(full.astype(int) - li.pixels.astype(int)).mean() < 2
@@ -525,7 +551,8 @@ def test_prescale_uses_pillow_draft_when_pillow_decodes(
     li = load_image(src, max_side=500)
 
     assert drafts == [((500, 333), (600, 400))]  # decoded at 1/4 by Pillow's draft
-    assert li.size == (500, 333) and "pre-scaled from 2400x1600 to 500x333" in li.notes
+    assert li.size == (500, 333)
+    assert "pre-scaled from 2400x1600 to 500x333" in li.notes
 
 
 def test_jpeg_fast_path_matches_pillow(tmp_path: Path) -> None:
@@ -540,21 +567,26 @@ def test_prescale_with_rotation_and_alpha(tmp_path: Path) -> None:
     src = tmp_path / "rot.jpg"
     astronaut(1200, 800).save(src, exif=camera_exif(6))
     li = load_image(src, max_side=300)
-    assert li.original_size == (800, 1200) and li.size == (200, 300)
+    assert li.original_size == (800, 1200)
+    assert li.size == (200, 300)
     assert "pre-scaled from 800x1200 to 200x300" in li.notes
     assert li.prescale_seconds > 0  # the resize is timed for the engine's "prescale" stage
 
     png = tmp_path / "alpha.png"
     Image.fromarray(np.dstack([np.asarray(astronaut(400, 200)), np.full((200, 400), 77, np.uint8)])).save(png)
     li2 = load_image(png, max_side=100)
-    assert li2.size == (100, 50) and li2.alpha.shape == (50, 100) and np.all(li2.alpha == 77)
+    assert li2.size == (100, 50)
+    assert li2.alpha.shape == (50, 100)
+    assert np.all(li2.alpha == 77)
 
 
 def test_no_prescale_when_small_enough(tmp_path: Path) -> None:
     src = tmp_path / "s.jpg"
     grace_hopper().save(src)
     li = load_image(src, max_side=600)
-    assert li.scale == 1.0 and li.size == (512, 600) and li.notes == []
+    assert li.scale == 1.0
+    assert li.size == (512, 600)
+    assert li.notes == []
     assert li.prescale_seconds == 0.0
 
 
@@ -575,7 +607,8 @@ def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch:
     assert err.value.reason == (
         "image is 20000x20000 (400 MP), over the 200 MP limit; raise the restore.max_megapixels setting to restore it"
     )
-    assert err.value.kind == "failed" and isinstance(err.value, InputError)
+    assert err.value.kind == "failed"
+    assert isinstance(err.value, InputError)
 
 
 def test_megapixel_limit_is_ours_not_pillows(tmp_path: Path) -> None:
@@ -638,7 +671,8 @@ def test_cut_anywhere_gives_a_clear_error(tmp_path: Path, fmt: str) -> None:
         try:
             load_image(src)
         except InputError as exc:
-            assert exc.reason and str(src) in str(exc)
+            assert exc.reason
+            assert str(src) in str(exc)
         # Loading without an error is acceptable only if the data really was complete enough.
 
 
@@ -647,7 +681,8 @@ def test_zero_byte_file(tmp_path: Path) -> None:
     src.touch()
     with pytest.raises(EmptyFileError) as err:
         load_image(src)
-    assert err.value.reason == "file is empty (0 bytes)" and err.value.kind == "unsupported"
+    assert err.value.reason == "file is empty (0 bytes)"
+    assert err.value.kind == "unsupported"
 
 
 def test_random_bytes_named_jpg(tmp_path: Path) -> None:
@@ -671,7 +706,8 @@ def test_png_that_is_really_a_jpeg(tmp_path: Path) -> None:
     src = tmp_path / "photo.png"
     grace_hopper().save(src, format="JPEG")
     li = load_image(src)
-    assert li.format == "JPEG" and li.size == (512, 600)
+    assert li.format == "JPEG"
+    assert li.size == (512, 600)
     assert output_format(li.format) == "JPEG"
 
 
@@ -730,7 +766,8 @@ def test_fifo_swapped_in_after_the_check_is_not_waited_on(
         with open(fifo, "wb"):  # release the blocked open so the thread can end
             pass
         pytest.fail("load_image blocked opening a FIFO")
-    assert isinstance(outcome[0], NotAnImageError) and "not a regular file" in str(outcome[0])
+    assert isinstance(outcome[0], NotAnImageError)
+    assert "not a regular file" in str(outcome[0])
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -787,11 +824,13 @@ def test_probe_reads_header_only(tmp_path: Path) -> None:
 
 
 def test_output_format_mapping() -> None:
-    assert output_format("JPEG") == "JPEG" and output_format("MPO") == "JPEG"
-    assert output_format("TIFF", "png") == "PNG" and output_format("PNG", "jpg") == "JPEG"
-    assert (
-        output_format("HEIF") == "JPEG" and output_format("GIF") == "JPEG" and output_format("BMP") == "BMP"
-    )
+    assert output_format("JPEG") == "JPEG"
+    assert output_format("MPO") == "JPEG"
+    assert output_format("TIFF", "png") == "PNG"
+    assert output_format("PNG", "jpg") == "JPEG"
+    assert output_format("HEIF") == "JPEG"
+    assert output_format("GIF") == "JPEG"
+    assert output_format("BMP") == "BMP"
     assert output_format("AVIF") == "AVIF"
     with pytest.raises(ValueError, match="unknown output format"):
         output_format("PNG", "jxl")
@@ -820,7 +859,8 @@ def test_every_mode_writes_to_every_format(tmp_path: Path, mode: str, out: str, 
     if mode in ("L", "LA") and back.format != "WEBP" and not (mode == "LA" and keeps_16):
         assert back.is_gray
     if "A" in mode and back.format != "JPEG":
-        assert back.alpha is not None and int(back.alpha[:, :10].max()) == 0
+        assert back.alpha is not None
+        assert int(back.alpha[:, :10].max()) == 0
 
 
 def test_save_does_not_overwrite_a_different_file(tmp_path: Path) -> None:
@@ -872,7 +912,9 @@ def test_save_failure_leaves_no_temp(
         monkeypatch.setattr(save_mod, "_write_synced", half_written)
     with pytest.raises(OutputError) as exc:
         save_image(li, li.pixels, out_dir / "r.jpg")
-    assert str(out_dir) in str(exc.value) and "r.jpg" in str(exc.value) and reason in str(exc.value)
+    assert str(out_dir) in str(exc.value)
+    assert "r.jpg" in str(exc.value)
+    assert reason in str(exc.value)
     # The folder refuses writes as a whole: the caller holds the photo rather than failing it.
     assert isinstance(exc.value, OutboxUnavailable)
     assert list(out_dir.iterdir()) == []
@@ -884,7 +926,8 @@ def test_write_error_tells_a_refusing_folder_from_a_bad_name(tmp_path: Path) -> 
     for err in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.ENOENT, errno.EIO):
         assert isinstance(write_error(tmp_path / "a.jpg", OSError(err, os.strerror(err))), OutboxUnavailable)
     e = write_error(tmp_path / "a.jpg", OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG)))
-    assert type(e) is OutputError and "file name too long" in str(e)
+    assert type(e) is OutputError
+    assert "file name too long" in str(e)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions")
@@ -952,7 +995,8 @@ def test_a_frame_larger_than_the_canvas_is_refused_with_our_limit(tmp_path: Path
     with pytest.raises(ImageTooLargeError) as err:
         load_image(src, max_megapixels=1)
     assert err.value.reason.startswith("a frame or tile inside the file declares 9 MP, over the 1 MP limit")
-    assert "Pillow" not in err.value.reason and not re.search(r"\d{7}", err.value.reason)
+    assert "Pillow" not in err.value.reason
+    assert not re.search(r"\d{7}", err.value.reason)
 
 
 def test_the_output_rule_and_its_notes() -> None:
@@ -976,7 +1020,8 @@ def test_the_output_rule_and_its_notes() -> None:
     )
     # An explicit output.format is obeyed, and what it cannot hold is named.
     forced = choose_output("PNG", "jpeg", alpha=True, bit_depth=16)
-    assert forced.format == "JPEG" and forced.note == (
+    assert forced.format == "JPEG"
+    assert forced.note == (
         "transparency dropped (JPEG has none); 16-bit depth reduced to 8 bits (JPEG holds 8) because "
         "output.format is jpeg; choose png or tiff to keep everything"
     )

@@ -314,7 +314,9 @@ def test_folder_files_are_chosen_by_content_as_the_watcher_does(
     assert "restored 2 of 2 images" in proc.stdout, proc.stdout
     assert "left out 2 files in the folders" in proc.stdout, proc.stdout
     made = sorted(p.name for p in out.iterdir())
-    assert len(made) == 2 and made[0].startswith("scan0001") and made[1].startswith("scan0002"), made
+    assert len(made) == 2, made
+    assert made[0].startswith("scan0001"), made
+    assert made[1].startswith("scan0002"), made
     for name in made:
         with Image.open(out / name) as im:
             im.load()
