@@ -29,6 +29,8 @@ from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.errors import ClusterError, ConfigError
 from gpen_watch.journal import Journal
 from gpen_watch.restore.api import FileJob
+from gpen_watch.service.control_cli import format_status
+from gpen_watch.service.status import Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -81,6 +83,10 @@ def test_a_head_that_cannot_be_reached_is_said_once_and_local_workers_carry_on(t
         assert "local workers carry on" in s["problem"]
         assert svc.log_text().count("cannot reach the Ray head") == 1
         assert s["ray_loaded"] is False  # never imported: the head was not even reached
+        # Local workers' jobs are recorded under this machine's host name.
+        assert [(n["name"], n["local"], n["done"]) for n in s["nodes"]] == [(socket.gethostname(), True, 3)]
+        with Journal.open() as journal:
+            assert {j.node for j in journal.jobs("done")} == {socket.gethostname()}
     finally:
         svc.close()
 
@@ -188,6 +194,21 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         assert s["ray_loaded"] is True
         assert remote["device"] == f"{c.node_ip} CPU"
         assert all(w["done"] == 0 for w in s["workers"] if w is not remote)
+        # The journal and status say which node restored it: its host name and address, as Ray knows them.
+        node = f"{socket.gethostname()} ({c.node_ip})"
+        assert remote["node"] == node
+        with Journal.open() as journal:
+            (job,) = journal.jobs("done")
+        assert job.node == node
+        (entry,) = [n for n in s["nodes"] if not n["local"]]
+        assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (
+            node,
+            True,
+            1,
+            [],
+        )  # no NVML there
+        shown = format_status(Status.from_json(s))
+        assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
         (out,) = svc.outbox.glob("*.png")
         by_remote = out.read_bytes()
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
 from gpen_watch.dispatch.policy import FaultPolicy
 from gpen_watch.dispatch.records import Kill, Send, Spawn, WorkerState
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
@@ -297,3 +297,25 @@ def test_a_result_for_a_task_already_requeued_counts_once() -> None:
     policy.on_message(0, ok(1), events)
     assert [e.kind for e in events] == [EventKind.DONE]
     assert policy.snapshot()[0]["done"] == 1
+
+
+def test_a_cluster_workers_node_and_gpus_reach_its_results_and_the_snapshot() -> None:
+    clock = Clock()
+    slot = WorkerSlot("10.0.0.2/gpu0", "cuda", "10.0.0.2 GPU 0", 0, 1, node="studio-b (10.0.0.2)")
+    policy = FaultPolicy([slot], WorkerConfig(), clock=clock, start_timeout=300.0, silence_timeout=60.0)
+    policy.spawned(0, None)
+    # Named under its node before it is ready (or when it cannot start: its node is away).
+    assert policy.snapshot()[0]["node"] == "studio-b (10.0.0.2)"
+    policy.on_message(0, P.Ready(pid=None, device="cuda", threads=1, node="studio-b (10.0.0.2)"), [])
+    gpu = GpuSample(0, "NVIDIA RTX 4090", 87, 3 * 2**30, 24 * 2**30, 66)
+    policy.on_message(0, P.Heartbeat(False, gpus=(gpu,)), [])
+    assert policy.snapshot()[0]["gpus"] == [
+        {"index": 0, "name": "NVIDIA RTX 4090", "util_percent": 87, "mem_used": 3 * 2**30,
+         "mem_total": 24 * 2**30, "temp_c": 66}
+    ]  # fmt: skip
+    policy.pending.append(task(1))
+    policy.dispatch()
+    events: list[PoolEvent] = []
+    policy.on_message(0, ok(1), events)
+    (done,) = events
+    assert (done.kind, done.node) == (EventKind.DONE, "studio-b (10.0.0.2)")

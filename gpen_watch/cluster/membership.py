@@ -39,6 +39,7 @@ PROBE_TIMEOUT_S = 3.0
 @dataclass
 class _Node:
     address: str
+    host: str
     node_id: str | None
     gpus: int
     cpus: int
@@ -158,6 +159,7 @@ class Membership:
                 continue  # this machine's GPUs have local workers
             seen[address] = _Node(
                 address,
+                str(n.get("NodeManagerHostname") or "?"),
                 str(n.get("NodeID")),
                 int(res.get("GPU", 0)),
                 max(1, int(res.get("CPU", 1))),
@@ -198,7 +200,10 @@ class Membership:
             heartbeat_s=self._heartbeat_s,
             mb_in_flight=self._cfg.cluster.mb_in_flight,
         )
-        self._pool.add_worker(WorkerSlot(name, device, label, gpu, threads), worker)
+        # The same "host (address)" as the actor's own (actor.RestorerActor), which Ray's node
+        # table gives before any actor runs there.
+        slot = WorkerSlot(name, device, label, gpu, threads, node=f"{node.host} ({node.address})")
+        self._pool.add_worker(slot, worker)
 
     def _node_id(self, address: str) -> str | None:
         node = self._nodes.get(address)

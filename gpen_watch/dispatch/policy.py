@@ -19,6 +19,7 @@ Fault rules, in short:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -66,7 +67,7 @@ class FaultPolicy:
         start_timeout: float,
         silence_timeout: float,
     ) -> None:
-        self.workers = [WorkerRecord(slot) for slot in slots]
+        self.workers = [WorkerRecord(slot, node=slot.node) for slot in slots]
         self._cfg = cfg
         self._clock = clock
         self.start_timeout = start_timeout
@@ -77,7 +78,7 @@ class FaultPolicy:
 
     def add(self, slot: WorkerSlot) -> int:
         """A new worker slot (a cluster node joined); returns its index. Start it with Spawn."""
-        self.workers.append(WorkerRecord(slot))
+        self.workers.append(WorkerRecord(slot, node=slot.node))
         return len(self.workers) - 1
 
     # --- life cycle -----------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class FaultPolicy:
         if isinstance(msg, P.Result):
             self._on_result(w, msg.key, msg.result, events)
         elif isinstance(msg, P.Heartbeat):
+            w.gpus = msg.gpus
             if msg.progress != w.progress_seen:
                 w.progress_seen = msg.progress
                 if w.flights:
@@ -228,7 +230,7 @@ class FaultPolicy:
         elif isinstance(msg, P.Ready):
             w.state = WorkerState.READY
             w.pid = msg.pid if msg.pid is not None else w.pid
-            w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node
+            w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node or w.slot.node
             if w.slot.device == "auto":
                 w.device_label = msg.device_label
             w.memory_budget_mb = msg.memory_budget_mb
@@ -279,7 +281,7 @@ class FaultPolicy:
             result.error_kind = result.error_kind or "failed"
         w.done += 1
         w.faces += result.faces
-        events.append(PoolEvent(EventKind.DONE, task, w.slot.name, result=result))
+        events.append(PoolEvent(EventKind.DONE, task, w.slot.name, result=result, node=w.node))
 
     def on_exit(self, i: int, exit_text: str, events: list[PoolEvent], *, clean: bool) -> None:
         """Worker i is gone (reaped; its last messages were handled). ``exit_text`` describes how
@@ -320,7 +322,7 @@ class FaultPolicy:
                 verb = "hung" if hung else ("failed" if fatal_kind == P.FatalKind.CRASH else "crashed")
                 times = "once" if t.attempts == 1 else f"{t.attempts} times"
                 msg = f"worker {verb} {times} while restoring this image ({reason})"
-                events.append(PoolEvent(EventKind.GAVE_UP, t, w.slot.name, message=msg))
+                events.append(PoolEvent(EventKind.GAVE_UP, t, w.slot.name, message=msg, node=w.node))
             else:
                 t.isolate = True
                 self.pending.appendleft(t)
@@ -421,6 +423,7 @@ class FaultPolicy:
                     "faces": w.faces,
                     "loaded": w.loaded if alive else "",
                     "node": w.node,
+                    "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
                     "restarts": w.restarts,
                     "memory_budget_mb": w.memory_budget_mb or None,
                     "rss_mb": dict(w.rss_mb),
