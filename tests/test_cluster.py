@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,12 @@ def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins
         assert sorted(j.source.name for j in done) == sorted(names)  # each photo once, none twice
         retries = svc.log_text().count("will retry")
         assert retries >= 1, svc.logs()  # the photos in flight were charged an attempt and requeued
+        # While the node was away its worker said so once, not at every retry, and once it was back.
+        log_text = svc.log_text()
+        (name,) = [w["name"] for w in remote_workers(s, c)]
+        said = log_text.count(f"worker {name}: cannot start a worker")
+        said += log_text.count(f"worker {name} failed to start")
+        assert said <= 1, log_text  # its death was said already (the retries that follow are debug)
     finally:
         svc.close()
 
@@ -307,5 +314,44 @@ def test_the_service_killed_mid_batch_and_restarted_restores_every_photo_once(
         finally:
             journal.close()
         assert sorted(j.source.name for j in done) == sorted(names)
+    finally:
+        svc.close()
+
+
+@needs_netns
+def test_a_node_that_joins_mid_run_gets_a_worker_and_takes_the_queue(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    # Not `cluster leave`: `ray stop` ends every Ray process of the machine, and the namespaces
+    # share one, the head's included.
+    c.kill_all(c.node_ns)
+    svc = Service(tmp_path, *cluster_args(c), ns=c.head_ns)
+    names = [f"p{i}.jpg" for i in range(3)]
+    try:
+        try:
+            c.wait_nodes(1)  # the head has seen the node go
+            svc.start(wait=False)  # ready means its workers are: there is none yet
+            for name in names:
+                write_atomic(svc.inbox / name, name.encode())
+            s = svc.wait(
+                lambda s: s["queue"]["queued"] == len(names) and s["problem"] is not None,
+                what="the photos queued and the missing worker said",
+            )
+            assert s["workers"] == []
+            assert "no worker yet: no cluster node offers a GPU or CPU" in s["problem"]
+            joined = time.monotonic()
+        finally:
+            c.join_node()  # also when the test failed: the next tests need the node
+        s = svc.wait(
+            lambda s: any(w["state"] in ("idle", "busy") for w in remote_workers(s, c)),
+            what="the node's worker ready",
+        )
+        print(f"node joined -> its worker ready: {time.monotonic() - joined:.1f} s")
+        s = svc.wait_done(len(names))
+        assert s["queue"]["done"] == len(names)
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)
+        (remote,) = remote_workers(s, c)
+        assert remote["done"] == len(names)
     finally:
         svc.close()

@@ -6,6 +6,7 @@ rule is driven to its edge (the third crash, the second past a deadline) without
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,38 @@ def test_a_cluster_workers_node_and_gpus_reach_its_results_and_the_snapshot() ->
     policy.on_message(0, ok(1), events)
     (done,) = events
     assert (done.kind, done.node) == (EventKind.DONE, "studio-b (10.0.0.2)")
+
+
+def test_a_worker_whose_node_is_away_logs_once_when_it_goes_and_once_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy, clock = make()
+    caplog.set_level(logging.DEBUG, logger="gpen_watch.dispatch.pool")
+    away = "node 10.0.0.2 is not in the cluster (left, or not back yet)"
+    for _ in range(6):  # a node away for minutes: the pool tries again and again
+        policy.spawn_failed(0, away)
+        assert policy.workers[0].state == WorkerState.BACKOFF
+        clock.now = policy.workers[0].restart_at
+        assert policy.due() == [Spawn(0)]
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.levelno for r in loud] == [logging.ERROR]
+    assert away in loud[0].getMessage()
+    assert sum(away in r.getMessage() for r in caplog.records) == 6  # the rest at debug
+    assert policy.snapshot()[0]["error"] == f"cannot start a worker: {away}"
+    caplog.clear()
+    ready(policy)
+    assert "worker cpu#0 is back after 6 failed start(s)" in [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO
+    ]
+    assert policy.snapshot()[0]["error"] is None
+
+
+def test_a_node_that_is_back_has_its_waiting_workers_started_at_once() -> None:
+    policy, clock = make(2)
+    for i in range(2):
+        for _ in range(5):
+            policy.spawn_failed(i, "node away")
+    assert policy.workers[0].restart_at - clock.now == 30.0  # the longest back-off
+    assert policy.due() == []
+    policy.retry_now({"cpu#0"})  # its node joined again (cluster.membership)
+    assert policy.due() == [Spawn(0)]  # the other one still waits out its back-off

@@ -100,7 +100,14 @@ class FaultPolicy:
         w.state = WorkerState.BACKOFF
         w.restart_at = self._clock() + min(MAX_BACKOFF, 2.0**w.start_failures)
         w.error = f"cannot start a worker: {error}"
-        log.error("worker %s: %s", w.slot.name, w.error)
+        # Said once when it starts failing (a cluster node away tries every 30 s for as long as it
+        # is away) and again when it is back (``on_message``, Ready); the tries between at debug.
+        level = logging.DEBUG if w.said_gone else logging.ERROR
+        w.said_gone = True
+        error = w.error
+        log.log(
+            level, "worker %s: %s; retrying, next in %.0f s", w.slot.name, error, w.restart_at - self._clock()
+        )
 
     def begin_stop(self) -> list[Action]:
         self.stopping = True
@@ -151,6 +158,15 @@ class FaultPolicy:
             if w.state in (WorkerState.ERROR, WorkerState.RETIRED) and not self.stopping:
                 w.start_failures, w.model_error = 0, False
                 w.state, w.restart_at = WorkerState.BACKOFF, now
+
+    def retry_now(self, names: set[str]) -> None:
+        """Start these workers at the next ``due`` instead of when their back-off ends: their
+        cluster node is back, so the reason they failed to start is gone. A worker that kept
+        failing because of a stopped or crashed restorer (ERROR) is left to ``resume``."""
+        now = self._clock()
+        for w in self.workers:
+            if w.slot.name in names and w.state == WorkerState.BACKOFF:
+                w.restart_at = min(w.restart_at, now)
 
     def stopped_for_models(self) -> bool:
         return any(w.state == WorkerState.ERROR and w.model_error for w in self.workers)
@@ -235,6 +251,9 @@ class FaultPolicy:
                 w.device_label = msg.device_label
             w.memory_budget_mb = msg.memory_budget_mb
             w.rss_mb = {}
+            if w.said_gone and w.start_failures:
+                log.info("worker %s is back after %d failed start(s)", w.slot.name, w.start_failures)
+            w.said_gone = False
             w.start_failures = 0
             w.error = None
             log.info(
@@ -331,6 +350,7 @@ class FaultPolicy:
         log.warning(
             "worker %s died (%s) with %d image(s) in flight; restarting", w.slot.name, reason, len(flights)
         )
+        w.said_gone = True
         backoff = 0.0 if w.crash_streak <= 1 else min(MAX_BACKOFF, 2.0 ** (w.crash_streak - 2))
         w.state, w.restart_at = WorkerState.BACKOFF, now + backoff
 
@@ -356,9 +376,11 @@ class FaultPolicy:
             return
         # Killed from outside while loading (OOM killer, a user): keep trying, more slowly.
         w.error = f"failed to start ({reason})"
+        level = logging.DEBUG if w.said_gone else logging.WARNING
+        w.said_gone = True
         w.state = WorkerState.BACKOFF
         w.restart_at = now + min(MAX_BACKOFF, 2.0 ** (w.start_failures - 1))
-        log.warning("worker %s failed to start (%s); retrying", w.slot.name, reason)
+        log.log(level, "worker %s failed to start (%s); retrying", w.slot.name, reason)
 
     # --- time -----------------------------------------------------------------------------------
 

@@ -97,5 +97,8 @@ class WorkerRecord:
     fatal: P.Fatal | None = None
     kill_reason: str | None = None
     error: str | None = None
+    # Its going was logged (a crash, or the first failed start): the failed starts that follow are
+    # at debug until it is ready again, so a node away for an hour is not an error every 30 s.
+    said_gone: bool = False
     # In ERROR because its model files could not be loaded (the service retries when they change).
     model_error: bool = False

@@ -39,8 +39,11 @@ def build_status(run: Running) -> Status:
         for j in journal.recent_errors(RECENT_ERRORS)
     )
     outbox = run.cfg.watch.outbox
+    # In cluster mode without local workers the workers come with the nodes: the cluster says
+    # what is missing, not the pool's "no worker configured".
+    pool_problem = pool.problem() if run.cluster is None or pool.worker_count() else None
     problems = (
-        run.problem or pool.problem(),
+        run.problem or pool_problem,
         gate.problem() if gate is not None else None,
         run.originals.problem(),
         run.cluster.problem if run.cluster is not None else None,
