@@ -202,12 +202,9 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
             (job,) = journal.jobs("done")
         assert job.node == node
         (entry,) = [n for n in s["nodes"] if not n["local"]]
-        assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (
-            node,
-            True,
-            1,
-            [],
-        )  # no NVML there
+        # No NVML there: no GPU readings, and its one worker is its CPU (`cluster join --cpu`).
+        assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (node, True, 1, [])
+        assert entry["cpu_only"] is True
         shown = format_status(Status.from_json(s))
         assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
         (out,) = svc.outbox.glob("*.png")

@@ -89,6 +89,8 @@ class NodeStatus:
     in_flight: int = 0
     # A cluster node's GPUs, from its heartbeats; () for this machine (the tray reads its own).
     gpus: tuple[GpuSample, ...] = ()
+    # Every worker of it restores on a CPU (`cluster join --cpu` on a machine without a GPU).
+    cpu_only: bool = False
 
 
 # Worker states (WorkerStatus.state) in which a worker runs or is loading.
@@ -109,6 +111,8 @@ def nodes_of(workers: tuple[WorkerStatus, ...], local_name: str) -> tuple[NodeSt
             done=sum(w.done for w in ws),
             in_flight=sum(w.in_flight for w in ws),
             gpus=next((w.gpus for w in ws if w.gpus), ()),
+            # Device labels: "cpu" here, "<address> CPU" for a node's (cluster.membership).
+            cpu_only=all(w.device == "cpu" or w.device.endswith(" CPU") for w in ws),
         )
         for node, ws in by_node.items()
     )

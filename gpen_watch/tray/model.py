@@ -217,8 +217,10 @@ def node_entries(nodes: tuple[NodeStatus, ...]) -> list[Entry]:
     for n in nodes:
         state = f"{n.done} done, {n.in_flight} in flight" if n.up else f"away, {n.done} done"
         entries.append(Entry(_clip(f"{n.name}: {state}", MAX_LINE)))
-        gpus = [Entry(_clip(NODE_INDENT + gpu_line(g), MAX_LINE), live=True) for g in n.gpus]
-        entries += gpus or [Entry(f"{NODE_INDENT}CPU")]
+        entries += [Entry(_clip(NODE_INDENT + gpu_line(g), MAX_LINE), live=True) for g in n.gpus]
+        if not n.gpus and n.up:
+            # No readings: a CPU node, or GPUs on a machine without NVML (nothing to show).
+            entries += [Entry(f"{NODE_INDENT}CPU")] if n.cpu_only else []
     return entries
 
 
