@@ -107,6 +107,18 @@ class Cluster:
             "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
         )  # fmt: skip
 
+    def wait_nodes(self, alive: int, timeout: float = 90.0) -> None:
+        """Until `gpen-watch cluster status` counts this many live nodes (a killed node is seen
+        gone only after Ray's health checks fail, some seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.gpen_watch(self.head_ns, "status").stdout
+            if out.count(": alive") == alive:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not {alive} live node(s) within {timeout:g} s:\n{out}")
+            time.sleep(1.0)
+
     def pids(self, ns: str) -> list[int]:
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
         return [int(p) for p in out.split()]

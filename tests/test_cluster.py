@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.errors import ClusterError, ConfigError
 from gpen_watch.journal import Journal
 from gpen_watch.restore.api import FileJob
+from gpen_watch.service.control_cli import format_status
+from gpen_watch.service.status import Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -81,6 +84,10 @@ def test_a_head_that_cannot_be_reached_is_said_once_and_local_workers_carry_on(t
         assert "local workers carry on" in s["problem"]
         assert svc.log_text().count("cannot reach the Ray head") == 1
         assert s["ray_loaded"] is False  # never imported: the head was not even reached
+        # Local workers' jobs are recorded under this machine's host name.
+        assert [(n["name"], n["local"], n["done"]) for n in s["nodes"]] == [(socket.gethostname(), True, 3)]
+        with Journal.open() as journal:
+            assert {j.node for j in journal.jobs("done")} == {socket.gethostname()}
     finally:
         svc.close()
 
@@ -188,6 +195,18 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         assert s["ray_loaded"] is True
         assert remote["device"] == f"{c.node_ip} CPU"
         assert all(w["done"] == 0 for w in s["workers"] if w is not remote)
+        # The journal and status say which node restored it: its host name and address, as Ray knows them.
+        node = f"{socket.gethostname()} ({c.node_ip})"
+        assert remote["node"] == node
+        with Journal.open() as journal:
+            (job,) = journal.jobs("done")
+        assert job.node == node
+        (entry,) = [n for n in s["nodes"] if not n["local"]]
+        # No NVML there: no GPU readings, and its one worker is its CPU (`cluster join --cpu`).
+        assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (node, True, 1, [])
+        assert entry["cpu_only"] is True
+        shown = format_status(Status.from_json(s))
+        assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
         (out,) = svc.outbox.glob("*.png")
         by_remote = out.read_bytes()
     finally:
@@ -258,6 +277,12 @@ def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins
         assert sorted(j.source.name for j in done) == sorted(names)  # each photo once, none twice
         retries = svc.log_text().count("will retry")
         assert retries >= 1, svc.logs()  # the photos in flight were charged an attempt and requeued
+        # While the node was away its worker said so once, not at every retry, and once it was back.
+        log_text = svc.log_text()
+        (name,) = [w["name"] for w in remote_workers(s, c)]
+        said = log_text.count(f"worker {name}: cannot start a worker")
+        said += log_text.count(f"worker {name} failed to start")
+        assert said <= 1, log_text  # its death was said already (the retries that follow are debug)
     finally:
         svc.close()
 
@@ -286,5 +311,44 @@ def test_the_service_killed_mid_batch_and_restarted_restores_every_photo_once(
         finally:
             journal.close()
         assert sorted(j.source.name for j in done) == sorted(names)
+    finally:
+        svc.close()
+
+
+@needs_netns
+def test_a_node_that_joins_mid_run_gets_a_worker_and_takes_the_queue(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    # Not `cluster leave`: `ray stop` ends every Ray process of the machine, and the namespaces
+    # share one, the head's included.
+    c.kill_all(c.node_ns)
+    svc = Service(tmp_path, *cluster_args(c), ns=c.head_ns)
+    names = [f"p{i}.jpg" for i in range(3)]
+    try:
+        try:
+            c.wait_nodes(1)  # the head has seen the node go
+            svc.start(wait=False)  # ready means its workers are: there is none yet
+            for name in names:
+                write_atomic(svc.inbox / name, name.encode())
+            s = svc.wait(
+                lambda s: s["queue"]["queued"] == len(names) and s["problem"] is not None,
+                what="the photos queued and the missing worker said",
+            )
+            assert s["workers"] == []
+            assert "no worker yet: no cluster node offers a GPU or CPU" in s["problem"]
+            joined = time.monotonic()
+        finally:
+            c.join_node()  # also when the test failed: the next tests need the node
+        s = svc.wait(
+            lambda s: any(w["state"] in ("idle", "busy") for w in remote_workers(s, c)),
+            what="the node's worker ready",
+        )
+        print(f"node joined -> its worker ready: {time.monotonic() - joined:.1f} s")
+        s = svc.wait_done(len(names))
+        assert s["queue"]["done"] == len(names)
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)
+        (remote,) = remote_workers(s, c)
+        assert remote["done"] == len(names)
     finally:
         svc.close()

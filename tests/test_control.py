@@ -249,3 +249,43 @@ def test_status_survives_the_wire_and_tolerates_a_service_one_release_apart() ->
     old = Status.from_json({"ok": True, "queue": {"queued": 3}})
     assert old.queue.depth == 3
     assert old.workers == ()
+
+
+def test_format_status_lists_the_cluster_nodes_with_their_gpus_and_the_node_of_each_error() -> None:
+    rtx = {
+        "index": 0,
+        "name": "NVIDIA RTX 4090",
+        "util_percent": 87,
+        "mem_used": 2**30,
+        "mem_total": 24 * 2**30,
+    }
+    nodes = [
+        {"name": "studio-a", "local": True, "up": True, "workers": 1, "done": 4},
+        {
+            "name": "studio-b (192.168.1.12)",
+            "up": True,
+            "workers": 1,
+            "done": 3,
+            "in_flight": 1,
+            "gpus": [rtx],
+        },
+        {"name": "studio-c (192.168.1.13)", "workers": 2},
+    ]
+    error = {
+        "when": "12:00:00",
+        "file": "a.jpg",
+        "error": "truncated JPEG",
+        "node": "studio-b (192.168.1.12)",
+    }
+    text = control_cli.format_status(Status.from_json({"nodes": nodes, "last_errors": [error]}))
+    assert "nodes (processed this run):" in text
+    assert "  studio-a (this machine): 1 worker, in flight 0, processed 4" in text
+    assert (
+        "  studio-b (192.168.1.12) (up): 1 worker, in flight 1, processed 3\n    NVIDIA RTX 4090: 87%, 1.0/24.0 GiB"
+        in text
+    )
+    assert "  studio-c (192.168.1.13) (away): 2 workers, in flight 0, processed 0" in text
+    assert "a.jpg: truncated JPEG (on studio-b (192.168.1.12))" in text
+    # Without a cluster node the section is left out: the workers' lines say it all.
+    alone = control_cli.format_status(Status.from_json({"nodes": nodes[:1]}))
+    assert "nodes" not in alone

@@ -216,7 +216,7 @@ def test_a_version_1_journal_is_migrated_and_its_duplicates_lose_the_borrowed_ou
     conn.commit()
     conn.close()
     with Journal.open(path) as j:
-        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION == 2
+        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION
         old_dup = j.require(2)
         assert (old_dup.state, old_dup.duplicate_of, old_dup.output) == ("duplicate", 1, None)
         assert j.require(1).output == Path("/out/a.jpg")
@@ -571,3 +571,20 @@ def test_every_named_job_state_is_one_the_schema_accepts_and_no_other(tmp_path: 
 
 def test_sql_in_lists_the_states_as_sql_string_literals() -> None:
     assert sql_in(ACTIVE) == "('queued', 'running')"
+
+
+def test_a_version_2_journal_gains_the_node_column_and_ran_on_records_it(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(schema.MIGRATIONS[0] + schema.MIGRATIONS[1] + "\nPRAGMA user_version = 2;")
+    conn.execute(
+        "INSERT INTO jobs (id, source, inbox, rel, size, mtime, sha256, created, state, output)"
+        " VALUES (1, '/in/a.jpg', '/in', 'a.jpg', 5, 0, 'h', 0, 'done', '/out/a.jpg')"
+    )
+    conn.commit()
+    conn.close()
+    with Journal.open(path) as j:
+        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION == 3
+        assert j.require(1).node is None  # restored before nodes were recorded: unknown
+        j.ran_on(1, "studio-b (192.168.1.12)")
+        assert j.require(1).node == "studio-b (192.168.1.12)"

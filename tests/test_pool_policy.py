@@ -6,13 +6,14 @@ rule is driven to its edge (the third crash, the second past a deadline) without
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
 from gpen_watch.dispatch.policy import FaultPolicy
 from gpen_watch.dispatch.records import Kill, Send, Spawn, WorkerState
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
@@ -300,3 +301,60 @@ def test_a_result_for_a_task_already_requeued_counts_once() -> None:
     policy.on_message(0, ok(1), events)
     assert [e.kind for e in events] == [EventKind.DONE]
     assert policy.snapshot()[0]["done"] == 1
+
+
+def test_a_cluster_workers_node_and_gpus_reach_its_results_and_the_snapshot() -> None:
+    clock = Clock()
+    slot = WorkerSlot("10.0.0.2/gpu0", "cuda", "10.0.0.2 GPU 0", 0, 1, node="studio-b (10.0.0.2)")
+    policy = FaultPolicy([slot], WorkerConfig(), clock=clock, start_timeout=300.0, silence_timeout=60.0)
+    policy.spawned(0, None)
+    # Named under its node before it is ready (or when it cannot start: its node is away).
+    assert policy.snapshot()[0]["node"] == "studio-b (10.0.0.2)"
+    policy.on_message(0, P.Ready(pid=None, device="cuda", threads=1, node="studio-b (10.0.0.2)"), [])
+    gpu = GpuSample(0, "NVIDIA RTX 4090", 87, 3 * 2**30, 24 * 2**30, 66)
+    policy.on_message(0, P.Heartbeat(False, gpus=(gpu,)), [])
+    assert policy.snapshot()[0]["gpus"] == [
+        {"index": 0, "name": "NVIDIA RTX 4090", "util_percent": 87, "mem_used": 3 * 2**30,
+         "mem_total": 24 * 2**30, "temp_c": 66}
+    ]  # fmt: skip
+    policy.pending.append(task(1))
+    policy.dispatch()
+    events: list[PoolEvent] = []
+    policy.on_message(0, ok(1), events)
+    (done,) = events
+    assert (done.kind, done.node) == (EventKind.DONE, "studio-b (10.0.0.2)")
+
+
+def test_a_worker_whose_node_is_away_logs_once_when_it_goes_and_once_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy, clock = make()
+    caplog.set_level(logging.DEBUG, logger="gpen_watch.dispatch.pool")
+    away = "node 10.0.0.2 is not in the cluster (left, or not back yet)"
+    for _ in range(6):  # a node away for minutes: the pool tries again and again
+        policy.spawn_failed(0, away)
+        assert policy.workers[0].state == WorkerState.BACKOFF
+        clock.now = policy.workers[0].restart_at
+        assert policy.due() == [Spawn(0)]
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.levelno for r in loud] == [logging.ERROR]
+    assert away in loud[0].getMessage()
+    assert sum(away in r.getMessage() for r in caplog.records) == 6  # the rest at debug
+    assert policy.snapshot()[0]["error"] == f"cannot start a worker: {away}"
+    caplog.clear()
+    ready(policy)
+    assert "worker cpu#0 is back after 6 failed start(s)" in [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO
+    ]
+    assert policy.snapshot()[0]["error"] is None
+
+
+def test_a_node_that_is_back_has_its_waiting_workers_started_at_once() -> None:
+    policy, clock = make(2)
+    for i in range(2):
+        for _ in range(5):
+            policy.spawn_failed(i, "node away")
+    assert policy.workers[0].restart_at - clock.now == 30.0  # the longest back-off
+    assert policy.due() == []
+    policy.retry_now({"cpu#0"})  # its node joined again (cluster.membership)
+    assert policy.due() == [Spawn(0)]  # the other one still waits out its back-off

@@ -121,3 +121,23 @@ def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_cluster_actor_reads_nvml_at_most_every_few_seconds_through_the_same_monitor() -> None:
+    from gpen_watch.tray.gpu import ThrottledSampler
+
+    now = [0.0]
+    nv = FakeNvml(["NVIDIA RTX 4090"])
+    sampler = ThrottledSampler(NvmlMonitor(nv, environ={}), every_s=5.0, clock=lambda: now[0])
+    reads: list[int] = []
+    nv.nvmlDeviceGetUtilizationRates = lambda h: reads.append(h) or SimpleNamespace(gpu=40, memory=1)  # type: ignore[method-assign]
+    first = sampler.sample()
+    assert first == (GpuSample(0, "NVIDIA RTX 4090", 40, 2**30, 80 * 2**30, 50),)
+    now[0] = 4.9
+    assert sampler.sample() == first and len(reads) == 1  # a heartbeat ping every 2 s: cached
+    now[0] = 5.0
+    sampler.sample()
+    assert len(reads) == 2
+    assert (
+        ThrottledSampler(NvmlMonitor(FakeNvml([], init_error="NVML Shared Library Not Found"))).sample() == ()
+    )

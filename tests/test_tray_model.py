@@ -347,3 +347,33 @@ def test_a_worker_on_apples_gpu_is_shown_by_name_not_as_cpu_mode() -> None:
     assert model.device_lines(model.view_from_status(status(devices=("cpu",)), [])) == [
         "CPU mode (no NVIDIA GPU)"
     ]
+
+
+def test_cluster_nodes_are_listed_with_their_gpus_under_their_host() -> None:
+    rtx = {"index": 0, "name": "NVIDIA RTX 4090", "util_percent": 87, "mem_used": 3 * 2**30,
+           "mem_total": 24 * 2**30, "temp_c": 66}  # fmt: skip
+    st = status(
+        queued=2,
+        devices=("cpu",),
+        nodes=[
+            {"name": "studio-a", "local": True, "up": True, "workers": 1, "done": 4},
+            {"name": "studio-b (192.168.1.12)", "up": True, "workers": 1, "done": 3, "in_flight": 1,
+             "gpus": [rtx, {**rtx, "index": 1, "util_percent": 5}]},
+            {"name": "studio-c (192.168.1.13)", "up": False, "workers": 1, "done": 2},
+            {"name": "studio-d (192.168.1.14)", "up": True, "workers": 1, "cpu_only": True},
+        ],
+    )  # fmt: skip
+    entries = model.menu(model.view_from_status(st, []))
+    texts = [e.text for e in entries]
+    i = texts.index("studio-b (192.168.1.12): 3 done, 1 in flight")
+    assert texts[i - 1] == "CPU mode (no NVIDIA GPU)"  # this machine's line stays first
+    assert texts[i + 1 : i + 6] == [
+        "    NVIDIA RTX 4090: 87%, 3.0/24.0 GiB, 66 °C",
+        "    NVIDIA RTX 4090: 5%, 3.0/24.0 GiB, 66 °C",
+        "studio-c (192.168.1.13): away, 2 done",  # away: what it has is not known now
+        "studio-d (192.168.1.14): 0 done, 0 in flight",
+        "    CPU",
+    ]
+    # The readings change every heartbeat; the node's counts are part of the menu proper.
+    assert [e.live for e in entries[i : i + 3]] == [False, True, True]
+    assert all(len(t) <= model.MAX_LINE for t in texts)

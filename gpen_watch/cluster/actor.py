@@ -27,8 +27,12 @@ from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
 from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import FileResult
+from gpen_watch.tray.gpu import GpuSample, NvmlMonitor, ThrottledSampler
 
 log = logging.getLogger(__name__)
+
+# NVML is read at most this often, however often the service pings (every heartbeat).
+GPU_SAMPLE_S = 5.0
 
 
 class RestorerActor:
@@ -47,6 +51,8 @@ class RestorerActor:
         self._lock = threading.Lock()
         self._fatal: P.Fatal | None = None
         self._restorer: Any = None
+        # Every GPU of this machine, not only the one Ray gave this actor: status shows the node.
+        self._gpus = ThrottledSampler(NvmlMonitor(environ={}), every_s=GPU_SAMPLE_S)
         try:
             self._restorer = worker_main.load_factory(factory)(restore, device, threads=threads)
         except ModelError as exc:
@@ -64,8 +70,9 @@ class RestorerActor:
             return self._fatal
         return worker_main.ready_message(self._restorer, self._slot, os.getpid(), node=self._node)
 
-    def ping(self) -> bool:
-        return True
+    def ping(self) -> tuple[GpuSample, ...]:
+        """Alive; with this machine's GPUs as NVML reads them (none without NVML)."""
+        return self._gpus.sample()
 
     def restore(self, key: int, photo: PhotoJob) -> PhotoResult:
         """Restore one photo; returns when it is done (other calls run meanwhile)."""

@@ -39,6 +39,7 @@ PROBE_TIMEOUT_S = 3.0
 @dataclass
 class _Node:
     address: str
+    host: str
     node_id: str | None
     gpus: int
     cpus: int
@@ -82,9 +83,21 @@ class Membership:
         try:
             nodes = ray().nodes()
         except Exception as exc:  # noqa: BLE001 - the head went away: workers notice on their own
-            self.problem = f"cannot list the cluster's nodes: {exc}"
+            problem = f"cannot list the cluster's nodes: {_first_line(exc)}"
+            if self.problem != problem:
+                log.error("%s", problem)
+            self.problem = problem
             return
+        if self.problem:
+            log.info("the Ray cluster at %s answers again", self._cfg.cluster.address)
+            self.problem = None
         self._follow(nodes)
+        if not self._slots and self._pool.worker_count() == 0:
+            # Not the pool's "no worker configured": the workers come with the nodes.
+            self.problem = (
+                "no worker yet: no cluster node offers a GPU or CPU to gpen-watch (run "
+                f"`gpen-watch cluster join {self._cfg.cluster.address}` on the GPU machines)"
+            )
 
     def _check_connecting(self, now: float) -> None:
         """Connect on a side thread: Ray retries a refused or unauthenticated connection for
@@ -158,6 +171,7 @@ class Membership:
                 continue  # this machine's GPUs have local workers
             seen[address] = _Node(
                 address,
+                str(n.get("NodeManagerHostname") or "?"),
                 str(n.get("NodeID")),
                 int(res.get("GPU", 0)),
                 max(1, int(res.get("CPU", 1))),
@@ -174,6 +188,8 @@ class Membership:
                     node.gpus,
                     ", CPU" if node.cpu_offered else "",
                 )
+                # Back after leaving: its workers wait out a back-off of up to 30 s; start them now.
+                self._pool.retry_now({self._name(a, g) for a, g in self._slots if a == address})
             for gpu in range(node.gpus):
                 self._add(node, gpu, max(1, node.cpus // node.gpus))
             if node.cpu_offered:
@@ -185,7 +201,7 @@ class Membership:
         if (node.address, gpu) in self._slots:
             return
         self._slots.add((node.address, gpu))
-        name = f"{node.address}/{'cpu' if gpu is None else f'gpu{gpu}'}"
+        name = self._name(node.address, gpu)
         device = "cpu" if gpu is None else "cuda"
         label = f"{node.address} {'CPU' if gpu is None else f'GPU {gpu}'}"
         env = {var: str(threads) for var in THREAD_ENV_VARS} | self._env
@@ -198,7 +214,14 @@ class Membership:
             heartbeat_s=self._heartbeat_s,
             mb_in_flight=self._cfg.cluster.mb_in_flight,
         )
-        self._pool.add_worker(WorkerSlot(name, device, label, gpu, threads), worker)
+        # The same "host (address)" as the actor's own (actor.RestorerActor), which Ray's node
+        # table gives before any actor runs there.
+        slot = WorkerSlot(name, device, label, gpu, threads, node=f"{node.host} ({node.address})")
+        self._pool.add_worker(slot, worker)
+
+    @staticmethod
+    def _name(address: str, gpu: int | None) -> str:
+        return f"{address}/{'cpu' if gpu is None else f'gpu{gpu}'}"
 
     def _node_id(self, address: str) -> str | None:
         node = self._nodes.get(address)

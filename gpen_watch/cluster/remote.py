@@ -199,8 +199,8 @@ class RayWorker:
                 done, _ = r_.wait(waiting, num_returns=len(waiting), timeout=0)
             for ref in done:
                 if ref is ping:
-                    r_.get(ping)  # raises once the actor is gone
-                    out.send(P.Heartbeat(bool(flights)))
+                    gpus = r_.get(ping)  # raises once the actor is gone
+                    out.send(P.Heartbeat(bool(flights), gpus=tuple(gpus or ())))
                     ping = None
                     continue
                 key, job, size = flights.pop(ref)

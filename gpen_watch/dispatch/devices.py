@@ -33,6 +33,18 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class GpuSample:
+    """One GPU's readings through NVML (the tray's GPU lines; a remote node's, in its heartbeats)."""
+
+    index: int
+    name: str
+    util_percent: int | None = None  # None: the GPU does not report it (or the call failed)
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None
+    temp_c: int | None = None
+
+
+@dataclass(frozen=True)
 class WorkerSlot:
     """One restorer subprocess to keep running."""
 
@@ -45,6 +57,9 @@ class WorkerSlot:
     gpu_index: int | None
     threads: int
     env: Mapping[str, str] = field(default_factory=dict)
+    # The cluster node it runs on, "host (address)" ("" for this machine): known before the
+    # worker says so when ready, so that status groups a worker that cannot start under its node.
+    node: str = ""
 
 
 def list_gpus() -> list[GpuInfo]:

@@ -24,6 +24,7 @@ what was taken, a hang's deadline on how many images were started), and they are
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -72,7 +73,7 @@ class FaultPolicy:
         start_timeout: float,
         silence_timeout: float,
     ) -> None:
-        self.workers = [WorkerRecord(slot) for slot in slots]
+        self.workers = [WorkerRecord(slot, node=slot.node) for slot in slots]
         self._cfg = cfg
         self._clock = clock
         self.start_timeout = start_timeout
@@ -83,7 +84,7 @@ class FaultPolicy:
 
     def add(self, slot: WorkerSlot) -> int:
         """A new worker slot (a cluster node joined); returns its index. Start it with Spawn."""
-        self.workers.append(WorkerRecord(slot))
+        self.workers.append(WorkerRecord(slot, node=slot.node))
         return len(self.workers) - 1
 
     # --- life cycle -----------------------------------------------------------------------------
@@ -105,7 +106,14 @@ class FaultPolicy:
         w.state = WorkerState.BACKOFF
         w.restart_at = self._clock() + min(MAX_BACKOFF, 2.0**w.start_failures)
         w.error = f"cannot start a worker: {error}"
-        log.error("worker %s: %s", w.slot.name, w.error)
+        # Said once when it starts failing (a cluster node away tries every 30 s for as long as it
+        # is away) and again when it is back (``on_message``, Ready); the tries between at debug.
+        level = logging.DEBUG if w.said_gone else logging.ERROR
+        w.said_gone = True
+        error = w.error
+        log.log(
+            level, "worker %s: %s; retrying, next in %.0f s", w.slot.name, error, w.restart_at - self._clock()
+        )
 
     def begin_stop(self) -> list[Action]:
         self.stopping = True
@@ -156,6 +164,15 @@ class FaultPolicy:
             if w.state in (WorkerState.ERROR, WorkerState.RETIRED) and not self.stopping:
                 w.start_failures, w.model_error = 0, False
                 w.state, w.restart_at = WorkerState.BACKOFF, now
+
+    def retry_now(self, names: set[str]) -> None:
+        """Start these workers at the next ``due`` instead of when their back-off ends: their
+        cluster node is back, so the reason they failed to start is gone. A worker that kept
+        failing because of a stopped or crashed restorer (ERROR) is left to ``resume``."""
+        now = self._clock()
+        for w in self.workers:
+            if w.slot.name in names and w.state == WorkerState.BACKOFF:
+                w.restart_at = min(w.restart_at, now)
 
     def stopped_for_models(self) -> bool:
         return any(w.state == WorkerState.ERROR and w.model_error for w in self.workers)
@@ -224,6 +241,7 @@ class FaultPolicy:
         if isinstance(msg, P.Result):
             self._on_result(w, msg.key, msg.result, events)
         elif isinstance(msg, P.Heartbeat):
+            w.gpus = msg.gpus
             if msg.progress != w.progress_seen:
                 w.progress_seen = msg.progress
                 if w.flights:
@@ -234,11 +252,14 @@ class FaultPolicy:
         elif isinstance(msg, P.Ready):
             w.state = WorkerState.READY
             w.pid = msg.pid if msg.pid is not None else w.pid
-            w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node
+            w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node or w.slot.node
             if w.slot.device == "auto":
                 w.device_label = msg.device_label
             w.memory_budget_mb = msg.memory_budget_mb
             w.rss_mb = {}
+            if w.said_gone and w.start_failures:
+                log.info("worker %s is back after %d failed start(s)", w.slot.name, w.start_failures)
+            w.said_gone = False
             w.start_failures = 0
             w.error = None
             log.info(
@@ -285,7 +306,7 @@ class FaultPolicy:
             result.error_kind = result.error_kind or ErrorKind.FAILED
         w.done += 1
         w.faces += result.faces
-        events.append(PoolEvent(EventKind.DONE, task, w.slot.name, result=result))
+        events.append(PoolEvent(EventKind.DONE, task, w.slot.name, result=result, node=w.node))
 
     def on_exit(self, i: int, exit_text: str, events: list[PoolEvent], *, clean: bool) -> None:
         """Worker i is gone (reaped; its last messages were handled). ``exit_text`` describes how
@@ -326,7 +347,7 @@ class FaultPolicy:
                 verb = "hung" if hung else ("failed" if fatal_kind == P.FatalKind.CRASH else "crashed")
                 times = "once" if t.attempts == 1 else f"{t.attempts} times"
                 msg = f"worker {verb} {times} while restoring this image ({reason})"
-                events.append(PoolEvent(EventKind.GAVE_UP, t, w.slot.name, message=msg))
+                events.append(PoolEvent(EventKind.GAVE_UP, t, w.slot.name, message=msg, node=w.node))
             else:
                 t.isolate = True
                 self.pending.appendleft(t)
@@ -335,6 +356,7 @@ class FaultPolicy:
         log.warning(
             "worker %s died (%s) with %d image(s) in flight; restarting", w.slot.name, reason, len(flights)
         )
+        w.said_gone = True
         backoff = 0.0 if w.crash_streak <= 1 else min(MAX_BACKOFF, 2.0 ** (w.crash_streak - 2))
         w.state, w.restart_at = WorkerState.BACKOFF, now + backoff
 
@@ -360,9 +382,11 @@ class FaultPolicy:
             return
         # Killed from outside while loading (OOM killer, a user): keep trying, more slowly.
         w.error = f"failed to start ({reason})"
+        level = logging.DEBUG if w.said_gone else logging.WARNING
+        w.said_gone = True
         w.state = WorkerState.BACKOFF
         w.restart_at = now + min(MAX_BACKOFF, 2.0 ** (w.start_failures - 1))
-        log.warning("worker %s failed to start (%s); retrying", w.slot.name, reason)
+        log.log(level, "worker %s failed to start (%s); retrying", w.slot.name, reason)
 
     # --- time -----------------------------------------------------------------------------------
 
@@ -427,6 +451,7 @@ class FaultPolicy:
                     "faces": w.faces,
                     "loaded": w.loaded if alive else "",
                     "node": w.node,
+                    "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
                     "restarts": w.restarts,
                     "memory_budget_mb": w.memory_budget_mb or None,
                     "rss_mb": dict(w.rss_mb),

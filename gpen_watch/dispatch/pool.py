@@ -102,6 +102,14 @@ class Pool:
         if self._started and not self._policy.stopping:
             self._apply([Spawn(i)], [])
 
+    def worker_count(self) -> int:
+        return len(self._workers)
+
+    def retry_now(self, names: set[str]) -> None:
+        """Restart these workers at the next ``poll`` if they wait in back-off (their cluster
+        node came back)."""
+        self._policy.retry_now(names)
+
     def begin_stop(self) -> None:
         """Stop handing out work and ask every worker to finish what it started, then exit."""
         self._apply(self._policy.begin_stop(), [])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpen_watch.dispatch.devices import GpuSample
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.strenum import StrEnum
 
@@ -86,6 +87,9 @@ class Heartbeat:
     # finished so far: while it moves, a photo that takes longer than workers.image_timeout (a
     # large photo upscaled on a CPU) is slow, not hung. 0 from a restorer that does not count.
     progress: int = 0
+    # The GPUs of the machine the worker runs on, as NVML read them there: sent by a cluster
+    # node's worker (this machine's are read by the tray itself); () where there is no NVML.
+    gpus: tuple[GpuSample, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
 from gpen_watch.dispatch.tasks import Task
 from gpen_watch.strenum import StrEnum
 
@@ -86,6 +86,8 @@ class WorkerRecord:
     # The device its restorer chose where the slot said "auto" ("Apple GPU (mps)", "cpu").
     device_label: str = ""
     node: str = ""
+    # Its machine's GPUs, from its last heartbeat (cluster workers only).
+    gpus: tuple[GpuSample, ...] = ()
     # The worker's memory budget (MB, 0: not said) and its highest resident memory when each stage
     # of a photo ended, from its results (this process only: cleared when it is restarted).
     memory_budget_mb: int = 0
@@ -95,5 +97,8 @@ class WorkerRecord:
     fatal: P.Fatal | None = None
     kill_reason: str | None = None
     error: str | None = None
+    # Its going was logged (a crash, or the first failed start): the failed starts that follow are
+    # at debug until it is ready again, so a node away for an hour is not an error every 30 s.
+    said_gone: bool = False
     # In ERROR because its model files could not be loaded (the service retries when they change).
     model_error: bool = False

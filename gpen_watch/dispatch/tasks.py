@@ -35,3 +35,5 @@ class PoolEvent:
     worker: str
     result: FileResult | None = None
     message: str = ""
+    # Where the worker runs, as it said when ready ("" for a worker on this machine).
+    node: str = ""

@@ -101,6 +101,8 @@ class Job:
     commit_size: int | None
     original: Original | None
     original_path: Path | None
+    # Where a worker restored it, or last tried to (schema version 3): None when no worker did.
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ def _job(row: sqlite3.Row) -> Job:
         commit_size=row["commit_size"],
         original=None if row["original"] is None else Original(row["original"]),
         original_path=_path(row["original_path"]),
+        node=row["node"],
     )
 
 
@@ -605,6 +608,11 @@ class Journal:
             if cur.rowcount:
                 self._event(conn, job_id, kind, reason)
             return cur.rowcount == 1
+
+    def ran_on(self, job_id: int, node: str) -> None:
+        """Record the node whose worker ended this job (its result or its last crash)."""
+        with self._write() as conn:
+            conn.execute("UPDATE jobs SET node = ? WHERE id = ?", (node, job_id))
 
     def requeue(self, job_id: int, reason: str) -> bool:
         """Put a running job back in the queue (worker crashed, timed out, service stopping)."""

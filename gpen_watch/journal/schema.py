@@ -75,7 +75,14 @@ UPDATE jobs SET output = NULL
     AND output = (SELECT first.output FROM jobs AS first WHERE first.id = jobs.duplicate_of);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# Version 3: the node that restored the photo (or last tried to), for a service whose workers run
+# on a cluster's machines too: the host name for this machine's workers, "host (address)" for a
+# remote node's. NULL for jobs from before, and for jobs no worker touched (copies, repeats).
+_V3 = """
+ALTER TABLE jobs ADD COLUMN node TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 VERSION = len(MIGRATIONS)
 
 

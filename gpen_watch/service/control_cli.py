@@ -8,6 +8,7 @@ import time
 
 from gpen_watch.service import control
 from gpen_watch.service.status import Status, WorkerStatus
+from gpen_watch.tray.model import gpu_line
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -123,10 +124,19 @@ def format_status(s: Status) -> str:
             lines.append("             " + _memory_line(w))
         if w.error:
             lines.append(f"             error: {w.error}")
+    if any(not n.local for n in s.nodes):
+        lines.append("nodes (processed this run):")
+        for n in s.nodes:
+            where = "this machine" if n.local else ("up" if n.up else "away")
+            lines.append(
+                f"  {n.name} ({where}): {_count(n.workers, 'worker')}, in flight {n.in_flight}, "
+                f"processed {n.done}"
+            )
+            lines += [f"    {gpu_line(g)}" for g in n.gpus]
     if s.last_errors:
         lines.append("last errors:")
         for e in s.last_errors:
-            lines.append(f"  {e.when}  {e.file}: {e.error}")
+            lines.append(f"  {e.when}  {e.file}: {e.error}" + (f" (on {e.node})" if e.node else ""))
     if s.inboxes:
         lines.append(f"inboxes: {', '.join(s.inboxes)}")
     if s.outbox:

@@ -11,7 +11,16 @@ from pathlib import Path
 from gpen_watch import __version__
 from gpen_watch.outbox import naming
 from gpen_watch.service.running import Running
-from gpen_watch.service.status import ClusterStatus, ErrorEntry, QueueStatus, Status, WorkerStatus, from_json
+from gpen_watch.service.status import (
+    ClusterStatus,
+    ErrorEntry,
+    QueueStatus,
+    Status,
+    WorkerStatus,
+    from_json,
+    nodes_of,
+)
+from gpen_watch.service.work import node_name
 
 # Failures listed in the status, newest first.
 RECENT_ERRORS = 5
@@ -25,18 +34,24 @@ def build_status(run: Running) -> Status:
             when=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
             file=str(j.source),
             error=j.error or "",
+            node=j.node or "",
         )
         for j in journal.recent_errors(RECENT_ERRORS)
     )
     outbox = run.cfg.watch.outbox
+    # In cluster mode without local workers the workers come with the nodes: the cluster says
+    # what is missing, not the pool's "no worker configured".
+    pool_problem = pool.problem() if run.cluster is None or pool.worker_count() else None
     problems = (
-        run.problem or pool.problem(),
+        run.problem or pool_problem,
         gate.problem() if gate is not None else None,
         run.originals.problem(),
         run.cluster.problem if run.cluster is not None else None,
     )
     notices = (gate.notice() if gate is not None else None, run.originals.notice())
     rss, rss_peak = rss_mb()
+    # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
+    workers = tuple(from_json(WorkerStatus, w) for w in pool.snapshot())
     return Status(
         version=__version__,
         pid=os.getpid(),
@@ -55,8 +70,8 @@ def build_status(run: Running) -> Status:
         settling=run.watcher.pending if run.watcher is not None else 0,
         special_files=run.watcher.special_files if run.watcher is not None else 0,
         throughput=run.tp.summary(),
-        # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
-        workers=tuple(from_json(WorkerStatus, w) for w in pool.snapshot()),
+        workers=workers,
+        nodes=nodes_of(workers, node_name("")),
         cluster=from_json(ClusterStatus, run.cluster.status()) if run.cluster is not None else None,
         models=gate.status() if gate is not None else None,
         last_errors=errors,

@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gpen_watch.dispatch.devices import GpuSample
+
 T = TypeVar("T")
 
 
@@ -70,6 +72,50 @@ class WorkerStatus:
     error: str | None = None
     # Where a cluster worker runs ("host (address)"); "" for this machine's.
     node: str = ""
+    # Its machine's GPUs as NVML read them there (cluster workers only).
+    gpus: tuple[GpuSample, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One machine whose workers the service drives: this one, or a cluster node."""
+
+    name: str = ""  # a cluster node's "host (address)"; this machine's host name
+    local: bool = False
+    # Whether any of its workers runs (or is starting): a node that left has none.
+    up: bool = False
+    workers: int = 0
+    done: int = 0  # photos its workers finished this run, failures included
+    in_flight: int = 0
+    # A cluster node's GPUs, from its heartbeats; () for this machine (the tray reads its own).
+    gpus: tuple[GpuSample, ...] = ()
+    # Every worker of it restores on a CPU (`cluster join --cpu` on a machine without a GPU).
+    cpu_only: bool = False
+
+
+# Worker states (WorkerStatus.state) in which a worker runs or is loading.
+RUNNING_STATES = ("starting", "idle", "busy", "stopping")
+
+
+def nodes_of(workers: tuple[WorkerStatus, ...], local_name: str) -> tuple[NodeStatus, ...]:
+    """The workers grouped by the machine they run on, this machine first."""
+    by_node: dict[str, list[WorkerStatus]] = {}
+    for w in sorted(workers, key=lambda w: w.node != ""):
+        by_node.setdefault(w.node, []).append(w)
+    return tuple(
+        NodeStatus(
+            name=node or local_name,
+            local=not node,
+            up=any(w.state in RUNNING_STATES for w in ws),
+            workers=len(ws),
+            done=sum(w.done for w in ws),
+            in_flight=sum(w.in_flight for w in ws),
+            gpus=next((w.gpus for w in ws if w.gpus), ()),
+            # Device labels: "cpu" here, "<address> CPU" for a node's (cluster.membership).
+            cpu_only=all(w.device == "cpu" or w.device.endswith(" CPU") for w in ws),
+        )
+        for node, ws in by_node.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -126,6 +172,7 @@ class ErrorEntry:
     when: str = ""
     file: str = ""
     error: str = ""
+    node: str = ""  # where it was last tried (the journal's record of it); "" if nowhere
 
 
 @dataclass(frozen=True)
@@ -152,6 +199,8 @@ class Status:
     special_files: int = 0
     throughput: Throughput = Throughput()
     workers: tuple[WorkerStatus, ...] = ()
+    # The workers by machine (``nodes_of``).
+    nodes: tuple[NodeStatus, ...] = ()
     # None: cluster mode is off.
     cluster: ClusterStatus | None = None
     # None: the model files are not checked (a substitute restorer brings its own).

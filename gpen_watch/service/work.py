@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
@@ -117,6 +118,9 @@ def on_event(run: Running, ev: PoolEvent) -> None:
     if ev.kind in (DONE, GAVE_UP):
         run.job_ended()
     try:
+        if ev.kind in (DONE, GAVE_UP):
+            # Before the result is recorded, so the record the job ends with names where it ran.
+            journal.ran_on(ev.task.key, node_name(ev.node))
         if ev.kind == DONE:
             _on_result(run, ev)
         elif ev.kind == GAVE_UP:
@@ -171,6 +175,13 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst)
     )
     log.warning("%s: %s: %s", task.job.src, kind, reason)
+
+
+def node_name(node: str) -> str:
+    """The journal's name for where a worker ran: a remote node's own "host (address)", and this
+    machine's host name for its local workers (their ``node`` is ""), so that a job's record
+    still says which machine it was once the cluster has changed."""
+    return node or socket.gethostname()
 
 
 def _environmental(exc: BaseException) -> bool:

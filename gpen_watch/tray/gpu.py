@@ -2,7 +2,9 @@
 
 NVML needs only the driver: no torch, no CUDA context, no GPU memory. It is opened once and kept
 open while the tray polls (about once a second); opening it per sample costs tens of
-milliseconds. No driver, no library, no GPU: an empty list, and the menu says CPU mode.
+milliseconds. No driver, no library, no GPU: an empty list, and the menu says CPU mode. A cluster
+node's actor reads its own machine's GPUs the same way (``ThrottledSampler``) and sends them with
+its heartbeats.
 """
 
 from __future__ import annotations
@@ -10,23 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpen_watch.dispatch.devices import GpuInfo, visible_gpus
+from gpen_watch.dispatch.devices import GpuInfo, GpuSample, visible_gpus
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class GpuSample:
-    index: int
-    name: str
-    util_percent: int | None = None  # None: the GPU does not report it (or the call failed)
-    mem_used: int | None = None  # bytes
-    mem_total: int | None = None
-    temp_c: int | None = None
+__all__ = ["GpuSample", "NvmlMonitor", "ThrottledSampler"]
 
 
 class NvmlMonitor:
@@ -114,3 +109,25 @@ def _try(read: Any) -> Any:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ThrottledSampler:
+    """An NvmlMonitor read at most every ``every_s``, from any thread: a remote node's actor
+    answers each heartbeat ping with its GPUs, and NVML need not be asked that often."""
+
+    def __init__(
+        self, monitor: NvmlMonitor, every_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._monitor = monitor
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: tuple[GpuSample, ...] = ()
+        self._at: float | None = None
+
+    def sample(self) -> tuple[GpuSample, ...]:
+        with self._lock:
+            now = self._clock()
+            if self._at is None or now - self._at >= self._every_s:
+                self._last, self._at = tuple(self._monitor.sample()), now
+            return self._last

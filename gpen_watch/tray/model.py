@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpen_watch.service.status import Status
+from gpen_watch.service.status import NodeStatus, Status
 from gpen_watch.tray.gpu import GpuSample
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
@@ -62,6 +62,8 @@ class TrayView:
     other_devices: tuple[str, ...] = ()
     cpu_mode: bool = True
     login_enabled: bool = False
+    # Cluster nodes whose workers the service drives, each listed with its GPUs under its host.
+    nodes: tuple[NodeStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ def view_from_status(
         state = "working"
     else:
         state = "idle"
-    workers = status.workers
+    # This machine's workers; a cluster node's are listed under it (node_entries).
+    workers = tuple(w for w in status.workers if not w.node)
     named = [w.device for w in workers]
     # A worker's device as it reported it: Apple's GPU is no NVML device, and is no CPU either.
     other = tuple(dict.fromkeys(d for d in named if d.startswith(OTHER_GPU_PREFIXES)))
@@ -135,6 +138,7 @@ def view_from_status(
         other_devices=other,
         cpu_mode=cpu_mode,
         login_enabled=login_enabled,
+        nodes=tuple(n for n in status.nodes if not n.local),
     )
 
 
@@ -200,8 +204,27 @@ def summary_lines(view: TrayView) -> list[str]:
 
 def device_lines(view: TrayView) -> list[str]:
     if view.cpu_mode:
-        return ["CPU mode" + ("" if view.gpus else " (no NVIDIA GPU)")]
-    return [gpu_line(g) for g in view.gpus] + [_clip(d, MAX_LINE) for d in view.other_devices]
+        lines = ["CPU mode" + ("" if view.gpus else " (no NVIDIA GPU)")]
+    else:
+        lines = [gpu_line(g) for g in view.gpus] + [_clip(d, MAX_LINE) for d in view.other_devices]
+    return lines
+
+
+def node_entries(nodes: tuple[NodeStatus, ...]) -> list[Entry]:
+    """Each cluster node, then its GPUs indented under it:
+    "studio-b (192.168.1.12): 3 done, 1 in flight" / "    NVIDIA RTX 4090: 87%, ..."."""
+    entries = []
+    for n in nodes:
+        state = f"{n.done} done, {n.in_flight} in flight" if n.up else f"away, {n.done} done"
+        entries.append(Entry(_clip(f"{n.name}: {state}", MAX_LINE)))
+        entries += [Entry(_clip(NODE_INDENT + gpu_line(g), MAX_LINE), live=True) for g in n.gpus]
+        if not n.gpus and n.up:
+            # No readings: a CPU node, or GPUs on a machine without NVML (nothing to show).
+            entries += [Entry(f"{NODE_INDENT}CPU")] if n.cpu_only else []
+    return entries
+
+
+NODE_INDENT = "    "
 
 
 def menu(
@@ -217,6 +240,7 @@ def menu(
         click_pauses = not has_menu
     entries = [Entry(line) for line in summary_lines(view)]
     entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
+    entries += node_entries(view.nodes)
     entries.append(SEPARATOR)
     entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=click_pauses))
     entries.append(SEPARATOR)
