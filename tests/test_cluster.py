@@ -229,7 +229,8 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
                 break
             events += local.poll(1.0)
         (done,) = [e for e in events if e.kind == pool.DONE]
-        assert done.result is not None and done.result.ok, done.result
+        assert done.result is not None, done.result
+        assert done.result.ok, done.result
         assert dst.read_bytes() == by_remote
     finally:
         local.begin_stop()

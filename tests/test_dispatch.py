@@ -30,7 +30,8 @@ def test_no_gpu_gives_cpu_workers_sharing_the_cores() -> None:
     assert [s.name for s in slots] == ["cpu#0", "cpu#1"]
     # "auto" without an NVIDIA GPU: each worker picks (Apple's GPU on a Mac, else the CPU).
     assert all(s.device == "auto" and s.label == "cpu" and s.threads == 4 for s in slots)
-    assert slots[0].env["OMP_NUM_THREADS"] == "4" and slots[0].env["MKL_NUM_THREADS"] == "4"
+    assert slots[0].env["OMP_NUM_THREADS"] == "4"
+    assert slots[0].env["MKL_NUM_THREADS"] == "4"
     assert slots[0].env["CUDA_VISIBLE_DEVICES"] == ""
 
 
@@ -174,11 +175,14 @@ def test_sigkilled_worker_is_restarted_and_the_job_completes_once(
     events = run_until(p, finished(1))
     events += p.poll(0.5)
     done = [e for e in events if e.kind == pool.DONE]
-    assert len(done) == 1 and done[0].result is not None and done[0].result.ok
+    assert len(done) == 1
+    assert done[0].result is not None
+    assert done[0].result.ok
     assert done[0].task.attempts == 1
     assert p.snapshot()[0]["restarts"] == 1
     retry = [e for e in events if e.kind == pool.RETRY]
-    assert retry and "exit signal 9" in retry[0].message
+    assert retry
+    assert "exit signal 9" in retry[0].message
 
 
 def test_poison_image_gives_up_after_max_attempts_and_companions_survive(
@@ -209,7 +213,9 @@ def test_output_half_written_by_a_killed_worker_is_removed_before_the_retry(
     p.submit([task])
     events = run_until(p, finished(1), limit=60)
     done = [e for e in events if e.kind == pool.DONE]
-    assert done and done[0].result is not None and done[0].result.ok, events
+    assert done, events
+    assert done[0].result is not None, events
+    assert done[0].result.ok, events
     assert task.job.dst.read_bytes() == task.job.src.read_bytes()
     assert [e.kind for e in events].count(pool.RETRY) == 1
     assert sorted(q.name for q in task.job.dst.parent.iterdir()) == [task.job.dst.name]  # no writer temp
@@ -224,9 +230,8 @@ def test_hung_worker_is_killed_after_the_timeout(tmp_path: Path, pools: list[poo
     events = run_until(p, finished(2), limit=40)
     by_name = {e.task.job.src.name: e for e in events if e.kind in (pool.DONE, pool.GAVE_UP)}
     assert by_name["hang.jpg"].kind == pool.GAVE_UP
-    assert (
-        "hung once" in by_name["hang.jpg"].message and "no result within 1 s" in by_name["hang.jpg"].message
-    )
+    assert "hung once" in by_name["hang.jpg"].message
+    assert "no result within 1 s" in by_name["hang.jpg"].message
     assert by_name["ok.jpg"].kind == pool.DONE
     assert time.monotonic() - t0 < 30
 
@@ -252,10 +257,14 @@ def test_out_of_memory_retries_smaller_then_fails_clearly(tmp_path: Path, pools:
     events = run_until(p, finished(2))
     by_name = {e.task.job.src.name: e for e in events if e.kind == pool.DONE}
     ok = by_name["oom1.jpg"].result
-    assert ok is not None and ok.ok and "scale=0.5" in ok.notes
+    assert ok is not None
+    assert ok.ok
+    assert "scale=0.5" in ok.notes
     bad = by_name["oom.jpg"].result
-    assert bad is not None and not bad.ok
-    assert bad.error is not None and bad.error.startswith("out of GPU memory even at 25% scale")
+    assert bad is not None
+    assert not bad.ok
+    assert bad.error is not None
+    assert bad.error.startswith("out of GPU memory even at 25% scale")
     assert sum(e.kind == pool.RETRY for e in events) == 3  # oom1: 1.0->0.5; oom: 1.0->0.5->0.25
 
 
@@ -269,9 +278,12 @@ def test_model_error_stops_the_worker_instead_of_crash_looping(
     events = p.poll(1.0)
     assert not events  # the task waits (nothing lost); the worker is not restarted
     snap = p.snapshot()[0]
-    assert snap["restarts"] == 0 and "weights not found" in snap["error"]
-    assert p.problem() is not None and "gpen-watch models fetch" in p.problem()  # type: ignore[operator]
-    assert p.capacity() == 0 and p.pending() == 1
+    assert snap["restarts"] == 0
+    assert "weights not found" in snap["error"]
+    assert p.problem() is not None
+    assert "gpen-watch models fetch" in p.problem()  # type: ignore[operator]
+    assert p.capacity() == 0
+    assert p.pending() == 1
 
 
 def test_device_that_keeps_failing_is_retired_and_others_carry_on(
@@ -289,7 +301,8 @@ def test_device_that_keeps_failing_is_retired_and_others_carry_on(
     events = run_until(p, lambda ev: finished(2)(ev) and p.snapshot()[0]["state"] == "retired", limit=60)
     assert all(e.worker == "cpu#0" for e in events if e.kind == pool.DONE)
     snap = p.snapshot()[0]
-    assert "failed to start 3 times" in snap["error"] and "CUDA error" in snap["error"]
+    assert "failed to start 3 times" in snap["error"]
+    assert "CUDA error" in snap["error"]
     assert p.problem() is None  # the CPU worker still works
 
 
@@ -327,7 +340,8 @@ def test_pause_hands_out_nothing_and_resume_continues(tmp_path: Path, pools: lis
     assert p.capacity() == 0
     p.submit(make_tasks(tmp_path, ["a.jpg"]))
     assert not [e for e in p.poll(1.0) if e.kind == pool.DONE]
-    assert p.in_flight() == 0 and p.pending() == 1
+    assert p.in_flight() == 0
+    assert p.pending() == 1
     p.resume()
     run_until(p, finished(1))
 
@@ -410,4 +424,5 @@ def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     assert {"decode", "align", "restore", "paste", "encode", "peak"} <= set(w["rss_mb"])
     assert 50 < w["rss_mb"]["decode"] <= w["rss_mb"]["peak"]
     text = format_status(Status.from_json({"workers": [w]}))
-    assert "memory MB at stage end: decode " in text and "of 3000 budget" in text
+    assert "memory MB at stage end: decode " in text
+    assert "of 3000 budget" in text

@@ -134,7 +134,8 @@ def test_a_cluster_actor_reads_nvml_at_most_every_few_seconds_through_the_same_m
     first = sampler.sample()
     assert first == (GpuSample(0, "NVIDIA RTX 4090", 40, 2**30, 80 * 2**30, 50),)
     now[0] = 4.9
-    assert sampler.sample() == first and len(reads) == 1  # a heartbeat ping every 2 s: cached
+    assert sampler.sample() == first
+    assert len(reads) == 1  # a heartbeat ping every 2 s: cached
     now[0] = 5.0
     sampler.sample()
     assert len(reads) == 2
