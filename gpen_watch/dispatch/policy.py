@@ -18,7 +18,7 @@ Fault rules, in short:
   with the message instead of crash-looping. ``resume`` gives them another try. A worker killed
   from outside while loading is simply restarted, more and more slowly.
 
-It is one module of some 440 lines on purpose: the rules interlock (an exit's blame depends on
+It is one module of some 470 lines on purpose: the rules interlock (an exit's blame depends on
 what was taken, a hang's deadline on how many images were started), and they are read together.
 """
 

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.errors import ModelError
+from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.registry import (
     UPSCALER_NAMES,
     ModelSpec,
@@ -140,13 +141,12 @@ def check_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor], path: P
     """Require exactly the model's keys with exactly its shapes; name the first difference."""
     expected = model.state_dict()
     what = type(model).__name__
-    missing = [k for k in expected if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in expected]
-    wrong_shape = [
-        k for k in expected if k in state_dict and tuple(state_dict[k].shape) != tuple(expected[k].shape)
-    ]
-    if not (missing or unexpected or wrong_shape):
+    diff = compare_layout(
+        {k: tuple(v.shape) for k, v in expected.items()}, {k: tuple(v.shape) for k, v in state_dict.items()}
+    )
+    if not diff:
         return
+    missing, unexpected, wrong_shape = diff.missing, diff.unexpected, diff.wrong_shape
     counts = f"{len(missing)} missing, {len(unexpected)} unexpected, {len(wrong_shape)} of the wrong shape"
     if missing:
         first = f"missing key {missing[0]!r}"

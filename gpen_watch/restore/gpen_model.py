@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gpen_watch.config import Precision, ResolvedPrecision
+from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.registry import GPEN_CONFIGS
 from gpen_watch.restore.gpen_config import GPENConfig
 from gpen_watch.restore.gpen_ops import (
@@ -530,15 +531,11 @@ def infer_gpen_config(state_dict: Mapping[str, Tensor]) -> GPENConfig:
     except (KeyError, IndexError, ValueError) as e:
         raise ValueError(f"not a GPEN state dict: {e}") from e
 
-    expected = gpen_state_dict_shapes(cfg)
-    got = {k: tuple(v.shape) for k, v in state_dict.items()}
-    if expected != got:
-        missing = sorted(set(expected) - set(got))[:5]
-        extra = sorted(set(got) - set(expected))[:5]
-        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])[:5]
+    diff = compare_layout(gpen_state_dict_shapes(cfg), {k: tuple(v.shape) for k, v in state_dict.items()})
+    if diff:
         raise ValueError(
-            f"state dict does not match inferred {cfg}: missing {missing}, unexpected {extra}, "
-            f"wrong shape {wrong}"
+            f"state dict does not match inferred {cfg}: missing {sorted(diff.missing)[:5]}, "
+            f"unexpected {sorted(diff.unexpected)[:5]}, wrong shape {sorted(diff.wrong_shape)[:5]}"
         )
     return cfg
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.restore.rrdbnet_config import RRDBConfig
 
 LRELU_SLOPE = 0.2
@@ -128,14 +129,10 @@ def infer_rrdb_config(state_dict: Mapping[str, Tensor]) -> RRDBConfig:
         )
     except (KeyError, IndexError) as exc:
         raise ValueError(f"not an RRDBNet state dict: no {exc}") from None
-    expected = rrdb_state_dict_shapes(cfg)
-    got = {k: tuple(v.shape) for k, v in state_dict.items()}
-    if expected != got:
-        missing = sorted(set(expected) - set(got))[:3]
-        extra = sorted(set(got) - set(expected))[:3]
-        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])[:3]
+    diff = compare_layout(rrdb_state_dict_shapes(cfg), {k: tuple(v.shape) for k, v in state_dict.items()})
+    if diff:
         raise ValueError(
-            f"state dict does not match RRDBNet {cfg}: missing {missing}, unexpected {extra}, "
-            f"wrong shape {wrong}"
+            f"state dict does not match RRDBNet {cfg}: missing {sorted(diff.missing)[:3]}, "
+            f"unexpected {sorted(diff.unexpected)[:3]}, wrong shape {sorted(diff.wrong_shape)[:3]}"
         )
     return cfg
