@@ -23,6 +23,8 @@ NOTES: dict[str, str] = {
     "restore.model": f"{registry.choices_text('gpen')}, or a .pth file.",
     "restore.detector": f"{registry.choices_text('detector')}.",
     "restore.use_parse": "Face-parsing mask for paste-back; false: a feathered one (faster on CPU).",
+    "restore.parse_precision": "ParseNet's number format: auto (as restore.precision), fp32, bf16, or int8 (CPU only).",
+    "restore.parse_small_below": "Faces pasted back smaller than this (px) are parsed at 256 px, not 512; 0: always 512.",
     "restore.detect_threshold": "Face detection score threshold, in (0, 1].",
     "restore.detect_max_side": "Detection runs on a copy whose long side is at most this (px).",
     "restore.min_face": "Faces whose eyes and mouth span fewer px are left alone; 0: restore every face.",

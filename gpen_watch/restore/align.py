@@ -120,6 +120,12 @@ def affine_scale(m: np.ndarray) -> float:
     return math.sqrt(abs(float(np.linalg.det(np.asarray(m, dtype=np.float64)[:, :2]))))
 
 
+def paste_sides(affines: np.ndarray, size: int) -> np.ndarray:
+    """(F,) the side in photo pixels that each ``size`` px crop covers once pasted back, from the
+    forward (photo -> crop) affines (F, 2, 3)."""
+    return np.array([size / max(affine_scale(m), 1e-12) for m in affines], dtype=np.float64)
+
+
 def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """Apply a (2, 3) affine to (..., 2) points; returns float64 of the same shape."""
     m = np.asarray(m, dtype=np.float64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
@@ -9,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpen_watch.config import ParsePrecision
 from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
 from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
 from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
@@ -25,6 +27,9 @@ PARSE_CLASSES = (
 # stopped at the jaw would paste a restored chin onto an unrestored neck with a seam between them.
 NOT_FACE = (0, 14, 18)
 _PARSE_SIZE = 512
+# ParseNet is fully convolutional: at half its trained side it runs a quarter of the arithmetic
+# and gives a (N, 19, 256, 256) map (restore.parse_small_below).
+_SMALL_PARSE_SIZE = 256
 
 
 class OutOfMemory(RuntimeError):
@@ -42,6 +47,8 @@ class FaceEnhancer:
         face_batch: int,
         parser: nn.Module | None = None,
         strength: float = 1.0,
+        parse_precision: ParsePrecision = "auto",
+        parse_small_below: int = 0,
     ) -> None:
         self.size = size
         # restore.strength: the share of the restored face in the crop that is pasted back.
@@ -50,18 +57,32 @@ class FaceEnhancer:
         self.face_batch = max(1, face_batch)
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
         self.parser = prepare_conv_net(parser, place.device) if parser is not None else None
+        self.parse_precision = _parse_precision(parse_precision, place)
+        if self.parser is not None and self.parse_precision == "int8":
+            from gpen_watch.restore.quant import quantize_parser
+
+            self.parser = quantize_parser(self.parser)
+        elif self.parser is not None and self.parse_precision == "bf16":
+            self.parser = self.parser.to(torch.bfloat16)
+        self.parse_small_below = parse_small_below
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
         self._not_face[list(NOT_FACE)] = True
 
-    def enhance(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None."""
+    def enhance(
+        self, crops: np.ndarray, paste_px: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None.
+
+        ``paste_px``: (F,) the side each crop has once pasted back into its photo, for
+        restore.parse_small_below; without it every face is parsed at 512 px."""
         faces: list[np.ndarray] = []
         masks: list[np.ndarray] = []
         start = 0
         while start < len(crops):
             chunk = crops[start : start + self.face_batch]
+            small = self._parse_small(paste_px, start, len(chunk))
             try:
-                out, mask = self._run(chunk)
+                out, mask = self._run(chunk, small)
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -79,7 +100,17 @@ class FaceEnhancer:
         restored = np.concatenate(faces) if faces else crops[:0].copy()
         return restored, (np.concatenate(masks) if masks else None)
 
-    def _run(self, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _parse_small(self, paste_px: np.ndarray | None, start: int, n: int) -> list[bool]:
+        """For each face of a chunk: is its mask made at 256 px?"""
+        if paste_px is None or self.parse_small_below <= 0:
+            return [False] * n
+        return [bool(px < self.parse_small_below) for px in paste_px[start : start + n]]
+
+    def _parse_context(self) -> contextlib.AbstractContextManager[object]:
+        # "auto" keeps the parser inside the generator's autocast, as before the setting existed.
+        return self.gpen.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
+
+    def _run(self, chunk: np.ndarray, small: list[bool]) -> tuple[np.ndarray, np.ndarray | None]:
         dev = self.place.device
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
@@ -91,8 +122,12 @@ class FaceEnhancer:
                 # much per face as one face at a time, so it parses one face per pass there
                 # (docs/benchmarks.md, "Memory"). On a GPU the batch pays, in device memory.
                 step = 1 if dev.type == "cpu" else len(y)
-                with self.gpen.autocast():
-                    mask = torch.cat([self._parse(y[i : i + step]) for i in range(0, len(y), step)])
+                mask = torch.empty(len(y), self.size, self.size, device=dev)
+                with self._parse_context():
+                    for flag in (False, True):
+                        idx = [i for i, s in enumerate(small) if s is flag]
+                        for j in range(0, len(idx), step):
+                            mask[idx[j : j + step]] = self._parse(y[idx[j : j + step]], flag)
             else:
                 mask = None
             y = y.clamp_(-1, 1)
@@ -104,15 +139,38 @@ class FaceEnhancer:
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
             return out, (mask.float().cpu().numpy() if mask is not None else None)
 
-    def _parse(self, y: torch.Tensor) -> torch.Tensor:
-        """Face-region mask (N,S,S) in {0,1} from ParseNet run on the restored faces."""
+    def _parse(self, y: torch.Tensor, small: bool = False) -> torch.Tensor:
+        """Face-region mask (N,S,S) in {0,1} from ParseNet run on the restored faces (at 256 px
+        when ``small``)."""
         inp = y.float().clamp(-1, 1)
-        if inp.shape[-1] != _PARSE_SIZE:
-            inp = F.interpolate(inp, size=(_PARSE_SIZE, _PARSE_SIZE), mode="bilinear", align_corners=False)
+        side = _SMALL_PARSE_SIZE if small else _PARSE_SIZE
+        if inp.shape[-1] != side:
+            # antialias when shrinking: a plain bilinear shrink of 512 -> 256 skips every other pixel.
+            inp = F.interpolate(inp, size=(side, side), mode="bilinear", align_corners=False, antialias=small)
+        if self.parse_precision == "bf16":
+            inp = inp.to(torch.bfloat16)
         assert self.parser is not None, "parse mask asked for without a parser"
-        logits = self.parser(as_channels_last(inp))[0]  # (N, 19, 512, 512)
+        logits = self.parser(as_channels_last(inp))[0]  # (N, 19, side, side)
         labels = logits.argmax(dim=1)
         face = (~self._not_face[labels]).float().unsqueeze(1)
         if face.shape[-1] != self.size:
             face = F.interpolate(face, size=(self.size, self.size), mode="bilinear", align_corners=False)
         return face[:, 0]
+
+
+def _parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision:
+    """restore.parse_precision as it runs on this device: int8 has kernels on CPUs only."""
+    if wanted == "int8" and place.device.type != "cpu":
+        log.warning(
+            "restore.parse_precision = int8 runs on a CPU only; on %s ParseNet runs as auto", place.device
+        )
+        return "auto"
+    if wanted == "int8":
+        from gpen_watch.restore.quant import int8_backend
+
+        if int8_backend() is None:
+            log.warning(
+                "restore.parse_precision = int8: this torch has no int8 engine; ParseNet runs in fp32"
+            )
+            return "fp32"
+    return wanted

@@ -88,7 +88,16 @@ class Restorer:
             detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
         self.detector = detector
         batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
-        self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser, strength=cfg.strength)
+        self.enhancer = FaceEnhancer(
+            gpen,
+            self.size,
+            self.place,
+            batch,
+            parser,
+            strength=cfg.strength,
+            parse_precision=cfg.parse_precision,
+            parse_small_below=cfg.parse_small_below,
+        )
         self.upscaler: upscale.Upscaler | None = None
         if cfg.upscale > 1:
             net = verify.load_upscaler(cfg.upscale, cfg.upscale_model, cfg.model_dir, str(dev), download)
@@ -397,9 +406,10 @@ class Restorer:
             take.append((work, first, n))
             room -= n
         crops = np.concatenate([w.crops[a : a + n] for w, a, n in take])  # type: ignore[index]
+        affines = np.concatenate([w.affines[a : a + n] for w, a, n in take])  # type: ignore[index]
         t0 = time.perf_counter()
         try:
-            restored, masks = self.enhancer.enhance(crops)
+            restored, masks = self.enhancer.enhance(crops, align.paste_sides(affines, self.size))
         except OutOfMemory:
             for work, _, _ in take:
                 work.fail("out of GPU memory restoring faces even one at a time", oom=True)
