@@ -78,7 +78,7 @@ class RestoreConfig:
     # Detection runs on a copy whose long side is at most this (the detector's cost grows with pixels).
     detect_max_side: int = 1000
     # Faces smaller than this (eye-to-mouth extent, pixels) are left alone. 0: restore every face
-    # the detector reports, as upstream GPEN does.
+    # the detector reports, as upstream GPEN does (less duplicates and faces under 8 px: faces.py).
     min_face: int = 0
     # Which faces, of those at least min_face, are restored; max_faces then keeps the N largest
     # (0: no limit). Faces left out are not computed.

@@ -530,9 +530,9 @@ def test_which_faces_are_restored(
     with Restorer(tiny_restore_config(tiny_models, **changes), threads=2, detector=detector) as r:
         real = r.enhancer.enhance
 
-        def spy(crops: np.ndarray):
+        def spy(crops: np.ndarray, *rest: object):
             crops_seen.append(len(crops))
-            return real(crops)
+            return real(crops, *rest)  # type: ignore[arg-type]
 
         r.enhancer.enhance = spy  # type: ignore[method-assign]
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
@@ -550,6 +550,48 @@ def test_which_faces_are_restored(
             assert changed == 0, (i, changed)
     faces_notes = [n for n in res.notes if "found" in n]
     assert faces_notes == ([note] if note else [])
+
+
+class RepeatedAndTinyFaces(KnownFaces):
+    """The astronaut's face; the same face again two pixels off, as a second detector pass (or a
+    tile border) reports it; and a face 6 px across near the top right corner."""
+
+    def __init__(self, landmarks: dict) -> None:
+        super().__init__(landmarks)
+        (big,), _ = self.by_shape[(512, 512)]
+        again = Face(big.box + np.float32([2, 1, 2, 1]), 0.95, big.landmarks + np.float32([2, 1]))
+        side = float(max(big.box[2] - big.box[0], big.box[3] - big.box[1]))
+        self.tiny = _scaled_face(big, 6 / side, (470, 40))
+        self.faces = [big, again, self.tiny]
+        self.by_shape[(512, 512)] = (self.faces, None)
+
+
+def test_duplicates_restored_once_and_tiny_faces_left_alone(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    detector = RepeatedAndTinyFaces(landmarks)
+    crops_seen: list[int] = []
+    with Restorer(tiny_restore_config(tiny_models), threads=2, detector=detector) as r:
+        real = r.enhancer.enhance
+
+        def spy(crops: np.ndarray, *rest: object):
+            crops_seen.append(len(crops))
+            return real(crops, *rest)  # type: ignore[arg-type]
+
+        r.enhancer.enhance = spy  # type: ignore[method-assign]
+        (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
+    assert res.ok
+    assert sum(crops_seen) == res.faces == 1  # the face once; the duplicate and the tiny one never computed
+    duplicate = "1 duplicate detection of a face restored once (boxes overlap by IoU > 0.8)"
+    tiny = "1 under 8 px in the result, too small for restoring to change"
+    assert f"3 faces found, 1 restored ({duplicate}; {tiny})" in res.notes
+    before = cv2.imread(str(photos[0])).astype(int)
+    after = cv2.imread(str(tmp_path / "out.png")).astype(int)
+    x1, y1, x2, y2 = (int(v) for v in detector.tiny.box)
+    around = (slice(y1 - 2, y2 + 2), slice(x1 - 2, x2 + 2))
+    assert np.array_equal(after[around], before[around])
+    rows, cols = _inner(detector.faces[0])
+    assert np.abs(after[rows, cols] - before[rows, cols]).mean() > 5
 
 
 def test_strength_zero_one_and_half(

@@ -7,6 +7,15 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.restore import align
 from gpen_watch.restore.detect import Face
 
+# A face whose box is under this many pixels on its longer side in the result is left as it is:
+# its eyes are then ~3 px apart, and pasting a 256-1024 px crop back into it averages some 100+
+# crop pixels into each photo pixel, which keeps the face's colours (GPEN keeps those of its input)
+# and averages away the detail restoring would add.
+TINY_BOX_PX = 8
+# Two detections whose boxes overlap this much are one face (tiled or repeated detector passes, a
+# stand-in detector); NMS inside one pass already removes overlaps over its 0.4.
+DUPLICATE_IOU = 0.8
+
 
 def plausible(faces: list[Face], hw: tuple[int, int], notes: list[str]) -> list[Face]:
     """The faces that can be in a photo of ``hw`` (height, width); the others are dropped with a
@@ -39,14 +48,52 @@ def _off_centre(face: Face, hw: tuple[int, int]) -> float:
     return ((x1 + x2) / 2 - hw[1] / 2) ** 2 + ((y1 + y2) / 2 - hw[0] / 2) ** 2
 
 
+def _iou(a: Face, b: Face) -> float:
+    ax1, ay1, ax2, ay2 = (float(v) for v in a.box[:4])
+    bx1, by1, bx2, by2 = (float(v) for v in b.box[:4])
+    inter = max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(0.0, min(ay2, by2) - max(ay1, by1))
+    union = _area(a) + _area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _distinct(faces: list[Face]) -> list[Face]:
+    """The faces less any that repeats one before it (detection order: the better score first)."""
+    kept: list[Face] = []
+    for face in faces:
+        if all(_iou(face, k) <= DUPLICATE_IOU for k in kept):
+            kept.append(face)
+    return kept
+
+
+def _box_side(face: Face) -> float:
+    x1, y1, x2, y2 = (float(v) for v in face.box[:4])
+    return max(x2 - x1, y2 - y1)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def select(faces: list[Face], hw: tuple[int, int], cfg: RestoreConfig, notes: list[str]) -> list[Face]:
-    """The faces to restore, in detection order, by restore.min_face, .faces, .max_faces and
-    .strength; when that leaves some out, a note (appended to ``notes``) says how many were found,
-    how many are restored and which settings left the others alone."""
-    kept = [f for f in faces if f.size >= cfg.min_face]
+    """The faces to restore, in detection order: one of each set of duplicate detections, none
+    under TINY_BOX_PX in the result, then by restore.min_face, .faces, .max_faces and .strength;
+    when that leaves some out, a note (appended to ``notes``) says how many were found, how many
+    are restored and why the others were left alone."""
     why: list[str] = []
-    if len(kept) < len(faces):
-        why.append(f"{len(faces) - len(kept)} smaller than restore.min_face = {cfg.min_face}")
+    distinct = _distinct(faces)
+    if len(distinct) < len(faces):
+        n = len(faces) - len(distinct)
+        why.append(
+            f"{_plural(n, 'duplicate detection')} of a face restored once (boxes overlap by IoU > {DUPLICATE_IOU})"
+        )
+    # The result is the photo as detected (pre-scaled) times restore.upscale.
+    big = [f for f in distinct if _box_side(f) * cfg.upscale >= TINY_BOX_PX]
+    if len(big) < len(distinct):
+        n = len(distinct) - len(big)
+        why.append(f"{n} under {TINY_BOX_PX} px in the result, too small for restoring to change")
+    kept = [f for f in big if f.size >= cfg.min_face]
+    if len(kept) < len(big):
+        why.append(f"{len(big) - len(kept)} smaller than restore.min_face = {cfg.min_face}")
     chosen = kept
     if cfg.faces == "largest" and len(chosen) > 1:
         chosen = [max(chosen, key=_area)]
