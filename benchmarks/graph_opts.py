@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.quant import quantize_parser, quantize_static
 
 Variant = Callable[[torch.Tensor], torch.Tensor]
 
@@ -38,9 +39,12 @@ def _first(out: object) -> torch.Tensor:
 
 
 def variants(
-    build: Callable[[], nn.Module], compile_too: bool
+    build: Callable[[], nn.Module],
+    compile_too: bool,
+    quantize: Callable[[nn.Module], nn.Module] | None = None,
 ) -> tuple[dict[str, Variant], dict[str, float]]:
-    """The variants of one network, and the seconds each took to prepare (compile included)."""
+    """The variants of one network, and the seconds each took to prepare (compile and int8
+    calibration included). ``quantize`` makes the int8 variant from the folded network."""
     out: dict[str, Variant] = {}
     prep: dict[str, float] = {}
 
@@ -89,6 +93,14 @@ def variants(
         return lambda x: _first(m(as_channels_last(x)))
 
     add("fp32 as loaded (folded, channels_last, copies dropped)", loaded)
+    if quantize is not None:
+        q = quantize
+
+        def int8() -> Variant:
+            m = q(prepare_conv_net(build(), torch.device("cpu")))
+            return lambda x: _first(m(as_channels_last(x)))
+
+        add("int8 static (folded, torch.ao FX)", int8)
     add("bf16 autocast (folded)", lambda: folded(autocast=True))
     add("bf16 weights (folded)", lambda: folded(dtype=torch.bfloat16))
     add("bf16 weights channels_last (folded)", lambda: folded(channels_last=True, dtype=torch.bfloat16))
@@ -105,10 +117,16 @@ def variants(
 
 
 def measure(
-    name: str, build: Callable[[], nn.Module], x: torch.Tensor, rounds: int, compile_too: bool, keep: str
+    name: str,
+    build: Callable[[], nn.Module],
+    x: torch.Tensor,
+    rounds: int,
+    compile_too: bool,
+    keep: str,
+    quantize: Callable[[nn.Module], nn.Module] | None = None,
 ) -> None:
+    runs, prep = variants(build, compile_too, quantize)  # int8 calibration runs outside inference mode
     with torch.inference_mode():
-        runs, prep = variants(build, compile_too)
         runs = {k: v for k, v in runs.items() if k == "fp32 eager" or any(w in k for w in keep.split(","))}
         ref = runs["fp32 eager"](x)
         times: dict[str, list[float]] = {k: [] for k in runs}
@@ -163,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     if args.only in (None, "parse"):
         measure(
-            "ParseNet", parse, torch.rand(1, 3, 512, 512) * 2 - 1, args.rounds, args.compile, args.variants
+            "ParseNet",
+            parse,
+            torch.rand(1, 3, 512, 512) * 2 - 1,
+            args.rounds,
+            args.compile,
+            args.variants,
+            quantize_parser,
         )
     if args.only in (None, "detect"):
         # A portrait shrunk to the detector's 1000 px, mean-subtracted BGR.
@@ -174,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             args.rounds,
             args.compile,
             args.variants,
+            # Calibrated on another random input of the detector's range, not the measured one.
+            lambda m: quantize_static(m, torch.rand(2, 3, 512, 512) * 255 - 115),
         )
     return 0
 

@@ -43,11 +43,18 @@ def calibration_images(side: int = _CALIBRATION_SIDE, count: int = _CALIBRATION_
 
 def quantize_parser(model: nn.Module) -> nn.Module:
     """An int8 copy of ``model`` (ParseNet after ``fold.prepare_conv_net``, in eval mode on the
-    CPU): per-channel int8 weights, per-tensor uint8 activations calibrated on
-    ``calibration_images``. It takes and returns float tensors like the original.
+    CPU), calibrated on ``calibration_images``. It takes and returns float tensors like the
+    original.
 
     Raises RuntimeError when this torch has no quantized engine for the CPU.
     """
+    return quantize_static(model, calibration_images())
+
+
+def quantize_static(model: nn.Module, calibration: torch.Tensor) -> nn.Module:
+    """``model`` (eval mode, CPU, BatchNorm folded) with per-channel int8 weights and per-tensor
+    uint8 activations whose ranges are the min/max seen on ``calibration`` (N, C, H, W), one
+    image a pass. Float in, float out."""
     from torch.ao.quantization import (
         MinMaxObserver,
         PerChannelMinMaxObserver,
@@ -74,7 +81,7 @@ def quantize_parser(model: nn.Module) -> nn.Module:
         weight=PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric),
     )
     mapping = QConfigMapping().set_global(qconfig)
-    calib = calibration_images().contiguous(memory_format=torch.channels_last)
+    calib = calibration.contiguous(memory_format=torch.channels_last)
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         # torch 2.10+ marks torch.ao's FX quantization and its quantized tensors deprecated (in
         # favour of torchao's pt2e flow, whose CPU kernels need inductor and so a C++ compiler);
