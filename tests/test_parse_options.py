@@ -153,3 +153,13 @@ def test_parse_settings_are_checked(tmp_path) -> None:  # type: ignore[no-untype
         load(path)
     assert Config().restore.parse_precision == "auto"
     assert Config().restore.parse_small_below == 0
+
+
+def test_parsenet_built_for_512_gives_a_256_map_from_a_256_input() -> None:
+    """restore.parse_small_below relies on it: facexlib's ParseNet (in_size 512) is fully
+    convolutional, so a 256 px face gives a 256 px map of the same 19 classes."""
+    net = prepare_conv_net(_parsenet(), torch.device("cpu"))
+    with torch.inference_mode():
+        logits, image = net(as_channels_last(torch.zeros(1, 3, 256, 256)))
+    assert logits.shape == (1, 19, 256, 256)
+    assert image.shape == (1, 3, 256, 256)
