@@ -12,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 from conftest import TinyModels, tiny_restore_config
 
 from gpen_watch.restore.api import FileJob
@@ -530,9 +531,9 @@ def test_which_faces_are_restored(
     with Restorer(tiny_restore_config(tiny_models, **changes), threads=2, detector=detector) as r:
         real = r.enhancer.enhance
 
-        def spy(crops: np.ndarray, *rest: object):
+        def spy(crops: np.ndarray):
             crops_seen.append(len(crops))
-            return real(crops, *rest)  # type: ignore[arg-type]
+            return real(crops)
 
         r.enhancer.enhance = spy  # type: ignore[method-assign]
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
@@ -621,3 +622,36 @@ def test_strength_zero_one_and_half(
     half = np.abs(outs[0.5][1][face] - before[face]).mean()
     assert full > 10
     assert 0.35 < half / full < 0.65, (half, full)
+
+
+class _ParseSides(torch.nn.Module):
+    """Wraps the engine's parser and records the side of each face it is given."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.sides: list[int] = []
+
+    def forward(self, x: torch.Tensor):  # type: ignore[no-untyped-def]
+        self.sides.extend([int(x.shape[-1])] * len(x))
+        return self.inner(x)
+
+
+@pytest.mark.parametrize(("small_below", "side"), [(0, 512), (100_000, 256)])
+def test_parse_small_below_parses_faces_pasted_back_small_at_256(
+    tiny_models_with_parser: TinyModels,
+    landmarks: dict,
+    photos: list[Path],
+    tmp_path: Path,
+    small_below: int,
+    side: int,
+) -> None:
+    cfg = tiny_restore_config(tiny_models_with_parser, use_parse=True, parse_small_below=small_below)
+    with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
+        assert r.enhancer.parser is not None
+        recorder = _ParseSides(r.enhancer.parser)
+        r.enhancer.parser = recorder
+        (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
+    assert res.ok
+    assert res.faces == 1
+    assert recorder.sides == [side]

@@ -82,7 +82,7 @@ class FaceEnhancer:
             chunk = crops[start : start + self.face_batch]
             small = self._parse_small(paste_px, start, len(chunk))
             try:
-                out, mask = self._run(chunk, small)
+                out, mask = self._run(chunk, small) if any(small) else self._run(chunk)
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -110,8 +110,12 @@ class FaceEnhancer:
         # "auto" keeps the parser inside the generator's autocast, as before the setting existed.
         return self.gpen.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
 
-    def _run(self, chunk: np.ndarray, small: list[bool]) -> tuple[np.ndarray, np.ndarray | None]:
+    def _run(
+        self, chunk: np.ndarray, small: list[bool] | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """One chunk through GPEN (and ParseNet; ``small[i]``: face i is parsed at 256 px)."""
         dev = self.place.device
+        small = small or [False] * len(chunk)
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
             # BGR uint8 (N,S,S,3) -> RGB float (N,3,S,S) in [-1, 1], as GPEN was trained.

@@ -406,10 +406,14 @@ class Restorer:
             take.append((work, first, n))
             room -= n
         crops = np.concatenate([w.crops[a : a + n] for w, a, n in take])  # type: ignore[index]
-        affines = np.concatenate([w.affines[a : a + n] for w, a, n in take])  # type: ignore[index]
         t0 = time.perf_counter()
         try:
-            restored, masks = self.enhancer.enhance(crops, align.paste_sides(affines, self.size))
+            if self.cfg.parse_small_below and self.enhancer.parser is not None:
+                # restore.parse_small_below: how large each face lands in its photo.
+                affines = np.concatenate([w.affines[a : a + n] for w, a, n in take])  # type: ignore[index]
+                restored, masks = self.enhancer.enhance(crops, align.paste_sides(affines, self.size))
+            else:
+                restored, masks = self.enhancer.enhance(crops)
         except OutOfMemory:
             for work, _, _ in take:
                 work.fail("out of GPU memory restoring faces even one at a time", oom=True)
