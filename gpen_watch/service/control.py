@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from gpen_watch import __version__, paths
 from gpen_watch.errors import GpenWatchError
+from gpen_watch.fsutil import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +152,7 @@ def private_dir(path: Path | None = None) -> Path:
 
 def _write_private(path: Path, text: str) -> None:
     """Write a 0600 file atomically: readers see the old file or the complete new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text, mode=0o600)
 
 
 # --- server --------------------------------------------------------------------------------------
