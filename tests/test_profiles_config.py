@@ -1,0 +1,202 @@
+"""Per-inbox profiles in the config: an inbox's own restore.* and output.* settings over the global
+ones, in both TOML forms, validated with the inbox named, reachable from the command line, and
+written back by ``to_toml``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpen_watch import config
+from gpen_watch.config import Config, InboxConfig
+from gpen_watch.errors import ConfigError
+
+TABLES = """\
+[restore]
+strength = 0.5
+min_face = 10
+
+[output]
+jpeg_quality = 80
+
+[[watch.inboxes]]
+path = "~/Scans/old"
+restore = { model = "GPEN-BFR-512", strength = 0.8 }
+output = { format = "tiff" }
+
+[[watch.inboxes]]
+path = "~/Phone"
+restore = { model = "GPEN-BFR-256" }
+"""
+
+INLINE = """\
+[restore]
+strength = 0.5
+min_face = 10
+
+[output]
+jpeg_quality = 80
+
+[watch]
+inboxes = [
+    { path = "~/Scans/old", restore = { model = "GPEN-BFR-512", strength = 0.8 }, output = { format = "tiff" } },
+    { path = "~/Phone", restore = { model = "GPEN-BFR-256" } },
+]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(path: Path, overrides: dict | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        config.load(path, overrides)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("text", [TABLES, INLINE], ids=["array-of-tables", "inline-array"])
+def test_both_forms_give_each_inbox_its_own_settings_over_the_global_ones(
+    isolated_user_dirs: Path, tmp_path: Path, text: str
+) -> None:
+    cfg = config.load(write(tmp_path, text))
+    old, phone = cfg.watch.inboxes
+    assert old.path == isolated_user_dirs / "Scans" / "old"
+    assert old.restore == {"model": "GPEN-BFR-512", "strength": 0.8}
+    assert old.output == {"format": "tiff"}
+    assert phone.restore == {"model": "GPEN-BFR-256"} and phone.output == {}
+
+    eff_old, eff_phone = (config.inbox_config(cfg, i) for i in (old, phone))
+    assert (eff_old.restore.model, eff_old.restore.strength, eff_old.output.format) == (
+        "GPEN-BFR-512",
+        0.8,
+        "tiff",
+    )
+    # What an inbox does not set comes from [restore] / [output].
+    assert (eff_phone.restore.model, eff_phone.restore.strength) == ("GPEN-BFR-256", 0.5)
+    assert eff_old.restore.min_face == eff_phone.restore.min_face == 10
+    assert eff_old.output.jpeg_quality == eff_phone.output.jpeg_quality == 80
+    assert eff_phone.output.format == "same"
+    # The global settings themselves are untouched by the profiles.
+    assert (cfg.restore.model, cfg.restore.strength, cfg.output.format) == ("GPEN-BFR-512", 0.5, "same")
+    # A job whose inbox is no longer configured gets the global settings.
+    assert config.inbox_config(cfg, InboxConfig(tmp_path / "gone")) == cfg
+
+
+def test_the_note_says_what_an_inbox_gets_that_the_global_settings_would_not(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    cfg = config.load(write(tmp_path, TABLES))
+    old, phone = cfg.watch.inboxes
+    # model GPEN-BFR-512 is the global one too: not news.
+    assert config.profile_note(cfg, old) == "strength 0.8, format tiff (inbox ~/Scans/old)"
+    assert config.profile_note(cfg, phone) == "model GPEN-BFR-256 (inbox ~/Phone)"
+    assert config.profile_note(cfg, InboxConfig(tmp_path)) == ""
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (
+            "restore = { strength = 1.5 }",
+            "watch.inboxes[1] (~/Phone): restore.strength: must be between 0 (leave faces as they are) and 1",
+        ),
+        (
+            'output = { format = "gif" }',
+            "watch.inboxes[1] (~/Phone): output.format: must be one of same, jpeg, png, webp, tiff, got 'gif'",
+        ),
+        (
+            'restore = { model = "GPEN-BFR-9000" }',
+            "watch.inboxes[1] (~/Phone): restore.model: must be one of",
+        ),
+        (
+            "restore = { strenght = 0.5 }",
+            "watch.inboxes[1] (~/Phone): restore.strenght: unknown setting; did you mean restore.strength?",
+        ),
+        (
+            'output = { name_template = "{stem}-{nope}{ext}" }',
+            "watch.inboxes[1] (~/Phone): output.name_template: unknown field {nope}",
+        ),
+        ("restore = 3", "watch.inboxes[1] (~/Phone): restore: expected a table, got 3"),
+        (
+            # Fine globally (upscale 1), wrong for this inbox's factor.
+            'restore = { upscale = 2, upscale_model = "RealESRGAN-x4plus" }',
+            "watch.inboxes[1] (~/Phone): restore.upscale_model: RealESRGAN-x4plus upscales x4",
+        ),
+    ],
+)
+def test_a_bad_profile_setting_names_the_file_the_inbox_and_the_setting(
+    isolated_user_dirs: Path, tmp_path: Path, profile: str, message: str
+) -> None:
+    path = write(
+        tmp_path, f'[[watch.inboxes]]\npath = "/a"\n\n[[watch.inboxes]]\npath = "~/Phone"\n{profile}\n'
+    )
+    got = refusal(path)
+    assert got.startswith(f"{path}: {message}"), got
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "restore.device",
+        "restore.memory_mb",
+        "restore.model_dir",
+        "restore.precision",
+        "restore.channels_last",
+        "restore.face_batch",
+        "restore.max_megapixels",
+    ],
+)
+def test_settings_one_worker_holds_for_every_inbox_are_refused_per_inbox(
+    isolated_user_dirs: Path, tmp_path: Path, key: str
+) -> None:
+    section, name = key.split(".")
+    path = write(tmp_path, f'[[watch.inboxes]]\npath = "~/Phone"\n{section} = {{ {name} = "x" }}\n')
+    got = refusal(path)
+    assert got.startswith(f"{path}: watch.inboxes[0] (~/Phone): {key}: cannot be set per inbox: "), got
+    assert f"set it in [{section}]" in got
+    # On the command line too.
+    got = refusal(tmp_path / "none.toml", {f"watch.inboxes[0].{key}": "1"})
+    assert "cannot be set per inbox" in got and key in got
+
+
+def test_the_command_line_reaches_an_inbox_settings_by_its_place(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    path = write(tmp_path, TABLES)
+    cfg = config.load(
+        path,
+        {
+            "watch.inboxes[1].restore.strength": "0.25",
+            "watch.inboxes[0].output.format": "png",
+            "watch.inboxes[0].output.jpeg_quality": "70",
+            "watch.inboxes[1].recursive": "false",
+        },
+    )
+    old, phone = cfg.watch.inboxes
+    assert phone.restore == {"model": "GPEN-BFR-256", "strength": 0.25}
+    assert old.output == {"format": "png", "jpeg_quality": 70}
+    assert phone.recursive is False
+    # An override's problem is the command line's, not the file's: no file name before it.
+    assert refusal(path, {"watch.inboxes[1].restore.strength": "2"}).startswith(
+        "watch.inboxes[1] (~/Phone): restore.strength: must be between"
+    )
+    assert "did you mean restore.strength?" in refusal(path, {"watch.inboxes[1].restore.strenth": "1"})
+    assert "there is no inbox 2; watch.inboxes has 2" in refusal(
+        path, {"watch.inboxes[2].restore.strength": "1"}
+    )
+    assert "expected a number" in refusal(path, {"watch.inboxes[0].restore.strength": "lots"})
+
+
+def test_to_toml_writes_the_profiles_back(isolated_user_dirs: Path, tmp_path: Path) -> None:
+    cfg = config.load(write(tmp_path, TABLES))
+    cfg.watch.inboxes[1].output["archive_dir"] = tmp_path / 'we"ird'
+    text = config.to_toml(cfg)
+    assert 'restore = {model = "GPEN-BFR-256"}' in text
+    again = tmp_path / "again.toml"
+    again.write_text(text, encoding="utf-8")
+    assert config.load(again) == cfg
+    assert config.load(write(tmp_path, config.to_toml(Config()))) == Config()
