@@ -150,6 +150,9 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
     if res is None:
         raise ValueError(f"{task.job.src}: the pool reported a result without one")
     if res.ok:
+        if task.job.note:
+            # The inbox's own settings that made this result differ from what the global ones give.
+            res.notes.append(task.job.note)
         outcome = commit.commit(journal, task.key, res, run.cfg)
         if outcome.output is None:
             return  # the job had already ended another way
