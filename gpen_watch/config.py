@@ -223,6 +223,15 @@ def inbox_config(cfg: Config, inbox: InboxConfig) -> Config:
     )
 
 
+def inbox_profiles(cfg: Config) -> list[tuple[str, RestoreConfig]]:
+    """(label, restore settings in effect) of each inbox that has restore settings of its own."""
+    return [
+        (inbox_label(i, inbox), inbox_config(cfg, inbox).restore)
+        for i, inbox in enumerate(cfg.watch.inboxes)
+        if inbox.restore
+    ]
+
+
 def profile_note(cfg: Config, inbox: InboxConfig) -> str:
     """What an inbox's photos get that the global settings would not give them, for the result's
     notes ("model GPEN-BFR-256, strength 0.8 (inbox ~/Phone)"); "" when nothing differs."""
@@ -648,7 +657,7 @@ def _toml_value(value: Any) -> str:
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
         # An inbox's profile, as an inline table; an unset path reads back as unset from "".
-        items = (f'{k} = {_toml_value("" if v is None else v)}' for k, v in value.items())
+        items = (f"{k} = {_toml_value('' if v is None else v)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 

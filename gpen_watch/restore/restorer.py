@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.errors import ErrorKind, InputError
+from gpen_watch.errors import ErrorKind, InputError, ModelError
 from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, memory, upscale
@@ -155,7 +155,13 @@ class Restorer:
 
     @property
     def face_batch(self) -> int:
-        return self.enhancer.face_batch
+        """Faces per generator pass: the own set's, or while it is unloaded the last one used's
+        (asking must not load a set: that could unload one a photo in hand needs)."""
+        own = self.models.peek(self._own_key)
+        if own is None:
+            own = self.models.peek(self.models.loaded[-1])
+        assert own is not None, "a restorer always holds at least one model set"
+        return own.enhancer.face_batch
 
     @property
     def photo_allowance(self) -> int:
@@ -416,6 +422,11 @@ class Restorer:
             detector = self._detector_for(work.cfg)
             faces = detector.detect([work.detect_input or image.bgr8])[0]
             work.detect_input = None
+        except ModelError as exc:
+            # A model only this photo's inbox names, damaged in a way its header did not show
+            # (the service's model gate checked it is there): this photo fails, the worker goes on.
+            work.fail(f"cannot load the models of this photo's inbox settings: {exc}")
+            return
         except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
             if not is_out_of_memory(exc):
                 raise
