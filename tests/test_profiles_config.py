@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_outbox import Env
 
 from gpen_watch import config
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.errors import ConfigError
+from gpen_watch.journal import hash_file
+from gpen_watch.outbox import commit
+from gpen_watch.restore.api import FileResult
 
 TABLES = """\
 [restore]
@@ -200,3 +204,92 @@ def test_to_toml_writes_the_profiles_back(isolated_user_dirs: Path, tmp_path: Pa
     again.write_text(text, encoding="utf-8")
     assert config.load(again) == cfg
     assert config.load(write(tmp_path, config.to_toml(Config()))) == Config()
+
+
+def test_the_model_gate_needs_every_model_an_inbox_names_and_says_which_inbox(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    """A model only one inbox names is needed like the global ones: its absence holds the workers
+    (they would fail on that inbox's first photo) and the message names the inbox."""
+    import torch
+
+    from gpen_watch.modelstore import needs, registry
+    from gpen_watch.service.model_gate import GateState, ModelGate
+
+    models = tmp_path / "models"
+    models.mkdir()
+    mine = tmp_path / "my-gpen.pth"
+    for spec in (registry.get_spec("GPEN-BFR-512"), registry.detector_spec("retinaface_mobile0.25")):
+        torch.save({"w": torch.zeros(4)}, models / spec.filename)
+    path = write(
+        tmp_path,
+        f'[restore]\nmodel_dir = "{models}"\ndetector = "retinaface_mobile0.25"\nuse_parse = false\n\n'
+        f'[[watch.inboxes]]\npath = "/a"\n\n[[watch.inboxes]]\npath = "~/Phone"\nrestore = {{ model = "{mine}" }}\n',
+    )
+    cfg = config.load(path)
+    profiles = config.inbox_profiles(cfg)
+    assert [label for label, _ in profiles] == ["watch.inboxes[1] (~/Phone)"]
+    # The global settings alone have everything they need.
+    assert needs.check(cfg.restore).ready
+    result = needs.check(cfg.restore, profiles=profiles)
+    assert [(f.need.role, f.state.value, f.need.owner) for f in result.files] == [
+        ("generator", "present", ""),
+        ("detector", "present", ""),
+        ("generator", "missing", "watch.inboxes[1] (~/Phone)"),
+    ]
+    assert needs.missing_message(result).startswith(
+        f"model file missing: {mine} (watch.inboxes[1] (~/Phone): restore.model: no such file)."
+    )
+    gate = ModelGate(cfg.restore, lambda: None, profiles=profiles)
+    try:
+        assert gate.start() is False
+        assert gate.state is GateState.WAITING
+        problem = gate.problem() or ""
+        assert "watch.inboxes[1] (~/Phone): restore.model: no such file" in problem
+        torch.save({"w": torch.zeros(4)}, mine)
+        # Looked at again on the gate's next check: the workers may start.
+        assert needs.check(cfg.restore, profiles=profiles).ready
+    finally:
+        gate.close()
+
+
+def test_a_jobs_inbox_decides_its_output_settings_and_a_removed_inbox_falls_back(tmp_path: Path) -> None:
+    """The output settings are applied where the service applies them (prepare, commit, the
+    original's disposal), looked up from the job's inbox in the journal."""
+    env = Env(tmp_path, originals="archive")
+    phone = tmp_path / "Phone"
+    phone.mkdir()
+    env.cfg.watch.inboxes.append(
+        InboxConfig(
+            phone,
+            restore={"strength": 0.25},
+            output={"format": "png", "name_template": "{stem}-phone{ext}", "originals": "keep"},
+        )
+    )
+    env.cfg.validate()
+    plain = env.drop("a.jpg")
+    st_path = phone / "b.jpg"
+    st_path.write_bytes(b"another photo")
+    st = st_path.stat()
+    own = env.journal.add(st_path, phone, "b.jpg", st.st_size, st.st_mtime, hash_file(st_path)).job.id
+    env.journal.claim_batch(2, "w0")
+    a = commit.file_job(env.journal, plain, env.cfg)
+    b = commit.file_job(env.journal, own, env.cfg)
+    assert (a.format, a.restore, a.note) == ("same", None, "")
+    assert (b.format, b.restore is not None and b.restore.strength, b.note) == (
+        "png",
+        0.25,
+        f"strength 0.25, format png, name_template {{stem}}-phone{{ext}}, originals keep (inbox {phone})",
+    )
+    assert b.restore is not None and b.restore.model == env.cfg.restore.model  # the rest: global
+    assert b.dst.name.startswith(".b-phone.png")
+    for fj in (a, b):
+        fj.dst.write_bytes(b"restored")
+
+    out_b = commit.commit(env.journal, own, FileResult(b.src, True, b.dst, format="PNG"), env.cfg)
+    assert out_b.output is not None and out_b.output.name == "b-phone.png"
+    assert out_b.original is not None and out_b.original.action == "kept"
+    # The inbox was removed from the config before A's photo was done: the global settings.
+    env.cfg.watch.inboxes[:] = [InboxConfig(phone, output={"originals": "keep"})]
+    out_a = commit.commit(env.journal, plain, FileResult(a.src, True, a.dst, format="JPEG"), env.cfg)
+    assert out_a.original is not None and out_a.original.action == "archived"
