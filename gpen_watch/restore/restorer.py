@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
 from gpen_watch.errors import ErrorKind, InputError, ModelError
@@ -37,10 +36,9 @@ from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, memory, upscale
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Detector, FaceDetector
+from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
     Placement,
-    auto_face_batch,
     device_label,
     free_cached_memory,
     is_out_of_memory,
@@ -51,8 +49,8 @@ from gpen_watch.restore.device import (
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
 from gpen_watch.restore.faces import plausible, select
 from gpen_watch.restore.finish import finish
-from gpen_watch.restore.fold import prepare_conv_net
-from gpen_watch.restore.modelsets import ModelKey, ModelSet, ModelSets, release_memory, weights_mb
+from gpen_watch.restore.loader import Loader
+from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
 from gpen_watch.restore.work import Work, note_rss
 
 log = logging.getLogger(__name__)
@@ -80,25 +78,19 @@ class Restorer:
             # Before the models load: CPU inference is page-fault bound under glibc's defaults.
             tune_malloc_for_inference()
         t0 = time.perf_counter()
-        self._download = download
         # The settings of the restorer's own that a job's profile cannot change (config.GLOBAL_ONLY).
         self._global_only = {
             name.split(".", 1)[1]: getattr(cfg, name.split(".", 1)[1])
             for name in GLOBAL_ONLY
             if name.startswith("restore.")
         }
-        # Detector networks by name, and a detector per (name, threshold, max side) sharing them;
-        # a stand-in ``detector`` (tests) serves every profile.
-        self._fixed_detector = detector
-        self._detector_nets: dict[str, nn.Module] = {}
-        self._detectors: dict[tuple[str, float, int], Detector] = {}
-        self._parser: nn.Module | None = None  # loaded with the first set that uses it, then shared
-        self.models = ModelSets(self._load_set, release_memory(lambda: free_cached_memory(dev)))
+        self._loader = Loader(cfg, self.place, download, detector)
+        self.models = ModelSets(self._loader.model_set, release_memory(lambda: free_cached_memory(dev)))
         # The restorer's own model set (the global settings'), loaded now; others on first use.
         self._own_key = ModelKey.of(cfg)
         own = self.models.get(self._own_key)
         self.size = own.size
-        self.detector = self._detector_for(cfg)
+        self.detector = self._loader.detector(cfg)
         batch = own.enhancer.face_batch
         self.load_seconds = time.perf_counter() - t0
         self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
@@ -175,52 +167,6 @@ class Restorer:
         if job.restore is None:
             return self.cfg
         return dataclasses.replace(job.restore, **self._global_only)
-
-    def _load_set(self, key: ModelKey) -> ModelSet:
-        from gpen_watch.modelstore import verify
-
-        dev, cfg = self.place.device, self.cfg
-        gpen = verify.load_gpen(key.model, model_dir=cfg.model_dir, device=str(dev), download=self._download)
-        size = int(gpen.config.size)
-        parser = None
-        if key.use_parse:
-            if self._parser is None:
-                raw = verify.load_parser(cfg.model_dir, device=str(dev), download=self._download)
-                self._parser = prepare_conv_net(raw, dev)
-            parser = self._parser
-        batch = cfg.face_batch or auto_face_batch(size, self.place, parse=parser is not None)
-        mb = weights_mb(gpen)
-        enhancer = FaceEnhancer(gpen, size, self.place, batch, parser, strength=1.0, parser_ready=True)
-        upscaler = None
-        if key.upscale > 1:
-            net = verify.load_upscaler(
-                key.upscale, key.upscale_model, cfg.model_dir, str(dev), self._download
-            )
-            mb += weights_mb(net)
-            upscaler = upscale.Upscaler(net, self.place)
-        return ModelSet(key, size, enhancer, upscaler, mb)
-
-    def _detector_for(self, cfg: RestoreConfig) -> Detector:
-        """The detector a photo with settings ``cfg`` is searched with (device loop only)."""
-        if self._fixed_detector is not None:
-            return self._fixed_detector
-        key = (cfg.detector, cfg.detect_threshold, cfg.detect_max_side)
-        found = self._detectors.get(key)
-        if found is None:
-            net = self._detector_nets.get(cfg.detector)
-            if net is None:
-                from gpen_watch.modelstore import verify
-
-                dev = self.place.device
-                net = verify.load_detector(
-                    cfg.detector, self.cfg.model_dir, device=str(dev), download=self._download
-                )
-                self._detector_nets[cfg.detector] = net
-            found = FaceDetector(
-                net, self.place.device, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side
-            )
-            self._detectors[key] = found
-        return found
 
     @property
     def read_ahead(self) -> int:
@@ -390,9 +336,7 @@ class Restorer:
         result.height, result.width = image.pixels.shape[:2]
         work.image = image
         # The detector of the photo's settings, if the device loop made it already (read-only here).
-        detector = self._fixed_detector or self._detectors.get(
-            (cfg.detector, cfg.detect_threshold, cfg.detect_max_side)
-        )
+        detector = self._loader.made_detector(cfg)
         prepare = getattr(detector, "prepare", None)
         if prepare is not None:
             # The detector's shrunken copy is plain CPU work: done here, in parallel, it no longer
@@ -419,7 +363,7 @@ class Restorer:
         t0 = time.perf_counter()
         try:
             size = self.models.get(work.models, busy).size
-            detector = self._detector_for(work.cfg)
+            detector = self._loader.detector(work.cfg)
             faces = detector.detect([work.detect_input or image.bgr8])[0]
             work.detect_input = None
         except ModelError as exc:
