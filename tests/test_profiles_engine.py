@@ -167,3 +167,20 @@ def test_the_least_recently_used_model_set_is_unloaded_when_the_budget_is_small(
     assert held == [[a, b], [b, a], [a, b]]
     assert loads == {a: 1, b: 1}
     assert not [r for r in caplog.records if r.getMessage().startswith("unloaded")]
+
+
+def test_a_remote_workers_job_carries_its_profile(
+    tiny_models: TinyModels, photo: Path, tmp_path: Path
+) -> None:
+    """A cluster worker gets the photo's bytes instead of its path (dispatch.payload): the
+    profile travels with them, so the remote restorer uses the photo's inbox settings too."""
+    from gpen_watch.dispatch.payload import Scratch, pack
+
+    profile = dataclasses.replace(tiny_restore_config(tiny_models), strength=0.0)
+    photo_job = pack(FileJob(photo, tmp_path / ".a.tmp", "png", 90, restore=profile))
+    scratch = Scratch(tmp_path / "scratch")
+    try:
+        remote = scratch.job(7, photo_job)
+        assert (remote.format, remote.jpeg_quality, remote.restore) == ("png", 90, profile)
+    finally:
+        scratch.close()
