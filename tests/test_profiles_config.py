@@ -293,3 +293,53 @@ def test_a_jobs_inbox_decides_its_output_settings_and_a_removed_inbox_falls_back
     env.cfg.watch.inboxes[:] = [InboxConfig(phone, output={"originals": "keep"})]
     out_a = commit.commit(env.journal, plain, FileResult(a.src, True, a.dst, format="JPEG"), env.cfg)
     assert out_a.original is not None and out_a.original.action == "archived"
+
+
+def test_models_fetch_and_list_include_the_models_an_inbox_names(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    """`gpen-watch models fetch` (no names) gets what the configuration needs, for an offline
+    machine's setup: an inbox's own model is part of that."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from gpen_watch.modelstore import registry
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("GPEN-BFR-512", "GPEN-BFR-256", "RetinaFace-R50", "ParseNet"):
+        torch.save({"w": torch.zeros(4)}, models / registry.get_spec(name).filename)
+    mine = tmp_path / "mine.pth"
+    path = write(
+        tmp_path,
+        f'[restore]\nmodel_dir = "{models}"\n\n[[watch.inboxes]]\npath = "/a"\n\n'
+        f'[[watch.inboxes]]\npath = "~/Phone"\nrestore = {{ model = "GPEN-BFR-256" }}\n\n'
+        f'[[watch.inboxes]]\npath = "/c"\nrestore = {{ model = "{mine}" }}\n',
+    )
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)
+    )
+
+    def models_cli(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "models", *args, "--config", str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    fetched = models_cli("fetch", "--no-progress")
+    assert f"GPEN-BFR-256: present at {models / registry.get_spec('GPEN-BFR-256').filename}" in fetched
+    assert (
+        f"generator: watch.inboxes[2] (/c): restore.model is the file {mine} (MISSING); not downloaded"
+        in fetched
+    )
+    listed = models_cli("list")
+    assert "GPEN-BFR-256 (used by the configuration)" in listed
