@@ -1,10 +1,13 @@
 """The one typed configuration of gpen-watch.
 
 Everything a user can set lives in the dataclasses below. A TOML file (``gpen-watch config path``)
-fills them, and the command line overrides single settings by dotted name (``restore.face_batch``).
-Validation names the setting and the reason.
+fills them, and the command line overrides single settings by dotted name (``restore.face_batch``,
+``watch.inboxes[1].restore.strength``). Validation names the setting and the reason.
 
-Every setting, its default, its parsing and its validation are in this one module (some 480
+An inbox may carry its own restore.* and output.* settings (its profile); ``inbox_config`` is the
+one place they are resolved over the global ones.
+
+Every setting, its default, its parsing and its validation are in this one module (some 670
 lines) on purpose: it is the one typed place for configuration; the notes written into a new
 config file are in config_template.py.
 """
