@@ -116,6 +116,12 @@ def test_two_inboxes_with_their_own_strength_and_format(
     log = svc.log_text()
     assert "strength 0.0, format png (inbox " in log, svc.logs()
     assert "inbox's settings differ: restored with its own" in log, svc.logs()
+    # Dropped again into B once A's is done: not a copy of A's result (inbox A's settings differ).
+    write_atomic(b / "again.jpg", photo)
+    s = svc.wait_done(3)
+    assert s["queue"]["done"] == 3, svc.logs()
+    assert np.array_equal(pixels(svc.outbox / "again.jpg"), pixels(svc.outbox / "grace.jpg"))
+    assert f"{b / 'again.jpg'}: same content as " in svc.log_text(), svc.logs()
     svc.stop()
 
 

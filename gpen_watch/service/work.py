@@ -12,13 +12,12 @@ import os
 import socket
 import time
 
-from gpen_watch.config import Config, inbox_config
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
 from gpen_watch.errors import ErrorKind, OutputError
 from gpen_watch.fsutil import remove_quietly
-from gpen_watch.journal.journal import Job, Twin
+from gpen_watch.journal.journal import Twin
 from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import commit, duplicates, failed, naming
+from gpen_watch.outbox import commit, duplicates, failed
 from gpen_watch.service.running import OUTBOX_RETRY_S, Running
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> No
 def _copy(run: Running, twin: Twin) -> bool:
     """Give a copy of a done photo its copy of the result; False: restore it instead."""
     job = twin.job
-    if not same_result_settings(run.cfg, job, twin.first):
+    if not duplicates.same_settings(run.cfg, job, twin.first):
         why = f"same content as {twin.first.source}, but its inbox's settings differ: restored with its own"
         log.info("%s: %s", job.source, why)
         return not run.journal.restore_instead(job.id, why)
@@ -183,16 +182,6 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst)
     )
     log.warning("%s: %s: %s", task.job.src, kind, reason)
-
-
-def same_result_settings(cfg: Config, job: Job, first: Job) -> bool:
-    """Whether the photos of ``job``'s and ``first``'s inboxes come out the same: same restore
-    settings, same output format and quality (the name is each inbox's own either way)."""
-    a, b = (inbox_config(cfg, naming.find_inbox(cfg, j.inbox)) for j in (job, first))
-    return a.restore == b.restore and (a.output.format, a.output.jpeg_quality) == (
-        b.output.format,
-        b.output.jpeg_quality,
-    )
 
 
 def node_name(node: str) -> str:
