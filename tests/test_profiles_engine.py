@@ -184,3 +184,24 @@ def test_a_remote_workers_job_carries_its_profile(
         assert (remote.format, remote.jpeg_quality, remote.restore) == ("png", 90, profile)
     finally:
         scratch.close()
+
+
+def test_photos_of_two_profiles_in_one_run_under_a_small_budget_reload_only_on_a_switch(
+    tiny_models: TinyModels, landmarks: dict, photo: Path, other_gpen: Path, tmp_path: Path
+) -> None:
+    """One live run over photos of both generators, one photo in hand at a time (the budget has
+    no room for more): a set is loaded again only when the next photo needs the other generator,
+    never between the steps of one photo."""
+    own = tiny_restore_config(tiny_models, memory_mb=256)
+    other = dataclasses.replace(own, model=str(other_gpen))
+    order = [other, other, None, None, other]
+    jobs = [FileJob(photo, tmp_path / f"{i}.png", restore=p) for i, p in enumerate(order)]
+    with Restorer(own, threads=2, detector=KnownFaces(landmarks)) as r:
+        results = list(r.restore_files(jobs))
+        loads = dict(r.models.loads)
+    assert len(results) == 5 and all(res.ok for res in results)
+    assert loads == {ModelKey.of(own): 2, ModelKey.of(other): 2}
+    alone_b = _restore_alone(tiny_models, landmarks, photo, tmp_path / "b.png", model=str(other_gpen))
+    for i, profile in enumerate(order):
+        out = cv2.imread(str(tmp_path / f"{i}.png"), cv2.IMREAD_UNCHANGED)
+        assert np.array_equal(out, alone_b) == (profile is not None), i
