@@ -361,7 +361,21 @@ def set_value(cfg: Config, dotted: str, value: Any) -> None:
     if name not in hints:
         known = [f"{s}.{f.name}" for s in sections for f in dataclasses.fields(getattr(cfg, s))]
         raise ConfigError(f"{dotted}: no such setting{_suggest(dotted, known)}")
-    setattr(section, name, _convert(hints[name], value, dotted))
+    converted = _convert(hints[name], value, dotted)
+    if dotted == "watch.inboxes":
+        converted = _keep_profiles(cfg.watch.inboxes, converted)
+    setattr(section, name, converted)
+
+
+def _keep_profiles(old: list[InboxConfig], new: list[InboxConfig]) -> list[InboxConfig]:
+    """``new`` (``--inbox``) with each folder given as a bare path that the file already lists
+    taking the file's entry (its profile, outbox, recursive): naming the folders to watch is no
+    reason to lose their settings. The same folder however it is spelt (resolved paths)."""
+    by_folder = {inbox.path.resolve(): inbox for inbox in old}
+    return [
+        by_folder.get(inbox.path.resolve(), inbox) if inbox == InboxConfig(inbox.path) else inbox
+        for inbox in new
+    ]
 
 
 def _set_inbox_value(cfg: Config, index: int, name: str, value: Any, dotted: str) -> None:
