@@ -19,40 +19,17 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from pathlib import Path
 
 from torch import nn
 
-from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import memory
+
+# ModelKey lives with the engine's torch-free contract (the service's status names the sets too).
+from gpen_watch.restore.api import ModelKey as ModelKey
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.upscale import Upscaler
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelKey:
-    """The restore settings that decide which generator-side models a photo needs."""
-
-    model: str
-    use_parse: bool
-    upscale: int
-    upscale_model: str
-
-    @classmethod
-    def of(cls, cfg: RestoreConfig) -> ModelKey:
-        return cls(cfg.model, cfg.use_parse, cfg.upscale, cfg.upscale_model if cfg.upscale > 1 else "")
-
-    @property
-    def label(self) -> str:
-        text = self.model if self.model in GPEN_NAMES else Path(self.model).name
-        if not self.use_parse:
-            text += ", feathered mask"
-        if self.upscale > 1:
-            text += f", upscaled x{self.upscale}"
-        return text
 
 
 @dataclass
@@ -86,6 +63,9 @@ class ModelSets:
         self.cap_mb = float("inf")
         # How often each set was loaded, over this restorer's life (status, tests).
         self.loads: Counter[ModelKey] = Counter()
+        # Told the sets loaded (least recently used first) after each load and unload: the worker
+        # passes them on to the service's status (dispatch.protocol.ModelSets).
+        self.on_change: Callable[[list[ModelKey]], None] | None = None
 
     def __contains__(self, key: ModelKey) -> bool:
         return key in self._sets
@@ -120,6 +100,8 @@ class ModelSets:
             new.mb,
             len(self._sets),
         )
+        if self.on_change is not None:
+            self.on_change(self.loaded)
         return new
 
     def _make_room(self, keep: ModelKey, busy: Collection[ModelKey]) -> None:
