@@ -39,6 +39,8 @@ class ModelSet:
     enhancer: FaceEnhancer
     upscaler: Upscaler | None
     mb: float  # what its own weights take (the shared detector and parser are not counted)
+    # Host memory its passes (generator, parser, upscaler) take at their peak (memory.activation_mb).
+    working_mb: float = 0.0
 
 
 def weights_mb(*modules: nn.Module | None) -> float:
@@ -61,6 +63,9 @@ class ModelSets:
         self._sets: OrderedDict[ModelKey, ModelSet] = OrderedDict()
         # What the sets together may take (MB); set once the first one is in (see Restorer).
         self.cap_mb = float("inf")
+        # Working memory the budget already sets aside apart from the sets (the restorer's own
+        # set's passes): only a set whose passes take more costs the difference (``total_mb``).
+        self.reserved_mb = 0.0
         # How often each set was loaded, over this restorer's life (status, tests).
         self.loads: Counter[ModelKey] = Counter()
         # Told the sets loaded (least recently used first) after each load and unload: the worker
@@ -77,7 +82,11 @@ class ModelSets:
 
     @property
     def total_mb(self) -> float:
-        return sum(s.mb for s in self._sets.values())
+        """What the sets take: their weights, and what the hungriest one's passes take over
+        ``reserved_mb`` (a 1024 px generator beside a 512 one on a CPU). The passes run one after
+        another on the same heap, so only the largest counts."""
+        working = max((s.working_mb for s in self._sets.values()), default=0.0)
+        return sum(s.mb for s in self._sets.values()) + max(0.0, working - self.reserved_mb)
 
     def peek(self, key: ModelKey) -> ModelSet | None:
         return self._sets.get(key)
@@ -94,10 +103,11 @@ class ModelSets:
         self._sets[key] = new
         self._make_room(key, busy)
         log.info(
-            "model set %s loaded in %.1f s (%.0f MB; %d set(s) loaded)",
+            "model set %s loaded in %.1f s (%.0f MB, its passes up to %.0f MB; %d set(s) loaded)",
             key.label,
             time.perf_counter() - t0,
             new.mb,
+            new.working_mb,
             len(self._sets),
         )
         if self.on_change is not None:
@@ -115,6 +125,7 @@ class ModelSets:
                     self.cap_mb,
                 )
                 return
+            together = self.total_mb
             gone = self._sets.pop(idle[0])
             log.info(
                 "unloaded model set %s (least recently used) to make room for %s: together they "
@@ -122,7 +133,7 @@ class ModelSets:
                 "loaded again when a photo needs it",
                 gone.key.label,
                 keep.label,
-                self.total_mb + gone.mb,
+                together,
                 self.cap_mb,
             )
             del gone
