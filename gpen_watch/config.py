@@ -315,14 +315,18 @@ def load(
         cfg: Config = _build(Config, data, "")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    from_file = list(cfg.watch.inboxes)
     for key, value in overrides.items():
         set_value(cfg, key, value)
 
     def where(name: str) -> str:
         inbox_key = _INBOX_KEY.fullmatch(name)
         if inbox_key is not None:
-            # watch.inboxes[i].restore.strength: from the file if that inbox's table has it.
-            in_file = _has_key(data.get("watch", {}).get("inboxes"), int(inbox_key[1]), inbox_key[2])
+            # watch.inboxes[i].restore.strength: from the file if that inbox's table has it. An
+            # inbox --inbox kept from the file may have another place in the list now.
+            index, inboxes = int(inbox_key[1]), cfg.watch.inboxes
+            at = [j for j, inbox in enumerate(from_file) if index < len(inboxes) and inbox is inboxes[index]]
+            in_file = bool(at) and _has_key(data.get("watch", {}).get("inboxes"), at[0], inbox_key[2])
             return f"{path}: " if in_file and name not in overrides else ""
         section, _, key = name.partition(".")
         in_file = isinstance(data.get(section), dict) and key in data[section]

@@ -372,3 +372,22 @@ def test_inbox_on_the_command_line_keeps_the_profile_the_file_gives_that_folder(
     # An inbox written out in full on the command line is taken as written.
     cfg = config.load(path, {"watch.inboxes": f'[{{path = "{phone}", restore = {{strength = 0.1}}}}]'})
     assert cfg.watch.inboxes[0].restore == {"strength": 0.1}
+
+
+def test_a_bad_setting_of_a_profile_kept_for_inbox_names_the_file(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        '[[watch.inboxes]]\npath = "~/Scans/old"\noutput = { format = "tiff" }\n\n'
+        '[[watch.inboxes]]\npath = "~/Phone"\nrestore = { strength = 2.0 }\n',
+    )
+    # ~/Phone is the file's second inbox, and the first (the only one) of the command line's: the
+    # setting is still the file's.
+    got = refusal(path, {"watch.inboxes": str(Path.home() / "Phone")})
+    assert got.startswith(f"{path}: watch.inboxes[0] (~/Phone): restore.strength: must be between"), got
+    # Set on the command line instead: the command line's, not the file's.
+    got = refusal(
+        path, {"watch.inboxes": str(Path.home() / "Phone"), "watch.inboxes[0].restore.strength": "3"}
+    )
+    assert got.startswith("watch.inboxes[0] (~/Phone): restore.strength: must be between"), got
