@@ -118,13 +118,13 @@ def test_faces_pasted_back_small_are_parsed_at_256() -> None:
     paste_px = np.array([100.0, 300.0, 255.9, 256.0])
     enhancer = _enhancer(SideRecorder(LabelMapParser()), parse_small_below=256)
     recorder = enhancer.parser
-    restored, masks = enhancer.enhance(crops, paste_px)
+    restored, masks = enhancer.enhance(crops, paste_px=paste_px)
     assert sorted(recorder.sides) == [256, 256, 512, 512]
     assert masks is not None
     assert masks.shape == (4, 64, 64)
     # The same label map at either side: each face keeps its own mask, in its own place.
     default = _enhancer(LabelMapParser())
-    restored_512, masks_512 = default.enhance(crops, paste_px)
+    restored_512, masks_512 = default.enhance(crops, paste_px=paste_px)
     assert np.array_equal(restored, restored_512)
     assert np.abs(masks - masks_512).mean() < 0.05
 
@@ -132,7 +132,7 @@ def test_faces_pasted_back_small_are_parsed_at_256() -> None:
 def test_without_parse_small_below_every_face_is_parsed_at_512() -> None:
     crops = np.random.default_rng(4).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
     enhancer = _enhancer(SideRecorder(LabelMapParser()))
-    enhancer.enhance(crops, np.array([10.0, 20.0, 30.0]))
+    enhancer.enhance(crops, paste_px=np.array([10.0, 20.0, 30.0]))
     assert enhancer.parser.sides == [512, 512, 512]  # type: ignore[union-attr]
 
 

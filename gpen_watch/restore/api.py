@@ -9,7 +9,50 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
+from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """The restore settings that decide which generator-side models a photo needs (its model set,
+    restore.modelsets)."""
+
+    model: str
+    use_parse: bool
+    upscale: int
+    upscale_model: str
+
+    @classmethod
+    def of(cls, cfg: RestoreConfig) -> ModelKey:
+        return cls(cfg.model, cfg.use_parse, cfg.upscale, cfg.upscale_model if cfg.upscale > 1 else "")
+
+    @property
+    def model_name(self) -> str:
+        return self.model if self.model in GPEN_NAMES else Path(self.model).name
+
+    @property
+    def label(self) -> str:
+        """For the log: "GPEN-BFR-512, feathered mask, upscaled x2"."""
+        text = self.model_name
+        if not self.use_parse:
+            text += ", feathered mask"
+        if self.upscale > 1:
+            text += f", upscaled x{self.upscale}"
+        return text
+
+    @property
+    def networks(self) -> str:
+        """For the status, the networks it holds: "GPEN-BFR-512 + ParseNet + RealESRNet-x2"."""
+        parts = [self.model_name]
+        if self.use_parse:
+            parts.append("ParseNet")
+        if self.upscale > 1:
+            parts.append(
+                Path(self.upscale_model).name if self.upscale_model else DEFAULT_UPSCALERS[self.upscale]
+            )
+        return " + ".join(parts)
 
 
 @dataclass
@@ -23,6 +66,11 @@ class FileJob:
     jpeg_quality: int = 95
     # Scale factor applied on top of restore.max_side (the daemon lowers it after an out-of-memory).
     scale: float = 1.0
+    # The restore settings of this photo's inbox (its profile); None: the restorer's own. Of these
+    # the restorer takes only what may differ per inbox (config.GLOBAL_ONLY stay its own).
+    restore: RestoreConfig | None = None
+    # What the profile changed, for the result's notes ("model GPEN-BFR-256 (inbox ~/Phone)").
+    note: str = ""
 
 
 @dataclass

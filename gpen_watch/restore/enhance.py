@@ -47,6 +47,7 @@ class FaceEnhancer:
         face_batch: int,
         parser: nn.Module | None = None,
         strength: float = 1.0,
+        parser_ready: bool = False,
         parse_precision: ParsePrecision = "auto",
         parse_small_below: int = 0,
     ) -> None:
@@ -56,33 +57,37 @@ class FaceEnhancer:
         self.place = place
         self.face_batch = max(1, face_batch)
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
-        self.parser = prepare_conv_net(parser, place.device) if parser is not None else None
-        self.parse_precision = _parse_precision(parse_precision, place)
-        if self.parser is not None and self.parse_precision == "int8":
-            from gpen_watch.restore.quant import quantize_parser
-
-            self.parser = quantize_parser(self.parser)
-        elif self.parser is not None and self.parse_precision == "bf16":
-            self.parser = self.parser.to(torch.bfloat16)
+        # ``parser_ready``: one parser prepared once (``prepare_parser``, with the same
+        # ``parse_precision``) and shared by the enhancers of several models.
+        self.parse_precision = resolve_parse_precision(parse_precision, place)
+        if parser is not None and not parser_ready:
+            parser = prepare_parser(parser, place, self.parse_precision)
+        self.parser = parser
         self.parse_small_below = parse_small_below
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
         self._not_face[list(NOT_FACE)] = True
 
     def enhance(
-        self, crops: np.ndarray, paste_px: np.ndarray | None = None
+        self, crops: np.ndarray, strengths: np.ndarray | None = None, paste_px: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None.
 
-        ``paste_px``: (F,) the side each crop has once pasted back into its photo, for
-        restore.parse_small_below; without it every face is parsed at 512 px."""
+        ``strengths``: restore.strength of each crop (F,), for a batch of photos from inboxes with
+        different strengths; None: this enhancer's own for every crop. ``paste_px``: (F,) the side
+        each crop has once pasted back into its photo, for restore.parse_small_below; without it
+        every face is parsed at 512 px."""
         faces: list[np.ndarray] = []
         masks: list[np.ndarray] = []
         start = 0
         while start < len(crops):
             chunk = crops[start : start + self.face_batch]
+            amounts = strengths[start : start + len(chunk)] if strengths is not None else None
             small = self._parse_small(paste_px, start, len(chunk))
             try:
-                out, mask = self._run(chunk, small) if any(small) else self._run(chunk)
+                if any(small):
+                    out, mask = self._run(chunk, amounts, small)
+                else:
+                    out, mask = self._run(chunk) if amounts is None else self._run(chunk, amounts)
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -111,7 +116,7 @@ class FaceEnhancer:
         return self.gpen.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
 
     def _run(
-        self, chunk: np.ndarray, small: list[bool] | None = None
+        self, chunk: np.ndarray, strengths: np.ndarray | None = None, small: list[bool] | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """One chunk through GPEN (and ParseNet; ``small[i]``: face i is parsed at 256 px)."""
         dev = self.place.device
@@ -135,9 +140,12 @@ class FaceEnhancer:
             else:
                 mask = None
             y = y.clamp_(-1, 1)
-            if self.strength < 1.0:
+            if strengths is not None and bool((strengths < 1.0).any()):
                 # Blended here, in crop space, so paste-back costs what it did; the mask above
                 # comes from the full-strength face, where the parser sees the clearest face.
+                weight = torch.from_numpy(strengths.astype(np.float32)).to(dev).view(-1, 1, 1, 1)
+                y = torch.lerp(x, y, weight)
+            elif strengths is None and self.strength < 1.0:
                 y = torch.lerp(x, y, self.strength)
             y = y.add_(1).mul_(127.5).round_()
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
@@ -162,7 +170,7 @@ class FaceEnhancer:
         return face[:, 0]
 
 
-def _parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision:
+def resolve_parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision:
     """restore.parse_precision as it runs on this device: int8 has kernels on CPUs only."""
     if wanted == "int8" and place.device.type != "cpu":
         log.warning(
@@ -178,3 +186,16 @@ def _parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision
             )
             return "fp32"
     return wanted
+
+
+def prepare_parser(parser: nn.Module, place: Placement, precision: ParsePrecision) -> nn.Module:
+    """ParseNet ready for inference on ``place`` (``fold.prepare_conv_net``), then in int8 or
+    bf16 when ``precision`` (resolved by ``resolve_parse_precision``) asks for it."""
+    parser = prepare_conv_net(parser, place.device)
+    if precision == "int8":
+        from gpen_watch.restore.quant import quantize_parser
+
+        return quantize_parser(parser)
+    if precision == "bf16":
+        return parser.to(torch.bfloat16)
+    return parser

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         action="append",
         default=None,
         metavar="DIR",
-        help="folder to watch (repeat for several; replaces watch.inboxes)",
+        help="folder to watch (repeat for several; replaces watch.inboxes, keeping the settings the "
+        "config file gives a folder it lists)",
     )
     parser.add_argument("--outbox", type=Path, default=None, metavar="DIR", help="where results go")
     parser.add_argument(
@@ -52,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="set any config setting, e.g. --set watch.settle_seconds=2 (repeatable)",
+        help="set any config setting, e.g. --set watch.settle_seconds=2, or an inbox's own: "
+        "--set 'watch.inboxes[1].restore.strength=0.8' (repeatable)",
     )
     parser.add_argument(
         "--stop-grace",
