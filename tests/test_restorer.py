@@ -655,3 +655,21 @@ def test_parse_small_below_parses_faces_pasted_back_small_at_256(
     assert res.ok
     assert res.faces == 1
     assert recorder.sides == [side]
+
+
+def test_parse_precision_int8_gives_the_worker_an_int8_parser(
+    tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    from torch.ao.nn import quantized as nnq
+
+    from gpen_watch.restore.quant import int8_backend
+
+    if int8_backend() is None:
+        pytest.skip("this torch has no int8 CPU engine")
+    cfg = tiny_restore_config(tiny_models_with_parser, use_parse=True, parse_precision="int8")
+    with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
+        assert r.enhancer.parser is not None
+        assert any(isinstance(m, nnq.Conv2d) for m in r.enhancer.parser.modules())
+        (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
+    assert res.ok
+    assert res.faces == 1
