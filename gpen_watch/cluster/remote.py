@@ -21,10 +21,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gpen_watch.cluster.link import RemoteSlot
 from gpen_watch.cluster.raylib import ray
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import payload
@@ -35,15 +35,8 @@ log = logging.getLogger(__name__)
 
 # How long the Ray thread waits for anything before it looks at its queue again.
 _TICK_S = 0.2
-
-
-@dataclass(frozen=True)
-class RemoteSlot:
-    """Where one remote worker runs: a node (by its address) and what it offers gpen-watch."""
-
-    address: str  # the node's IP, stable across its restarts (its Ray node id is not)
-    gpu: int | None  # which of its GPUs (an index for names only: Ray picks the device), None: CPU
-    threads: int
+# How long a stopping actor gets to remove its scratch folder.
+_CLOSE_S = 10.0
 
 
 class RayWorker:
@@ -186,6 +179,8 @@ class RayWorker:
                 held += len(photo.data)
                 out.send(P.Took(item.key))
             if stopping and not flights:
+                with contextlib.suppress(Exception):  # its scratch folder; a killed one is swept later
+                    r_.get(actor.close.remote(), timeout=_CLOSE_S)
                 out.send(P.Bye(tuple(i.key for i in backlog)))
                 self._clean = True
                 return
