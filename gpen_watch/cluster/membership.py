@@ -15,6 +15,7 @@ it is seen again.
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +81,7 @@ class Membership:
         while True:
             try:
                 ev = b.events.get_nowait()
-            except Exception:  # noqa: BLE001 - queue.Empty
+            except queue.Empty:
                 break
             if isinstance(ev, Gone):
                 self._bridge_gone(b, ev, now)
