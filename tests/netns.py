@@ -61,6 +61,7 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)
     ray_dirs: list[Path] = field(default_factory=list)
     plain_head: bool = False  # the head started with `ray start --head`, not `gpen-watch cluster head`
+    node_cpus: str = ""  # the node's Ray processes confined to these cores (taskset), "" for all
     # The node's TMPDIR: short (Ray puts sockets under it) and the test's own.
     node_tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gwtmp-", dir="/tmp")))
 
@@ -91,10 +92,16 @@ class Cluster:
         return env
 
     def gpen_watch(
-        self, ns: str, *args: str, check: bool = True, config: Path | None = None
+        self,
+        ns: str,
+        *args: str,
+        check: bool = True,
+        config: Path | None = None,
+        wrap: tuple[str, ...] = (),
     ) -> subprocess.CompletedProcess[str]:
         return self.run(
             ns,
+            *wrap,
             sys.executable,
             "-m",
             "gpen_watch",
@@ -139,6 +146,7 @@ class Cluster:
         self.gpen_watch(
             self.node_ns, "join", self.address, "--bind", self.node_ip, "--cpu",
             "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
+            wrap=("taskset", "-c", self.node_cpus) if self.node_cpus else (),
         )  # fmt: skip
 
     def wait_nodes(self, alive: int, timeout: float = 90.0) -> None:
@@ -204,14 +212,14 @@ def descendants(pid: int) -> set[int]:
 
 
 @contextlib.contextmanager
-def cluster(root: Path, *, plain_head: bool = False) -> Iterator[Cluster]:
+def cluster(root: Path, *, plain_head: bool = False, node_cpus: str = "") -> Iterator[Cluster]:
     """The two namespaces, the head and the joined node; everything is gone on leaving."""
     tag = f"{os.getpid() % 10000}{random.randrange(1000)}"
     head_ns, node_ns = f"gwh{tag}", f"gwn{tag}"
     net = f"10.{random.randrange(200, 250)}.{random.randrange(1, 254)}"
     c = Cluster(
         root, head_ns, node_ns, f"{net}.1", f"{net}.2", random.randrange(20000, 30000),
-        root / "cluster.toml", root / "token", plain_head=plain_head,
+        root / "cluster.toml", root / "token", plain_head=plain_head, node_cpus=node_cpus,
     )  # fmt: skip
     c.config.write_text(f'[cluster]\naddress = "{c.address}"\ntoken_file = "{c.token}"\n')
     home = root / "home"

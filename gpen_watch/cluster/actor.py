@@ -25,7 +25,7 @@ from typing import Any
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot, usable_cores
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
 from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import FileResult
@@ -70,8 +70,12 @@ class RestorerActor:
     def __init__(self, restore: RestoreConfig, factory: str, threads: int, env: dict[str, str]) -> None:
         from gpen_watch.cluster.raylib import ray
 
+        # Ray counts the machine's cores; this process may be confined to fewer (taskset, a
+        # cgroup), and more threads than cores only slow the restorer down.
+        threads = max(1, min(threads, usable_cores()))
         # Before the restorer imports torch, numpy or OpenCV: cap the thread pools as locally.
         os.environ.update({k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"})
+        os.environ.update({var: str(threads) for var in THREAD_ENV_VARS if var in env})
         device = "cuda" if ray().get_gpu_ids() else "cpu"
         self._slot = WorkerSlot("actor", device, device, None, threads)
         self._node = f"{socket.gethostname()} ({ray().util.get_node_ip_address()})"
