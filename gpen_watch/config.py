@@ -1,10 +1,13 @@
 """The one typed configuration of gpen-watch.
 
 Everything a user can set lives in the dataclasses below. A TOML file (``gpen-watch config path``)
-fills them, and the command line overrides single settings by dotted name (``restore.face_batch``).
-Validation names the setting and the reason.
+fills them, and the command line overrides single settings by dotted name (``restore.face_batch``,
+``watch.inboxes[1].restore.strength``). Validation names the setting and the reason.
 
-Every setting, its default, its parsing and its validation are in this one module (some 480
+An inbox may carry its own restore.* and output.* settings (its profile); ``inbox_config`` is the
+one place they are resolved over the global ones.
+
+Every setting, its default, its parsing and its validation are in this one module (some 670
 lines) on purpose: it is the one typed place for configuration; the notes written into a new
 config file are in config_template.py.
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
+import re
 import sys
 import types
 import typing
@@ -56,6 +61,10 @@ class InboxConfig:
     recursive: bool = True
     # Outputs of this inbox go here instead of the global outbox.
     outbox: Path | None = None
+    # This inbox's profile: its own restore.* and output.* settings (typed, by name), over the
+    # global [restore] and [output]; ``inbox_config`` gives the effective settings.
+    restore: dict[str, Any] = field(default_factory=dict)
+    output: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -175,6 +184,111 @@ class Config:
         return self
 
 
+# --- per-inbox profiles -----------------------------------------------------------------------
+
+# Settings one restorer process holds for every photo it restores, whichever inbox a photo came
+# from: an inbox cannot have its own (each worker serves every inbox).
+GLOBAL_ONLY: dict[str, str] = {
+    "restore.device": "every inbox's photos go through the same workers, on the same device",
+    "restore.precision": "each worker runs all its models in one number format, chosen for its device",
+    "restore.channels_last": "each worker lays out all its models' memory one way, chosen for its device",
+    "restore.face_batch": "it sizes each worker's generator passes, which serve every inbox",
+    "restore.memory_mb": "it is the budget of a whole worker process, shared by every inbox's models and photos",
+    "restore.model_dir": "every worker looks for every model in the same folders",
+    "restore.max_megapixels": "it protects the worker processes' memory, which every inbox shares",
+}
+_PROFILE_SECTIONS = ("restore", "output")
+
+
+def inbox_label(index: int, inbox: InboxConfig) -> str:
+    """How messages name an inbox: ``watch.inboxes[1] (~/Phone)``."""
+    return f"watch.inboxes[{index}] ({short_path(inbox.path)})"
+
+
+def short_path(path: Path) -> str:
+    """``path`` with the home folder written as ~, as users write it in the file."""
+    home, text = str(Path.home()), str(path)
+    if text == home or text.startswith(home + os.sep):
+        return "~" + text[len(home) :]
+    return text
+
+
+def inbox_config(cfg: Config, inbox: InboxConfig) -> Config:
+    """The settings in effect for photos of ``inbox``: the global config with the inbox's own
+    restore.* and output.* settings over it. The one place a profile is resolved; an inbox that
+    is no longer configured (``outbox.naming.find_inbox`` makes a plain one) gets the global ones."""
+    if not inbox.restore and not inbox.output:
+        return cfg
+    return dataclasses.replace(
+        cfg,
+        restore=dataclasses.replace(cfg.restore, **inbox.restore),
+        output=dataclasses.replace(cfg.output, **inbox.output),
+    )
+
+
+def inbox_profiles(cfg: Config) -> list[tuple[str, RestoreConfig]]:
+    """(label, restore settings in effect) of each inbox that has restore settings of its own."""
+    return [
+        (inbox_label(i, inbox), inbox_config(cfg, inbox).restore)
+        for i, inbox in enumerate(cfg.watch.inboxes)
+        if inbox.restore
+    ]
+
+
+def profile_note(cfg: Config, inbox: InboxConfig) -> str:
+    """What an inbox's photos get that the global settings would not give them, for the result's
+    notes ("model GPEN-BFR-256, strength 0.8 (inbox ~/Phone)"); "" when nothing differs."""
+    own = inbox_config(cfg, inbox)
+    parts = [
+        f"{name} {getattr(getattr(own, section), name)}"
+        for section in _PROFILE_SECTIONS
+        for name in getattr(inbox, section)
+        if getattr(getattr(own, section), name) != getattr(getattr(cfg, section), name)
+    ]
+    if not parts:
+        return ""
+    return f"{', '.join(parts)} (inbox {short_path(inbox.path)})"
+
+
+def _profile(section: str, data: Any, label: str) -> dict[str, Any]:
+    """An inbox's ``restore`` or ``output`` table, typed; ``label`` names the inbox."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label}: {section}: expected a table, got {data!r}")
+    cls = RestoreConfig if section == "restore" else OutputConfig
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out[key] = _profile_value(cls, section, key, value, label)
+    return out
+
+
+def _profile_value(cls: type, section: str, key: str, value: Any, label: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    dotted = f"{section}.{key}"
+    if key not in hints:
+        known = [f"{section}.{k}" for k in hints if f"{section}.{k}" not in GLOBAL_ONLY]
+        raise ConfigError(f"{label}: {dotted}: unknown setting{_suggest(dotted, known)}")
+    if dotted in GLOBAL_ONLY:
+        raise ConfigError(
+            f"{label}: {dotted}: cannot be set per inbox: {GLOBAL_ONLY[dotted]}; set it in [{section}]"
+        )
+    return _convert(hints[key], value, f"{label}: {dotted}")
+
+
+def _build_inbox(data: Any, name: str) -> InboxConfig:
+    if isinstance(data, (str, Path)):
+        return InboxConfig(Path(data).expanduser())
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: expected a table or a path, got {data!r}")
+    index = int(name.rpartition("[")[2].rstrip("]") or 0) if name.endswith("]") else 0
+    plain = {k: v for k, v in data.items() if k not in _PROFILE_SECTIONS}
+    inbox: InboxConfig = _build(InboxConfig, plain, name + ".")
+    label = inbox_label(index, inbox)
+    for section in _PROFILE_SECTIONS:
+        if section in data:
+            setattr(inbox, section, _profile(section, data[section], label))
+    return inbox
+
+
 # --- loading ------------------------------------------------------------------------------------
 
 
@@ -205,6 +319,11 @@ def load(
         set_value(cfg, key, value)
 
     def where(name: str) -> str:
+        inbox_key = _INBOX_KEY.fullmatch(name)
+        if inbox_key is not None:
+            # watch.inboxes[i].restore.strength: from the file if that inbox's table has it.
+            in_file = _has_key(data.get("watch", {}).get("inboxes"), int(inbox_key[1]), inbox_key[2])
+            return f"{path}: " if in_file and name not in overrides else ""
         section, _, key = name.partition(".")
         in_file = isinstance(data.get(section), dict) and key in data[section]
         return f"{path}: " if in_file and name not in overrides else ""
@@ -213,8 +332,28 @@ def load(
     return cfg
 
 
+_INBOX_KEY = re.compile(r"watch\.inboxes\[(\d+)\]\.(.+)")
+
+
+def _has_key(inboxes: Any, index: int, dotted: str) -> bool:
+    """Whether the file's ``inboxes[index]`` table holds ``dotted`` (e.g. "restore.strength")."""
+    if not isinstance(inboxes, list) or index >= len(inboxes):
+        return False
+    node: Any = inboxes[index]
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def set_value(cfg: Config, dotted: str, value: Any) -> None:
-    """Set one setting by dotted name, converting strings from the command line."""
+    """Set one setting by dotted name, converting strings from the command line. An inbox's own
+    settings are named by its place in watch.inboxes: ``watch.inboxes[1].restore.strength``."""
+    inbox_key = _INBOX_KEY.fullmatch(dotted)
+    if inbox_key is not None:
+        _set_inbox_value(cfg, int(inbox_key[1]), inbox_key[2], value, dotted)
+        return
     section_name, _, name = dotted.partition(".")
     sections = [f.name for f in dataclasses.fields(cfg)]
     section = getattr(cfg, section_name) if section_name in sections else None
@@ -223,6 +362,30 @@ def set_value(cfg: Config, dotted: str, value: Any) -> None:
         known = [f"{s}.{f.name}" for s in sections for f in dataclasses.fields(getattr(cfg, s))]
         raise ConfigError(f"{dotted}: no such setting{_suggest(dotted, known)}")
     setattr(section, name, _convert(hints[name], value, dotted))
+
+
+def _set_inbox_value(cfg: Config, index: int, name: str, value: Any, dotted: str) -> None:
+    inboxes = cfg.watch.inboxes
+    if index >= len(inboxes):
+        raise ConfigError(
+            f"{dotted}: there is no inbox {index}; watch.inboxes has {len(inboxes)} "
+            f"(counted from 0: watch.inboxes[0] is {short_path(inboxes[0].path) if inboxes else 'none'})"
+        )
+    inbox = inboxes[index]
+    section, _, key = name.partition(".")
+    if section in _PROFILE_SECTIONS and key:
+        cls = RestoreConfig if section == "restore" else OutputConfig
+        converted = _profile_value(cls, section, key, value, inbox_label(index, inbox))
+        getattr(inbox, section)[key] = converted
+        return
+    hints = typing.get_type_hints(InboxConfig)
+    plain = [f.name for f in dataclasses.fields(InboxConfig) if f.name not in _PROFILE_SECTIONS]
+    if name not in plain:
+        known = [f"watch.inboxes[{index}].{k}" for k in plain] + [
+            f"watch.inboxes[{index}].{s}.KEY" for s in _PROFILE_SECTIONS
+        ]
+        raise ConfigError(f"{dotted}: no such setting{_suggest(dotted, known)}")
+    setattr(inbox, name, _convert(hints[name], value, dotted))
 
 
 def _suggest(name: str, known: list[str]) -> str:
@@ -277,8 +440,8 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a list, got {value!r}")
         return [_convert(item, v, f"{name}[{i}]") for i, v in enumerate(value)]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if tp is InboxConfig and isinstance(value, (str, Path)):
-            return InboxConfig(Path(value).expanduser())
+        if tp is InboxConfig:
+            return _build_inbox(value, name)
         return _build(tp, value, name + ".")
     if tp is bool:
         if isinstance(value, bool):
@@ -310,9 +473,60 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
 
 
 def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "") -> None:
-    """Raise ConfigError for the first invalid setting; ``where(name)`` prefixes its message."""
-    r, o, w, wk = cfg.restore, cfg.output, cfg.watch, cfg.workers
+    """Raise ConfigError for the first invalid setting; ``where(name)`` prefixes its message.
+
+    An inbox's profile is checked as the settings in effect for it (once the global ones passed,
+    what fails there is the inbox's own doing), its message naming the inbox."""
+    w, wk = cfg.watch, cfg.workers
     checks: list[tuple[bool, str, str]] = [
+        *_profile_checks(cfg.restore, cfg.output),
+        (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
+        (w.poll_interval > 0, "watch.poll_interval", "must be positive"),
+        (w.rescan_seconds > 0, "watch.rescan_seconds", "must be positive"),
+        (len(w.inboxes) > 0, "watch.inboxes", "needs at least one folder"),
+        (wk.workers_per_device >= 1, "workers.workers_per_device", "must be at least 1"),
+        (wk.cpu_workers >= 1, "workers.cpu_workers", "must be at least 1"),
+        (wk.images_in_flight >= 0, "workers.images_in_flight", "must be 0 (auto) or a positive number"),
+        (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
+        (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
+        # An empty list starts no worker at all: photos would wait forever.
+        (len(wk.devices) > 0, "workers.devices", "needs at least one device (auto, cpu, cuda or cuda:N)"),
+        (
+            all(d == "auto" or _valid_device(d) for d in wk.devices),
+            "workers.devices",
+            "each must be auto, cpu, cuda or cuda:N",
+        ),
+        (
+            _valid_cluster_address(cfg.cluster.address),
+            "cluster.address",
+            'must be empty (off), "auto" or host:port (the Ray head, e.g. 192.168.1.10:6379)',
+        ),
+        (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
+    ]
+    for ok, name, reason in checks:
+        if not ok:
+            raise ConfigError(f"{where(name)}{name}: {reason}")
+    try:
+        check_name_template(cfg.output.name_template)
+    except ConfigError as exc:
+        raise ConfigError(f"{where('output.name_template')}{exc}") from None
+    for i, inbox in enumerate(w.inboxes):
+        if not inbox.restore and not inbox.output:
+            continue
+        own = inbox_config(cfg, inbox)
+        label = inbox_label(i, inbox)
+        for ok, name, reason in _profile_checks(own.restore, own.output):
+            if not ok:
+                raise ConfigError(f"{where(f'watch.inboxes[{i}].{name}')}{label}: {name}: {reason}")
+        try:
+            check_name_template(own.output.name_template)
+        except ConfigError as exc:
+            raise ConfigError(f"{where(f'watch.inboxes[{i}].output.name_template')}{label}: {exc}") from None
+
+
+def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, str]]:
+    """(valid, setting, why not) for each restore.* and output.* setting."""
+    return [
         (
             r.model in GPEN_NAMES or r.model.endswith((".pth", ".pt")),
             "restore.model",
@@ -349,36 +563,7 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             f"{r.upscale}: choose a model of that factor, or leave restore.upscale_model empty",
         ),
         (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
-        (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
-        (w.poll_interval > 0, "watch.poll_interval", "must be positive"),
-        (w.rescan_seconds > 0, "watch.rescan_seconds", "must be positive"),
-        (len(w.inboxes) > 0, "watch.inboxes", "needs at least one folder"),
-        (wk.workers_per_device >= 1, "workers.workers_per_device", "must be at least 1"),
-        (wk.cpu_workers >= 1, "workers.cpu_workers", "must be at least 1"),
-        (wk.images_in_flight >= 0, "workers.images_in_flight", "must be 0 (auto) or a positive number"),
-        (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
-        (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
-        # An empty list starts no worker at all: photos would wait forever.
-        (len(wk.devices) > 0, "workers.devices", "needs at least one device (auto, cpu, cuda or cuda:N)"),
-        (
-            all(d == "auto" or _valid_device(d) for d in wk.devices),
-            "workers.devices",
-            "each must be auto, cpu, cuda or cuda:N",
-        ),
-        (
-            _valid_cluster_address(cfg.cluster.address),
-            "cluster.address",
-            'must be empty (off), "auto" or host:port (the Ray head, e.g. 192.168.1.10:6379)',
-        ),
-        (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
     ]
-    for ok, name, reason in checks:
-        if not ok:
-            raise ConfigError(f"{where(name)}{name}: {reason}")
-    try:
-        check_name_template(o.name_template)
-    except ConfigError as exc:
-        raise ConfigError(f"{where('output.name_template')}{exc}") from None
 
 
 def _upscaler_factor(name: str) -> int | None:
@@ -473,6 +658,10 @@ def _toml_value(value: Any) -> str:
         return '"' + "".join(_toml_char(c) for c in value) + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        # An inbox's profile, as an inline table; an unset path reads back as unset from "".
+        items = (f"{k} = {_toml_value('' if v is None else v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 

@@ -15,6 +15,8 @@ NOTES: dict[str, str] = {
     "watch.inboxes.path": "The folder to watch.",
     "watch.inboxes.recursive": "Also watch its subfolders (results keep the same subfolders).",
     "watch.inboxes.outbox": "Results of this inbox go here instead of watch.outbox.",
+    "watch.inboxes.restore": 'This inbox\'s own restore settings, e.g. {model = "GPEN-BFR-256", strength = 0.8}.',
+    "watch.inboxes.output": 'This inbox\'s own output settings, e.g. {format = "tiff"}.',
     "watch.outbox": "Where results go (subfolders mirror the inbox).",
     "watch.settle_seconds": "A file is taken once its size and mtime are unchanged this long (s).",
     "watch.polling": "Poll instead of OS events: needed for network shares (events miss remote writes).",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 from pathlib import Path
 
 # Opening a file someone dropped: never follow a symlink swapped in after an lstat, never block (a
@@ -93,3 +94,32 @@ def publish_file(
         return
     if link_no_clobber(tmp, dst):
         remove_quietly(tmp)
+
+
+def write_text_atomic(
+    path: Path, text: str, *, mode: int | None = None, tmp: Path | None = None, fsync: bool = False
+) -> None:
+    """Replace ``path`` with ``text`` in one rename, so a reader sees the old file or all of the new.
+
+    ``mode``: the file's exact permissions; it is created no wider than that (so a private file is
+    never readable by others, not even for a moment). None: the umask's default, as ``open`` gives.
+    ``tmp``: the temp name, where a recovery scan must recognise it (a stale one is replaced);
+    default: a hidden name beside ``path``. ``fsync``: flush the file to disk before the rename
+    (the caller flushes the folder, strictly or not, as its promise requires)."""
+    tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # the umask may have narrowed it further
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
 import stat
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +291,19 @@ def test_format_status_lists_the_cluster_nodes_with_their_gpus_and_the_node_of_e
     # Without a cluster node the section is left out: the workers' lines say it all.
     alone = control_cli.format_status(Status.from_json({"nodes": nodes[:1]}))
     assert "nodes" not in alone
+
+
+def test_a_start_that_fails_leaves_no_socket_open(short_tmp: Path) -> None:
+    # The address file cannot be written (a folder holds its name): start() fails, and neither the
+    # listening socket nor the wake-up pair may stay open (pytest turns their ResourceWarning into
+    # an error when they are collected).
+    folder = control.private_dir()
+    (folder / control.SECRET_NAME).mkdir()
+    srv = control.ControlServer(lambda req: {"ok": True})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(OSError):
+            srv.start()
+        srv.close()
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []

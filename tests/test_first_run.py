@@ -152,8 +152,15 @@ def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_w
     # Whole, but not a GPEN generator: only loading it can tell. The workers start, cannot load it,
     # stop with the loader's message, and wait for the file to change.
     write_atomic(models / GPEN256.filename, detector)
+    # The worker's error shows first; the model gate takes it up on its next tick (about 1 s).
     s = svc.wait(
-        lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 120, "the worker's model error"
+        lambda s: (
+            bool(s["workers"])
+            and s["workers"][0]["state"] == "error"
+            and s["models"]["state"] == "workers_failed"
+        ),
+        120,
+        "the worker's model error",
     )
     assert "does not match" in s["problem"]
     assert str(models / GPEN256.filename) in s["problem"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,30 @@ def test_restore_writes_its_results_where_there_are_no_hard_links(
     _commit(res, final, overwrite=False)
     assert res.ok, res.error
     assert final.read_bytes() == b"result"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_write_text_atomic_gives_exact_modes_and_leaves_no_temp(tmp_path: Path) -> None:
+    old = os.umask(0o077)  # narrower than the 0644 asked for: the exact mode must still hold
+    try:
+        fsutil.write_text_atomic(tmp_path / "unit.service", "a\n", mode=0o644)
+        fsutil.write_text_atomic(tmp_path / "secret", "b", mode=0o600)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "unit.service").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "secret").stat().st_mode) == 0o600
+    # A stale temp of the same name (a crash between write and rename) is replaced, not refused.
+    stale = tmp_path / ".note.txt.tmp-7"
+    stale.write_text("half")
+    fsutil.write_text_atomic(tmp_path / "note.txt", "whole", tmp=stale, fsync=True)
+    assert (tmp_path / "note.txt").read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["note.txt", "secret", "unit.service"]
+
+
+def test_write_text_atomic_that_fails_keeps_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "kept.txt"
+    target.write_text("old")
+    with pytest.raises(UnicodeEncodeError):
+        fsutil.write_text_atomic(target, "bad \udcff surrogate")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]

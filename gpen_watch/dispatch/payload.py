@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileJob, FileResult
 
@@ -33,6 +34,8 @@ class PhotoJob:
     format: str = "same"
     jpeg_quality: int = 95
     scale: float = 1.0
+    # The photo's inbox profile (FileJob.restore): a remote worker restores it with those settings.
+    restore: RestoreConfig | None = None
 
 
 @dataclass
@@ -45,7 +48,7 @@ def pack(job: FileJob) -> PhotoJob:
     """Read the original; OSError when it cannot be read (see ``unreadable``)."""
     with open(job.src, "rb") as f:
         data = f.read()
-    return PhotoJob(Path(job.src).name, data, job.format, job.jpeg_quality, job.scale)
+    return PhotoJob(Path(job.src).name, data, job.format, job.jpeg_quality, job.scale, job.restore)
 
 
 def unreadable(job: FileJob, exc: OSError) -> FileResult:
@@ -111,7 +114,9 @@ class Scratch:
         src = folder / (Path(photo.name).name or "photo")
         src.write_bytes(photo.data)
         self._names[src] = photo.name
-        return FileJob(src, folder / _OUT_NAME, photo.format, photo.jpeg_quality, photo.scale)
+        return FileJob(
+            src, folder / _OUT_NAME, photo.format, photo.jpeg_quality, photo.scale, restore=photo.restore
+        )
 
     def result(self, result: FileResult) -> PhotoResult:
         """Read the engine's output back and drop the job's folder."""

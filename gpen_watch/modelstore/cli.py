@@ -53,24 +53,26 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    restore = _restore_config(args)
+    restore, profiles = _restore_config(args)
     model_dir = restore.model_dir
     action = args.models_action
     if action == "list":
-        return _list(restore)
+        return _list(restore, profiles)
     if action == "fetch":
-        return _fetch(args.names, restore, progress=not args.no_progress, check=not args.no_verify)
+        return _fetch(args.names, restore, profiles, progress=not args.no_progress, check=not args.no_verify)
     if action == "verify":
         return _verify(args.names, model_dir)
     return _path(args.name, model_dir)
 
 
-def _restore_config(args: argparse.Namespace) -> RestoreConfig:
-    """The configuration's restore settings, with --model-dir in place of restore.model_dir."""
-    restore = config.load(args.config, must_exist=args.config is not None).restore
+def _restore_config(args: argparse.Namespace) -> tuple[RestoreConfig, list[needs.Profile]]:
+    """The configuration's restore settings, with --model-dir in place of restore.model_dir, and
+    the inboxes' own (their models are needed as much as the global ones)."""
+    cfg = config.load(args.config, must_exist=args.config is not None)
+    restore, profiles = cfg.restore, config.inbox_profiles(cfg)
     if args.model_dir is not None:
         restore = dataclasses.replace(restore, model_dir=args.model_dir)
-    return restore
+    return restore, profiles
 
 
 def _specs(names: list[str]) -> list[ModelSpec]:
@@ -78,12 +80,12 @@ def _specs(names: list[str]) -> list[ModelSpec]:
     return [registry.get_spec(name) for name in names]
 
 
-def _list(restore: RestoreConfig) -> int:
+def _list(restore: RestoreConfig, profiles: list[needs.Profile]) -> int:
     model_dir = restore.model_dir
     print("Model folders, searched in this order:")
     for folder in store.model_search_dirs(model_dir):
         print(f"  {folder}")
-    used = {spec.name for spec in needs.needed_specs(restore)}
+    used = {n.spec.name for n in needs.all_needs(restore, profiles) if n.spec is not None}
     for spec in registry.all_specs():
         found = store.find_model(spec, model_dir)
         status = f"present at {found}" if found else "missing"
@@ -106,16 +108,19 @@ def _size(spec: ModelSpec, found: Path | None) -> str:
     return spec.size_text
 
 
-def _fetch(names: list[str], restore: RestoreConfig, progress: bool, check: bool) -> int:
+def _fetch(
+    names: list[str], restore: RestoreConfig, profiles: list[needs.Profile], progress: bool, check: bool
+) -> int:
     model_dir = restore.model_dir
     if names:
         specs = _specs(names)
     else:
-        specs = list(needs.needed_specs(restore))
-        for need in needs.needs(restore):
+        wanted = needs.all_needs(restore, profiles)
+        specs = [n.spec for n in wanted if n.spec is not None]
+        for need in wanted:
             if need.custom is not None:  # the user's own file: nothing to download
                 where = "present" if need.custom.is_file() else "MISSING"
-                setting = needs.custom_setting(need)
+                setting = (f"{need.owner}: " if need.owner else "") + needs.custom_setting(need)
                 print(f"{need.role}: {setting} is the file {need.custom} ({where}); not downloaded")
     failures: list[str] = []
     for spec in specs:

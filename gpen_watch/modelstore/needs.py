@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import zipfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpen_watch.config import RestoreConfig
@@ -35,6 +35,8 @@ class Need:
     role: str  # "generator", "detector", "parser", "upscaler"
     spec: ModelSpec | None
     custom: Path | None = None
+    # Who needs it beyond the global settings: an inbox's profile ("watch.inboxes[1] (~/Phone)").
+    owner: str = ""
 
     @property
     def label(self) -> str:
@@ -101,11 +103,34 @@ def needed_specs(cfg: RestoreConfig) -> tuple[ModelSpec, ...]:
     return tuple(n.spec for n in needs(cfg) if n.spec is not None)
 
 
-def check(cfg: RestoreConfig, env: Mapping[str, str] | None = None, deep: bool = True) -> ModelCheck:
-    """Look for every needed file. ``deep=False`` only stats (for a periodic check); the header is
-    read when ``deep`` (at start, and when a file's stamp changed)."""
+# An inbox's profile: its label and the restore settings in effect for it (config.inbox_profiles).
+Profile = tuple[str, RestoreConfig]
+
+
+def all_needs(cfg: RestoreConfig, profiles: Sequence[Profile] = ()) -> tuple[Need, ...]:
+    """The global settings' files, then each file only an inbox's profile needs, owned by it."""
+    out = list(needs(cfg))
+    seen = {(n.role, n.spec, n.custom) for n in out}
+    for owner, profile in profiles:
+        for need in needs(profile):
+            if (need.role, need.spec, need.custom) not in seen:
+                seen.add((need.role, need.spec, need.custom))
+                out.append(replace(need, owner=owner))
+    return tuple(out)
+
+
+def check(
+    cfg: RestoreConfig,
+    env: Mapping[str, str] | None = None,
+    deep: bool = True,
+    profiles: Sequence[Profile] = (),
+) -> ModelCheck:
+    """Look for every needed file, those of the inboxes' ``profiles`` too. ``deep=False`` only
+    stats (for a periodic check); the header is read when ``deep`` (at start, and when a file's
+    stamp changed)."""
     folders = tuple(store.model_search_dirs(cfg.model_dir, env))
-    return ModelCheck(tuple(check_one(n, cfg.model_dir, env, deep) for n in needs(cfg)), folders)
+    found = tuple(check_one(n, cfg.model_dir, env, deep) for n in all_needs(cfg, profiles))
+    return ModelCheck(found, folders)
 
 
 def check_one(need: Need, model_dir: Path | None, env: Mapping[str, str] | None, deep: bool) -> FileCheck:
@@ -164,9 +189,11 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
     for f in result.missing:
         spec = f.need.spec
         if spec is None:
-            parts.append(f"{f.need.custom} ({custom_setting(f.need)}: no such file)")
+            parts.append(f"{f.need.custom} ({_owned(f.need)}{custom_setting(f.need)}: no such file)")
             continue
         text = f"{spec.filename} ({spec.name}, {spec.size_text}) from {spec.url}"
+        if f.need.owner:
+            text += f" (needed by {f.need.owner})"
         if spec.name in failures:
             text += f" [download failed: {failures[spec.name]}]"
         parts.append(text)
@@ -183,6 +210,10 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
     return text + ": the workers start as soon as every file is there (no `gpen-watch resume` needed)."
 
 
+def _owned(need: Need) -> str:
+    return f"{need.owner}: " if need.owner else ""
+
+
 def custom_setting(need: Need) -> str:
     """The setting that names a custom file ``need`` (the user's own .pth)."""
     return "restore.upscale_model" if need.role == "upscaler" else "restore.model"
@@ -191,7 +222,7 @@ def custom_setting(need: Need) -> str:
 def corrupt_message(result: ModelCheck) -> str:
     parts = []
     for f in result.corrupt:
-        what = f.need.spec.name if f.need.spec is not None else custom_setting(f.need)
+        what = f.need.spec.name if f.need.spec is not None else _owned(f.need) + custom_setting(f.need)
         parts.append(f"{f.path} ({what}): {f.reason}")
     n = len(parts)
     advice = "Replace it with a good copy" if n == 1 else "Replace them with good copies"

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpen_watch.config import Config
+from gpen_watch.config import Config, inbox_config, profile_note
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
@@ -84,8 +84,17 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
     """``prepare`` and build the worker's FileJob (dst is the temp name)."""
     _, tmp = prepare(journal, job_id, cfg)
     job = journal.require(job_id)
+    # The settings of the inbox the photo came from; the global ones if it is no longer configured.
+    inbox = naming.find_inbox(cfg, job.inbox)
+    own = inbox_config(cfg, inbox)
     return FileJob(
-        src=job.source, dst=tmp, format=cfg.output.format, jpeg_quality=cfg.output.jpeg_quality, scale=scale
+        src=job.source,
+        dst=tmp,
+        format=own.output.format,
+        jpeg_quality=own.output.jpeg_quality,
+        scale=scale,
+        restore=own.restore if inbox.restore else None,
+        note=profile_note(cfg, inbox),
     )
 
 

@@ -26,10 +26,10 @@ import shutil
 import stat
 from pathlib import Path
 
-from gpen_watch.config import Config
+from gpen_watch.config import Config, inbox_config
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
-from gpen_watch.journal.journal import Journal, Twin
+from gpen_watch.journal.journal import Job, Journal, Twin
 from gpen_watch.journal.states import JobState
 from gpen_watch.outbox import commit, durable, failed, naming
 from gpen_watch.outbox.moves import OriginalOutcome
@@ -38,6 +38,17 @@ from gpen_watch.outbox.originals import dispose_original
 
 class FirstResultGone(Exception):
     """The first one's output is not there as the service wrote it (removed, replaced, edited)."""
+
+
+def same_settings(cfg: Config, job: Job, first: Job) -> bool:
+    """Whether photos of ``job``'s and ``first``'s inboxes come out the same (same restore
+    settings, same output format and quality; the name is each inbox's own either way), so that
+    one may get a copy of the other's result. Different profiles restore their own."""
+    a, b = (inbox_config(cfg, naming.find_inbox(cfg, j.inbox)) for j in (job, first))
+    return a.restore == b.restore and (a.output.format, a.output.jpeg_quality) == (
+        b.output.format,
+        b.output.jpeg_quality,
+    )
 
 
 def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutcome:

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from gpen_watch.fsutil import O_NOFOLLOW, link_no_clobber, remove_quietly
+from gpen_watch.fsutil import O_NOFOLLOW, link_no_clobber, remove_quietly, write_text_atomic
 from gpen_watch.outbox.naming import TMP_MARK, candidates
 
 
@@ -140,10 +140,5 @@ def _unplace(src: Path, dst: Path) -> None:
 
 def write_text_durably(path: Path, text: str, job_id: int) -> None:
     """Write a small text file so that it is either absent or complete (temp, flush, rename)."""
-    tmp = path.parent / f".{path.name}{TMP_MARK}{job_id}"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, text, tmp=path.parent / f".{path.name}{TMP_MARK}{job_id}", fsync=True)
     fsync_dir(path.parent)

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from gpen_watch.config import Config, InboxConfig, check_name_template
+from gpen_watch.config import Config, InboxConfig, check_name_template, inbox_config
 from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
 
@@ -58,8 +58,9 @@ def failed_root(outbox: Path) -> Path:
 
 
 def archive_root(cfg: Config, inbox: InboxConfig) -> Path:
-    if cfg.output.archive_dir is not None:
-        return Path(os.path.abspath(cfg.output.archive_dir))
+    archive_dir = inbox_config(cfg, inbox).output.archive_dir
+    if archive_dir is not None:
+        return Path(os.path.abspath(archive_dir))
     return outbox_root(cfg, inbox).parent / "originals"
 
 
@@ -246,7 +247,8 @@ def plan_output(
     rel = Path(rel)
     root = outbox_root(cfg, inbox)
     directory = mirror_dir(root, rel.parent)
+    own = inbox_config(cfg, inbox)
     name = render_name(
-        cfg.output.name_template, rel.name, fmt=cfg.output.format, model=cfg.restore.model, today=today
+        own.output.name_template, rel.name, fmt=own.output.format, model=own.restore.model, today=today
     )
     return free_name(directory, name, taken)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.config import Config
+from gpen_watch.config import Config, inbox_config
 from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal, hash_file
 from gpen_watch.journal.states import ORIGINAL_FINAL, SUCCEEDED, Original
@@ -41,8 +41,8 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
         return OriginalOutcome(job.original, job.original_path)
     if job.state not in SUCCEEDED:
         raise ValueError(f"job {job_id} is {job.state}; originals are handled only after success")
-    policy = cfg.output.originals
     inbox = naming.find_inbox(cfg, job.inbox)
+    policy = inbox_config(cfg, inbox).output.originals
     # A waiting original waits for the archive (only moves wait): that move is what is retried.
     if job.original in (Original.ARCHIVING, Original.WAITING) or (
         policy == "archive" and job.original is None

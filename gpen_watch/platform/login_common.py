@@ -7,17 +7,15 @@ installed from, whatever PATH the login session has.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
 from gpen_watch.errors import GpenWatchError
+from gpen_watch.fsutil import write_text_atomic
 from gpen_watch.platform import resources
 
 # Written into every file install makes; uninstall removes only files that carry it, so a file the
@@ -91,16 +89,7 @@ def write_if_changed(path: Path, text: str) -> bool:
     except (OSError, UnicodeDecodeError):
         pass  # unreadable: replace it below (only ever called on files that are ours)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, text, mode=0o644)
     return True
 
 

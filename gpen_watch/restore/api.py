@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
 
 
@@ -23,6 +24,11 @@ class FileJob:
     jpeg_quality: int = 95
     # Scale factor applied on top of restore.max_side (the daemon lowers it after an out-of-memory).
     scale: float = 1.0
+    # The restore settings of this photo's inbox (its profile); None: the restorer's own. Of these
+    # the restorer takes only what may differ per inbox (config.GLOBAL_ONLY stay its own).
+    restore: RestoreConfig | None = None
+    # What the profile changed, for the result's notes ("model GPEN-BFR-256 (inbox ~/Phone)").
+    note: str = ""
 
 
 @dataclass

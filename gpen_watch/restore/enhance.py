@@ -42,6 +42,7 @@ class FaceEnhancer:
         face_batch: int,
         parser: nn.Module | None = None,
         strength: float = 1.0,
+        parser_ready: bool = False,
     ) -> None:
         self.size = size
         # restore.strength: the share of the restored face in the crop that is pasted back.
@@ -49,19 +50,28 @@ class FaceEnhancer:
         self.place = place
         self.face_batch = max(1, face_batch)
         self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
-        self.parser = prepare_conv_net(parser, place.device) if parser is not None else None
+        # ``parser_ready``: one parser prepared once and shared by the enhancers of several models.
+        if parser is not None and not parser_ready:
+            parser = prepare_conv_net(parser, place.device)
+        self.parser = parser
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
         self._not_face[list(NOT_FACE)] = True
 
-    def enhance(self, crops: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None."""
+    def enhance(
+        self, crops: np.ndarray, strengths: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None.
+
+        ``strengths``: restore.strength of each crop (F,), for a batch of photos from inboxes with
+        different strengths; None: this enhancer's own for every crop."""
         faces: list[np.ndarray] = []
         masks: list[np.ndarray] = []
         start = 0
         while start < len(crops):
             chunk = crops[start : start + self.face_batch]
+            amounts = strengths[start : start + len(chunk)] if strengths is not None else None
             try:
-                out, mask = self._run(chunk)
+                out, mask = self._run(chunk) if amounts is None else self._run(chunk, amounts)
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -79,7 +89,9 @@ class FaceEnhancer:
         restored = np.concatenate(faces) if faces else crops[:0].copy()
         return restored, (np.concatenate(masks) if masks else None)
 
-    def _run(self, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _run(
+        self, chunk: np.ndarray, strengths: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         dev = self.place.device
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
@@ -96,9 +108,12 @@ class FaceEnhancer:
             else:
                 mask = None
             y = y.clamp_(-1, 1)
-            if self.strength < 1.0:
+            if strengths is not None and bool((strengths < 1.0).any()):
                 # Blended here, in crop space, so paste-back costs what it did; the mask above
                 # comes from the full-strength face, where the parser sees the clearest face.
+                weight = torch.from_numpy(strengths.astype(np.float32)).to(dev).view(-1, 1, 1, 1)
+                y = torch.lerp(x, y, weight)
+            elif strengths is None and self.strength < 1.0:
                 y = torch.lerp(x, y, self.strength)
             y = y.add_(1).mul_(127.5).round_()
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()

@@ -17,6 +17,7 @@ work.py, faces.py and finish.py.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -29,16 +30,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind, InputError
+from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
+from gpen_watch.errors import ErrorKind, InputError, ModelError
 from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import align, memory, upscale
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Detector, FaceDetector
+from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
     Placement,
-    auto_face_batch,
     device_label,
     free_cached_memory,
     is_out_of_memory,
@@ -49,6 +49,8 @@ from gpen_watch.restore.device import (
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
 from gpen_watch.restore.faces import plausible, select
 from gpen_watch.restore.finish import finish
+from gpen_watch.restore.loader import Loader
+from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
 from gpen_watch.restore.work import Work, note_rss
 
 log = logging.getLogger(__name__)
@@ -68,8 +70,6 @@ class Restorer:
         download: bool = True,
         detector: Detector | None = None,
     ) -> None:
-        from gpen_watch.modelstore import verify
-
         self.cfg = cfg
         self.threads = set_threads(threads)
         self.place: Placement = placement(device or cfg.device, cfg.precision, cfg.channels_last)
@@ -78,32 +78,34 @@ class Restorer:
             # Before the models load: CPU inference is page-fault bound under glibc's defaults.
             tune_malloc_for_inference()
         t0 = time.perf_counter()
-        gpen = verify.load_gpen(cfg.model, model_dir=cfg.model_dir, device=str(dev), download=download)
-        self.size = int(gpen.config.size)
-        parser = None
-        if cfg.use_parse:
-            parser = verify.load_parser(cfg.model_dir, device=str(dev), download=download)
-        if detector is None:
-            net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=download)
-            detector = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
-        self.detector = detector
-        batch = cfg.face_batch or auto_face_batch(self.size, self.place, parse=parser is not None)
-        self.enhancer = FaceEnhancer(gpen, self.size, self.place, batch, parser, strength=cfg.strength)
-        self.upscaler: upscale.Upscaler | None = None
-        if cfg.upscale > 1:
-            net = verify.load_upscaler(cfg.upscale, cfg.upscale_model, cfg.model_dir, str(dev), download)
-            self.upscaler = upscale.Upscaler(net, self.place)
+        # The settings of the restorer's own that a job's profile cannot change (config.GLOBAL_ONLY).
+        self._global_only = {
+            name.split(".", 1)[1]: getattr(cfg, name.split(".", 1)[1])
+            for name in GLOBAL_ONLY
+            if name.startswith("restore.")
+        }
+        self._loader = Loader(cfg, self.place, download, detector)
+        self.models = ModelSets(self._loader.model_set, release_memory(lambda: free_cached_memory(dev)))
+        # The restorer's own model set (the global settings'), loaded now; others on first use.
+        self._own_key = ModelKey.of(cfg)
+        own = self.models.get(self._own_key)
+        self.size = own.size
+        self.detector = self._loader.detector(cfg)
+        batch = own.enhancer.face_batch
         self.load_seconds = time.perf_counter() - t0
         self.memory_budget_mb = memory.resolve_budget_mb(cfg.memory_mb)
         loaded = memory.rss()
+        loaded_mb = loaded.now_mb if loaded else 0.0
         # What the budget leaves for photos once the models are in and a pass's activations are
         # counted; at least one photo is always admitted, so a small budget slows, never stalls.
-        reserved = (loaded.now_mb if loaded else 0.0) + memory.activation_mb(
-            self.size, batch, dev.type == "cpu", parser is not None
-        )
-        if self.upscaler is not None and dev.type == "cpu":
-            reserved += self.upscaler.working_mb
-        self.photo_allowance = max(0, int((self.memory_budget_mb - reserved) * (1 << 20)))
+        activations = memory.activation_mb(self.size, batch, dev.type == "cpu", cfg.use_parse)
+        if own.upscaler is not None and dev.type == "cpu":
+            activations += own.upscaler.working_mb
+        self._photo_mb = self.memory_budget_mb - loaded_mb - activations
+        # Model sets of other inboxes' profiles share what is left once one 12 MP photo fits; past
+        # that the least recently used set is unloaded (modelsets). The own set always stays in.
+        one_photo_mb = memory.photo_bytes(4000, 3000, cfg.max_side) / (1 << 20)
+        self.models.cap_mb = max(own.mb, self._photo_mb + own.mb - one_photo_mb)
         # Highest resident memory seen when each stage of a photo ended (MB), over this restorer's life.
         self.stage_rss_mb: dict[str, float] = {}
         # CPU stages mostly run in OpenCV/Pillow code that releases the GIL.
@@ -112,13 +114,13 @@ class Restorer:
         self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
         model = cfg.model if cfg.model in GPEN_NAMES else Path(cfg.model).name
-        mask = "face-parsing mask" if parser is not None else "feathered mask"
+        mask = "face-parsing mask" if cfg.use_parse else "feathered mask"
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
         # What status and the tray show for this worker's device ("Apple GPU (mps)").
         self.device_label = device_label(dev)
         self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {self.device_label} in {self.place.precision}"
-        if self.upscaler is not None:
+        if own.upscaler is not None:
             self.loaded += f", background upscaled x{cfg.upscale}"
         self._stopping = threading.Event()
         # Units of device work finished (a detection, a face batch, a tile batch), read by the
@@ -132,9 +134,39 @@ class Restorer:
             self.load_seconds,
         )
 
+    # --- models ---------------------------------------------------------------------------------
+
+    @property
+    def enhancer(self) -> FaceEnhancer:
+        """The enhancer of the restorer's own model set (loaded again if it was unloaded)."""
+        return self.models.get(self._own_key).enhancer
+
+    @property
+    def upscaler(self) -> upscale.Upscaler | None:
+        return self.models.get(self._own_key).upscaler
+
     @property
     def face_batch(self) -> int:
-        return self.enhancer.face_batch
+        """Faces per generator pass: the own set's, or while it is unloaded the last one used's
+        (asking must not load a set: that could unload one a photo in hand needs)."""
+        own = self.models.peek(self._own_key)
+        if own is None:
+            own = self.models.peek(self.models.loaded[-1])
+        assert own is not None, "a restorer always holds at least one model set"
+        return own.enhancer.face_batch
+
+    @property
+    def photo_allowance(self) -> int:
+        """Bytes of photos the budget admits beside the models loaded now."""
+        own = self.models.peek(self._own_key)
+        extra = self.models.total_mb - (own.mb if own is not None else 0.0)
+        return max(0, int((self._photo_mb - extra) * (1 << 20)))
+
+    def settings(self, job: FileJob) -> RestoreConfig:
+        """What ``job`` is restored with: its profile, with this restorer's global-only settings."""
+        if job.restore is None:
+            return self.cfg
+        return dataclasses.replace(job.restore, **self._global_only)
 
     @property
     def read_ahead(self) -> int:
@@ -223,7 +255,7 @@ class Restorer:
                 work = decoding.popleft().result()
                 refill()
                 if work.image is not None:
-                    self._detect_and_align(work)
+                    self._detect_and_align(work, busy={w.models for w in ready})
                     self._upscale(work)
                 if work.pending:
                     ready.append(work)
@@ -251,7 +283,7 @@ class Restorer:
 
     def _finish_later(self, work: Work) -> Future[FileResult]:
         """Hand ``work`` to the finish pool: paste back, encode, write."""
-        return self._finish_pool.submit(finish, work, self.cfg.smooth_below, self._stopping)
+        return self._finish_pool.submit(finish, work, work.cfg.smooth_below, self._stopping)
 
     def _photo_cost(self, job: FileJob) -> int:
         """Budget bytes for ``job``'s photo, from its header; a file that cannot be probed costs a
@@ -261,13 +293,15 @@ class Restorer:
         except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
             return memory.photo_bytes(64, 64)
         # Upscaled, the frames a photo holds from then on are upscale^2 times as large.
-        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h))) * self.cfg.upscale**2
+        upscaled = self.settings(job).upscale ** 2
+        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h))) * upscaled
 
     def _max_side_for(self, job: FileJob, long_side: int) -> int:
         """restore.max_side for a photo whose long side is ``long_side``, with the job's scale."""
+        max_side = self.settings(job).max_side
         if job.scale >= 1.0:
-            return self.cfg.max_side
-        capped = min(long_side, self.cfg.max_side) if self.cfg.max_side else long_side
+            return max_side
+        capped = min(long_side, max_side) if max_side else long_side
         return max(64, int(capped * job.scale))
 
     def _keep_budget(self, result: FileResult) -> None:
@@ -280,7 +314,8 @@ class Restorer:
 
     def _decode(self, job: FileJob, cost: int = 0) -> Work:
         result = FileResult(src=job.src, ok=False)
-        work = Work(job, result, cost=cost)
+        cfg = self.settings(job)
+        work = Work(job, result, cfg=cfg, cost=cost)
         t0 = time.perf_counter()
         try:
             max_side = self._max_side(job)
@@ -300,7 +335,9 @@ class Restorer:
         result.notes.extend(image.notes)
         result.height, result.width = image.pixels.shape[:2]
         work.image = image
-        prepare = getattr(self.detector, "prepare", None)
+        # The detector of the photo's settings, if the device loop made it already (read-only here).
+        detector = self._loader.made_detector(cfg)
+        prepare = getattr(detector, "prepare", None)
         if prepare is not None:
             # The detector's shrunken copy is plain CPU work: done here, in parallel, it no longer
             # holds up the device loop (it costs more than the network itself on a GPU).
@@ -314,17 +351,26 @@ class Restorer:
     def _max_side(self, job: FileJob) -> int:
         """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
         if job.scale >= 1.0:
-            return self.cfg.max_side
+            return self.settings(job).max_side
         _fmt, (w, h) = probe_image(job.src)
         return self._max_side_for(job, max(w, h))
 
-    def _detect_and_align(self, work: Work) -> None:
+    def _detect_and_align(self, work: Work, busy: set[ModelKey]) -> None:
+        """Find and align the photo's faces, for the generator of its model set (loaded now if it
+        is not; ``busy``: the sets of photos waiting for the generator, which stay loaded)."""
         image = work.image
         assert image is not None
         t0 = time.perf_counter()
         try:
-            faces = self.detector.detect([work.detect_input or image.bgr8])[0]
+            size = self.models.get(work.models, busy).size
+            detector = self._loader.detector(work.cfg)
+            faces = detector.detect([work.detect_input or image.bgr8])[0]
             work.detect_input = None
+        except ModelError as exc:
+            # A model only this photo's inbox names, damaged in a way its header did not show
+            # (the service's model gate checked it is there): this photo fails, the worker goes on.
+            work.fail(f"cannot load the models of this photo's inbox settings: {exc}")
+            return
         except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -335,12 +381,12 @@ class Restorer:
         hw = (int(image.bgr8.shape[0]), int(image.bgr8.shape[1]))
         faces = plausible(faces, hw, work.result.notes)
         work.found = len(faces)
-        faces = select(faces, hw, self.cfg, work.result.notes)
+        faces = select(faces, hw, work.cfg, work.result.notes)
         work.faces = faces
         work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
         if faces:
             landmarks = np.stack([f.landmarks for f in faces]).astype(np.float32)
-            work.crops, work.affines = align.align_faces(image.bgr8, landmarks, self.size)
+            work.crops, work.affines = align.align_faces(image.bgr8, landmarks, size)
             work.pending = len(faces)
         work.result.timings["align"] = time.perf_counter() - t1
         work.result.faces = len(faces)
@@ -357,11 +403,13 @@ class Restorer:
         aligned at the decoded size; from here on the photo, its faces' boxes and the affines the
         restored faces are pasted back with are those of the upscaled photo."""
         image = work.image
-        if self.upscaler is None or image is None:
+        models = self.models.peek(work.models)
+        upscaler = models.upscaler if models is not None else None
+        if upscaler is None or image is None:
             return
         t0 = time.perf_counter()
         try:
-            pixels = self.upscaler.upscale(image.pixels, self._step_unless_stopping)
+            pixels = upscaler.upscale(image.pixels, self._step_unless_stopping)
         except OutOfMemory:
             work.fail("out of GPU memory upscaling the photo even one tile at a time", oom=True)
             return
@@ -371,7 +419,7 @@ class Restorer:
             return
         if pixels is None:  # stopping: the finish stage writes nothing
             return
-        factor = self.upscaler.factor
+        factor = upscaler.factor
         image.pixels = pixels
         image.scale *= factor  # output size / original size, as save_image scales the DPI by
         work.faces, work.affines = upscale.to_upscaled(work.faces, work.affines, factor)
@@ -386,20 +434,30 @@ class Restorer:
         return sum(w.pending for w in ready)
 
     def _run_batch(self, ready: list[Work]) -> list[Work]:
-        """Restore up to face_batch queued faces (taken from the oldest photos first)."""
+        """Restore up to face_batch queued faces (taken from the oldest photos first) of photos
+        whose model set is the oldest photo's: faces for different generators never share a pass."""
+        key = ready[0].models
+        enhancer = self.models.get(key, {w.models for w in ready}).enhancer
         take: list[tuple[Work, int, int]] = []  # (work, first face index, count)
-        room = self.face_batch
+        room = enhancer.face_batch
         for work in ready:
             if room <= 0:
                 break
+            if work.models != key:
+                continue
             first = len(work.faces) - work.pending
             n = min(work.pending, room)
             take.append((work, first, n))
             room -= n
         crops = np.concatenate([w.crops[a : a + n] for w, a, n in take])  # type: ignore[index]
+        amounts = [w.cfg.strength for w, _, n in take for _ in range(n)]
+        # Only a batch with other strengths than the enhancer's own needs them one by one.
+        strengths = None if all(s == enhancer.strength for s in amounts) else np.array(amounts)
         t0 = time.perf_counter()
         try:
-            restored, masks = self.enhancer.enhance(crops)
+            restored, masks = (
+                enhancer.enhance(crops, strengths) if strengths is not None else enhancer.enhance(crops)
+            )
         except OutOfMemory:
             for work, _, _ in take:
                 work.fail("out of GPU memory restoring faces even one at a time", oom=True)

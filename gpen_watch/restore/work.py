@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Face, Prepared
+from gpen_watch.restore.modelsets import ModelKey
 
 
 @dataclass
@@ -19,6 +21,9 @@ class Work:
 
     job: FileJob
     result: FileResult
+    # The restore settings this photo is restored with: its inbox's profile over the restorer's.
+    cfg: RestoreConfig = field(default_factory=RestoreConfig)
+    models: ModelKey = field(init=False)  # the model set its settings need
     image: LoadedImage | None = None
     detect_input: Prepared | None = None  # made on a decode thread when the detector supports it
     found: int = 0  # faces the detector found that can be faces of the photo
@@ -30,6 +35,9 @@ class Work:
     pending: int = 0  # faces not yet restored
     upscaled: int = 1  # the factor the photo was upscaled by (restore.upscale), 1 until it is
     cost: int = 0  # bytes of the memory budget this photo holds until its result is yielded
+
+    def __post_init__(self) -> None:
+        self.models = ModelKey.of(self.cfg)
 
     def fail(self, reason: str, oom: bool = False) -> None:
         """End this photo with ``reason``: nothing more is computed or written for it."""

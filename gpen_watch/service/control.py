@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from gpen_watch import __version__, paths
 from gpen_watch.errors import GpenWatchError
+from gpen_watch.fsutil import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +152,7 @@ def private_dir(path: Path | None = None) -> Path:
 
 def _write_private(path: Path, text: str) -> None:
     """Write a 0600 file atomically: readers see the old file or the complete new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text, mode=0o600)
 
 
 # --- server --------------------------------------------------------------------------------------
@@ -196,20 +191,28 @@ class ControlServer:
             old = os.umask(0o177)
             try:
                 sock.bind(str(sock_path))
+                sock_path.chmod(0o600)
+            except BaseException:
+                sock.close()
+                raise
             finally:
                 os.umask(old)
-            sock_path.chmod(0o600)
             self.address = f"unix:{sock_path}"
         else:  # pragma: no cover - Windows
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
             self.address = f"tcp:127.0.0.1:{sock.getsockname()[1]}"
-        sock.listen(16)
-        sock.setblocking(False)
+        try:
+            sock.listen(16)
+            sock.setblocking(False)
+            _write_private(
+                secret_path, json.dumps({"pid": os.getpid(), "address": self.address, "token": self.token})
+            )
+        except BaseException:
+            # A service that cannot publish its address must not keep a listening socket open.
+            sock.close()
+            raise
         self._sock = sock
-        _write_private(
-            secret_path, json.dumps({"pid": os.getpid(), "address": self.address, "token": self.token})
-        )
         self._secret_path = secret_path
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="control", daemon=True)
         self._thread.start()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import __version__
-from gpen_watch.config import Config
+from gpen_watch.config import Config, inbox_profiles
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
@@ -138,7 +138,10 @@ class Service:
                         child_env=self.child_env,
                         log_level=logging.getLogger().getEffectiveLevel(),
                     )
-                    gate = ModelGate(self.cfg.restore, self._wake) if self.check_models else None
+                    gate = None
+                    if self.check_models:
+                        profiles = inbox_profiles(self.cfg)
+                        gate = ModelGate(self.cfg.restore, self._wake, profiles=profiles)
                     run = Running(
                         self.cfg, journal, pool, gate, self._stop, header_checks=self._header_checks
                     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpen_watch.journal import hash_file
 from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import failed
+from gpen_watch.outbox import duplicates, failed
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival
 
@@ -56,7 +56,15 @@ def add(run: Running, a: Arrival) -> None:
     if added.status == "known":
         return
     if added.status == "duplicate":
-        log.info("%s: %s", a.path, added.message)
+        first = added.duplicate_of
+        if first is not None and not duplicates.same_settings(run.cfg, added.job, first):
+            log.info(
+                "%s: same content as %s, but its inbox's settings differ: restored with its own",
+                a.path,
+                first.source,
+            )
+        else:
+            log.info("%s: %s", a.path, added.message)
         run.maybe_queued = True  # the copy is made when it is claimed (work.feed)
         return
     if not a.supported:

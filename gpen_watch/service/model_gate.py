@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpen_watch.config import RestoreConfig
@@ -53,8 +53,11 @@ class ModelGate:
         *,
         clock: Callable[[], float] = time.monotonic,
         fetch_timeout: float = 60.0,
+        profiles: Sequence[needs.Profile] = (),
     ) -> None:
         self._cfg = cfg
+        # The inboxes' own restore settings: a model only one inbox names is needed as much.
+        self._profiles = tuple(profiles)
         self._wake = wake
         self._clock = clock
         self._fetch_timeout = fetch_timeout
@@ -74,7 +77,7 @@ class ModelGate:
 
     def start(self) -> bool:
         """Check at start; True when the workers can start now. Else downloads begin."""
-        self._check = needs.check(self._cfg)
+        self._check = needs.check(self._cfg, profiles=self._profiles)
         self._settled_stamp = self._check.stamp
         if self._check.ready:
             return True
@@ -96,12 +99,14 @@ class ModelGate:
         self._next_check = self._clock() + CHECK_EVERY_S
         if self._fetch is not None and self._fetch.done:
             self._fetch_ended(self._fetch)
-        shallow = needs.check(self._cfg, deep=False)
+        shallow = needs.check(self._cfg, deep=False, profiles=self._profiles)
         stamp = shallow.stamp
         settled = stamp == self._settled_stamp
         self._settled_stamp = stamp
         if self._check is None or stamp != self._check.stamp:
-            self._check = needs.check(self._cfg)  # something changed: read the headers again
+            self._check = needs.check(
+                self._cfg, profiles=self._profiles
+            )  # something changed: read the headers again
         if self.state is GateState.WORKERS_FAILED and stamp == self._failed_stamp:
             return False
         if not settled:
@@ -142,7 +147,7 @@ class ModelGate:
         """The workers could not load the files (the pool stopped them): wait for a change."""
         if self.state is GateState.WORKERS_FAILED:
             return
-        self._check = needs.check(self._cfg)
+        self._check = needs.check(self._cfg, profiles=self._profiles)
         self._failed_stamp = self._settled_stamp = self._check.stamp
         self.state = GateState.WORKERS_FAILED
         self._next_check = self._clock() + CHECK_EVERY_S

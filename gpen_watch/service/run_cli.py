@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="set any config setting, e.g. --set watch.settle_seconds=2 (repeatable)",
+        help="set any config setting, e.g. --set watch.settle_seconds=2, or an inbox's own: "
+        "--set 'watch.inboxes[1].restore.strength=0.8' (repeatable)",
     )
     parser.add_argument(
         "--stop-grace",

@@ -75,6 +75,10 @@ def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> No
 def _copy(run: Running, twin: Twin) -> bool:
     """Give a copy of a done photo its copy of the result; False: restore it instead."""
     job = twin.job
+    if not duplicates.same_settings(run.cfg, job, twin.first):
+        why = f"same content as {twin.first.source}, but its inbox's settings differ: restored with its own"
+        log.info("%s: %s", job.source, why)
+        return not run.journal.restore_instead(job.id, why)
     try:
         outcome = duplicates.copy_result(run.journal, twin, run.cfg)
     except duplicates.FirstResultGone as exc:
@@ -150,6 +154,9 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
     if res is None:
         raise ValueError(f"{task.job.src}: the pool reported a result without one")
     if res.ok:
+        if task.job.note:
+            # The inbox's own settings that made this result differ from what the global ones give.
+            res.notes.append(task.job.note)
         outcome = commit.commit(journal, task.key, res, run.cfg)
         if outcome.output is None:
             return  # the job had already ended another way

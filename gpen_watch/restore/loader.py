@@ -1,0 +1,77 @@
+"""Loading what a restorer runs: a model set for a profile's generator-side settings, and the
+detector for its detection settings. The networks that do not differ between profiles (each
+detector network, the parser) are loaded once and shared."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.restore import upscale
+from gpen_watch.restore.detect import Detector, FaceDetector
+from gpen_watch.restore.device import Placement, auto_face_batch
+from gpen_watch.restore.enhance import FaceEnhancer
+from gpen_watch.restore.fold import prepare_conv_net
+from gpen_watch.restore.modelsets import ModelKey, ModelSet, weights_mb
+
+
+class Loader:
+    """Loads from the restorer's own folders (restore.model_dir) onto its device."""
+
+    def __init__(
+        self, cfg: RestoreConfig, place: Placement, download: bool, detector: Detector | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.place = place
+        self.download = download
+        # A stand-in detector (tests) serves every profile.
+        self.fixed_detector = detector
+        self._detector_nets: dict[str, nn.Module] = {}
+        self._detectors: dict[tuple[str, float, int], Detector] = {}
+        self._parser: nn.Module | None = None  # loaded with the first set that uses it
+
+    def model_set(self, key: ModelKey) -> ModelSet:
+        from gpen_watch.modelstore import verify
+
+        dev, cfg, place = self.place.device, self.cfg, self.place
+        gpen = verify.load_gpen(key.model, model_dir=cfg.model_dir, device=str(dev), download=self.download)
+        size = int(gpen.config.size)
+        parser = None
+        if key.use_parse:
+            if self._parser is None:
+                raw = verify.load_parser(cfg.model_dir, device=str(dev), download=self.download)
+                self._parser = prepare_conv_net(raw, dev)
+            parser = self._parser
+        batch = cfg.face_batch or auto_face_batch(size, place, parse=parser is not None)
+        mb = weights_mb(gpen)
+        enhancer = FaceEnhancer(gpen, size, place, batch, parser, strength=1.0, parser_ready=True)
+        upscaler = None
+        if key.upscale > 1:
+            net = verify.load_upscaler(key.upscale, key.upscale_model, cfg.model_dir, str(dev), self.download)
+            mb += weights_mb(net)
+            upscaler = upscale.Upscaler(net, place)
+        return ModelSet(key, size, enhancer, upscaler, mb)
+
+    def detector(self, cfg: RestoreConfig) -> Detector:
+        """The detector for a photo with settings ``cfg``, made on first use (device loop only)."""
+        found = self.made_detector(cfg)
+        if found is not None:
+            return found
+        net = self._detector_nets.get(cfg.detector)
+        if net is None:
+            from gpen_watch.modelstore import verify
+
+            dev = str(self.place.device)
+            net = verify.load_detector(cfg.detector, self.cfg.model_dir, device=dev, download=self.download)
+            self._detector_nets[cfg.detector] = net
+        found = FaceDetector(
+            net, self.place.device, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side
+        )
+        self._detectors[(cfg.detector, cfg.detect_threshold, cfg.detect_max_side)] = found
+        return found
+
+    def made_detector(self, cfg: RestoreConfig) -> Detector | None:
+        """The detector for ``cfg`` if it was made already (safe from the decode threads)."""
+        if self.fixed_detector is not None:
+            return self.fixed_detector
+        return self._detectors.get((cfg.detector, cfg.detect_threshold, cfg.detect_max_side))
