@@ -25,6 +25,7 @@ resident sizes are printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -93,11 +94,31 @@ class Mode:
     args: tuple[str, ...] = ()
 
 
-def run_mode(
-    c: Any, root: Path, photos: list[Path], *, remote: bool, local: bool, mode: Mode
-) -> tuple[float, float, float, float, float]:
-    """Seconds from dropping the photos until every one is done; then the service's resident
-    memory (MB), its CPU use while idle (% of a core over IDLE_S), and the bridge's."""
+@dataclass(frozen=True)
+class Run:
+    elapsed: float  # seconds from the drop until the last photo was done
+    rss: float  # the service's resident memory afterwards (MB)
+    idle: float  # its CPU use while idle (% of a core over IDLE_S)
+    bridge_mb: float
+    bridge_idle: float
+    # CPU seconds between the drop and the last photo done: the restorer workers' processes (the
+    # node's actor included), and everything else in both namespaces (the service, the bridge,
+    # Ray's processes on the head and the node). CPU time, unlike wall time, hardly depends on
+    # what else the machine runs.
+    worker_cpu: float
+    other_cpu: float
+
+
+def _cpu_of(pids: list[int]) -> dict[int, float]:
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            found[pid] = cpu_seconds(pid)
+    return found
+
+
+def run_mode(c: Any, root: Path, photos: list[Path], *, remote: bool, local: bool, mode: Mode) -> Run:
+    """One service run over ``photos``, timed and its CPU counted (``Run``)."""
     from gpen_watch.service import control
 
     run = root / f"run-{time.monotonic_ns()}"
@@ -138,6 +159,7 @@ def run_mode(
         staged.mkdir()
         for p in photos:
             (staged / p.name).write_bytes(p.read_bytes())
+        cpu0 = _cpu_of(c.pids(c.head_ns) + c.pids(c.node_ns))
         t0 = time.monotonic()
         for p in photos:
             os.replace(staged / p.name, inbox / p.name)
@@ -145,7 +167,12 @@ def run_mode(
             st = control.request("status", timeout=5)
             if st["queue"]["done"] >= len(photos):
                 elapsed = time.monotonic() - t0
+                cpu1 = _cpu_of(c.pids(c.head_ns) + c.pids(c.node_ns))
+                # Local workers' pids, and the node's actor's (the namespaces share one pid space).
                 workers = {int(w["pid"]) for w in st["workers"] if w.get("pid")}
+                used = {pid: t - cpu0.get(pid, 0.0) for pid, t in cpu1.items()}
+                worker_cpu = sum(t for pid, t in used.items() if pid in workers)
+                other_cpu = sum(t for pid, t in used.items() if pid not in workers)
                 bridge = bridge_pids(proc.pid, workers)
                 before = cpu_seconds(proc.pid), sum(cpu_seconds(p) for p in bridge)
                 time.sleep(IDLE_S)
@@ -155,7 +182,7 @@ def run_mode(
                 threads = ", ".join(f"{w['device']}: {w['threads']}" for w in st["workers"])
                 print(f"  workers' threads: {threads}", flush=True)
                 bridge_mb = sum(rss_mb(p) for p in bridge)
-                return elapsed, float(st["rss_mb"]), idle, bridge_mb, bridge_idle
+                return Run(elapsed, float(st["rss_mb"]), idle, bridge_mb, bridge_idle, worker_cpu, other_cpu)
             assert time.monotonic() - t0 < TIMEOUT_S, f"not done: {st['queue']}"
             time.sleep(0.05)
     finally:
@@ -196,14 +223,17 @@ def _measure(c: Any, root: Path, label: str, photos: list[Path], mode: Mode, rou
     modes = {"local only": (False, True), "remote only": (True, False), "local + remote": (True, True)}
     for name, (remote, local) in modes.items():
         runs = [run_mode(c, root, photos, remote=remote, local=local, mode=mode) for _ in range(rounds)]
-        times = [r[0] for r in runs]
+        times = [r.elapsed for r in runs]
         best = min(times)
-        _, rss, idle, bridge, bridge_idle = runs[-1]
+        last = runs[-1]
+        n = len(photos)
         print(
-            f"{label:>14} | {name:<14} | {len(photos) / best:6.2f} images/s | "
-            f"{best / len(photos) * 1000:7.1f} ms a photo | rounds {', '.join(f'{t:.2f}' for t in times)} s"
-            f" | service {rss:.0f} MB, idle CPU {idle:.1f} % | bridge {bridge:.0f} MB, idle CPU"
-            f" {bridge_idle:.1f} %",
+            f"{label:>14} | {name:<14} | {n / best:6.2f} images/s | "
+            f"{best / n * 1000:7.1f} ms a photo | rounds {', '.join(f'{t:.2f}' for t in times)} s"
+            f" | CPU a photo: workers {min(r.worker_cpu for r in runs) / n * 1000:.0f} ms, the rest"
+            f" {min(r.other_cpu for r in runs) / n * 1000:.0f} ms"
+            f" | service {last.rss:.0f} MB, idle CPU {last.idle:.1f} % | bridge {last.bridge_mb:.0f} MB,"
+            f" idle CPU {last.bridge_idle:.1f} %",
             flush=True,
         )
 
