@@ -107,6 +107,7 @@ class Run:
     # what else the machine runs.
     worker_cpu: float
     other_cpu: float
+    worker_faults: int  # minor page faults of the workers' processes meanwhile
 
 
 def _cpu_of(pids: list[int]) -> dict[int, float]:
@@ -114,6 +115,18 @@ def _cpu_of(pids: list[int]) -> dict[int, float]:
     for pid in pids:
         with contextlib.suppress(OSError, IndexError, ValueError):
             found[pid] = cpu_seconds(pid)
+    return found
+
+
+def minor_faults(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+def _faults_of(pids: set[int]) -> dict[int, int]:
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            found[pid] = minor_faults(pid)
     return found
 
 
@@ -160,6 +173,7 @@ def run_mode(c: Any, root: Path, photos: list[Path], *, remote: bool, local: boo
         for p in photos:
             (staged / p.name).write_bytes(p.read_bytes())
         cpu0 = _cpu_of(c.pids(c.head_ns) + c.pids(c.node_ns))
+        faults0 = _faults_of({int(w["pid"]) for w in st["workers"] if w.get("pid")})
         t0 = time.monotonic()
         for p in photos:
             os.replace(staged / p.name, inbox / p.name)
@@ -173,6 +187,7 @@ def run_mode(c: Any, root: Path, photos: list[Path], *, remote: bool, local: boo
                 used = {pid: t - cpu0.get(pid, 0.0) for pid, t in cpu1.items()}
                 worker_cpu = sum(t for pid, t in used.items() if pid in workers)
                 other_cpu = sum(t for pid, t in used.items() if pid not in workers)
+                faults = sum(n - faults0.get(pid, 0) for pid, n in _faults_of(workers).items())
                 bridge = bridge_pids(proc.pid, workers)
                 before = cpu_seconds(proc.pid), sum(cpu_seconds(p) for p in bridge)
                 time.sleep(IDLE_S)
@@ -182,7 +197,9 @@ def run_mode(c: Any, root: Path, photos: list[Path], *, remote: bool, local: boo
                 threads = ", ".join(f"{w['device']}: {w['threads']}" for w in st["workers"])
                 print(f"  workers' threads: {threads}", flush=True)
                 bridge_mb = sum(rss_mb(p) for p in bridge)
-                return Run(elapsed, float(st["rss_mb"]), idle, bridge_mb, bridge_idle, worker_cpu, other_cpu)
+                return Run(
+                    elapsed, float(st["rss_mb"]), idle, bridge_mb, bridge_idle, worker_cpu, other_cpu, faults
+                )
             assert time.monotonic() - t0 < TIMEOUT_S, f"not done: {st['queue']}"
             time.sleep(0.05)
     finally:
@@ -196,6 +213,7 @@ def main() -> None:
     p.add_argument("--work", type=float, default=0.5, help="seconds of stand-in GPU work per photo")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--engine", choices=("stand-in", "real"), default="stand-in")
+    p.add_argument("--modes", default="local,remote,both", help="which to run, of local,remote,both")
     p.add_argument("--megapixels", type=float, default=1.0, help="photo size with --engine real")
     p.add_argument("--group", action="store_true", help="with --engine real: the Solvay group photo too")
     args = p.parse_args()
@@ -216,12 +234,23 @@ def main() -> None:
             pin(c, c.head_ns, 0)
             pin(c, c.node_ns, 1)
             for label, photos, mode in cases:
-                _measure(c, root, label, photos, mode, args.rounds)
+                _measure(c, root, label, photos, mode, args.rounds, args.modes.split(","))
 
 
-def _measure(c: Any, root: Path, label: str, photos: list[Path], mode: Mode, rounds: int) -> None:
-    modes = {"local only": (False, True), "remote only": (True, False), "local + remote": (True, True)}
-    for name, (remote, local) in modes.items():
+# --modes name: (what the table says, the remote node used, local workers used)
+MODES = {
+    "local": ("local only", False, True),
+    "remote": ("remote only", True, False),
+    "both": ("local + remote", True, True),
+}
+
+
+def _measure(
+    c: Any, root: Path, label: str, photos: list[Path], mode: Mode, rounds: int, only: list[str]
+) -> None:
+    for key, (name, remote, local) in MODES.items():
+        if key not in only:
+            continue
         runs = [run_mode(c, root, photos, remote=remote, local=local, mode=mode) for _ in range(rounds)]
         times = [r.elapsed for r in runs]
         best = min(times)
@@ -231,7 +260,8 @@ def _measure(c: Any, root: Path, label: str, photos: list[Path], mode: Mode, rou
             f"{label:>14} | {name:<14} | {n / best:6.2f} images/s | "
             f"{best / n * 1000:7.1f} ms a photo | rounds {', '.join(f'{t:.2f}' for t in times)} s"
             f" | CPU a photo: workers {min(r.worker_cpu for r in runs) / n * 1000:.0f} ms, the rest"
-            f" {min(r.other_cpu for r in runs) / n * 1000:.0f} ms"
+            f" {min(r.other_cpu for r in runs) / n * 1000:.0f} ms, workers' page faults"
+            f" {min(r.worker_faults for r in runs) // n}"
             f" | service {last.rss:.0f} MB, idle CPU {last.idle:.1f} % | bridge {last.bridge_mb:.0f} MB,"
             f" idle CPU {last.bridge_idle:.1f} %",
             flush=True,

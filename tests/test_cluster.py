@@ -212,6 +212,11 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         # No NVML there: no GPU readings, and its one worker is its CPU (`cluster join --cpu`).
         assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (node, True, 1, [])
         assert entry["cpu_only"] is True
+        # The actor's process started with the engine's malloc settings (its restorer's thread
+        # would otherwise allocate from an arena that maps fresh pages for every pass).
+        environ = Path(f"/proc/{remote['pid']}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=1" in environ
+        assert b"MALLOC_MMAP_MAX_=0" in environ
         shown = format_status(Status.from_json(s))
         assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
         (out,) = svc.outbox.glob("*.png")

@@ -37,6 +37,17 @@ log = logging.getLogger(__name__)
 _TICK_S = 0.2
 # How long a stopping actor gets to remove its scratch folder.
 _CLOSE_S = 10.0
+# glibc's malloc settings for the actor's process, from its start (Ray starts a process of its
+# own for an actor with a runtime environment). The engine's runtime tuning
+# (restore.device.tune_malloc_for_inference) does not reach the actor's restorer: it runs on a
+# thread of its own, whose allocations go to a secondary arena that keeps mapping fresh pages
+# (docs/benchmarks.md has the page faults and CPU). One arena, no mmap for large blocks and no
+# trimming keep its activation memory reused, as in a local worker.
+ACTOR_MALLOC_ENV = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
+}
 
 
 class RayWorker:
@@ -82,7 +93,13 @@ class RayWorker:
 
         self._actor = (
             r_.remote(RestorerActor)
-            .options(num_cpus=0, max_concurrency=256, scheduling_strategy=strategy, **resources)
+            .options(
+                num_cpus=0,
+                max_concurrency=256,
+                scheduling_strategy=strategy,
+                runtime_env={"env_vars": ACTOR_MALLOC_ENV},
+                **resources,
+            )
             .remote(self._restore, self._factory, self._slot.threads, self._env)
         )
         r, w = mp.get_context("spawn").Pipe(duplex=False)
