@@ -343,3 +343,51 @@ def test_models_fetch_and_list_include_the_models_an_inbox_names(
     )
     listed = models_cli("list")
     assert "GPEN-BFR-256 (used by the configuration)" in listed
+
+
+def test_inbox_on_the_command_line_keeps_the_profile_the_file_gives_that_folder(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    from gpen_watch import cli
+    from gpen_watch.service import run_cli
+
+    phone = Path.home() / "Phone"
+    phone.mkdir(parents=True)
+    # The same folder by another spelling: through a link, and with a detour.
+    link = tmp_path / "phone-link"
+    link.symlink_to(phone)
+    new = tmp_path / "new"
+    path = write(tmp_path, TABLES)
+    args = cli.build_parser().parse_args(
+        ["run", "--inbox", str(link), "--inbox", str(new), "--inbox", str(phone / ".." / "Phone")]
+    )
+    cfg = config.load(path, run_cli.overrides(args))
+    linked, fresh, detour = cfg.watch.inboxes
+    assert linked.restore == detour.restore == {"model": "GPEN-BFR-256"}
+    assert config.inbox_config(cfg, linked).restore.model == "GPEN-BFR-256"
+    # A folder the file does not list gets the global settings; ~/Scans/old, not named, is not watched.
+    assert fresh == InboxConfig(new)
+    assert config.inbox_config(cfg, fresh).restore == cfg.restore
+    assert len(cfg.watch.inboxes) == 3
+    # An inbox written out in full on the command line is taken as written.
+    cfg = config.load(path, {"watch.inboxes": f'[{{path = "{phone}", restore = {{strength = 0.1}}}}]'})
+    assert cfg.watch.inboxes[0].restore == {"strength": 0.1}
+
+
+def test_a_bad_setting_of_a_profile_kept_for_inbox_names_the_file(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        '[[watch.inboxes]]\npath = "~/Scans/old"\noutput = { format = "tiff" }\n\n'
+        '[[watch.inboxes]]\npath = "~/Phone"\nrestore = { strength = 2.0 }\n',
+    )
+    # ~/Phone is the file's second inbox, and the first (the only one) of the command line's: the
+    # setting is still the file's.
+    got = refusal(path, {"watch.inboxes": str(Path.home() / "Phone")})
+    assert got.startswith(f"{path}: watch.inboxes[0] (~/Phone): restore.strength: must be between"), got
+    # Set on the command line instead: the command line's, not the file's.
+    got = refusal(
+        path, {"watch.inboxes": str(Path.home() / "Phone"), "watch.inboxes[0].restore.strength": "3"}
+    )
+    assert got.startswith("watch.inboxes[0] (~/Phone): restore.strength: must be between"), got

@@ -144,10 +144,19 @@ def test_two_inboxes_with_their_own_models_share_one_worker(
     write_atomic(a / "one.jpg", grace_hopper_path.read_bytes())
     svc.start()
     pid = svc.status()["workers"][0]["pid"]
-    svc.wait_done(1)
+    s = svc.wait_done(1)
+    # The status says which model sets the worker holds: the global one only, until B needs its own.
+    own_set = {"networks": "tiny-gpen-64.pth", "inboxes": []}
+    assert s["workers"][0]["model_sets"] == [own_set], s["workers"]
     # Different bytes (after the JPEG's end marker), the same picture: each inbox gets it once more.
     write_atomic(b / "two.jpg", grace_hopper_path.read_bytes() + b"\0")
-    svc.wait_done(2)
+    s = svc.wait_done(2)
+    b_set = {"networks": "tiny-gpen-64-b.pth", "inboxes": [str(b)]}
+    assert s["workers"][0]["model_sets"] == [own_set, b_set], s["workers"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "status"], capture_output=True, text=True, timeout=60
+    )
+    assert f"models: tiny-gpen-64.pth, tiny-gpen-64-b.pth (inbox {b})" in shown.stdout, shown
     write_atomic(a / "three.jpg", grace_hopper_path.read_bytes() + b"\0\0")
     write_atomic(b / "four.jpg", grace_hopper_path.read_bytes() + b"\0\0\0")
     s = svc.wait_done(4)

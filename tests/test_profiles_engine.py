@@ -205,3 +205,61 @@ def test_photos_of_two_profiles_in_one_run_under_a_small_budget_reload_only_on_a
     for i, profile in enumerate(order):
         out = cv2.imread(str(tmp_path / f"{i}.png"), cv2.IMREAD_UNCHANGED)
         assert np.array_equal(out, alone_b) == (profile is not None), i
+
+
+@pytest.fixture(scope="module")
+def big_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight 1024 px generator, narrow enough that its weights take next to nothing: what
+    it costs a CPU restorer is its passes' working memory."""
+    import torch
+
+    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+
+    torch.manual_seed(2)
+    path = tmp_path_factory.mktemp("big") / "tiny-gpen-1024.pth"
+    torch.save(build_gpen(GPENConfig(**{**TINY_GPEN, "size": 1024})).state_dict(), path)
+    return path
+
+
+def test_a_larger_generators_working_memory_counts_when_deciding_what_stays_loaded(
+    tiny_models: TinyModels,
+    landmarks: dict,
+    photo: Path,
+    big_gpen: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Beside the global 64 px set, a 1024 px profile's weights fit the budget many times over, but
+    eight faces through it on a CPU take ~17 GB more than the global set's passes (the per-face
+    estimates, restore.memory): under a budget its weights fit but that does not, the idle global
+    set is unloaded first; with room for both, both stay."""
+    from gpen_watch.restore import memory
+
+    def run(memory_mb: int) -> list[list[ModelKey]]:
+        own = tiny_restore_config(tiny_models, memory_mb=memory_mb)
+        big = dataclasses.replace(own, model=str(big_gpen))
+        held = []
+        with Restorer(own, threads=2, detector=KnownFaces(landmarks)) as r:
+            assert r.models.cap_mb > 2 * r.models.total_mb + 1000  # the weights alone would fit
+            for i, profile in enumerate([big, None]):
+                (res,) = list(
+                    r.restore_files([FileJob(photo, tmp_path / f"{memory_mb}-{i}.png", restore=profile)])
+                )
+                assert res.ok, res.error
+                held.append(r.models.loaded)
+        return held
+
+    a = ModelKey.of(tiny_restore_config(tiny_models))
+    b = dataclasses.replace(a, model=str(big_gpen))
+    extra = memory.activation_mb(1024, 8, True, False) - memory.activation_mb(64, 8, True, False)
+    assert 16384 < extra < 65536 - 4096
+    caplog.set_level(logging.INFO, logger="gpen_watch.restore.modelsets")
+    assert run(16384) == [[b], [a]]
+    unloaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("unloaded")]
+    assert unloaded[0].startswith(
+        "unloaded model set tiny-gpen-64.pth, feathered mask (least recently used) to make room for "
+        "tiny-gpen-1024.pth, feathered mask"
+    )
+    caplog.clear()
+    assert run(65536) == [[a, b], [b, a]]
+    assert not [r for r in caplog.records if r.getMessage().startswith("unloaded")]

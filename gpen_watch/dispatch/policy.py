@@ -246,6 +246,8 @@ class FaultPolicy:
                 w.progress_seen = msg.progress
                 if w.flights:
                     w.last_progress_at = now
+        elif isinstance(msg, P.ModelSets):
+            w.model_sets = msg.loaded
         elif isinstance(msg, P.Took):
             if msg.key in w.flights:
                 w.flights[msg.key].taken = True
@@ -258,6 +260,7 @@ class FaultPolicy:
             w.memory_budget_mb = msg.memory_budget_mb
             w.threads = msg.threads
             w.rss_mb = {}
+            w.model_sets = ()  # a new process: it says what it holds next
             if w.said_gone and w.start_failures:
                 log.info("worker %s is back after %d failed start(s)", w.slot.name, w.start_failures)
             w.said_gone = False
@@ -451,6 +454,7 @@ class FaultPolicy:
                     "done": w.done,
                     "faces": w.faces,
                     "loaded": w.loaded if alive else "",
+                    "model_sets": [dataclasses.asdict(k) for k in w.model_sets] if alive else [],
                     "node": w.node,
                     "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
                     "restarts": w.restarts,

@@ -13,6 +13,7 @@ worker -> parent (``FromWorker``)
     Ready(...)               models loaded: pid, device, threads, read-ahead, what it loaded
     Took(key)                the restorer started on this image (blame for a crash is laid here)
     Result(key, result)
+    ModelSets(loaded)        the model sets it holds, after the first load and each load or unload
     Heartbeat(busy)          every few seconds from a side thread: the process is alive
     Log(level, logger, message)  the worker's log records, written by the parent's handlers
     Fatal(kind, message)     the worker cannot go on and is about to exit (see FatalKind)
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpen_watch.dispatch.devices import GpuSample
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.api import FileJob, FileResult, ModelKey
 from gpen_watch.strenum import StrEnum
 
 
@@ -70,6 +71,14 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class ModelSets:
+    """The model sets the restorer holds now, least recently used first (restore.modelsets): the
+    global settings' and those other inboxes' profiles loaded since."""
+
+    loaded: tuple[ModelKey, ...]
+
+
+@dataclass(frozen=True)
 class Took:
     key: int
 
@@ -111,7 +120,7 @@ class Bye:
 
 
 ToWorker = Jobs | Stop
-FromWorker = Ready | Took | Result | Heartbeat | Log | Fatal | Bye
+FromWorker = Ready | ModelSets | Took | Result | Heartbeat | Log | Fatal | Bye
 
 # Exit codes of a worker that reported Fatal (anything else is a crash seen from outside).
 EXIT_CODES = {FatalKind.MODEL: 3, FatalKind.DEVICE: 4, FatalKind.CRASH: 5}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
 from gpen_watch.dispatch.tasks import Task
+from gpen_watch.restore.api import ModelKey
 from gpen_watch.strenum import StrEnum
 
 
@@ -83,6 +84,8 @@ class WorkerRecord:
     read_ahead: int = 0
     # What its restorer loaded (model, detector, mask, device, precision), as it said when ready.
     loaded: str = ""
+    # The model sets its restorer holds, least recently used first (it says so on each change).
+    model_sets: tuple[ModelKey, ...] = ()
     # The device its restorer chose where the slot said "auto" ("Apple GPU (mps)", "cpu").
     device_label: str = ""
     # The threads its restorer really runs, as it said when ready (0: the slot's): a cluster

@@ -113,6 +113,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     # per-image timeout.
     state.progress = lambda: int(getattr(restorer, "steps", 0))
     chan.send(ready_message(restorer, args.slot, os.getpid()))
+    report_model_sets(restorer, chan)
     threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         serve(chan, state, restorer)
@@ -254,6 +255,21 @@ def ready_message(restorer: Any, slot: WorkerSlot, pid: int | None, node: str = 
         memory_budget_mb=int(getattr(restorer, "memory_budget_mb", 0) or 0),
         node=node,
     )
+
+
+def report_model_sets(restorer: Any, chan: Sender) -> None:
+    """Send the model sets the restorer holds now, and again whenever it loads or unloads one. A
+    stand-in restorer (tests, benchmarks) without ``models`` sends nothing."""
+    models = getattr(restorer, "models", None)
+    if models is None or not hasattr(models, "on_change"):
+        return
+
+    def changed(loaded: list[Any]) -> None:
+        with contextlib.suppress(Exception):  # the parent is gone: nobody to tell
+            chan.send(P.ModelSets(tuple(loaded)))
+
+    models.on_change = changed
+    changed(models.loaded)
 
 
 def load_factory(spec: str) -> Callable[..., Any]:

@@ -11,6 +11,48 @@ from pathlib import Path
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
+from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """The restore settings that decide which generator-side models a photo needs (its model set,
+    restore.modelsets)."""
+
+    model: str
+    use_parse: bool
+    upscale: int
+    upscale_model: str
+
+    @classmethod
+    def of(cls, cfg: RestoreConfig) -> ModelKey:
+        return cls(cfg.model, cfg.use_parse, cfg.upscale, cfg.upscale_model if cfg.upscale > 1 else "")
+
+    @property
+    def model_name(self) -> str:
+        return self.model if self.model in GPEN_NAMES else Path(self.model).name
+
+    @property
+    def label(self) -> str:
+        """For the log: "GPEN-BFR-512, feathered mask, upscaled x2"."""
+        text = self.model_name
+        if not self.use_parse:
+            text += ", feathered mask"
+        if self.upscale > 1:
+            text += f", upscaled x{self.upscale}"
+        return text
+
+    @property
+    def networks(self) -> str:
+        """For the status, the networks it holds: "GPEN-BFR-512 + ParseNet + RealESRNet-x2"."""
+        parts = [self.model_name]
+        if self.use_parse:
+            parts.append("ParseNet")
+        if self.upscale > 1:
+            parts.append(
+                Path(self.upscale_model).name if self.upscale_model else DEFAULT_UPSCALERS[self.upscale]
+            )
+        return " + ".join(parts)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 from torch import nn
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore import upscale
+from gpen_watch.restore import memory, upscale
 from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import Placement, auto_face_batch
 from gpen_watch.restore.enhance import FaceEnhancer
@@ -50,7 +50,12 @@ class Loader:
             net = verify.load_upscaler(key.upscale, key.upscale_model, cfg.model_dir, str(dev), self.download)
             mb += weights_mb(net)
             upscaler = upscale.Upscaler(net, place)
-        return ModelSet(key, size, enhancer, upscaler, mb)
+        on_cpu = dev.type == "cpu"
+        # On a GPU only the host's share, the same for every set (the face batch sizes the device's).
+        working = memory.activation_mb(size, batch, on_cpu, parser is not None)
+        if upscaler is not None and on_cpu:
+            working += upscaler.working_mb
+        return ModelSet(key, size, enhancer, upscaler, mb, working)
 
     def detector(self, cfg: RestoreConfig) -> Detector:
         """The detector for a photo with settings ``cfg``, made on first use (device loop only)."""

@@ -19,40 +19,17 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from pathlib import Path
 
 from torch import nn
 
-from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import memory
+
+# ModelKey lives with the engine's torch-free contract (the service's status names the sets too).
+from gpen_watch.restore.api import ModelKey as ModelKey
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.upscale import Upscaler
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelKey:
-    """The restore settings that decide which generator-side models a photo needs."""
-
-    model: str
-    use_parse: bool
-    upscale: int
-    upscale_model: str
-
-    @classmethod
-    def of(cls, cfg: RestoreConfig) -> ModelKey:
-        return cls(cfg.model, cfg.use_parse, cfg.upscale, cfg.upscale_model if cfg.upscale > 1 else "")
-
-    @property
-    def label(self) -> str:
-        text = self.model if self.model in GPEN_NAMES else Path(self.model).name
-        if not self.use_parse:
-            text += ", feathered mask"
-        if self.upscale > 1:
-            text += f", upscaled x{self.upscale}"
-        return text
 
 
 @dataclass
@@ -62,6 +39,8 @@ class ModelSet:
     enhancer: FaceEnhancer
     upscaler: Upscaler | None
     mb: float  # what its own weights take (the shared detector and parser are not counted)
+    # Host memory its passes (generator, parser, upscaler) take at their peak (memory.activation_mb).
+    working_mb: float = 0.0
 
 
 def weights_mb(*modules: nn.Module | None) -> float:
@@ -84,8 +63,14 @@ class ModelSets:
         self._sets: OrderedDict[ModelKey, ModelSet] = OrderedDict()
         # What the sets together may take (MB); set once the first one is in (see Restorer).
         self.cap_mb = float("inf")
+        # Working memory the budget already sets aside apart from the sets (the restorer's own
+        # set's passes): only a set whose passes take more costs the difference (``total_mb``).
+        self.reserved_mb = 0.0
         # How often each set was loaded, over this restorer's life (status, tests).
         self.loads: Counter[ModelKey] = Counter()
+        # Told the sets loaded (least recently used first) after each load and unload: the worker
+        # passes them on to the service's status (dispatch.protocol.ModelSets).
+        self.on_change: Callable[[list[ModelKey]], None] | None = None
 
     def __contains__(self, key: ModelKey) -> bool:
         return key in self._sets
@@ -97,7 +82,11 @@ class ModelSets:
 
     @property
     def total_mb(self) -> float:
-        return sum(s.mb for s in self._sets.values())
+        """What the sets take: their weights, and what the hungriest one's passes take over
+        ``reserved_mb`` (a 1024 px generator beside a 512 one on a CPU). The passes run one after
+        another on the same heap, so only the largest counts."""
+        working = max((s.working_mb for s in self._sets.values()), default=0.0)
+        return sum(s.mb for s in self._sets.values()) + max(0.0, working - self.reserved_mb)
 
     def peek(self, key: ModelKey) -> ModelSet | None:
         return self._sets.get(key)
@@ -114,12 +103,15 @@ class ModelSets:
         self._sets[key] = new
         self._make_room(key, busy)
         log.info(
-            "model set %s loaded in %.1f s (%.0f MB; %d set(s) loaded)",
+            "model set %s loaded in %.1f s (%.0f MB, its passes up to %.0f MB; %d set(s) loaded)",
             key.label,
             time.perf_counter() - t0,
             new.mb,
+            new.working_mb,
             len(self._sets),
         )
+        if self.on_change is not None:
+            self.on_change(self.loaded)
         return new
 
     def _make_room(self, keep: ModelKey, busy: Collection[ModelKey]) -> None:
@@ -133,6 +125,7 @@ class ModelSets:
                     self.cap_mb,
                 )
                 return
+            together = self.total_mb
             gone = self._sets.pop(idle[0])
             log.info(
                 "unloaded model set %s (least recently used) to make room for %s: together they "
@@ -140,7 +133,7 @@ class ModelSets:
                 "loaded again when a photo needs it",
                 gone.key.label,
                 keep.label,
-                self.total_mb + gone.mb,
+                together,
                 self.cap_mb,
             )
             del gone

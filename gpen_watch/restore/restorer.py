@@ -98,9 +98,8 @@ class Restorer:
         loaded_mb = loaded.now_mb if loaded else 0.0
         # What the budget leaves for photos once the models are in and a pass's activations are
         # counted; at least one photo is always admitted, so a small budget slows, never stalls.
-        activations = memory.activation_mb(self.size, batch, dev.type == "cpu", cfg.use_parse)
-        if own.upscaler is not None and dev.type == "cpu":
-            activations += own.upscaler.working_mb
+        activations = own.working_mb
+        self.models.reserved_mb = activations  # a hungrier set costs the sets its difference
         self._photo_mb = self.memory_budget_mb - loaded_mb - activations
         # Model sets of other inboxes' profiles share what is left once one 12 MP photo fits; past
         # that the least recently used set is unloaded (modelsets). The own set always stays in.

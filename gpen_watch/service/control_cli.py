@@ -120,6 +120,8 @@ def format_status(s: Status) -> str:
         lines.append(line)
         if w.loaded:
             lines.append(f"             {w.loaded}")
+        if w.model_sets:
+            lines.append(f"             models: {', '.join(m.text for m in w.model_sets)}")
         if w.rss_mb:
             lines.append("             " + _memory_line(w))
         if w.error:

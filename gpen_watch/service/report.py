@@ -7,18 +7,22 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from gpen_watch import __version__
+from gpen_watch import __version__, config
 from gpen_watch.outbox import naming
+from gpen_watch.restore.api import ModelKey
 from gpen_watch.service.running import Running
 from gpen_watch.service.status import (
     ClusterStatus,
     ErrorEntry,
+    ModelSetStatus,
     QueueStatus,
     Status,
     WorkerStatus,
     from_json,
     nodes_of,
+    to_json,
 )
 from gpen_watch.service.work import node_name
 
@@ -51,7 +55,10 @@ def build_status(run: Running) -> Status:
     notices = (gate.notice() if gate is not None else None, run.originals.notice())
     rss, rss_peak = rss_mb()
     # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
-    workers = tuple(from_json(WorkerStatus, w) for w in pool.snapshot())
+    workers = tuple(
+        from_json(WorkerStatus, {**w, "model_sets": model_sets_status(run.cfg, w.get("model_sets", []))})
+        for w in pool.snapshot()
+    )
     return Status(
         version=__version__,
         pid=os.getpid(),
@@ -83,6 +90,22 @@ def build_status(run: Running) -> Status:
         rss_mb=rss,
         rss_peak_mb=rss_peak,
     )
+
+
+def model_sets_status(cfg: config.Config, loaded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A worker's model sets (ModelKey fields, from the pool) with the inboxes whose settings need
+    each: none for the global settings' set, which every inbox without a model of its own uses."""
+    own = ModelKey.of(cfg.restore)
+    rows = []
+    for fields in loaded:
+        key = ModelKey(**fields)
+        inboxes = [
+            config.short_path(inbox.path)
+            for inbox in cfg.watch.inboxes
+            if key != own and ModelKey.of(config.inbox_config(cfg, inbox).restore) == key
+        ]
+        rows.append(to_json(ModelSetStatus(key.networks, tuple(inboxes))))
+    return rows
 
 
 def rss_mb() -> tuple[float | None, float | None]:

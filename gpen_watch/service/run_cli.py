@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         action="append",
         default=None,
         metavar="DIR",
-        help="folder to watch (repeat for several; replaces watch.inboxes)",
+        help="folder to watch (repeat for several; replaces watch.inboxes, keeping the settings the "
+        "config file gives a folder it lists)",
     )
     parser.add_argument("--outbox", type=Path, default=None, metavar="DIR", help="where results go")
     parser.add_argument(

@@ -51,6 +51,23 @@ class Throughput:
 
 
 @dataclass(frozen=True)
+class ModelSetStatus:
+    """One model set a worker holds (restore.modelsets): its networks, and the inboxes whose own
+    settings need it (none: the global settings' set)."""
+
+    networks: str = ""  # "GPEN-BFR-512 + ParseNet"
+    inboxes: tuple[str, ...] = ()  # as the user writes them: "~/Phone"
+
+    @property
+    def text(self) -> str:
+        """ "GPEN-BFR-256 (inbox ~/Phone)"."""
+        if not self.inboxes:
+            return self.networks
+        word = "inbox" if len(self.inboxes) == 1 else "inboxes"
+        return f"{self.networks} ({word} {', '.join(self.inboxes)})"
+
+
+@dataclass(frozen=True)
 class WorkerStatus:
     """One restorer subprocess, as the pool sees it."""
 
@@ -64,6 +81,8 @@ class WorkerStatus:
     done: int = 0  # every photo it finished this run, failures included
     faces: int = 0
     loaded: str = ""
+    # The model sets its restorer holds now, least recently used first.
+    model_sets: tuple[ModelSetStatus, ...] = ()
     restarts: int = 0
     memory_budget_mb: int | None = None
     # Resident memory in MB at the end of each stage (highest so far) and "peak".

@@ -1,0 +1,374 @@
+"""The settings of gpen-watch as typed dataclasses, with their defaults, an inbox's profile
+resolved over the global settings (``inbox_config``), and which values are valid (``_validate``).
+
+The lowest of the config modules: config_parse fills these from TOML and the command line,
+config_toml writes them back, and ``gpen_watch.config`` is the one public face of all three.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Formatter
+from typing import Any, Literal
+
+from gpen_watch import paths
+from gpen_watch.errors import ConfigError
+from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
+
+Precision = Literal["auto", "fp32", "fp16", "bf16"]
+# What "auto" becomes on a given device.
+ResolvedPrecision = Literal["fp32", "fp16", "bf16"]
+OriginalsPolicy = Literal["archive", "keep", "delete"]
+OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
+# Which of the faces found are restored: every one, the largest, or the one nearest the centre.
+FaceChoice = Literal["all", "largest", "center"]
+
+
+def default_inbox() -> Path:
+    return paths.pictures_dir() / "GPEN" / "inbox"
+
+
+def default_outbox() -> Path:
+    return paths.pictures_dir() / "GPEN" / "outbox"
+
+
+@dataclass
+class InboxConfig:
+    """One watched folder."""
+
+    path: Path
+    recursive: bool = True
+    # Outputs of this inbox go here instead of the global outbox.
+    outbox: Path | None = None
+    # This inbox's profile: its own restore.* and output.* settings (typed, by name), over the
+    # global [restore] and [output]; ``inbox_config`` gives the effective settings.
+    restore: dict[str, Any] = field(default_factory=dict)
+    output: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RestoreConfig:
+    """How faces are found and restored (used by `restore` and by every worker)."""
+
+    model: str = "GPEN-BFR-512"
+    detector: str = "retinaface_resnet50"
+    # Face-parsing mask for paste-back; without it a feathered ellipse is used.
+    use_parse: bool = True
+    detect_threshold: float = 0.9
+    # Detection runs on a copy whose long side is at most this (the detector's cost grows with pixels).
+    detect_max_side: int = 1000
+    # Faces smaller than this (eye-to-mouth extent, pixels) are left alone. 0: restore every face
+    # the detector reports, as upstream GPEN does.
+    min_face: int = 0
+    # Which faces, of those at least min_face, are restored; max_faces then keeps the N largest
+    # (0: no limit). Faces left out are not computed.
+    faces: FaceChoice = "all"
+    max_faces: int = 0
+    # How much of the restored face replaces the original: 1 all of it (upstream GPEN's default),
+    # 0 none (the photo comes back as it was); blended in crop space before paste-back.
+    strength: float = 1.0
+    # Restored faces whose detection box has a side under this many pixels are smoothed (3x3)
+    # before paste-back, as upstream GPEN does; 0: never.
+    smooth_below: int = 100
+    # Faces per generator forward pass; 0 picks a size from the device's free memory.
+    face_batch: int = 0
+    # Images whose long side exceeds this are pre-scaled before anything else (0: never).
+    max_side: int = 4096
+    precision: Precision = "auto"
+    channels_last: bool = True
+    # "auto": the first CUDA GPU, else Apple's GPU (mps), else the CPU.
+    device: str = "auto"
+    # Checked before the download cache; for offline machines (env GPEN_WATCH_MODEL_DIR too).
+    model_dir: Path | None = None
+    # Largest image accepted, in megapixels, before anything is decoded (decompression bombs).
+    max_megapixels: float = 200.0
+    # Resident memory (MB) one restorer process aims to stay under: each daemon worker, or
+    # `gpen-watch restore`. Photos are read ahead only while their decoded frames fit beside the
+    # models; over it, freed memory is handed back between photos. 0: a quarter of the machine's
+    # memory, at least 2048.
+    memory_mb: int = 0
+    # Background super-resolution factor, 1 (off), 2 or 4: the whole photo is upscaled after
+    # pre-scaling (so the result's long side is at most max_side * upscale) and the faces are
+    # restored into the upscaled photo.
+    upscale: int = 1
+    # Which upscaler runs: "" for upstream GPEN's RealESRNet of that factor, another registry name,
+    # or an RRDBNet .pth file of that factor.
+    upscale_model: str = ""
+
+
+@dataclass
+class OutputConfig:
+    format: OutputFormat = "same"
+    jpeg_quality: int = 95
+    # Fields: {stem} {ext} {name} {date} {model}. The result may not leave the outbox.
+    name_template: str = "{stem}{ext}"
+    originals: OriginalsPolicy = "archive"
+    # Where originals go after success when originals = "archive" (default: <outbox>/../originals).
+    archive_dir: Path | None = None
+
+
+@dataclass
+class WatchConfig:
+    inboxes: list[InboxConfig] = field(default_factory=lambda: [InboxConfig(default_inbox())])
+    outbox: Path = field(default_factory=default_outbox)
+    # A file is taken once its size and mtime have not changed for this long (an empty file:
+    # at least 30 s, so a copy that stalls before its first byte is not taken for an empty photo).
+    settle_seconds: float = 1.0
+    # Poll instead of OS events: needed for network shares (inotify misses remote writes).
+    polling: bool = False
+    poll_interval: float = 2.0
+    # Full rescan of the inboxes as a safety net for lost events.
+    rescan_seconds: float = 60.0
+
+
+@dataclass
+class WorkerConfig:
+    # "auto": every CUDA GPU, else CPU. Or a list like ["cuda:0", "cuda:1"] or ["cpu"].
+    devices: list[str] = field(default_factory=lambda: ["auto"])
+    workers_per_device: int = 1
+    # Workers when running on CPU; each uses cores // cpu_workers torch threads.
+    cpu_workers: int = 1
+    # Images handed to one worker at once, so CPU stages overlap with the GPU. 0 (auto): what
+    # the worker's engine asks for: 2 per decode thread, and on a GPU enough to fill a face batch.
+    images_in_flight: int = 0
+    image_timeout: float = 600.0
+    max_attempts: int = 3
+
+
+@dataclass
+class ClusterConfig:
+    """Restorer workers on other machines, through a Ray cluster (the optional extra `cluster`)."""
+
+    # "" (off), "auto" (the Ray node already running on this machine) or "host:port" of its head.
+    address: str = ""
+    # The cluster's shared token (Ray's token authentication); unset: `ray-token` in gpen-watch's
+    # config folder, which `gpen-watch cluster head` creates, readable by the user only.
+    token_file: Path | None = None
+    # GPUs (or the CPU) of this machine keep their own local workers beside the cluster's.
+    local_workers: bool = True
+    # Photo bytes in flight per remote worker (MB); more photos wait on this machine.
+    mb_in_flight: int = 256
+
+
+@dataclass
+class Config:
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    restore: RestoreConfig = field(default_factory=RestoreConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    workers: WorkerConfig = field(default_factory=WorkerConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+    def validate(self) -> Config:
+        _validate(self)
+        return self
+
+
+# --- per-inbox profiles -----------------------------------------------------------------------
+
+# Settings one restorer process holds for every photo it restores, whichever inbox a photo came
+# from: an inbox cannot have its own (each worker serves every inbox).
+GLOBAL_ONLY: dict[str, str] = {
+    "restore.device": "every inbox's photos go through the same workers, on the same device",
+    "restore.precision": "each worker runs all its models in one number format, chosen for its device",
+    "restore.channels_last": "each worker lays out all its models' memory one way, chosen for its device",
+    "restore.face_batch": "it sizes each worker's generator passes, which serve every inbox",
+    "restore.memory_mb": "it is the budget of a whole worker process, shared by every inbox's models and photos",
+    "restore.model_dir": "every worker looks for every model in the same folders",
+    "restore.max_megapixels": "it protects the worker processes' memory, which every inbox shares",
+}
+_PROFILE_SECTIONS = ("restore", "output")
+
+
+def inbox_label(index: int, inbox: InboxConfig) -> str:
+    """How messages name an inbox: ``watch.inboxes[1] (~/Phone)``."""
+    return f"watch.inboxes[{index}] ({short_path(inbox.path)})"
+
+
+def short_path(path: Path) -> str:
+    """``path`` with the home folder written as ~, as users write it in the file."""
+    home, text = str(Path.home()), str(path)
+    if text == home or text.startswith(home + os.sep):
+        return "~" + text[len(home) :]
+    return text
+
+
+def inbox_config(cfg: Config, inbox: InboxConfig) -> Config:
+    """The settings in effect for photos of ``inbox``: the global config with the inbox's own
+    restore.* and output.* settings over it. The one place a profile is resolved; an inbox that
+    is no longer configured (``outbox.naming.find_inbox`` makes a plain one) gets the global ones."""
+    if not inbox.restore and not inbox.output:
+        return cfg
+    return dataclasses.replace(
+        cfg,
+        restore=dataclasses.replace(cfg.restore, **inbox.restore),
+        output=dataclasses.replace(cfg.output, **inbox.output),
+    )
+
+
+def inbox_profiles(cfg: Config) -> list[tuple[str, RestoreConfig]]:
+    """(label, restore settings in effect) of each inbox that has restore settings of its own."""
+    return [
+        (inbox_label(i, inbox), inbox_config(cfg, inbox).restore)
+        for i, inbox in enumerate(cfg.watch.inboxes)
+        if inbox.restore
+    ]
+
+
+def profile_note(cfg: Config, inbox: InboxConfig) -> str:
+    """What an inbox's photos get that the global settings would not give them, for the result's
+    notes ("model GPEN-BFR-256, strength 0.8 (inbox ~/Phone)"); "" when nothing differs."""
+    own = inbox_config(cfg, inbox)
+    parts = [
+        f"{name} {getattr(getattr(own, section), name)}"
+        for section in _PROFILE_SECTIONS
+        for name in getattr(inbox, section)
+        if getattr(getattr(own, section), name) != getattr(getattr(cfg, section), name)
+    ]
+    if not parts:
+        return ""
+    return f"{', '.join(parts)} (inbox {short_path(inbox.path)})"
+
+
+def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "") -> None:
+    """Raise ConfigError for the first invalid setting; ``where(name)`` prefixes its message.
+
+    An inbox's profile is checked as the settings in effect for it (once the global ones passed,
+    what fails there is the inbox's own doing), its message naming the inbox."""
+    w, wk = cfg.watch, cfg.workers
+    checks: list[tuple[bool, str, str]] = [
+        *_profile_checks(cfg.restore, cfg.output),
+        (w.settle_seconds >= 0, "watch.settle_seconds", "must not be negative"),
+        (w.poll_interval > 0, "watch.poll_interval", "must be positive"),
+        (w.rescan_seconds > 0, "watch.rescan_seconds", "must be positive"),
+        (len(w.inboxes) > 0, "watch.inboxes", "needs at least one folder"),
+        (wk.workers_per_device >= 1, "workers.workers_per_device", "must be at least 1"),
+        (wk.cpu_workers >= 1, "workers.cpu_workers", "must be at least 1"),
+        (wk.images_in_flight >= 0, "workers.images_in_flight", "must be 0 (auto) or a positive number"),
+        (wk.image_timeout > 0, "workers.image_timeout", "must be positive"),
+        (wk.max_attempts >= 1, "workers.max_attempts", "must be at least 1"),
+        # An empty list starts no worker at all: photos would wait forever.
+        (len(wk.devices) > 0, "workers.devices", "needs at least one device (auto, cpu, cuda or cuda:N)"),
+        (
+            all(d == "auto" or _valid_device(d) for d in wk.devices),
+            "workers.devices",
+            "each must be auto, cpu, cuda or cuda:N",
+        ),
+        (
+            _valid_cluster_address(cfg.cluster.address),
+            "cluster.address",
+            'must be empty (off), "auto" or host:port (the Ray head, e.g. 192.168.1.10:6379)',
+        ),
+        (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
+    ]
+    for ok, name, reason in checks:
+        if not ok:
+            raise ConfigError(f"{where(name)}{name}: {reason}")
+    try:
+        check_name_template(cfg.output.name_template)
+    except ConfigError as exc:
+        raise ConfigError(f"{where('output.name_template')}{exc}") from None
+    for i, inbox in enumerate(w.inboxes):
+        if not inbox.restore and not inbox.output:
+            continue
+        own = inbox_config(cfg, inbox)
+        label = inbox_label(i, inbox)
+        for ok, name, reason in _profile_checks(own.restore, own.output):
+            if not ok:
+                raise ConfigError(f"{where(f'watch.inboxes[{i}].{name}')}{label}: {name}: {reason}")
+        try:
+            check_name_template(own.output.name_template)
+        except ConfigError as exc:
+            raise ConfigError(f"{where(f'watch.inboxes[{i}].output.name_template')}{label}: {exc}") from None
+
+
+def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, str]]:
+    """(valid, setting, why not) for each restore.* and output.* setting."""
+    return [
+        (
+            r.model in GPEN_NAMES or r.model.endswith((".pth", ".pt")),
+            "restore.model",
+            f"must be one of {', '.join(GPEN_NAMES)} or a .pth file",
+        ),
+        (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
+        (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
+        (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
+        (r.min_face >= 0, "restore.min_face", "must be 0 (restore every face) or a positive number"),
+        (r.max_faces >= 0, "restore.max_faces", "must be 0 (no limit) or a positive number"),
+        (0.0 <= r.strength <= 1.0, "restore.strength", "must be between 0 (leave faces as they are) and 1"),
+        (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
+        (r.face_batch >= 0, "restore.face_batch", "must be 0 (auto) or a positive number"),
+        (r.max_side == 0 or r.max_side >= 256, "restore.max_side", "must be 0 (off) or at least 256"),
+        (r.max_megapixels > 0, "restore.max_megapixels", "must be positive"),
+        (r.memory_mb == 0 or r.memory_mb >= 256, "restore.memory_mb", "must be 0 (auto) or at least 256"),
+        (
+            _valid_device(r.device) or r.device == "mps",
+            "restore.device",
+            "must be auto, cpu, cuda, cuda:N or mps",
+        ),
+        (r.upscale in (1, 2, 4), "restore.upscale", "must be 1 (off), 2 or 4"),
+        (
+            r.upscale_model == ""
+            or r.upscale_model in UPSCALER_CONFIGS
+            or r.upscale_model.endswith((".pth", ".pt")),
+            "restore.upscale_model",
+            f"must be empty (the default for the factor), one of {', '.join(UPSCALER_CONFIGS)} or a .pth file",
+        ),
+        (
+            r.upscale == 1 or _upscaler_factor(r.upscale_model) in (None, r.upscale),
+            "restore.upscale_model",
+            f"{r.upscale_model} upscales x{_upscaler_factor(r.upscale_model)}, but restore.upscale is "
+            f"{r.upscale}: choose a model of that factor, or leave restore.upscale_model empty",
+        ),
+        (1 <= o.jpeg_quality <= 100, "output.jpeg_quality", "must be between 1 and 100"),
+    ]
+
+
+def _upscaler_factor(name: str) -> int | None:
+    """The factor of a registry upscaler; None for "" or a file (read from the file when loaded)."""
+    cfg = UPSCALER_CONFIGS.get(name)
+    return cfg.scale if cfg is not None else None
+
+
+def _valid_cluster_address(address: str) -> bool:
+    if address in ("", "auto"):
+        return True
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+
+
+def _valid_device(dev: str) -> bool:
+    if dev in ("auto", "cpu", "cuda"):
+        return True
+    kind, _, index = dev.partition(":")
+    return kind == "cuda" and index.isdigit()
+
+
+# The fields output.name_template may use (outbox.naming fills them in).
+TEMPLATE_FIELDS = ("stem", "ext", "name", "date", "model")
+
+
+def check_name_template(template: str) -> None:
+    """Refuse anything but plain {field} substitutions of the known fields, in one file name. The
+    one rule for the template: checked when the config loads, or the service would start and then
+    stop at the first photo, and again by outbox.naming before it renders one."""
+    allowed = set(TEMPLATE_FIELDS)
+    try:
+        fields = [(f, spec, conv) for _, f, spec, conv in Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ConfigError(f"output.name_template: {exc}") from None
+    for f, spec, conv in fields:
+        if f not in allowed:
+            raise ConfigError(
+                f"output.name_template: unknown field {{{f}}}; use {', '.join(sorted(allowed))}"
+            )
+        if spec or conv:
+            raise ConfigError(
+                f"output.name_template: only plain fields like {{{f}}} are allowed "
+                "(no conversion or format spec)"
+            )
+    if "/" in template.replace("{", "").replace("}", "") or "\\" in template or ".." in template:
+        raise ConfigError("output.name_template: must be a file name, not a path")
