@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -59,6 +60,10 @@ class Cluster:
     token: Path
     env: dict[str, str] = field(default_factory=dict)
     ray_dirs: list[Path] = field(default_factory=list)
+    plain_head: bool = False  # the head started with `ray start --head`, not `gpen-watch cluster head`
+    node_cpus: str = ""  # the node's Ray processes confined to these cores (taskset), "" for all
+    # The node's TMPDIR: short (Ray puts sockets under it) and the test's own.
+    node_tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gwtmp-", dir="/tmp")))
 
     @property
     def address(self) -> str:
@@ -68,17 +73,35 @@ class Cluster:
         self, ns: str, *cmd: str, check: bool = True, timeout: float = 120.0
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            ["ip", "netns", "exec", ns, *cmd], env=self.env, capture_output=True, text=True, timeout=timeout
+            ["ip", "netns", "exec", ns, *cmd],
+            env=self.ns_env(ns),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def ns_env(self, ns: str) -> dict[str, str]:
+        """Each "machine" has its own gpen-watch state folder (where `cluster head/join` record
+        the Ray node they started), and the node its own temp folder (its actors' scratch)."""
+        env = {**self.env, "XDG_STATE_HOME": str(self.root / f"state-{ns}")}
+        if ns == self.node_ns:
+            env["TMPDIR"] = str(self.node_tmp)
+        return env
+
     def gpen_watch(
-        self, ns: str, *args: str, check: bool = True, config: Path | None = None
+        self,
+        ns: str,
+        *args: str,
+        check: bool = True,
+        config: Path | None = None,
+        wrap: tuple[str, ...] = (),
     ) -> subprocess.CompletedProcess[str]:
         return self.run(
             ns,
+            *wrap,
             sys.executable,
             "-m",
             "gpen_watch",
@@ -96,15 +119,34 @@ class Cluster:
         return d
 
     def start_head(self) -> None:
+        if self.plain_head:
+            self.start_plain_head()
+            return
         self.gpen_watch(
             self.head_ns, "head", "--bind", self.head_ip, "--port", str(self.port),
             "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
+        )  # fmt: skip
+
+    def start_plain_head(self) -> None:
+        """A head the user started with Ray's own command (a Ray cluster they already run), token
+        authentication on as Ray 2.60 has it by default: no gpen-watch flag, port or token file."""
+        if not self.token.exists():
+            fd = os.open(self.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with open(fd, "w", encoding="ascii") as f:
+                f.write(secrets.token_hex(32))
+        ray = str(Path(sys.executable).parent / "ray")
+        env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token)}
+        self.run(
+            self.head_ns, "env", *[f"{k}={v}" for k, v in env.items()], ray, "start", "--head",
+            "--node-ip-address", self.head_ip, "--port", str(self.port), "--temp-dir", str(self.ray_dir()),
+            "--object-store-memory", str(100 << 20), "--disable-usage-stats",
         )  # fmt: skip
 
     def join_node(self) -> None:
         self.gpen_watch(
             self.node_ns, "join", self.address, "--bind", self.node_ip, "--cpu",
             "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100",
+            wrap=("taskset", "-c", self.node_cpus) if self.node_cpus else (),
         )  # fmt: skip
 
     def wait_nodes(self, alive: int, timeout: float = 90.0) -> None:
@@ -123,6 +165,20 @@ class Cluster:
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
         return [int(p) for p in out.split()]
 
+    def kill_ray(self, ns: str, keep: int) -> None:
+        """SIGKILL every process in the namespace but ``keep`` and its descendants: the head
+        machine's Ray processes die, the service that runs beside them (and its children) does not."""
+        spared = descendants(keep)
+        for _ in range(50):
+            pids = [p for p in self.pids(ns) if p not in spared]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+            spared = descendants(keep)
+
     def kill_all(self, ns: str) -> None:
         """SIGKILL every process in the namespace (a machine losing power), and wait until gone."""
         for _ in range(50):
@@ -135,15 +191,35 @@ class Cluster:
             time.sleep(0.1)
 
 
+def descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in found:
+            found.add(p)
+            todo += children.get(p, [])
+    return found
+
+
 @contextlib.contextmanager
-def cluster(root: Path) -> Iterator[Cluster]:
+def cluster(root: Path, *, plain_head: bool = False, node_cpus: str = "") -> Iterator[Cluster]:
     """The two namespaces, the head and the joined node; everything is gone on leaving."""
     tag = f"{os.getpid() % 10000}{random.randrange(1000)}"
     head_ns, node_ns = f"gwh{tag}", f"gwn{tag}"
     net = f"10.{random.randrange(200, 250)}.{random.randrange(1, 254)}"
     c = Cluster(
         root, head_ns, node_ns, f"{net}.1", f"{net}.2", random.randrange(20000, 30000),
-        root / "cluster.toml", root / "token",
+        root / "cluster.toml", root / "token", plain_head=plain_head, node_cpus=node_cpus,
     )  # fmt: skip
     c.config.write_text(f'[cluster]\naddress = "{c.address}"\ntoken_file = "{c.token}"\n')
     home = root / "home"
@@ -167,5 +243,5 @@ def cluster(root: Path) -> Iterator[Cluster]:
         for ns in (node_ns, head_ns):
             c.kill_all(ns)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-        for d in c.ray_dirs:
+        for d in [*c.ray_dirs, c.node_tmp]:
             shutil.rmtree(d, ignore_errors=True)

@@ -23,10 +23,11 @@ from conftest import TinyModels, tiny_restore_config
 from service_harness import ServiceProcess, finished, real_engine_args, write_atomic
 
 from gpen_watch import config
+from gpen_watch.cluster import cli as cluster_cli
 from gpen_watch.cluster import token
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import pool
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
 from gpen_watch.errors import ClusterError, ConfigError
 from gpen_watch.journal import Journal
 from gpen_watch.restore.api import FileJob
@@ -165,6 +166,12 @@ def test_the_head_made_a_private_token_and_a_node_without_it_is_refused(ns_clust
     assert "Traceback" not in proc.stderr
     status = c.gpen_watch(c.head_ns, "status").stdout
     assert status.count("alive") == 2, status  # the head and the node that had the token
+    # Each node's GPUs, read by NVML on that node: none on this machine, and the node says its CPU.
+    lines = status.splitlines()
+    node = next(i for i, line in enumerate(lines) if line.startswith(f"{c.node_ip} "))
+    assert lines[node + 1] == "  no GPU (NVML finds none); its CPU restores photos", status
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"{c.head_ip} "))
+    assert lines[head + 1] == "  no GPU (NVML finds none)", status
 
 
 @needs_netns
@@ -192,7 +199,7 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         assert s["queue"]["done"] == 1
         (remote,) = remote_workers(s, c)
         assert remote["done"] == 1
-        assert s["ray_loaded"] is True
+        assert s["ray_loaded"] is False  # Ray runs in the cluster bridge, a child process
         assert remote["device"] == f"{c.node_ip} CPU"
         assert all(w["done"] == 0 for w in s["workers"] if w is not remote)
         # The journal and status say which node restored it: its host name and address, as Ray knows them.
@@ -205,6 +212,11 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         # No NVML there: no GPU readings, and its one worker is its CPU (`cluster join --cpu`).
         assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (node, True, 1, [])
         assert entry["cpu_only"] is True
+        # The actor's process started with the engine's malloc settings (its restorer's thread
+        # would otherwise allocate from an arena that maps fresh pages for every pass).
+        environ = Path(f"/proc/{remote['pid']}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=1" in environ
+        assert b"MALLOC_MMAP_MAX_=0" in environ
         shown = format_status(Status.from_json(s))
         assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
         (out,) = svc.outbox.glob("*.png")
@@ -353,3 +365,195 @@ def test_a_node_that_joins_mid_run_gets_a_worker_and_takes_the_queue(
         assert remote["done"] == len(names)
     finally:
         svc.close()
+
+
+@needs_netns
+def test_a_ray_cluster_the_user_started_with_ray_start_is_joined_and_used(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    # `ray start --head`, then `cluster join`, on one core: Ray counts both cores of the machine.
+    with netns.cluster(tmp_path / "plain", plain_head=True, node_cpus="1") as c:
+        status = c.gpen_watch(c.head_ns, "status").stdout
+        assert status.count(": alive") == 2, status
+        (tmp_path / "svc").mkdir()
+        svc = Service(tmp_path / "svc", *cluster_args(c), ns=c.head_ns)
+        names = [f"p{i}.jpg" for i in range(3)]
+        try:
+            svc.start()
+            for name in names:
+                write_atomic(svc.inbox / name, name.encode())
+            s = svc.wait_done(len(names))
+            (remote,) = remote_workers(s, c)
+            assert remote["done"] == len(names)
+            assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)
+            # Its restorer runs as many threads as the cores it may use, not as Ray counts.
+            assert remote["threads"] == 1
+        finally:
+            svc.close()
+
+
+def actor_leftovers(c: netns.Cluster) -> list[str]:
+    """What the node's actors left in its temp folder (the one folder that holds their scratch
+    folders aside)."""
+    keep = c.node_tmp / "gpen-watch-actors"
+    return sorted(
+        str(p.relative_to(c.node_tmp))
+        for p in c.node_tmp.rglob("*")
+        if p != keep and "gpen-watch-actor" in str(p.relative_to(c.node_tmp))
+    )
+
+
+@needs_netns
+def test_the_node_keeps_nothing_of_the_photos_once_the_service_is_done_with_it(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    svc = Service(tmp_path, *cluster_args(c), ns=c.head_ns)
+    first = [f"slow{i}.jpg" for i in range(4)]
+    more = [f"p{i}.jpg" for i in range(6)]
+    try:
+        svc.start()
+        for name in first:
+            write_atomic(svc.inbox / name, name.encode())
+        svc.wait(lambda s: any(w["in_flight"] > 0 for w in remote_workers(s, c)), what="photos on the node")
+        # Ray ends the actor that holds these photos without a chance to clean up after itself.
+        svc.kill()
+        svc.start()
+        for name in more:
+            write_atomic(svc.inbox / name, name.encode())
+        s = svc.wait_done(len(first) + len(more))
+        assert sum(w["done"] for w in remote_workers(s, c)) >= 1
+        assert svc.stop() == 0
+    finally:
+        svc.close()
+    assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(first + more)
+    assert actor_leftovers(c) == []
+
+
+def ray_daemons(c: netns.Cluster, ns: str) -> set[int]:
+    """The pids of a namespace's GCS and raylet."""
+    found = set()
+    for pid in c.pids(ns):
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if argv0.endswith((b"/gcs_server", b"/raylet")):
+            found.add(pid)
+    return found
+
+
+@needs_netns
+def test_leave_stops_the_ray_node_gpen_watch_started_and_no_other_ray_process(
+    ns_cluster: netns.Cluster,
+) -> None:
+    c = ns_cluster
+    head = ray_daemons(c, c.head_ns)
+    assert len(head) == 2  # the head's GCS and raylet: another machine's Ray, in this test
+    assert ray_daemons(c, c.node_ns)
+    try:
+        out = c.gpen_watch(c.node_ns, "leave").stdout
+        assert "the Ray node gpen-watch started here is stopped" in out
+        assert c.pids(c.node_ns) == []  # the raylet, its agents and workers: all gone
+        assert ray_daemons(c, c.head_ns) == head
+        c.wait_nodes(1)
+        again = c.gpen_watch(c.node_ns, "leave").stdout
+        assert "no Ray node that gpen-watch started runs on this machine: nothing stopped" in again
+    finally:
+        c.kill_all(c.node_ns)
+        c.join_node()
+    c.wait_nodes(2)
+    assert ray_daemons(c, c.head_ns) == head
+
+
+@needs_netns
+def test_a_head_that_goes_away_leaves_the_service_on_local_workers_and_it_reconnects_when_back(
+    ns_cluster: netns.Cluster, tmp_path: Path
+) -> None:
+    c = ns_cluster
+    svc = Service(
+        tmp_path,
+        "--set",
+        f"cluster.address={c.address}",
+        "--set",
+        f"cluster.token_file={c.token}",
+        "--set",
+        "workers.images_in_flight=3",
+        ns=c.head_ns,
+        env={"FAKE_SLOW": "2"},
+    )
+    # Enough work that the node still holds photos when the service notices that its head is
+    # gone (the node's actors go on for a while without their head).
+    names = [f"slow{i}.jpg" for i in range(20)]
+    try:
+        svc.start()
+        for name in names:
+            write_atomic(svc.inbox / name, name.encode())
+        svc.wait(
+            lambda s: any(w["in_flight"] > 0 for w in remote_workers(s, c)),
+            what="photos in flight on the node",
+        )
+        assert svc.proc is not None
+        c.kill_ray(c.head_ns, keep=svc.proc.pid)  # the head's Ray processes, not the service
+        killed = time.monotonic()
+        s = svc.wait_done(len(names), timeout=180.0)  # the local worker finishes the rest
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names)
+        # Ray ended a driver whose head was away after about 60 s: the service outlives that.
+        while time.monotonic() - killed < 95.0:
+            assert svc.alive(), svc.logs()
+            s = svc.status()
+            time.sleep(5.0)
+        assert s["cluster"]["connected"] is False
+        assert s["problem"] is not None
+        assert f"the Ray cluster at {c.address} is unreachable" in s["problem"], s["problem"]
+        assert s["ray_loaded"] is False  # Ray lives in the bridge process, never in the service
+        log_text = svc.log_text()
+        assert log_text.count("is unreachable") == 1, log_text  # said once, not at every retry
+        assert "will retry" in log_text  # the node's photos in flight were requeued
+        with Journal.open() as journal:
+            done = journal.jobs("done")
+        assert sorted(j.source.name for j in done) == sorted(names)  # each photo once
+        assert s["queue"]["duplicate"] == 0
+        by_remote = sum(w["done"] for w in remote_workers(s, c))
+
+        # The head comes back with the same token; the node, whose raylet ended with its head,
+        # joins again. The service reconnects and the node restores new photos again.
+        c.kill_all(c.node_ns)
+        c.start_head()
+        c.join_node()
+        s = svc.wait(
+            lambda s: s["cluster"]["connected"] and any(w["state"] == "idle" for w in remote_workers(s, c)),
+            timeout=120.0,
+            what="the node's worker back",
+        )
+        assert s["problem"] is None
+        more = [f"slowagain{i}.jpg" for i in range(6)]
+        for name in more:
+            write_atomic(svc.inbox / name, name.encode())
+        s = svc.wait_done(len(names) + len(more), timeout=120.0)
+        assert sum(w["done"] for w in remote_workers(s, c)) > by_remote
+        assert sorted(p.name for p in svc.outbox.iterdir()) == sorted(names + more)
+        assert "connected to the Ray cluster at" in svc.log_text()
+    finally:
+        svc.close()
+
+
+def test_cluster_status_shows_each_nodes_gpus_as_nvml_read_them_there_and_says_so_where_none() -> None:
+    # NVML readings stand in for a node's GPUs (there is no GPU here); the rest is the real formatter.
+    h200 = GpuSample(0, "NVIDIA H200", 87, 12 << 30, 140 << 30, 64)
+    nodes = [
+        {"NodeID": "a", "NodeManagerAddress": "10.0.0.1", "NodeManagerHostname": "head", "Alive": True,
+         "Resources": {"CPU": 8}},
+        {"NodeID": "b", "NodeManagerAddress": "10.0.0.2", "NodeManagerHostname": "gpu-box", "Alive": True,
+         "Resources": {"CPU": 16, "GPU": 1}},
+        {"NodeID": "c", "NodeManagerAddress": "10.0.0.3", "NodeManagerHostname": "laptop", "Alive": True,
+         "Resources": {"CPU": 4, "gpen_watch_cpu": 1}},
+        {"NodeID": "d", "NodeManagerAddress": "10.0.0.4", "NodeManagerHostname": "slow", "Alive": True,
+         "Resources": {"CPU": 4, "GPU": 2}},
+    ]  # fmt: skip
+    text = cluster_cli.format_status(nodes, [], {"a": (), "b": (h200,), "c": ()})
+    lines = text.splitlines()
+    assert lines[0] == "10.0.0.1 (head): alive, offers 0 GPU(s)"
+    assert lines[1] == "  no GPU (NVML finds none)"
+    assert lines[3] == "  GPU 0 NVIDIA H200: 87%, 12.0/140.0 GiB, 64 °C"
+    assert lines[5] == "  no GPU (NVML finds none); its CPU restores photos"
+    assert lines[7] == f"  GPUs: not read (the node did not answer within {cluster_cli.GPU_READ_S:g} s)"

@@ -2,8 +2,11 @@
 
 Ray does membership, GPU inventory and scheduling, warm actors, moving bytes and failure
 detection; gpen-watch's journal stays the only source of truth and its outbox the only place
-results land. ``token`` and ``raylib`` set Ray up (token authentication on, imported only in
-cluster mode), ``commands`` wraps Ray's CLI (`gpen-watch cluster head/join/status/leave`, ``cli``),
-``actor`` is the worker on a remote GPU, ``remote`` its stand-in on the service's side behind
-``dispatch.worker.Worker``, and ``membership`` turns the cluster's nodes into pool workers.
+results land. The service never imports ray: ``membership`` (nodes -> pool workers) drives a
+bridge process (``bridge``, its child side ``bridge_main``, messages in ``link``) that is the Ray
+driver, so a head that goes away ends the bridge, not the service. In the bridge, ``remote`` is
+one remote worker's Ray side and ``actor`` the warm restorer on the node. ``token`` and
+``raylib`` set Ray up (token authentication on, imported only where Ray runs), ``head`` probes
+the head before Ray is given its address, ``cli`` wraps Ray's commands (`gpen-watch cluster
+head/join/status/leave`) and ``started`` remembers the Ray node they started, for `leave`.
 """

@@ -9,9 +9,11 @@ waits for its own result, so many calls are in flight at once and the service de
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -23,7 +25,7 @@ from typing import Any
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
-from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot, usable_cores
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
 from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import FileResult
@@ -33,6 +35,33 @@ log = logging.getLogger(__name__)
 
 # NVML is read at most this often, however often the service pings (every heartbeat).
 GPU_SAMPLE_S = 5.0
+# Under the node's temp folder: one folder per actor process, named by its pid.
+SCRATCH_FOLDER = "gpen-watch-actors"
+
+
+def scratch_root(tmp: Path, pid: int) -> Path:
+    """This actor's scratch folder, ``<tmp>/gpen-watch-actors/<pid>``; the folders of actors that
+    are gone (killed with photos in hand: Ray gives them no time to clean up) are removed first."""
+    parent = tmp / SCRATCH_FOLDER
+    parent.mkdir(mode=0o700, exist_ok=True)
+    sweep_scratch(parent)
+    return parent / str(pid)
+
+
+def sweep_scratch(parent: Path) -> None:
+    for entry in parent.iterdir():
+        if entry.name.isdigit() and not _running(int(entry.name)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 class RestorerActor:
@@ -41,12 +70,17 @@ class RestorerActor:
     def __init__(self, restore: RestoreConfig, factory: str, threads: int, env: dict[str, str]) -> None:
         from gpen_watch.cluster.raylib import ray
 
+        # Ray counts the machine's cores; this process may be confined to fewer (taskset, a
+        # cgroup), and more threads than cores only slow the restorer down.
+        threads = max(1, min(threads, usable_cores()))
         # Before the restorer imports torch, numpy or OpenCV: cap the thread pools as locally.
         os.environ.update({k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"})
+        os.environ.update({var: str(threads) for var in THREAD_ENV_VARS if var in env})
         device = "cuda" if ray().get_gpu_ids() else "cpu"
         self._slot = WorkerSlot("actor", device, device, None, threads)
         self._node = f"{socket.gethostname()} ({ray().util.get_node_ip_address()})"
-        self._scratch = Scratch(Path(tempfile.mkdtemp(prefix="gpen-watch-actor-")))
+        self._scratch = Scratch(scratch_root(Path(tempfile.gettempdir()), os.getpid()))
+        atexit.register(self._scratch.close)
         self._waiting: dict[int, Future[PhotoResult]] = {}
         self._lock = threading.Lock()
         self._fatal: P.Fatal | None = None
@@ -82,6 +116,12 @@ class RestorerActor:
         self._inbox.inbox.put(P.JobItem(key, self._scratch.job(key, photo)))
         return done.result()
 
+    def close(self) -> None:
+        """The service is done with this actor (a clean stop): its scratch folder goes now.
+        An actor killed instead leaves it to the next one on this node (``scratch_root``)."""
+        self._scratch.close()
+        sweep_scratch(self._scratch.root.parent)
+
     # --- worker_main.Sender: what the restorer loop says ----------------------------------------
 
     def send(self, msg: P.FromWorker) -> None:
@@ -89,6 +129,7 @@ class RestorerActor:
             with self._lock:
                 done = self._waiting.pop(msg.key, None)
             if done is None:
+                self._scratch.discard(Path(msg.result.src))
                 return
             try:
                 done.set_result(self._scratch.result(msg.result))

@@ -4,12 +4,13 @@ Every Ray command runs with token authentication on (``token.ray_env``). ``head`
 address the user names (``--bind``), never a guessed one, and prints the exact ``join`` command
 for the other machines; ``join`` adds this machine's GPUs (and, with ``--cpu``, its CPU) to the
 cluster; ``status`` lists the nodes and what the running service does on each; ``leave`` stops
-this machine's Ray processes.
+the Ray node that ``head`` or ``join`` started on this machine (``started``), no other.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config
-from gpen_watch.cluster import token
-from gpen_watch.cluster.membership import CPU_RESOURCE, probe_head
+from gpen_watch.cluster import started, token
+from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli
+from gpen_watch.dispatch.devices import GpuSample
 from gpen_watch.errors import ClusterError
+from gpen_watch.tray.model import gpu_line
 
 DEFAULT_PORT = 6379
 
@@ -50,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         p.add_argument("--temp-dir", type=Path, help="Ray's session folder (default: Ray's, /tmp/ray)")
         p.add_argument("--object-store-mb", type=int, help="Ray's object store size in MB (default: Ray's)")
     sub.add_parser("status", help="the cluster's nodes and GPUs, and what the service does on each")
-    sub.add_parser("leave", help="stop this machine's Ray processes (its workers' photos are requeued)")
+    sub.add_parser(
+        "leave", help="stop the Ray node gpen-watch started here (its workers' photos are requeued)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +67,30 @@ def run(args: argparse.Namespace) -> int:
         return _join(args, path)
     if args.action == "status":
         return _status(cfg, path)
-    _ray(["stop"], path)
-    print("this machine has left the cluster (its Ray processes are stopped)")
+    return _leave(path)
+
+
+def _leave(path: Path) -> int:
+    if not started.supported():
+        _ray(["stop"], path)
+        print("this machine has left the cluster (`ray stop`: every Ray process of this user is stopped)")
+        return 0
+    if started.stop_recorded() == 0:
+        print(
+            "no Ray node that gpen-watch started runs on this machine: nothing stopped "
+            "(a Ray node you started yourself, with `ray start`, is stopped with `ray stop`)"
+        )
+        return 0
+    print("this machine has left the cluster (the Ray node gpen-watch started here is stopped)")
     return 0
+
+
+def _start_node(cmd: list[str], args: argparse.Namespace, path: Path) -> None:
+    """`ray start`, remembering the processes it left running, for `leave`."""
+    before = started.ray_processes() if started.supported() else {}
+    _ray(cmd + _common(args), path)
+    if started.supported():
+        started.remember(before, args.temp_dir)
 
 
 def _head(args: argparse.Namespace, path: Path) -> int:
@@ -73,7 +99,7 @@ def _head(args: argparse.Namespace, path: Path) -> int:
     # The head's own GPUs have local workers (cluster.local_workers); the dashboard would open
     # more ports for nothing gpen-watch needs.
     cmd += ["--num-gpus", "0", "--include-dashboard", "false", "--disable-usage-stats"]
-    _ray(cmd + _common(args), path)
+    _start_node(cmd, args, path)
     print(f"cluster head running at {args.bind}:{args.port} (token authentication on)")
     print(f"token: {path}{' (new)' if made else ''}; copy it to the same place on each machine, mode 600")
     print("on each GPU machine, run:")
@@ -88,7 +114,7 @@ def _join(args: argparse.Namespace, path: Path) -> int:
     cmd = ["start", "--address", args.address, "--node-ip-address", bind, "--disable-usage-stats"]
     if args.cpu:
         cmd += ["--resources", json.dumps({CPU_RESOURCE: 1})]
-    _ray(cmd + _common(args), path)
+    _start_node(cmd, args, path)
     print(f"joined the cluster at {args.address} as {bind}{' (GPUs and CPU)' if args.cpu else ''}")
     return 0
 
@@ -155,10 +181,42 @@ def _status(cfg: config.Config, path: Path) -> int:
         raise ClusterError(f"cluster.address {address}: Ray refused the connection ({exc})") from None
     try:
         nodes = r_.nodes()
+        gpus = _node_gpus(r_, nodes)
     finally:
         r_.shutdown()
-    print(format_status(nodes, _service_workers()))
+    print(format_status(nodes, _service_workers(), gpus))
     return 0
+
+
+# How long `cluster status` waits for the nodes' NVML readings.
+GPU_READ_S = 10.0
+
+
+def read_gpus() -> tuple[GpuSample, ...]:
+    """Every GPU of the machine this runs on, as NVML reads them there (a Ray task on each node)."""
+    from gpen_watch.tray.gpu import NvmlMonitor
+
+    return tuple(NvmlMonitor(environ={}).sample())
+
+
+def _node_gpus(r_: Any, nodes: list[dict[str, Any]]) -> dict[str, tuple[GpuSample, ...]]:
+    """Each live node's GPUs by node id; a node that did not answer within GPU_READ_S is missing."""
+    task = r_.remote(num_cpus=0)(read_gpus)
+    affinity = r_.util.scheduling_strategies.NodeAffinitySchedulingStrategy
+    refs = {
+        str(n["NodeID"]): task.options(scheduling_strategy=affinity(n["NodeID"], soft=False)).remote()
+        for n in nodes
+        if n.get("Alive")
+    }
+    if not refs:
+        return {}
+    ready, _ = r_.wait(list(refs.values()), num_returns=len(refs), timeout=GPU_READ_S)
+    found: dict[str, tuple[GpuSample, ...]] = {}
+    for node, ref in refs.items():
+        if ref in ready:
+            with contextlib.suppress(Exception):
+                found[node] = tuple(r_.get(ref))
+    return found
 
 
 def _service_workers() -> list[dict[str, Any]]:
@@ -172,7 +230,13 @@ def _service_workers() -> list[dict[str, Any]]:
     return workers
 
 
-def format_status(nodes: list[dict[str, Any]], workers: list[dict[str, Any]]) -> str:
+def format_status(
+    nodes: list[dict[str, Any]],
+    workers: list[dict[str, Any]],
+    gpus: dict[str, tuple[GpuSample, ...]] | None = None,
+) -> str:
+    """The nodes, each with its GPUs as NVML read them on that node (``gpus``, by node id), then
+    what the running service's workers do there."""
     lines = []
     for n in sorted(nodes, key=lambda n: str(n.get("NodeManagerAddress"))):
         address = str(n.get("NodeManagerAddress"))
@@ -180,6 +244,8 @@ def format_status(nodes: list[dict[str, Any]], workers: list[dict[str, Any]]) ->
         offers = f"{int(res.get('GPU', 0))} GPU(s)" + (", CPU" if res.get(CPU_RESOURCE) else "")
         state = "alive" if n.get("Alive") else "gone"
         lines.append(f"{address} ({n.get('NodeManagerHostname', '?')}): {state}, offers {offers}")
+        if n.get("Alive"):
+            lines += _gpu_lines((gpus or {}).get(str(n.get("NodeID"))), res)
         for w in workers:
             if str(w.get("name", "")).startswith(f"{address}/"):
                 lines.append(
@@ -187,3 +253,15 @@ def format_status(nodes: list[dict[str, Any]], workers: list[dict[str, Any]]) ->
                     + (f" ({w['error']})" if w.get("error") else "")
                 )
     return "\n".join(lines) if lines else "no nodes"
+
+
+def _gpu_lines(read: tuple[GpuSample, ...] | None, res: dict[str, Any]) -> list[str]:
+    if read:
+        return [f"  GPU {g.index} {gpu_line(g)}" for g in read]
+    offered = int(res.get("GPU", 0))
+    cpu = res.get(CPU_RESOURCE, 0) >= 1
+    if read is None:
+        return [f"  GPUs: not read (the node did not answer within {GPU_READ_S:g} s)"]
+    if offered:
+        return [f"  {offered} GPU(s) offered; NVML gives no readings on that node"]
+    return ["  no GPU (NVML finds none)" + ("; its CPU restores photos" if cpu else "")]

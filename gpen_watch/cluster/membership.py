@@ -1,49 +1,39 @@
-"""The cluster's nodes as pool workers: connect, follow nodes as they come and go, report.
+"""The cluster's nodes as pool workers: keep a bridge to Ray, follow nodes as they come and go, report.
 
-Called from the service loop (``poll``, a few times a second at most; it looks at the cluster
-every POLL_S). Every GPU of every live node other than this one gets a worker (``remote``); a
-node started with `gpen-watch cluster join --cpu` offers one CPU worker. A node that leaves keeps
-its workers, which fail to start until it is back (the pool backs off, up to 30 s between tries),
-so they come back by themselves. A cluster that cannot be reached is said once, in the log and in
-status; local workers carry on, and the connection is tried again every RETRY_S.
+Called from the service loop (``poll``, a few times a second at most). The service never talks to
+Ray itself: a bridge process does (``bridge``), and when it goes (the head went away, the network
+broke, it fell silent for SILENCE_S) the remote workers' photos are requeued, local workers carry
+on, the log says once that the cluster is unreachable, and a new bridge is tried after a back-off
+(RETRY_MIN_S doubling up to RETRY_MAX_S) until the head answers again.
+
+Every GPU of every live node other than this one gets a worker (``bridge.BridgedWorker``); a node
+started with `gpen-watch cluster join --cpu` offers one CPU worker. A node that leaves keeps its
+workers, which fail to start until it is back (the pool backs off), and are started at once when
+it is seen again.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
+import queue
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from gpen_watch.cluster import token
-from gpen_watch.cluster.raylib import ray
-from gpen_watch.cluster.remote import RayWorker, RemoteSlot
+from gpen_watch.cluster import link
+from gpen_watch.cluster.bridge import Bridge, BridgedWorker, Gone
 from gpen_watch.config import Config
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot
 from gpen_watch.dispatch.pool import Pool
-from gpen_watch.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
-POLL_S = 2.0
-RETRY_S = 30.0
-# The custom Ray resource a node offers when its CPU may restore photos (`cluster join --cpu`).
-CPU_RESOURCE = "gpen_watch_cpu"
-PROBE_TIMEOUT_S = 3.0
-
-
-@dataclass
-class _Node:
-    address: str
-    host: str
-    node_id: str | None
-    gpus: int
-    cpus: int
-    cpu_offered: bool
+RETRY_MIN_S = 1.0
+RETRY_MAX_S = 10.0
+# The bridge sends the node table every bridge_main.POLL_S; this much silence means it lost the head.
+SILENCE_S = 10.0
+# ray.init retries a refused or unauthenticated connection for about 20 s before it fails.
+CONNECT_TIMEOUT_S = 90.0
 
 
 class Membership:
@@ -59,124 +49,115 @@ class Membership:
     ) -> None:
         self._cfg = cfg
         self._pool = pool
-        self._factory = factory
         self._env = dict(env or {})
-        self._heartbeat_s = heartbeat_s
+        self._args = link.BridgeArgs(
+            cfg.cluster, cfg.restore, factory, heartbeat_s, logging.getLogger().getEffectiveLevel(), self._env
+        )
         self._clock = clock
+        self._bridge: Bridge | None = None
         self._connected = False
-        self._next_look = 0.0
-        self._nodes: dict[str, _Node] = {}
+        self._started_at = 0.0
+        self._heard = 0.0
+        self._next_try = 0.0
+        self._backoff = RETRY_MIN_S
+        self._outage_said = False  # the current outage is in the log already
+        self._lost = ""  # while the head that was connected is away: what status says
+        self._nodes: dict[str, link.NodeInfo] = {}
         self._slots: set[tuple[str, int | None]] = set()
         self._own_node: str | None = None
-        self._connecting: threading.Thread | None = None
-        self._connect_error: str | None = None
         self.problem: str | None = None
+
+    @property
+    def address(self) -> str:
+        return self._cfg.cluster.address
 
     def poll(self) -> None:
         now = self._clock()
-        if not self._connected:
-            self._check_connecting(now)
+        b = self._bridge
+        if b is None:
+            if now >= self._next_try:
+                self._start_bridge(now)
             return
-        if now < self._next_look:
-            return
-        self._next_look = now + POLL_S
-        try:
-            nodes = ray().nodes()
-        except Exception as exc:  # noqa: BLE001 - the head went away: workers notice on their own
-            problem = f"cannot list the cluster's nodes: {_first_line(exc)}"
-            if self.problem != problem:
-                log.error("%s", problem)
-            self.problem = problem
-            return
-        if self.problem:
-            log.info("the Ray cluster at %s answers again", self._cfg.cluster.address)
-            self.problem = None
-        self._follow(nodes)
-        if not self._slots and self._pool.worker_count() == 0:
-            # Not the pool's "no worker configured": the workers come with the nodes.
-            self.problem = (
-                "no worker yet: no cluster node offers a GPU or CPU to gpen-watch (run "
-                f"`gpen-watch cluster join {self._cfg.cluster.address}` on the GPU machines)"
-            )
-
-    def _check_connecting(self, now: float) -> None:
-        """Connect on a side thread: Ray retries a refused or unauthenticated connection for
-        about 20 s, which the service loop (and the local workers it feeds) must not wait for."""
-        if self._connecting is not None:
-            if self._connecting.is_alive():
+        while True:
+            try:
+                ev = b.events.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(ev, Gone):
+                self._bridge_gone(b, ev, now)
                 return
-            self._connecting = None
-            if self._connect_error is not None:
-                if self.problem != self._connect_error:
-                    log.error("%s", self._connect_error)  # once per distinct problem, not every retry
-                self.problem = self._connect_error
-                self._next_look = now + RETRY_S
-                return
-            if self.problem:
-                log.info("connected to the Ray cluster at %s", self._cfg.cluster.address)
-            self.problem = None
-            self._connected = True
-            self._next_look = now
-            self.poll()
+            self._on_event(ev, now)
+        if self._connected and now - self._heard > SILENCE_S:
+            log.debug("the cluster bridge said nothing for %g s: ending it", SILENCE_S)
+            b.kill()
+        elif not self._connected and now - self._started_at > CONNECT_TIMEOUT_S:
+            log.debug("the cluster bridge did not connect within %g s: ending it", CONNECT_TIMEOUT_S)
+            b.kill()
+
+    def _start_bridge(self, now: float) -> None:
+        b = Bridge(self._args, self._pool.wake)
+        try:
+            b.start()
+        except OSError as exc:
+            self._say(f"cannot start the cluster bridge process: {exc}")
+            self._retry_later(now)
             return
-        if now >= self._next_look:
-            self._connect_error = None
-            self._connecting = threading.Thread(target=self._connect_quietly, daemon=True, name="ray connect")
-            self._connecting.start()
+        self._bridge, self._started_at = b, now
 
-    def _connect_quietly(self) -> None:
-        try:
-            self._connect()
-        except ClusterError as exc:
-            self._connect_error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported like a refusal
-            self._connect_error = f"cluster.address {self._cfg.cluster.address}: {type(exc).__name__}: {exc}"
+    def _on_event(self, ev: link.FromBridge, now: float) -> None:
+        if isinstance(ev, link.Connected):
+            self._connected, self._own_node, self._heard = True, ev.own_node, now
+            self._backoff = RETRY_MIN_S
+            if self._outage_said:
+                log.info("connected to the Ray cluster at %s", self.address)
+            self._outage_said, self._lost = False, ""
+            self.problem = None
+        elif isinstance(ev, link.Refused):
+            self._say(f"{self._lost}; last try: {ev.message}" if self._lost else ev.message)
+        elif isinstance(ev, link.Nodes):
+            self._heard = now
+            self._follow(ev.nodes)
 
-    def _connect(self) -> None:
-        address = self._cfg.cluster.address
-        path = token.token_path(self._cfg.cluster)
-        token.check_token(path)
-        local_ip = None
-        if address != "auto":
-            local_ip = probe_head(address)
-        # Ray reads these from this process's environment, when it is first imported.
-        os.environ.update(token.ray_env(path))
-        r_ = ray()
-        try:
-            r_.init(
-                address=address,
-                _node_ip_address=local_ip,
-                namespace="gpen-watch",
-                log_to_driver=False,
-                configure_logging=False,
-                ignore_reinit_error=True,
+    def _bridge_gone(self, b: Bridge, ev: Gone, now: float) -> None:
+        b.close()
+        self._bridge = None
+        if self._connected:
+            self._connected = False
+            self._lost = (
+                f"the Ray cluster at {self.address} is unreachable (lost the connection to its head "
+                f"at {time.strftime('%H:%M:%S')}); the photos on its workers were requeued, local "
+                "workers carry on; reconnecting"
             )
-        except Exception as exc:  # noqa: BLE001 - Ray's errors are many; the user needs one sentence
-            r_.shutdown()
-            raise ClusterError(
-                f"cluster.address {address}: Ray refused the connection ({_first_line(exc)}); "
-                f"check that {path} holds the cluster's token (copy it from the head machine); "
-                "local workers carry on"
-            ) from None
-        self._own_node = r_.get_runtime_context().get_node_id()
+            self._say(self._lost)
+            self._nodes = {}
+        elif self.problem is None:
+            self._say(f"cluster.address {self.address}: the cluster bridge ended ({ev.exitcode}); retrying")
+        self._retry_later(now)
 
-    def _follow(self, nodes: list[dict[str, Any]]) -> None:
-        seen: dict[str, _Node] = {}
+    def _say(self, problem: str) -> None:
+        """Status shows the latest problem; the log has the first of each outage, not every retry."""
+        if not self._outage_said:
+            log.error("%s", problem)
+        else:
+            log.debug("%s", problem)
+        self._outage_said = True
+        self.problem = problem
+
+    def _retry_later(self, now: float) -> None:
+        self._next_try = now + self._backoff
+        self._backoff = min(RETRY_MAX_S, self._backoff * 2)
+
+    def _current_bridge(self) -> Bridge | None:
+        return self._bridge if self._connected else None
+
+    def _follow(self, nodes: tuple[link.NodeInfo, ...]) -> None:
+        seen: dict[str, link.NodeInfo] = {}
         for n in nodes:
-            address = str(n.get("NodeManagerAddress", ""))
-            if not n.get("Alive") or not address:
+            if not n.address:
                 continue
-            res = n.get("Resources", {})
-            if n.get("NodeID") == self._own_node and self._cfg.cluster.local_workers:
+            if n.node_id == self._own_node and self._cfg.cluster.local_workers:
                 continue  # this machine's GPUs have local workers
-            seen[address] = _Node(
-                address,
-                str(n.get("NodeManagerHostname") or "?"),
-                str(n.get("NodeID")),
-                int(res.get("GPU", 0)),
-                max(1, int(res.get("CPU", 1))),
-                res.get(CPU_RESOURCE, 0) >= 1,
-            )
+            seen[n.address] = n
         before, self._nodes = self._nodes, seen
         for address, node in seen.items():
             if node.gpus == 0 and not node.cpu_offered:
@@ -188,7 +169,8 @@ class Membership:
                     node.gpus,
                     ", CPU" if node.cpu_offered else "",
                 )
-                # Back after leaving: its workers wait out a back-off of up to 30 s; start them now.
+                # Back after leaving (or after the head was away): its workers wait out a
+                # back-off of up to 30 s; start them now.
                 self._pool.retry_now({self._name(a, g) for a, g in self._slots if a == address})
             for gpu in range(node.gpus):
                 self._add(node, gpu, max(1, node.cpus // node.gpus))
@@ -196,8 +178,16 @@ class Membership:
                 self._add(node, None, node.cpus)
         for address in set(before) - set(seen):
             log.warning("cluster node %s left; its photos in flight are requeued", address)
+        if not self._slots and self._pool.worker_count() == 0:
+            # Not the pool's "no worker configured": the workers come with the nodes.
+            self.problem = (
+                "no worker yet: no cluster node offers a GPU or CPU to gpen-watch (run "
+                f"`gpen-watch cluster join {self.address}` on the GPU machines)"
+            )
+        elif self.problem and self.problem.startswith("no worker yet"):
+            self.problem = None
 
-    def _add(self, node: _Node, gpu: int | None, threads: int) -> None:
+    def _add(self, node: link.NodeInfo, gpu: int | None, threads: int) -> None:
         if (node.address, gpu) in self._slots:
             return
         self._slots.add((node.address, gpu))
@@ -205,14 +195,12 @@ class Membership:
         device = "cpu" if gpu is None else "cuda"
         label = f"{node.address} {'CPU' if gpu is None else f'GPU {gpu}'}"
         env = {var: str(threads) for var in THREAD_ENV_VARS} | self._env
-        worker = RayWorker(
-            RemoteSlot(node.address, gpu, threads),
-            self._cfg.restore,
-            self._factory,
+        worker = BridgedWorker(
+            name,
+            link.RemoteSlot(node.address, gpu, threads),
+            env,
+            bridge=self._current_bridge,
             node_id=self._node_id,
-            env=env,
-            heartbeat_s=self._heartbeat_s,
-            mb_in_flight=self._cfg.cluster.mb_in_flight,
         )
         # The same "host (address)" as the actor's own (actor.RestorerActor), which Ray's node
         # table gives before any actor runs there.
@@ -229,7 +217,7 @@ class Membership:
 
     def status(self) -> dict[str, Any]:
         return {
-            "address": self._cfg.cluster.address,
+            "address": self.address,
             "connected": self._connected,
             "problem": self.problem,
             "nodes": [
@@ -239,28 +227,7 @@ class Membership:
         }
 
     def close(self) -> None:
-        if self._connected:
-            try:
-                ray().shutdown()
-            except Exception as exc:  # noqa: BLE001
-                log.debug("ray.shutdown: %s", exc)
-            self._connected = False
-
-
-def probe_head(address: str) -> str:
-    """Reach the head over TCP before handing the address to Ray (which retries for a long time
-    before it fails); returns this machine's address on the way there."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S) as s:
-            return str(s.getsockname()[0])
-    except OSError as exc:
-        raise ClusterError(
-            f"cluster.address {address}: cannot reach the Ray head ({exc.strerror or exc}); check the "
-            "address and that `gpen-watch cluster head` runs there; local workers carry on"
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+        if self._bridge is not None:
+            self._bridge.close()
+            self._bridge = None
+        self._connected = False

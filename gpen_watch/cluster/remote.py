@@ -21,10 +21,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gpen_watch.cluster.link import RemoteSlot
 from gpen_watch.cluster.raylib import ray
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import payload
@@ -35,15 +35,19 @@ log = logging.getLogger(__name__)
 
 # How long the Ray thread waits for anything before it looks at its queue again.
 _TICK_S = 0.2
-
-
-@dataclass(frozen=True)
-class RemoteSlot:
-    """Where one remote worker runs: a node (by its address) and what it offers gpen-watch."""
-
-    address: str  # the node's IP, stable across its restarts (its Ray node id is not)
-    gpu: int | None  # which of its GPUs (an index for names only: Ray picks the device), None: CPU
-    threads: int
+# How long a stopping actor gets to remove its scratch folder.
+_CLOSE_S = 10.0
+# glibc's malloc settings for the actor's process, from its start (Ray starts a process of its
+# own for an actor with a runtime environment). The engine's runtime tuning
+# (restore.device.tune_malloc_for_inference) does not reach the actor's restorer: it runs on a
+# thread of its own, whose allocations go to a secondary arena that keeps mapping fresh pages
+# (docs/benchmarks.md has the page faults and CPU). One arena, no mmap for large blocks and no
+# trimming keep its activation memory reused, as in a local worker.
+ACTOR_MALLOC_ENV = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
+}
 
 
 class RayWorker:
@@ -89,7 +93,13 @@ class RayWorker:
 
         self._actor = (
             r_.remote(RestorerActor)
-            .options(num_cpus=0, max_concurrency=256, scheduling_strategy=strategy, **resources)
+            .options(
+                num_cpus=0,
+                max_concurrency=256,
+                scheduling_strategy=strategy,
+                runtime_env={"env_vars": ACTOR_MALLOC_ENV},
+                **resources,
+            )
             .remote(self._restore, self._factory, self._slot.threads, self._env)
         )
         r, w = mp.get_context("spawn").Pipe(duplex=False)
@@ -186,6 +196,8 @@ class RayWorker:
                 held += len(photo.data)
                 out.send(P.Took(item.key))
             if stopping and not flights:
+                with contextlib.suppress(Exception):  # its scratch folder; a killed one is swept later
+                    r_.get(actor.close.remote(), timeout=_CLOSE_S)
                 out.send(P.Bye(tuple(i.key for i in backlog)))
                 self._clean = True
                 return

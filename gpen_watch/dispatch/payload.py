@@ -122,11 +122,19 @@ class Scratch:
         """Read the engine's output back and drop the job's folder."""
         src = Path(result.src)
         name = self._names.pop(src, src.name)
-        data = None
-        if result.ok and result.dst is not None:
-            data = Path(result.dst).read_bytes()
-        shutil.rmtree(src.parent, ignore_errors=True)
+        try:
+            data = None
+            if result.ok and result.dst is not None:
+                data = Path(result.dst).read_bytes()
+        finally:  # also when the output cannot be read back: the job's folder goes either way
+            self.discard(src)
         return PhotoResult(replace(result, src=Path(name), dst=None), data)
+
+    def discard(self, src: Path) -> None:
+        """Drop the folder of the job whose original is ``src`` (nothing outside this scratch)."""
+        self._names.pop(src, None)
+        if src.parent.parent == self.root:
+            shutil.rmtree(src.parent, ignore_errors=True)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

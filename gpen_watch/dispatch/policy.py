@@ -258,6 +258,7 @@ class FaultPolicy:
             if w.slot.device == "auto":
                 w.device_label = msg.device_label
             w.memory_budget_mb = msg.memory_budget_mb
+            w.threads = msg.threads
             w.rss_mb = {}
             w.model_sets = ()  # a new process: it says what it holds next
             if w.said_gone and w.start_failures:
@@ -271,7 +272,7 @@ class FaultPolicy:
                 w.slot.label,
                 w.loaded or "restorer loaded",
                 w.pid,
-                w.slot.threads,
+                w.threads or w.slot.threads,
                 now - w.started_at,
             )
         elif isinstance(msg, P.Fatal):
@@ -447,7 +448,7 @@ class FaultPolicy:
                     "device": w.device_label or w.slot.label,
                     "state": state,
                     "pid": w.pid if alive else None,
-                    "threads": w.slot.threads,
+                    "threads": w.threads or w.slot.threads,
                     "in_flight": len(w.flights),
                     "in_flight_cap": self.in_flight_cap(w),
                     "done": w.done,

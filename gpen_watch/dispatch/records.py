@@ -88,6 +88,9 @@ class WorkerRecord:
     model_sets: tuple[ModelKey, ...] = ()
     # The device its restorer chose where the slot said "auto" ("Apple GPU (mps)", "cpu").
     device_label: str = ""
+    # The threads its restorer really runs, as it said when ready (0: the slot's): a cluster
+    # node's actor may be confined to fewer cores than its Ray node counts.
+    threads: int = 0
     node: str = ""
     # Its machine's GPUs, from its last heartbeat (cluster workers only).
     gpus: tuple[GpuSample, ...] = ()

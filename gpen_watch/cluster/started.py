@@ -1,0 +1,154 @@
+"""The Ray node that `gpen-watch cluster head/join` started on this machine, so that `leave`
+stops that node and nothing else (`ray stop` would end every Ray process of the user, a Ray
+cluster they run for other work included).
+
+After `ray start` returns, the processes it left running are the new Ray processes (``ray_processes``
+before and after) that name its session folder on their command line: the raylet, and for a head
+the GCS, monitor and dashboard. Their pids and start times go into ``ray-node.json`` in
+gpen-watch's state folder; `leave` stops those that still run with the same start time (a reused
+pid is never someone else's process to us) and everything below them (the raylet's workers and
+agents). Linux only: elsewhere there is no /proc to tell processes apart, and `leave` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gpen_watch import paths
+
+RECORD_NAME = "ray-node.json"
+# How long stopped Ray processes get to exit before they are killed.
+STOP_WAIT_S = 10.0
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class RayProcess:
+    pid: int
+    started: int  # clock ticks after boot (/proc/PID/stat field 22): tells a reused pid apart
+    command: str  # its first words, for the messages
+
+
+def supported() -> bool:
+    return sys.platform.startswith("linux") and _PROC.is_dir()
+
+
+def record_path() -> Path:
+    return paths.state_dir() / RECORD_NAME
+
+
+def ray_processes() -> dict[int, RayProcess]:
+    """This user's processes that belong to Ray, by pid."""
+    found: dict[int, RayProcess] = {}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.stat().st_uid != os.getuid():
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            text = " ".join(a.decode(errors="replace") for a in argv if a)
+            if "/ray/" in text or text.startswith("ray::"):
+                found[int(entry.name)] = RayProcess(int(entry.name), _start_time(entry.name), text[:300])
+    return found
+
+
+def remember(before: dict[int, RayProcess], temp_dir: Path | None) -> list[RayProcess]:
+    """Record the Ray processes that `ray start` left running since ``before``; returns them."""
+    session = _session_dir(temp_dir)
+    new = [
+        p
+        for pid, p in ray_processes().items()
+        if pid not in before and (session is None or str(session) in p.command)
+    ]
+    path = record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = [p for p in recorded() if _same(p)]  # `head` and `join` both, on one machine
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps([asdict(p) for p in kept + new], indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return new
+
+
+def recorded() -> list[RayProcess]:
+    try:
+        data = json.loads(record_path().read_text(encoding="utf-8"))
+        return [RayProcess(int(d["pid"]), int(d["started"]), str(d["command"])) for d in data]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []  # a damaged record: nothing we can trust to stop
+
+
+def stop_recorded() -> int:
+    """Stop the recorded node's processes and all below them; how many were still running."""
+    tops = [p for p in recorded() if _same(p)]
+    targets = set()
+    for p in tops:
+        targets |= _descendants(p.pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while time.monotonic() < deadline and any(_alive(pid) for pid in targets):
+            time.sleep(0.1)
+        targets = {pid for pid in targets if _alive(pid)}
+        if not targets:
+            break
+    with contextlib.suppress(FileNotFoundError):
+        record_path().unlink()
+    return len(tops)
+
+
+def _session_dir(temp_dir: Path | None) -> Path | None:
+    # Ray's own default on Linux (ray._common.utils.get_default_ray_temp_dir).
+    system = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    latest = (temp_dir or Path(system) / "ray") / "session_latest"
+    try:
+        return latest.resolve(strict=True)
+    except OSError:
+        return None
+
+
+def _start_time(pid: str) -> int:
+    return int((_PROC / pid / "stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def _same(p: RayProcess) -> bool:
+    try:
+        return _start_time(str(p.pid)) == p.started
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; its parent (init, for Ray's daemons) reaps it
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        if p not in found:
+            found.add(p)
+            todo += children.get(p, [])
+    return found
