@@ -9,10 +9,10 @@ the CPU when there are cores to spare:
 Faces of several photos share one generator batch; a photo is handed to the finish pool as soon
 as all of its faces are back.
 
-The device loop and the stages it feeds stay in this one module (some 420 lines): what each stage
-may hold (the memory budget, read-ahead, face batch) is decided in the loop, and splitting it
-would spread that over several files. A photo in flight, face choice and the finish stage live in
-work.py, faces.py and finish.py.
+This module holds the restorer's warm state and the device loop, which decides what each stage may
+hold (the memory budget, read-ahead, face batch). The stages themselves live beside it: decode.py,
+device_stages.py (detect and align, upscale, face batches) and finish.py; a photo in flight in
+work.py, face choice in faces.py, model loading in loader.py and modelsets.py.
 """
 
 from __future__ import annotations
@@ -27,31 +27,25 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.errors import ErrorKind, InputError, ModelError
-from gpen_watch.imaging.load import load_image, probe_image
 from gpen_watch.modelstore.registry import GPEN_NAMES
-from gpen_watch.restore import align, memory, upscale
+from gpen_watch.restore import decode, memory, upscale
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
     Placement,
     device_label,
     free_cached_memory,
-    is_out_of_memory,
     placement,
     set_threads,
     tune_malloc_for_inference,
 )
-from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
-from gpen_watch.restore.faces import plausible, select
+from gpen_watch.restore.device_stages import detect_and_align, queued_faces, run_batch, upscale_photo
+from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.finish import finish
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
-from gpen_watch.restore.work import Work, note_rss
+from gpen_watch.restore.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +227,7 @@ class Restorer:
                     if job is None:  # nothing waiting at the source now
                         return
                     assert isinstance(job, FileJob)
-                    waiting = (job, self._photo_cost(job))
+                    waiting = (job, decode.photo_cost(job, self.settings(job)))
                 job, cost = waiting
                 if held and held + cost > self.photo_allowance:
                     return  # over budget: wait for a photo to finish
@@ -250,18 +244,19 @@ class Restorer:
                 time.sleep(0.01)
                 continue
             # Absorb decoded photos; wait for the next one only while a batch is not yet full.
-            while decoding and (decoding[0].done() or self._queued_faces(ready) < self.face_batch):
+            while decoding and (decoding[0].done() or queued_faces(ready) < self.face_batch):
                 work = decoding.popleft().result()
                 refill()
                 if work.image is not None:
-                    self._detect_and_align(work, busy={w.models for w in ready})
-                    self._upscale(work)
+                    busy = {w.models for w in ready}
+                    detect_and_align(work, self.models, self._loader, self.place.device, busy, self._step)
+                    upscale_photo(work, self.models, self._step_unless_stopping)
                 if work.pending:
                     ready.append(work)
                 else:
                     finishing[self._finish_later(work)] = work.cost
             if ready and not self._stopping.is_set():
-                for work in self._run_batch(ready):
+                for work in run_batch(ready, self.models, self._step):
                     finishing[self._finish_later(work)] = work.cost
                 ready = [w for w in ready if w.pending]
             if finishing:
@@ -284,25 +279,6 @@ class Restorer:
         """Hand ``work`` to the finish pool: paste back, encode, write."""
         return self._finish_pool.submit(finish, work, work.cfg.smooth_below, self._stopping)
 
-    def _photo_cost(self, job: FileJob) -> int:
-        """Budget bytes for ``job``'s photo, from its header; a file that cannot be probed costs a
-        minimum (it fails at decode)."""
-        try:
-            _fmt, (w, h) = probe_image(job.src)
-        except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
-            return memory.photo_bytes(64, 64)
-        # Upscaled, the frames a photo holds from then on are upscale^2 times as large.
-        upscaled = self.settings(job).upscale ** 2
-        return memory.photo_bytes(w, h, self._max_side_for(job, max(w, h))) * upscaled
-
-    def _max_side_for(self, job: FileJob, long_side: int) -> int:
-        """restore.max_side for a photo whose long side is ``long_side``, with the job's scale."""
-        max_side = self.settings(job).max_side
-        if job.scale >= 1.0:
-            return max_side
-        capped = min(long_side, max_side) if max_side else long_side
-        return max(64, int(capped * job.scale))
-
     def _keep_budget(self, result: FileResult) -> None:
         """Record the photo's memory readings; over budget, hand freed memory back to the OS."""
         for stage, mb in result.rss_mb.items():
@@ -312,179 +288,14 @@ class Restorer:
             memory.give_back_free_memory()
 
     def _decode(self, job: FileJob, cost: int = 0) -> Work:
-        result = FileResult(src=job.src, ok=False)
-        cfg = self.settings(job)
-        work = Work(job, result, cfg=cfg, cost=cost)
-        t0 = time.perf_counter()
-        try:
-            max_side = self._max_side(job)
-            image = load_image(job.src, max_side=max_side, max_megapixels=self.cfg.max_megapixels)
-        except InputError as exc:
-            result.error, result.error_kind = exc.reason, exc.kind
-            return work
-        except Exception as exc:
-            log.exception("unexpected error reading %s", job.src)
-            result.error, result.error_kind = f"cannot read image: {exc}", ErrorKind.FAILED
-            return work
-        t1 = time.perf_counter()
-        result.timings["decode"] = t1 - t0 - image.prescale_seconds
-        if image.prescale_seconds:
-            result.timings["prescale"] = image.prescale_seconds
-        note_rss(result, "decode")
-        result.notes.extend(image.notes)
-        result.height, result.width = image.pixels.shape[:2]
-        work.image = image
-        # The detector of the photo's settings, if the device loop made it already (read-only here).
-        detector = self._loader.made_detector(cfg)
-        prepare = getattr(detector, "prepare", None)
-        if prepare is not None:
-            # The detector's shrunken copy is plain CPU work: done here, in parallel, it no longer
-            # holds up the device loop (it costs more than the network itself on a GPU).
-            try:
-                work.detect_input = prepare(image.bgr8)
-            except Exception:
-                log.exception("preparing %s for detection failed", job.src)
-            result.timings["detect"] = time.perf_counter() - t1
-        return work
+        """The decode stage (decode.py), run on the decode pool."""
+        return decode.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
 
-    def _max_side(self, job: FileJob) -> int:
-        """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
-        if job.scale >= 1.0:
-            return self.settings(job).max_side
-        _fmt, (w, h) = probe_image(job.src)
-        return self._max_side_for(job, max(w, h))
-
-    def _detect_and_align(self, work: Work, busy: set[ModelKey]) -> None:
-        """Find and align the photo's faces, for the generator of its model set (loaded now if it
-        is not; ``busy``: the sets of photos waiting for the generator, which stay loaded)."""
-        image = work.image
-        assert image is not None
-        t0 = time.perf_counter()
-        try:
-            size = self.models.get(work.models, busy).size
-            detector = self._loader.detector(work.cfg)
-            faces = detector.detect([work.detect_input or image.bgr8])[0]
-            work.detect_input = None
-        except ModelError as exc:
-            # A model only this photo's inbox names, damaged in a way its header did not show
-            # (the service's model gate checked it is there): this photo fails, the worker goes on.
-            work.fail(f"cannot load the models of this photo's inbox settings: {exc}")
-            return
-        except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
-            if not is_out_of_memory(exc):
-                raise
-            free_cached_memory(self.place.device)
-            work.fail("out of GPU memory while detecting faces", oom=True)
-            return
-        t1 = time.perf_counter()
-        hw = (int(image.bgr8.shape[0]), int(image.bgr8.shape[1]))
-        faces = plausible(faces, hw, work.result.notes)
-        work.found = len(faces)
-        faces = select(faces, hw, work.cfg, work.result.notes)
-        work.faces = faces
-        work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
-        if faces:
-            landmarks = np.stack([f.landmarks for f in faces]).astype(np.float32)
-            work.crops, work.affines = align.align_faces(image.bgr8, landmarks, size)
-            work.pending = len(faces)
-        work.result.timings["align"] = time.perf_counter() - t1
-        work.result.faces = len(faces)
-        note_rss(work.result, "align")
+    def _step(self) -> None:
+        """One more unit of device work done (read by the worker's heartbeat)."""
         self.steps += 1
 
     def _step_unless_stopping(self) -> bool:
         """Called between tile batches: one more step done; True when the restorer is stopping."""
         self.steps += 1
         return self._stopping.is_set()
-
-    def _upscale(self, work: Work) -> None:
-        """restore.upscale: the whole photo is upscaled on the device once its faces are found and
-        aligned at the decoded size; from here on the photo, its faces' boxes and the affines the
-        restored faces are pasted back with are those of the upscaled photo."""
-        image = work.image
-        models = self.models.peek(work.models)
-        upscaler = models.upscaler if models is not None else None
-        if upscaler is None or image is None:
-            return
-        t0 = time.perf_counter()
-        try:
-            pixels = upscaler.upscale(image.pixels, self._step_unless_stopping)
-        except OutOfMemory:
-            work.fail("out of GPU memory upscaling the photo even one tile at a time", oom=True)
-            return
-        except Exception as exc:
-            log.exception("upscaling %s failed", work.job.src)
-            work.fail(f"background upscaling failed: {exc}")
-            return
-        if pixels is None:  # stopping: the finish stage writes nothing
-            return
-        factor = upscaler.factor
-        image.pixels = pixels
-        image.scale *= factor  # output size / original size, as save_image scales the DPI by
-        work.faces, work.affines = upscale.to_upscaled(work.faces, work.affines, factor)
-        work.upscaled = factor
-        work.result.height, work.result.width = pixels.shape[:2]
-        work.result.notes.append(f"upscaled x{factor}")
-        work.result.timings["upscale"] = time.perf_counter() - t0
-        note_rss(work.result, "upscale")
-
-    @staticmethod
-    def _queued_faces(ready: list[Work]) -> int:
-        return sum(w.pending for w in ready)
-
-    def _run_batch(self, ready: list[Work]) -> list[Work]:
-        """Restore up to face_batch queued faces (taken from the oldest photos first) of photos
-        whose model set is the oldest photo's: faces for different generators never share a pass."""
-        key = ready[0].models
-        enhancer = self.models.get(key, {w.models for w in ready}).enhancer
-        take: list[tuple[Work, int, int]] = []  # (work, first face index, count)
-        room = enhancer.face_batch
-        for work in ready:
-            if room <= 0:
-                break
-            if work.models != key:
-                continue
-            first = len(work.faces) - work.pending
-            n = min(work.pending, room)
-            take.append((work, first, n))
-            room -= n
-        crops = np.concatenate([w.crops[a : a + n] for w, a, n in take])  # type: ignore[index]
-        amounts = [w.cfg.strength for w, _, n in take for _ in range(n)]
-        # Only a batch with other strengths than the enhancer's own needs them one by one.
-        strengths = None if all(s == enhancer.strength for s in amounts) else np.array(amounts)
-        t0 = time.perf_counter()
-        try:
-            if enhancer.parse_small_below and enhancer.parser is not None:
-                # restore.parse_small_below: how large each face lands in its photo.
-                affines = np.concatenate([w.affines[a : a + n] for w, a, n in take])  # type: ignore[index]
-                restored, masks = enhancer.enhance(
-                    crops, strengths, align.paste_sides(affines, enhancer.size)
-                )
-            else:
-                restored, masks = (
-                    enhancer.enhance(crops, strengths) if strengths is not None else enhancer.enhance(crops)
-                )
-        except OutOfMemory:
-            for work, _, _ in take:
-                work.fail("out of GPU memory restoring faces even one at a time", oom=True)
-            return [w for w, _, _ in take]
-        except Exception as exc:
-            log.exception("restoring a batch of %d faces failed", len(crops))
-            for work, _, _ in take:
-                work.fail(f"face restoration failed: {exc}")
-            return [w for w, _, _ in take]
-        self.steps += 1
-        per_face = (time.perf_counter() - t0) / len(crops)
-        finished = []
-        pos = 0
-        for work, _, n in take:
-            work.restored.append(restored[pos : pos + n])
-            if masks is not None:
-                work.masks.append(masks[pos : pos + n])
-            pos += n
-            work.pending -= n
-            work.result.timings["restore"] = work.result.timings.get("restore", 0.0) + per_face * n
-            note_rss(work.result, "restore")
-            if work.pending == 0:
-                finished.append(work)
-        return finished

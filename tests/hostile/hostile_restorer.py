@@ -84,6 +84,7 @@ def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
 
 def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
     from gpen_watch.imaging import save
+    from gpen_watch.restore import finish
     from gpen_watch.restore import restorer as engine
 
     fault = Path(os.environ["HOSTILE_WRITE_FAULT"])
@@ -96,7 +97,7 @@ def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> An
         code = getattr(errno, name)
         raise OSError(code, os.strerror(code))
 
-    write_synced, copy_source = save._write_synced, engine.copy_source
+    write_synced, copy_source = save._write_synced, finish.copy_source
 
     def faulty_write(tmp: Path, data: bytes) -> None:
         check()
@@ -110,5 +111,6 @@ def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> An
         return copy_source(image, src, dst)
 
     save._write_synced = faulty_write  # type: ignore[assignment]
-    engine.copy_source = faulty_copy  # type: ignore[assignment]
+    # The finish stage calls copy_source through its own module's name.
+    finish.copy_source = faulty_copy  # type: ignore[assignment]
     return engine.Restorer(cfg, device, threads=threads)

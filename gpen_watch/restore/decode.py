@@ -1,0 +1,87 @@
+"""The decode stage: read a photo, pre-scaled to the size it is restored at, and what it costs.
+
+Runs on the engine's decode threads (the decoders release the GIL), one photo per call. Also the
+photo's charge against the memory budget, read from its header before it is admitted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from gpen_watch.config import RestoreConfig
+from gpen_watch.errors import ErrorKind, InputError
+from gpen_watch.imaging.load import load_image, probe_image
+from gpen_watch.restore import memory
+from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.loader import Loader
+from gpen_watch.restore.work import Work, note_rss
+
+log = logging.getLogger(__name__)
+
+
+def photo_cost(job: FileJob, cfg: RestoreConfig) -> int:
+    """Budget bytes for ``job``'s photo (restored with ``cfg``), from its header; a file that
+    cannot be probed costs a minimum (it fails at decode)."""
+    try:
+        _fmt, (w, h) = probe_image(job.src)
+    except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
+        return memory.photo_bytes(64, 64)
+    # Upscaled, the frames a photo holds from then on are upscale^2 times as large.
+    upscaled = cfg.upscale**2
+    return memory.photo_bytes(w, h, max_side_for(job, cfg, max(w, h))) * upscaled
+
+
+def max_side_for(job: FileJob, cfg: RestoreConfig, long_side: int) -> int:
+    """restore.max_side for a photo whose long side is ``long_side``, with the job's scale."""
+    side = cfg.max_side
+    if job.scale >= 1.0:
+        return side
+    capped = min(long_side, side) if side else long_side
+    return max(64, int(capped * job.scale))
+
+
+def max_side(job: FileJob, cfg: RestoreConfig) -> int:
+    """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
+    if job.scale >= 1.0:
+        return cfg.max_side
+    _fmt, (w, h) = probe_image(job.src)
+    return max_side_for(job, cfg, max(w, h))
+
+
+def decode(job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Loader, cost: int = 0) -> Work:
+    """Read ``job``'s photo for settings ``cfg``; a file that cannot be read ends as a failed
+    ``Work`` whose result says why. ``loader``: where the detector's own shrunken copy is made,
+    when the device loop made that detector already."""
+    result = FileResult(src=job.src, ok=False)
+    work = Work(job, result, cfg=cfg, cost=cost)
+    t0 = time.perf_counter()
+    try:
+        image = load_image(job.src, max_side=max_side(job, cfg), max_megapixels=max_megapixels)
+    except InputError as exc:
+        result.error, result.error_kind = exc.reason, exc.kind
+        return work
+    except Exception as exc:
+        log.exception("unexpected error reading %s", job.src)
+        result.error, result.error_kind = f"cannot read image: {exc}", ErrorKind.FAILED
+        return work
+    t1 = time.perf_counter()
+    result.timings["decode"] = t1 - t0 - image.prescale_seconds
+    if image.prescale_seconds:
+        result.timings["prescale"] = image.prescale_seconds
+    note_rss(result, "decode")
+    result.notes.extend(image.notes)
+    result.height, result.width = image.pixels.shape[:2]
+    work.image = image
+    # The detector of the photo's settings, if the device loop made it already (read-only here).
+    detector = loader.made_detector(cfg)
+    prepare = getattr(detector, "prepare", None)
+    if prepare is not None:
+        # The detector's shrunken copy is plain CPU work: done here, in parallel, it no longer
+        # holds up the device loop (it costs more than the network itself on a GPU).
+        try:
+            work.detect_input = prepare(image.bgr8)
+        except Exception:
+            log.exception("preparing %s for detection failed", job.src)
+        result.timings["detect"] = time.perf_counter() - t1
+    return work
