@@ -219,6 +219,13 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         assert b"MALLOC_MMAP_MAX_=0" in environ
         shown = format_status(Status.from_json(s))
         assert f"  {node} (up): 1 worker, in flight 0, processed 1" in shown, shown
+        # The model sets the actor holds reach the status too, with its pings (an actor only
+        # answers calls): the global set, needed by no inbox of its own.
+        s = svc.wait(
+            lambda s: any(w["model_sets"] for w in remote_workers(s, c)), 60.0, "the node's model sets"
+        )
+        (remote,) = remote_workers(s, c)
+        assert remote["model_sets"] == [{"networks": tiny_models.gpen.name, "inboxes": []}], remote
         (out,) = svc.outbox.glob("*.png")
         by_remote = out.read_bytes()
     finally:

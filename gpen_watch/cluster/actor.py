@@ -96,6 +96,10 @@ class RestorerActor:
             kind = worker_main.start_failure_kind(exc, device)
             self._fatal = P.Fatal(kind, f"could not start the restorer: {type(exc).__name__}: {exc}")
             return
+        # The model sets the restorer holds, as it last said (ModelSets); the service reads them
+        # with each ping, since an actor only answers calls.
+        self._model_sets: tuple[Any, ...] = ()
+        worker_main.report_model_sets(self._restorer, self)
         self._inbox = worker_main.Inbox()
         threading.Thread(target=self._run, daemon=True, name="restorer").start()
 
@@ -104,9 +108,10 @@ class RestorerActor:
             return self._fatal
         return worker_main.ready_message(self._restorer, self._slot, os.getpid(), node=self._node)
 
-    def ping(self) -> tuple[GpuSample, ...]:
-        """Alive; with this machine's GPUs as NVML reads them (none without NVML)."""
-        return self._gpus.sample()
+    def ping(self) -> tuple[tuple[GpuSample, ...], tuple[Any, ...]]:
+        """Alive; with this machine's GPUs as NVML reads them (none without NVML), and the model
+        sets the restorer holds now."""
+        return self._gpus.sample(), self._model_sets
 
     def restore(self, key: int, photo: PhotoJob) -> PhotoResult:
         """Restore one photo; returns when it is done (other calls run meanwhile)."""
@@ -125,6 +130,9 @@ class RestorerActor:
     # --- worker_main.Sender: what the restorer loop says ----------------------------------------
 
     def send(self, msg: P.FromWorker) -> None:
+        if isinstance(msg, P.ModelSets):
+            self._model_sets = msg.loaded
+            return
         if isinstance(msg, P.Result):
             with self._lock:
                 done = self._waiting.pop(msg.key, None)

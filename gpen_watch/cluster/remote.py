@@ -183,6 +183,7 @@ class RayWorker:
         stopping = False
         ping: Any = None  # a ping in flight; no answer means no heartbeat, and the pool notices
         pinged = 0.0
+        model_sets: tuple[Any, ...] = ()  # as the actor last reported them
         while True:
             stopping = self._take(backlog, block=not flights and ping is None) or stopping
             while backlog and not stopping and (not flights or held < self._cap):
@@ -211,8 +212,11 @@ class RayWorker:
                 done, _ = r_.wait(waiting, num_returns=len(waiting), timeout=0)
             for ref in done:
                 if ref is ping:
-                    gpus = r_.get(ping)  # raises once the actor is gone
+                    gpus, sets = r_.get(ping)  # raises once the actor is gone
                     out.send(P.Heartbeat(bool(flights), gpus=tuple(gpus or ())))
+                    if sets != model_sets:
+                        model_sets = tuple(sets)
+                        out.send(P.ModelSets(model_sets))
                     ping = None
                     continue
                 key, job, size = flights.pop(ref)
