@@ -107,6 +107,10 @@ MODELS: tuple[ModelSpec, ...] = (
         license_note=GPEN_LICENSE,
         gpen=GPENConfig(size=512, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
         choice_note="512 px faces",
+        # The Hugging Face copy many face tools download from; a third-party model manifest pins
+        # that copy to this very size and sha256. Like every URL here it is checked against the
+        # pin, so a copy that ever differed would be refused and removed, not used.
+        mirrors=("https://huggingface.co/akhaliq/GPEN-BFR-512/resolve/main/GPEN-BFR-512.pth",),
     ),
     ModelSpec(
         name="GPEN-BFR-256",
@@ -193,6 +197,12 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
         description="ParseNet face parsing (19 classes): the paste-back mask (restore.use_parse)",
         license_note=FACEXLIB_LICENSE,
+        # GPEN's own copy, then CodeFormer's release, which third-party manifests pin to this
+        # same sha256 (the pin is checked whichever URL serves the file).
+        mirrors=(
+            f"{_GPEN_BASE}/ParseNet-latest.pth",
+            "https://github.com/sczhou/CodeFormer/releases/download/v0.1.0/parsing_parsenet.pth",
+        ),
         alt_filenames=("ParseNet-latest.pth",),
     ),
     # Background upscalers (restore.upscale). Sizes and digests: none published by either upstream,
