@@ -9,6 +9,9 @@ reports what it got; what the budget left out is listed as skipped.
    bf16 / fp16 / fp32 with channels_last; channels_last off at a few batch sizes; cudnn.benchmark
    off vs on.
 2. Output difference of bf16 / fp16 / TF32 against strict fp32 on the 8-bit output (max, mean).
+2b. The whole face, GPEN plus ParseNet, through the engine's own ``FaceEnhancer`` (uint8 crops in,
+   restored crops and parse masks back on the host), per precision and batch, channels_last on
+   and off: the faces/s a worker's device loop can reach at best.
 3. End to end on a photo set of ``--images`` 12 MP photos: the engine (``restore`` path, its
    defaults on this GPU), the warm one-face loop, and the daemon (one worker asking for its own
    read-ahead; the same with the old fixed 4 photos in flight; two workers sharing the GPU):
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as dt
+import functools
 import json
 import sys
 import tempfile
@@ -31,8 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpen_watch.config import ResolvedPrecision
+
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-PRECISIONS = ("bf16", "fp16", "fp32")
+PRECISIONS: tuple[ResolvedPrecision, ...] = ("bf16", "fp16", "fp32")
 # --dry-run: the same code paths on the CPU with small sizes, to check the script without a GPU.
 DRY = {"on": False}
 
@@ -75,6 +81,7 @@ class Recorder:
             **meta,
             "model_only": [],
             "precision_diff": [],
+            "face_with_mask": [],
             "end_to_end": [],
             "detector": [],
             "skipped": [],
@@ -178,6 +185,62 @@ def model_only(rec: Recorder, budget: Budget, size: int) -> tuple[dict[bool, Any
     torch.backends.cudnn.benchmark = True
     precision_diff(rec, models[True], size)
     return models, best
+
+
+def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
+    """Section 2b; returns the best faces/s of GPEN plus ParseNet."""
+    import numpy as np
+    import torch
+    from facexlib.parsing.parsenet import ParseNet
+
+    from gpen_watch.restore.device import Placement
+    from gpen_watch.restore.enhance import FaceEnhancer
+    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
+
+    torch.manual_seed(0)
+    gpen = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
+    parser = ParseNet(in_size=512, out_size=512, parsing_ch=19).eval()
+    rng = np.random.default_rng(0)
+    best = 0.0
+    batches = (2,) if DRY["on"] else (8, 32, 64)
+    for precision in PRECISIONS:
+        for cl in (True, False):
+            if not cl and precision != "bf16":
+                continue  # channels_last off only where it matters most, to save the budget
+            place = Placement(torch.device(_device()), precision, cl)
+            enhancer = FaceEnhancer(copy.deepcopy(gpen), size, place, max(batches), copy.deepcopy(parser))
+            for batch in batches:
+                if budget.left() < 60:
+                    rec.add(
+                        "skipped", {"what": f"GPEN + ParseNet {precision} batch {batch}+", "why": "budget"}
+                    )
+                    return best
+                enhancer.face_batch = batch
+                crops = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+                try:
+                    sec = time_call(functools.partial(enhancer.enhance, crops))
+                except torch.cuda.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+                    rec.add("face_with_mask", {"precision": precision, "batch": batch, "oom": True})
+                    continue
+                best = max(best, batch / sec)
+                rec.add(
+                    "face_with_mask",
+                    {
+                        "precision": precision,
+                        "channels_last": cl,
+                        "batch": batch,
+                        "faces_per_s": round(batch / sec, 1),
+                        "ms_per_batch": round(sec * 1000, 2),
+                        "peak_mem_gb": None
+                        if DRY["on"]
+                        else round(torch.cuda.max_memory_allocated() / 2**30, 2),
+                    },
+                )
+            del enhancer
+            if not DRY["on"]:
+                torch.cuda.empty_cache()
+    return best
 
 
 def precision_diff(rec: Recorder, model: Any, size: int) -> None:
@@ -401,7 +464,7 @@ def markdown(data: dict[str, Any]) -> str:
                 + " |"
             )
         lines.append("")
-    for section in ("precision_diff", "end_to_end", "detector", "skipped"):
+    for section in ("precision_diff", "face_with_mask", "end_to_end", "detector", "skipped"):
         if data[section]:
             lines.append(f"{section}:")
             lines += [f"- {json.dumps(r)}" for r in data[section]]
@@ -439,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     models, best = model_only(rec, budget, args.model_size)
+    face_with_mask(rec, budget, args.model_size)
     end_to_end(rec, budget, args.images, args.model_size, best)
     detector(rec, budget)
     compile_modes(rec, budget, models, args.model_size)
