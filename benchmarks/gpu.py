@@ -203,7 +203,8 @@ def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
     rng = np.random.default_rng(0)
     best = 0.0
     batches = (2,) if DRY["on"] else (8, 32, 64)
-    for precision in PRECISIONS:
+    # A dry run on a CPU: fp16 has no CPU path in the engine, and one precision shows the code works.
+    for precision in ("bf16",) if DRY["on"] else PRECISIONS:
         for cl in (True, False):
             if not cl and precision != "bf16":
                 continue  # channels_last off only where it matters most, to save the budget
