@@ -26,6 +26,7 @@ from typing import Any
 
 from gpen_watch.cluster import bridge_main, link
 from gpen_watch.dispatch import protocol as P
+from gpen_watch.dispatch.worker import drain
 
 log = logging.getLogger(__name__)
 bridge_log = logging.getLogger("gpen_watch.cluster.bridge_main")
@@ -211,20 +212,16 @@ class BridgedWorker:
         return self.send(P.Stop())
 
     def receive(self) -> tuple[list[P.FromWorker], bool]:
+        got, still_open = drain(self._r)
         msgs: list[P.FromWorker] = []
-        if self._r is None:
-            return msgs, False
-        try:
-            while self._r.poll():
-                msg: P.FromWorker | link.Ended = self._r.recv()
-                if isinstance(msg, link.Ended):
-                    self._clean = msg.clean
-                else:
-                    msgs.append(msg)
-        except (EOFError, OSError):
+        for msg in got:
+            if isinstance(msg, link.Ended):
+                self._clean = msg.clean
+            else:
+                msgs.append(msg)
+        if self._r is not None and not still_open:
             self._open = False
-            return msgs, False
-        return msgs, True
+        return msgs, still_open
 
     def handles(self) -> list[Any]:
         return [self._r] if self._r is not None else []

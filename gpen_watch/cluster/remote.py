@@ -29,6 +29,7 @@ from gpen_watch.cluster.raylib import ray
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import payload
 from gpen_watch.dispatch import protocol as P
+from gpen_watch.dispatch.worker import drain
 from gpen_watch.restore.api import FileJob
 
 log = logging.getLogger(__name__)
@@ -119,15 +120,7 @@ class RayWorker:
         return self.send(P.Stop())
 
     def receive(self) -> tuple[list[P.FromWorker], bool]:
-        msgs: list[P.FromWorker] = []
-        if self._r is None:
-            return msgs, False
-        try:
-            while self._r.poll():
-                msgs.append(self._r.recv())
-        except (EOFError, OSError):
-            return msgs, False
-        return msgs, True
+        return drain(self._r)
 
     def handles(self) -> list[Any]:
         return [self._r] if self._r is not None else []

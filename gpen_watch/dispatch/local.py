@@ -16,6 +16,7 @@ from typing import Any
 
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
+from gpen_watch.dispatch.worker import drain
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +67,7 @@ class LocalWorker:
         return self.send(P.Stop())
 
     def receive(self) -> tuple[list[P.FromWorker], bool]:
-        msgs: list[P.FromWorker] = []
-        if self._conn is None:
-            return msgs, False
-        try:
-            while self._conn.poll():
-                msgs.append(self._conn.recv())
-        except (EOFError, OSError):
-            return msgs, False
-        return msgs, True
+        return drain(self._conn)
 
     def handles(self) -> list[Any]:
         found: list[Any] = []

@@ -8,6 +8,7 @@ of ``protocol``; the fault policy (``policy``) never sees which kind it is talki
 from __future__ import annotations
 
 import signal
+from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from gpen_watch.dispatch import protocol as P
@@ -64,3 +65,17 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"exit signal {-code}"
     return f"exit code {code}"
+
+
+def drain(conn: Connection | None) -> tuple[list[Any], bool]:
+    """What a worker's channel holds now, and whether it is still open (the ``receive`` of a
+    worker whose messages arrive on a Pipe)."""
+    msgs: list[Any] = []
+    if conn is None:
+        return msgs, False
+    try:
+        while conn.poll():
+            msgs.append(conn.recv())
+    except (EOFError, OSError):
+        return msgs, False
+    return msgs, True
