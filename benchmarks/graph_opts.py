@@ -88,16 +88,17 @@ def variants(
     add("fp32 channels_last (not folded)", lambda: folded(channels_last=True, fold=False))
     add("fp32 folded channels_last", lambda: folded(channels_last=True))
 
-    def loaded() -> Variant:
-        m = prepare_conv_net(build(), torch.device("cpu"))
+    def loaded(rewrite: bool = True) -> Variant:
+        m = prepare_conv_net(build(), torch.device("cpu"), rewrite=rewrite)
         return lambda x: _first(m(as_channels_last(x)))
 
-    add("fp32 as loaded (folded, channels_last, copies dropped)", loaded)
+    add("fp32 before rewrites (folded, channels_last, copies dropped)", lambda: loaded(rewrite=False))
+    add("fp32 as loaded (and polyphase upsampling, ring-fixed padding)", loaded)
     if quantize is not None:
         q = quantize
 
         def int8() -> Variant:
-            m = q(prepare_conv_net(build(), torch.device("cpu")))
+            m = q(prepare_conv_net(build(), torch.device("cpu"), rewrite=False))
             return lambda x: _first(m(as_channels_last(x)))
 
         add("int8 static (folded, torch.ao FX)", int8)

@@ -51,7 +51,7 @@ def _int8_convs(model: nn.Module) -> int:
 def parsers() -> tuple[nn.Module, nn.Module]:
     net = _parsenet()
     fp32 = prepare_conv_net(copy.deepcopy(net), torch.device("cpu"))
-    return fp32, quantize_parser(prepare_conv_net(copy.deepcopy(net), torch.device("cpu")))
+    return fp32, quantize_parser(prepare_conv_net(copy.deepcopy(net), torch.device("cpu"), rewrite=False))
 
 
 @needs_int8
@@ -72,7 +72,7 @@ def test_int8_parser_runs_int8_convolutions_and_stays_near_fp32(parsers: tuple[n
 def test_int8_calibration_is_the_same_on_every_load(parsers: tuple[nn.Module, nn.Module]) -> None:
     assert torch.equal(calibration_images(), calibration_images())
     _, int8 = parsers
-    again = quantize_parser(prepare_conv_net(_parsenet(), torch.device("cpu")))
+    again = quantize_parser(prepare_conv_net(_parsenet(), torch.device("cpu"), rewrite=False))
     x = as_channels_last(torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(6)) * 2 - 1)
     with torch.inference_mode():
         assert torch.equal(int8(x)[0], again(x)[0])

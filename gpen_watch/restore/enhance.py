@@ -191,7 +191,7 @@ def resolve_parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePr
 def prepare_parser(parser: nn.Module, place: Placement, precision: ParsePrecision) -> nn.Module:
     """ParseNet ready for inference on ``place`` (``fold.prepare_conv_net``), then in int8 or
     bf16 when ``precision`` (resolved by ``resolve_parse_precision``) asks for it."""
-    parser = prepare_conv_net(parser, place.device)
+    parser = prepare_conv_net(parser, place.device, rewrite=precision != "int8")
     if precision == "int8":
         from gpen_watch.restore.quant import quantize_parser
 

@@ -1,0 +1,105 @@
+"""3x3 convolutions with reflection padding, without the padded copy (load-time graph work).
+
+facexlib's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution:
+in ParseNet that is a full copy of each activation, up to 134 MB a face at 512 px, about a tenth
+of its CPU time. Only the outermost ring of output pixels reads the padding. So the convolution
+runs with the library's own zero padding (no copy), and then that ring is computed again from
+thin reflection-padded strips of the input, and written over. The numbers are the same up to
+float rounding. Small activations keep the plain path: there the strips' extra calls cost more
+than the copy they save.
+
+``reflect_pad_convs`` swaps the layers in place; the int8 path leaves them as they are (torch.ao's
+FX tracing cannot follow the ring's writes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Below this many pixels an activation's padded copy is cheaper than four strip convolutions.
+_MIN_PIXELS = 96 * 96
+
+
+class RingFixedConv(nn.Module):
+    """facexlib's ``ConvLayer`` (3x3, reflection padding 1, stride 1 or 2, no norm left, an
+    optional activation) computed with zero padding and its border ring redone.
+
+    Input (N, C_in, H, W) -> (N, C_out, H', W'), as the layer it replaces.
+    """
+
+    def __init__(self, conv: nn.Conv2d, activation: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+        self.activation = activation
+        self.stride = int(conv.stride[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = int(x.shape[-2]), int(x.shape[-1])
+        weight, bias, s = self.conv.weight, self.conv.bias, self.stride
+        if h * w < _MIN_PIXELS or h < 3 or w < 3:
+            plain: torch.Tensor = self.activation(
+                F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), weight, bias, s)
+            )
+            return plain
+        out = F.conv2d(x, weight, bias, s, padding=1)
+        out_h, out_w = int(out.shape[-2]), int(out.shape[-1])
+        # The first output row and column always read the padding; the last ones do when the
+        # stride lands on it (always at stride 1, for an odd side at stride 2).
+        out[:, :, :1, :] = F.conv2d(F.pad(x[:, :, :2], (1, 1, 1, 0), mode="reflect"), weight, bias, (1, s))
+        if (out_h - 1) * s == h - 1:
+            out[:, :, -1:, :] = F.conv2d(
+                F.pad(x[:, :, -2:], (1, 1, 0, 1), mode="reflect"), weight, bias, (1, s)
+            )
+        out[:, :, :, :1] = F.conv2d(F.pad(x[:, :, :, :2], (1, 0, 1, 1), mode="reflect"), weight, bias, (s, 1))
+        if (out_w - 1) * s == w - 1:
+            out[:, :, :, -1:] = F.conv2d(
+                F.pad(x[:, :, :, -2:], (0, 1, 1, 1), mode="reflect"), weight, bias, (s, 1)
+            )
+        fixed: torch.Tensor = self.activation(out)
+        return fixed
+
+
+def reflect_pad_convs(model: nn.Module) -> int:
+    """Replace each of facexlib's plain (not upsampling) ``ConvLayer``s in ``model`` (after
+    ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``RingFixedConv``, in place.
+    Returns how many were replaced; a layer that is not exactly that shape is left alone."""
+    replaced = 0
+    for module in list(model.modules()):
+        for name, child in list(module._modules.items()):
+            layer = _as_ring_fixed(child) if child is not None else None
+            if layer is not None:
+                module._modules[name] = layer
+                replaced += 1
+    return replaced
+
+
+def _as_ring_fixed(layer: nn.Module) -> RingFixedConv | None:
+    if type(layer).__name__ != "ConvLayer":
+        return None
+    conv, pad = getattr(layer, "conv2d", None), getattr(layer, "reflection_pad", None)
+    norm = getattr(getattr(layer, "norm", None), "norm", None)
+    activation = getattr(getattr(layer, "relu", None), "func", None)
+    if not (
+        type(conv) is nn.Conv2d and isinstance(pad, nn.ReflectionPad2d) and isinstance(norm, nn.Identity)
+    ):
+        return None
+    if not isinstance(activation, nn.Module) or not getattr(layer, "use_pad", False):
+        return None
+    if conv.kernel_size != (3, 3) or conv.padding != (0, 0) or conv.dilation != (1, 1) or conv.groups != 1:
+        return None
+    if conv.stride not in ((1, 1), (2, 2)) or tuple(pad.padding) != (1, 1, 1, 1):
+        return None
+    return RingFixedConv(conv, activation) if _keeps_size(getattr(layer, "scale_func", None)) else None
+
+
+def _keeps_size(func: object) -> bool:
+    """Is ``func`` (a ConvLayer's ``scale_func``) the identity? Checked on a probe: facexlib's is
+    a lambda, and the upsampling ones are ``upconv``'s business."""
+    if not callable(func):
+        return False
+    probe = torch.arange(6.0).view(1, 1, 2, 3)
+    with torch.no_grad():
+        out = func(probe)
+    return isinstance(out, torch.Tensor) and bool(torch.equal(out, probe))

@@ -1,0 +1,164 @@
+"""ParseNet's upsampling blocks computed at their input's resolution (load-time graph work).
+
+Every decoder block of facexlib's ParseNet doubles the picture with a nearest-neighbour upsample,
+then runs two 3x3 convolutions on the doubled picture (its main branch and its shortcut), each
+after reflection padding. Those two are 43 % of ParseNet's arithmetic. Each output pixel of a
+3x3 convolution over a nearest-upsampled picture sees only 2x2 distinct input pixels, so each of
+the four output phases (even or odd row, even or odd column) is a 2x2 convolution over the input
+at its own resolution, with taps that are sums of the 3x3 kernel's. Reflection padding of the
+doubled picture is replicate padding of the input. So one 2x2 convolution over the replicate-padded
+input, with both branches' four phases as its output channels, gives the same numbers up to
+float rounding with 4/9 of the multiplications, and no doubled copy or padded copy is made of
+the input. The phases are then interleaved into the doubled picture.
+
+``polyphase_upsample_blocks`` swaps those blocks in place; the int8 path leaves them as they are
+(torch.ao's FX tracing cannot follow the interleaving writes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Which low-resolution input row (offset -1, 0 or +1 from the output pixel's own) each 3x3 tap
+# row reads, for an even (phase 0) and an odd (phase 1) output row; the same holds for columns.
+# Row r of the phase's 2x2 kernel is the sum of the 3x3 rows its matrix row selects.
+_TAPS = (
+    torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),  # phase 0 reads input rows -1 and 0
+    torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),  # phase 1 reads input rows 0 and +1
+)
+_PHASES = ((0, 0), (0, 1), (1, 0), (1, 1))
+
+
+def phase_kernels(weight: torch.Tensor) -> torch.Tensor:
+    """(4*C_out, C_in, 2, 2) from a (C_out, C_in, 3, 3) kernel: its four output phases over a
+    nearest x2 upsample, in ``_PHASES`` order, summed in float64 so the taps round once."""
+    w = weight.detach().double()
+    return torch.cat(
+        [torch.einsum("ik,ockl,jl->ocij", _TAPS[a].double(), w, _TAPS[b].double()) for a, b in _PHASES]
+    ).to(weight.dtype)
+
+
+class PolyphaseUpBlock(nn.Module):
+    """facexlib's ``ResidualBlock(scale="up")``, BatchNorm already folded: the upsampled main
+    convolution (then its activation) and the upsampled shortcut as one 2x2 convolution at the
+    input's resolution, then the block's second convolution as it was, plus the shortcut.
+
+    Input (N, C_in, H, W) -> output (N, C_out, 2H, 2W), as the block it replaces.
+    """
+
+    def __init__(
+        self, main: nn.Conv2d, activation: nn.Module, shortcut: nn.Conv2d, second: nn.Module
+    ) -> None:
+        super().__init__()
+        self.out_channels = main.out_channels
+        weight = torch.cat([phase_kernels(main.weight), phase_kernels(shortcut.weight)])
+        self.phases = nn.Conv2d(
+            main.in_channels,
+            8 * main.out_channels,
+            2,
+            bias=True,
+            device=main.weight.device,
+            dtype=main.weight.dtype,
+        )
+        assert self.phases.bias is not None
+        with torch.no_grad():
+            self.phases.weight.copy_(weight)
+            self.phases.bias.copy_(torch.cat([_bias(main).repeat(4), _bias(shortcut).repeat(4)]))
+        self.activation = activation
+        self.second = second
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = x.shape
+        c = self.out_channels
+        # (N, 8*C_out, H+1, W+1): phase (a, b) of output pixel (2r+a, 2c+b) sits at (r+a, c+b).
+        y = self.phases(F.pad(x, (1, 1, 1, 1), mode="replicate"))
+        res = _empty_like_layout(x, (n, c, 2 * h, 2 * w), y.dtype)
+        for k, (a, b) in enumerate(_PHASES):
+            res[:, :, a::2, b::2] = y[:, k * c : (k + 1) * c, a : a + h, b : b + w]
+        out: torch.Tensor = self.second(self.activation(res))
+        for k, (a, b) in enumerate(_PHASES):
+            out[:, :, a::2, b::2] += y[:, (4 + k) * c : (5 + k) * c, a : a + h, b : b + w]
+        return out
+
+
+def _empty_like_layout(x: torch.Tensor, shape: tuple[int, int, int, int], dtype: torch.dtype) -> torch.Tensor:
+    """An empty tensor of ``shape`` in ``x``'s memory layout (channels_last when ``x`` is)."""
+    fmt = (
+        torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+    )
+    return torch.empty(shape, dtype=dtype, device=x.device, memory_format=fmt)
+
+
+def _bias(conv: nn.Conv2d) -> torch.Tensor:
+    if conv.bias is None:
+        return torch.zeros(conv.out_channels, dtype=conv.weight.dtype, device=conv.weight.device)
+    return conv.bias.detach()
+
+
+def polyphase_upsample_blocks(model: nn.Module) -> int:
+    """Replace each of facexlib's upsampling ``ResidualBlock``s in ``model`` (after
+    ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``PolyphaseUpBlock``, in place.
+    Returns how many were replaced; a block that is not exactly that shape is left alone."""
+    replaced = 0
+    for module in list(model.modules()):
+        for name, child in list(module._modules.items()):
+            block = _as_polyphase(child) if child is not None else None
+            if block is not None:
+                module._modules[name] = block
+                replaced += 1
+    return replaced
+
+
+def _as_polyphase(block: nn.Module) -> PolyphaseUpBlock | None:
+    if type(block).__name__ != "ResidualBlock":
+        return None
+    main, shortcut, second = (getattr(block, n, None) for n in ("conv1", "shortcut_func", "conv2"))
+    if not all(isinstance(m, nn.Module) for m in (main, shortcut, second)):
+        return None
+    assert isinstance(main, nn.Module) and isinstance(shortcut, nn.Module) and isinstance(second, nn.Module)
+    main_conv, shortcut_conv = _upsampled_conv(main), _upsampled_conv(shortcut)
+    if main_conv is None or shortcut_conv is None or _upsampled_conv(second, want_up=False) is None:
+        return None
+    if not _is_identity(getattr(getattr(shortcut, "relu", None), "func", None)):
+        return None
+    activation = getattr(getattr(main, "relu", None), "func", None)
+    if not isinstance(activation, nn.Module):
+        return None
+    return PolyphaseUpBlock(main_conv, activation, shortcut_conv, second)
+
+
+def _upsampled_conv(layer: nn.Module, want_up: bool = True) -> nn.Conv2d | None:
+    """The 3x3 stride-1 convolution of a facexlib ``ConvLayer`` with reflection padding 1, no norm
+    left (folded or none) and, when ``want_up``, a nearest x2 upsample in front; else None."""
+    if type(layer).__name__ != "ConvLayer":
+        return None
+    conv, pad, norm = (getattr(layer, n, None) for n in ("conv2d", "reflection_pad", "norm"))
+    if not (type(conv) is nn.Conv2d and isinstance(pad, nn.ReflectionPad2d) and isinstance(norm, nn.Module)):
+        return None
+    if conv.kernel_size != (3, 3) or conv.stride != (1, 1) or conv.padding != (0, 0) or conv.groups != 1:
+        return None
+    if conv.dilation != (1, 1) or tuple(pad.padding) != (1, 1, 1, 1) or not getattr(layer, "use_pad", False):
+        return None
+    if not _is_identity(getattr(norm, "norm", None)):
+        return None
+    if not want_up:
+        return conv
+    return conv if _doubles_nearest(getattr(layer, "scale_func", None)) else None
+
+
+def _doubles_nearest(func: object) -> bool:
+    """Does ``func`` (a ConvLayer's ``scale_func``) do a nearest x2 upsample? Checked by calling
+    it on a probe, not by its name: facexlib's is a lambda."""
+    if not callable(func):
+        return False
+    probe = torch.arange(6.0).view(1, 1, 2, 3)
+    with torch.no_grad():
+        out = func(probe)
+    want = probe.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+    return isinstance(out, torch.Tensor) and out.shape == want.shape and bool(torch.equal(out, want))
+
+
+def _is_identity(module: object) -> bool:
+    return isinstance(module, nn.Identity)
