@@ -12,7 +12,7 @@ from torch import nn
 
 from gpen_watch.config import ParsePrecision
 from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
-from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
+from gpen_watch.restore.fold import as_channels_last, drop_image_head, prepare_conv_net
 from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,7 @@ def prepare_parser(parser: nn.Module, place: Placement, precision: ParsePrecisio
     """ParseNet ready for inference on ``place`` (``fold.prepare_conv_net``), then in int8 or
     bf16 when ``precision`` (resolved by ``resolve_parse_precision``) asks for it."""
     parser = prepare_conv_net(parser, place.device, rewrite=precision != "int8")
+    drop_image_head(parser)  # _parse reads only the class map
     if precision == "int8":
         from gpen_watch.restore.quant import quantize_parser
 

@@ -84,6 +84,24 @@ def drop_copy_ops(model: nn.Module) -> int:
     return dropped
 
 
+class _NoImage(nn.Module):
+    """Stands in for ParseNet's image head: a (N, 0, H, W) view, no arithmetic."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :0]
+
+
+def drop_image_head(model: nn.Module) -> bool:
+    """Skip ParseNet's second output, in place: besides the 19-class map it computes a restored
+    picture (a 3x3 convolution over the decoder's full-size output, ~1 % of a pass) that the
+    engine never reads; it then returns an empty (N, 0, H, W) tensor there. False when ``model``
+    has no such head."""
+    if not isinstance(getattr(model, "out_img_conv", None), nn.Module):
+        return False
+    model.out_img_conv = _NoImage()
+    return True
+
+
 def prepare_conv_net(model: nn.Module, device: torch.device, rewrite: bool = True) -> nn.Module:
     """ParseNet made ready for inference: on ``device``, eval mode, BatchNorm folded, no-op copies
     dropped, weights in channels_last, and with ``rewrite`` its upsampling blocks computed at

@@ -8,6 +8,8 @@ thin reflection-padded strips of the input, and written over. The numbers are th
 float rounding. Small activations keep the plain path: there the strips' extra calls cost more
 than the copy they save.
 
+The convolution and its activation run as one oneDNN call where torch has it (``fused_conv``).
+
 ``reflect_pad_convs`` swaps the layers in place; the int8 path leaves them as they are (torch.ao's
 FX tracing cannot follow the ring's writes).
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from gpen_watch.restore.fused_conv import PointwiseAttr, conv_then, fused_conv_works, pointwise_attr
 
 # Below this many pixels an activation's padded copy is cheaper than four strip convolutions.
 _MIN_PIXELS = 96 * 96
@@ -29,11 +33,13 @@ class RingFixedConv(nn.Module):
     Input (N, C_in, H, W) -> (N, C_out, H', W'), as the layer it replaces.
     """
 
-    def __init__(self, conv: nn.Conv2d, activation: nn.Module) -> None:
+    def __init__(self, conv: nn.Conv2d, activation: nn.Module, attr: PointwiseAttr, fused: bool) -> None:
         super().__init__()
         self.conv = conv
         self.activation = activation
         self.stride = int(conv.stride[0])
+        self.attr = attr
+        self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = int(x.shape[-2]), int(x.shape[-1])
@@ -43,22 +49,26 @@ class RingFixedConv(nn.Module):
                 F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), weight, bias, s)
             )
             return plain
-        out = F.conv2d(x, weight, bias, s, padding=1)
+        out = conv_then(x, self.conv, s, self.attr, self.fused, self.activation)
         out_h, out_w = int(out.shape[-2]), int(out.shape[-1])
+        act = self.activation
         # The first output row and column always read the padding; the last ones do when the
         # stride lands on it (always at stride 1, for an odd side at stride 2).
-        out[:, :, :1, :] = F.conv2d(F.pad(x[:, :, :2], (1, 1, 1, 0), mode="reflect"), weight, bias, (1, s))
+        out[:, :, :1, :] = act(
+            F.conv2d(F.pad(x[:, :, :2], (1, 1, 1, 0), mode="reflect"), weight, bias, (1, s))
+        )
         if (out_h - 1) * s == h - 1:
-            out[:, :, -1:, :] = F.conv2d(
-                F.pad(x[:, :, -2:], (1, 1, 0, 1), mode="reflect"), weight, bias, (1, s)
+            out[:, :, -1:, :] = act(
+                F.conv2d(F.pad(x[:, :, -2:], (1, 1, 0, 1), mode="reflect"), weight, bias, (1, s))
             )
-        out[:, :, :, :1] = F.conv2d(F.pad(x[:, :, :, :2], (1, 0, 1, 1), mode="reflect"), weight, bias, (s, 1))
+        out[:, :, :, :1] = act(
+            F.conv2d(F.pad(x[:, :, :, :2], (1, 0, 1, 1), mode="reflect"), weight, bias, (s, 1))
+        )
         if (out_w - 1) * s == w - 1:
-            out[:, :, :, -1:] = F.conv2d(
-                F.pad(x[:, :, :, -2:], (0, 1, 1, 1), mode="reflect"), weight, bias, (s, 1)
+            out[:, :, :, -1:] = act(
+                F.conv2d(F.pad(x[:, :, :, -2:], (0, 1, 1, 1), mode="reflect"), weight, bias, (s, 1))
             )
-        fixed: torch.Tensor = self.activation(out)
-        return fixed
+        return out
 
 
 def reflect_pad_convs(model: nn.Module) -> int:
@@ -66,16 +76,17 @@ def reflect_pad_convs(model: nn.Module) -> int:
     ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``RingFixedConv``, in place.
     Returns how many were replaced; a layer that is not exactly that shape is left alone."""
     replaced = 0
+    fused = fused_conv_works()
     for module in list(model.modules()):
         for name, child in list(module._modules.items()):
-            layer = _as_ring_fixed(child) if child is not None else None
+            layer = _as_ring_fixed(child, fused) if child is not None else None
             if layer is not None:
                 module._modules[name] = layer
                 replaced += 1
     return replaced
 
 
-def _as_ring_fixed(layer: nn.Module) -> RingFixedConv | None:
+def _as_ring_fixed(layer: nn.Module, fused: bool) -> RingFixedConv | None:
     if type(layer).__name__ != "ConvLayer":
         return None
     conv, pad = getattr(layer, "conv2d", None), getattr(layer, "reflection_pad", None)
@@ -91,7 +102,10 @@ def _as_ring_fixed(layer: nn.Module) -> RingFixedConv | None:
         return None
     if conv.stride not in ((1, 1), (2, 2)) or tuple(pad.padding) != (1, 1, 1, 1):
         return None
-    return RingFixedConv(conv, activation) if _keeps_size(getattr(layer, "scale_func", None)) else None
+    attr = pointwise_attr(activation)
+    if not _keeps_size(getattr(layer, "scale_func", None)):
+        return None
+    return RingFixedConv(conv, activation, attr or ("none", []), fused and attr is not None)
 
 
 def _keeps_size(func: object) -> bool:
