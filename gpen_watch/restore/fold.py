@@ -93,7 +93,7 @@ class _NoImage(nn.Module):
 
 def drop_image_head(model: nn.Module) -> bool:
     """Skip ParseNet's second output, in place: besides the 19-class map it computes a restored
-    picture (a 3x3 convolution over the decoder's full-size output, ~1 % of a pass) that the
+    picture (a 3x3 convolution over the decoder's full-size output) that the
     engine never reads; it then returns an empty (N, 0, H, W) tensor there. False when ``model``
     has no such head."""
     if not isinstance(getattr(model, "out_img_conv", None), nn.Module):

@@ -1,8 +1,8 @@
 """3x3 convolutions with reflection padding, without the padded copy (load-time graph work).
 
 facexlib's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution:
-in ParseNet that is a full copy of each activation, up to 134 MB a face at 512 px, about a tenth
-of its CPU time. Only the outermost ring of output pixels reads the padding. So the convolution
+in ParseNet that is a full copy of each activation, a measurable share of its CPU time
+(docs/benchmarks.md). Only the outermost ring of output pixels reads the padding. So the convolution
 runs with the library's own zero padding (no copy), and then that ring is computed again from
 thin reflection-padded strips of the input, and written over. The numbers are the same up to
 float rounding. Small activations keep the plain path: there the strips' extra calls cost more

@@ -2,7 +2,7 @@
 
 Every decoder block of facexlib's ParseNet doubles the picture with a nearest-neighbour upsample,
 then runs two 3x3 convolutions on the doubled picture (its main branch and its shortcut), each
-after reflection padding. Those two are 43 % of ParseNet's arithmetic. Each output pixel of a
+after reflection padding: much of ParseNet's arithmetic (docs/benchmarks.md). Each output pixel of a
 3x3 convolution over a nearest-upsampled picture sees only 2x2 distinct input pixels, so each of
 the four output phases (even or odd row, even or odd column) is a 2x2 convolution over the input
 at its own resolution, with taps that are sums of the 3x3 kernel's. Reflection padding of the
