@@ -1,9 +1,10 @@
 """A convolution and its activation in one oneDNN call, where this torch has the op.
 
-In eager PyTorch an activation after a convolution is a second pass over its output. oneDNN
-applies an activation to each block of output while it is still in cache, and torch exposes that
-as ``torch.ops.mkldnn._convolution_pointwise`` (the op its inductor compiler emits for CPU). The op is private, so it is used only after a check on a
-small input that it exists, runs and matches the two-step result; otherwise the two steps run.
+In eager PyTorch an activation after a convolution is a second pass over its output. oneDNN applies
+an activation to each block of output while it is still in cache, and torch exposes that as
+``torch.ops.mkldnn._convolution_pointwise`` (the op its inductor compiler emits for CPU). The op is
+private, so it is used only after a check on a small input that it exists, runs and matches the
+two-step result; otherwise the two steps run.
 """
 
 from __future__ import annotations

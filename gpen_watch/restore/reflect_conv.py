@@ -1,12 +1,12 @@
 """3x3 convolutions with reflection padding, without the padded copy (load-time graph work).
 
-facexlib's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution:
-in ParseNet that is a full copy of each activation, a measurable share of its CPU time
+facexlib's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution: in
+ParseNet that is a full copy of each activation, a measurable share of its CPU time
 (docs/benchmarks.md). Only the outermost ring of output pixels reads the padding. So the convolution
-runs with the library's own zero padding (no copy), and then that ring is computed again from
-thin reflection-padded strips of the input, and written over. The numbers are the same up to
-float rounding. Small activations keep the plain path: there the strips' extra calls cost more
-than the copy they save.
+runs with the library's own zero padding (no copy), and then that ring is computed again from thin
+reflection-padded strips of the input, and written over. The numbers are the same up to float
+rounding. Small activations keep the plain path: there the strips' extra calls cost more than the
+copy they save.
 
 The convolution and its activation run as one oneDNN call where torch has it (``fused_conv``).
 

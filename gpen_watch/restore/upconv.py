@@ -1,15 +1,15 @@
 """ParseNet's upsampling blocks computed at their input's resolution (load-time graph work).
 
 Every decoder block of facexlib's ParseNet doubles the picture with a nearest-neighbour upsample,
-then runs two 3x3 convolutions on the doubled picture (its main branch and its shortcut), each
-after reflection padding: much of ParseNet's arithmetic (docs/benchmarks.md). Each output pixel of a
-3x3 convolution over a nearest-upsampled picture sees only 2x2 distinct input pixels, so each of
-the four output phases (even or odd row, even or odd column) is a 2x2 convolution over the input
-at its own resolution, with taps that are sums of the 3x3 kernel's. Reflection padding of the
-doubled picture is replicate padding of the input. So one 2x2 convolution over the replicate-padded
-input, with both branches' four phases as its output channels, gives the same numbers up to
-float rounding with 4/9 of the multiplications, and no doubled copy or padded copy is made of
-the input. The phases are then interleaved into the doubled picture.
+then runs two 3x3 convolutions on the doubled picture (its main branch and its shortcut), each after
+reflection padding: much of ParseNet's arithmetic (docs/benchmarks.md). Each output pixel of a 3x3
+convolution over a nearest-upsampled picture sees only 2x2 distinct input pixels, so each of the
+four output phases (even or odd row, even or odd column) is a 2x2 convolution over the input at its
+own resolution, with taps that are sums of the 3x3 kernel's. Reflection padding of the doubled
+picture is replicate padding of the input. So one 2x2 convolution over the replicate-padded input,
+with both branches' four phases as its output channels, gives the same numbers up to float rounding
+with 4/9 of the multiplications, and no doubled copy or padded copy is made of the input. The phases
+are then interleaved into the doubled picture.
 
 ``polyphase_upsample_blocks`` swaps those blocks in place; the int8 path leaves them as they are
 (torch.ao's FX tracing cannot follow the interleaving writes).
