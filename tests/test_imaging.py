@@ -1026,3 +1026,23 @@ def test_the_output_rule_and_its_notes() -> None:
         "output.format is jpeg; choose png or tiff to keep everything"
     )
     assert choose_output("PNG", "webp", alpha=True) == OutputChoice("WEBP")
+
+
+@pytest.mark.parametrize(("fmt", "side"), [("webp", 16384), ("jpeg", 65536)])
+def test_a_result_too_large_for_its_format_is_refused_with_what_to_change(
+    tmp_path: Path, fmt: str, side: int
+) -> None:
+    src = tmp_path / "wide.png"
+    Image.fromarray(np.zeros((2, side, 3), np.uint8)).save(src)
+    li = load_image(src)
+    with pytest.raises(OutputError) as caught:
+        save_image(li, li.pixels, tmp_path / f"out.{fmt}", format=fmt)
+    message = str(caught.value)
+    assert f"the result is {side}x2 px" in message
+    assert f"at most {side - 1:,} px a side" in message
+    assert "output.format to png or tiff" in message
+    assert not (tmp_path / f"out.{fmt}").exists()
+    # One pixel less fits (WebP's limit is the largest it can encode).
+    if fmt == "webp":
+        ok = save_image(li, li.pixels[:, : side - 1], tmp_path / "fits.webp", format=fmt)
+        assert ok.stat().st_size > 0

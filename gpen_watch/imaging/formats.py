@@ -82,6 +82,8 @@ OUTPUT_SUFFIXES = {
     "BMP": ".bmp",
     "AVIF": ".avif",
 }
+# The largest side, in pixels, each written format can hold (the others hold more than a photo has).
+MAX_SIDES = {"WEBP": 16383, "JPEG": 65535}
 # Other spellings users have for the same formats; a name keeps its own when it already fits.
 SUFFIX_ALIASES = {"JPEG": (".jpeg", ".jpe", ".jfif", ".jif"), "TIFF": (".tiff",)}
 
