@@ -41,7 +41,8 @@ def feed(run: Running) -> None:
         if not _copy(run, twin):
             claimed.append(journal.require(twin.job.id))
     for twin in batch.repeats:
-        _repeat(run, twin)
+        if not _repeat(run, twin):
+            claimed.append(journal.require(twin.job.id))
     # Held twins are claimed (as copies or repeats) once a job ends: see Running.job_ended.
     run.maybe_queued = len(batch.jobs) + len(batch.copies) + len(batch.repeats) == n
     tasks: list[Task] = []
@@ -100,21 +101,27 @@ def _copy(run: Running, twin: Twin) -> bool:
     return True
 
 
-def _repeat(run: Running, twin: Twin) -> None:
-    """A photo that waited for a twin that failed: the same failure, not tried again."""
+def _repeat(run: Running, twin: Twin) -> bool:
+    """A photo that waited for a twin that failed: the same failure, not tried again, unless its
+    inbox's settings differ from the twin's (they may be what failed). False: restore it instead."""
+    if not duplicates.same_settings(run.cfg, twin.job, twin.first):
+        why = f"same content as {twin.first.source}, which failed, but its inbox's settings differ: restored with its own"
+        log.info("%s: %s", twin.job.source, why)
+        return not run.journal.restore_instead(twin.job.id, why)
     try:
         outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
     except Exception as exc:
         log.exception("%s: could not record its failure", twin.job.source)
         if run.journal.requeue(twin.job.id, f"internal error: {exc}"):
             run.hold_until = time.monotonic() + OUTBOX_RETRY_S
-        return
+        return True
     run.job_ended()
     run.tp.failed += 1
     run.originals.note(outcome)
     log.warning(
         "%s: same content as %s, which failed: %s", twin.job.source, twin.first.source, twin.first.error
     )
+    return True
 
 
 def on_event(run: Running, ev: PoolEvent) -> None:
