@@ -37,10 +37,14 @@ def make_restorer(
     from gpen_watch.modelstore import verify
     from gpen_watch.restore.detect import FaceDetector
     from gpen_watch.restore.device import resolve_device
+    from gpen_watch.restore.fold import prepare_detector
     from gpen_watch.restore.restorer import Restorer
 
     dev = resolve_device(device or cfg.device)
-    net = verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False)
+    # Prepared as the engine's own loader prepares it (``restore.loader``).
+    net = prepare_detector(
+        verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False), dev
+    )
     network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
     detector = KnownFaces(network, table, clock)
     return Restorer(

@@ -97,3 +97,23 @@ def test_parser_is_folded_and_channels_last_when_loaded() -> None:
     assert _batchnorms(enhancer.parser) == 0
     conv = next(m for m in enhancer.parser.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_prepared_detector_finds_what_the_plain_one_finds_on_the_engines_input() -> None:
+    """The engine's detector input is a permuted (channels_last) view of the uint8 photo."""
+    import numpy as np
+
+    from gpen_watch.restore.fold import prepare_detector
+
+    plain = _retinaface("resnet50")
+    ready = prepare_detector(copy.deepcopy(plain), torch.device("cpu"))
+    assert _batchnorms(ready) == 0
+    photo = np.random.default_rng(0).integers(0, 256, (1, 96, 128, 3), dtype=np.uint8)
+    x = torch.from_numpy(photo).permute(0, 3, 1, 2).float() - torch.tensor([104.0, 117.0, 123.0]).view(
+        1, 3, 1, 1
+    )
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        for got, want in zip(ready(x), plain(x)):
+            scale = float(want.abs().max()) or 1.0
+            assert float((got - want).abs().max()) <= 1e-4 * scale  # the bar for a load-time change

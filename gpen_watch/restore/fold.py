@@ -110,8 +110,8 @@ def prepare_conv_net(model: nn.Module, device: torch.device, rewrite: bool = Tru
 
     channels_last on a CPU too: ParseNet's convolutions then run in oneDNN's native layout without
     a reorder of every activation around each one (docs/benchmarks.md, "Load-time graph work").
-    Inputs should be made channels_last with ``as_channels_last``. The detector is left as it is:
-    neither step measured faster there. ``rewrite`` is off for the int8 path, whose FX tracing
+    Inputs should be made channels_last with ``as_channels_last``. The detector has its own
+    ``prepare_detector``. ``rewrite`` is off for the int8 path, whose FX tracing
     cannot follow the rewritten blocks' writes into slices.
     """
     model = model.to(device).eval()
@@ -122,6 +122,15 @@ def prepare_conv_net(model: nn.Module, device: torch.device, rewrite: bool = Tru
         if device.type == "cpu":
             # On a GPU the copy is cheap and the ring's four extra launches a layer are not.
             reflect_pad_convs(model)
+    return model.to(memory_format=torch.channels_last)
+
+
+def prepare_detector(model: nn.Module, device: torch.device) -> nn.Module:
+    """RetinaFace made ready for inference: on ``device``, eval mode, BatchNorm folded, weights in
+    channels_last, which the engine's input already is (it is a permuted view of the uint8 photo).
+    Only both together measured faster (docs/benchmarks.md, "Load-time graph work")."""
+    model = model.to(device).eval()
+    fold_batchnorm(model)
     return model.to(memory_format=torch.channels_last)
 
 

@@ -11,6 +11,7 @@ from gpen_watch.restore import memory, upscale
 from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import Placement, auto_face_batch
 from gpen_watch.restore.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
+from gpen_watch.restore.fold import prepare_detector
 from gpen_watch.restore.modelsets import ModelKey, ModelSet, weights_mb
 
 
@@ -78,7 +79,10 @@ class Loader:
             from gpen_watch.modelstore import verify
 
             dev = str(self.place.device)
-            net = verify.load_detector(cfg.detector, self.cfg.model_dir, device=dev, download=self.download)
+            net = prepare_detector(
+                verify.load_detector(cfg.detector, self.cfg.model_dir, device=dev, download=self.download),
+                self.place.device,
+            )
             self._detector_nets[cfg.detector] = net
         found = FaceDetector(
             net, self.place.device, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side
