@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpen_watch.restore import convlayer
+from gpen_watch.restore.convlayer import replace_children
 from gpen_watch.restore.fused_conv import PointwiseAttr, conv_then, fused_conv_works, pointwise_attr
 
 # Below this many pixels an activation's padded copy is cheaper than four strip convolutions.
@@ -75,45 +77,14 @@ def reflect_pad_convs(model: nn.Module) -> int:
     """Replace each of facexlib's plain (not upsampling) ``ConvLayer``s in ``model`` (after
     ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``RingFixedConv``, in place.
     Returns how many were replaced; a layer that is not exactly that shape is left alone."""
-    replaced = 0
     fused = fused_conv_works()
-    for module in list(model.modules()):
-        for name, child in list(module._modules.items()):
-            layer = _as_ring_fixed(child, fused) if child is not None else None
-            if layer is not None:
-                module._modules[name] = layer
-                replaced += 1
-    return replaced
+    return replace_children(model, lambda layer: _as_ring_fixed(layer, fused))
 
 
 def _as_ring_fixed(layer: nn.Module, fused: bool) -> RingFixedConv | None:
-    if type(layer).__name__ != "ConvLayer":
+    conv, act = convlayer.padded_conv(layer), convlayer.activation(layer)
+    # The upsampling layers are ``upconv``'s business.
+    if conv is None or act is None or conv.stride not in ((1, 1), (2, 2)) or convlayer.scale(layer) != "same":
         return None
-    conv, pad = getattr(layer, "conv2d", None), getattr(layer, "reflection_pad", None)
-    norm = getattr(getattr(layer, "norm", None), "norm", None)
-    activation = getattr(getattr(layer, "relu", None), "func", None)
-    if not (
-        type(conv) is nn.Conv2d and isinstance(pad, nn.ReflectionPad2d) and isinstance(norm, nn.Identity)
-    ):
-        return None
-    if not isinstance(activation, nn.Module) or not getattr(layer, "use_pad", False):
-        return None
-    if conv.kernel_size != (3, 3) or conv.padding != (0, 0) or conv.dilation != (1, 1) or conv.groups != 1:
-        return None
-    if conv.stride not in ((1, 1), (2, 2)) or tuple(pad.padding) != (1, 1, 1, 1):
-        return None
-    attr = pointwise_attr(activation)
-    if not _keeps_size(getattr(layer, "scale_func", None)):
-        return None
-    return RingFixedConv(conv, activation, attr or ("none", []), fused and attr is not None)
-
-
-def _keeps_size(func: object) -> bool:
-    """Is ``func`` (a ConvLayer's ``scale_func``) the identity? Checked on a probe: facexlib's is
-    a lambda, and the upsampling ones are ``upconv``'s business."""
-    if not callable(func):
-        return False
-    probe = torch.arange(6.0).view(1, 1, 2, 3)
-    with torch.no_grad():
-        out = func(probe)
-    return isinstance(out, torch.Tensor) and bool(torch.equal(out, probe))
+    attr = pointwise_attr(act)
+    return RingFixedConv(conv, act, attr or ("none", []), fused and attr is not None)

@@ -21,6 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpen_watch.restore import convlayer
+from gpen_watch.restore.convlayer import replace_children
+
 # Which low-resolution input row (offset -1, 0 or +1 from the output pixel's own) each 3x3 tap
 # row reads, for an even (phase 0) and an odd (phase 1) output row; the same holds for columns.
 # Row r of the phase's 2x2 kernel is the sum of the 3x3 rows its matrix row selects.
@@ -101,64 +104,26 @@ def polyphase_upsample_blocks(model: nn.Module) -> int:
     """Replace each of facexlib's upsampling ``ResidualBlock``s in ``model`` (after
     ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``PolyphaseUpBlock``, in place.
     Returns how many were replaced; a block that is not exactly that shape is left alone."""
-    replaced = 0
-    for module in list(model.modules()):
-        for name, child in list(module._modules.items()):
-            block = _as_polyphase(child) if child is not None else None
-            if block is not None:
-                module._modules[name] = block
-                replaced += 1
-    return replaced
+    return replace_children(model, _as_polyphase)
 
 
 def _as_polyphase(block: nn.Module) -> PolyphaseUpBlock | None:
     if type(block).__name__ != "ResidualBlock":
         return None
     main, shortcut, second = (getattr(block, n, None) for n in ("conv1", "shortcut_func", "conv2"))
-    if not all(isinstance(m, nn.Module) for m in (main, shortcut, second)):
+    main_conv, shortcut_conv = _stride_one(main, "up"), _stride_one(shortcut, "up")
+    if main_conv is None or shortcut_conv is None or _stride_one(second, "same") is None:
         return None
-    assert isinstance(main, nn.Module) and isinstance(shortcut, nn.Module) and isinstance(second, nn.Module)
-    main_conv, shortcut_conv = _upsampled_conv(main), _upsampled_conv(shortcut)
-    if main_conv is None or shortcut_conv is None or _upsampled_conv(second, want_up=False) is None:
+    act = convlayer.activation(main)
+    if act is None or not isinstance(convlayer.activation(shortcut), nn.Identity):
         return None
-    if not _is_identity(getattr(getattr(shortcut, "relu", None), "func", None)):
-        return None
-    activation = getattr(getattr(main, "relu", None), "func", None)
-    if not isinstance(activation, nn.Module):
-        return None
-    return PolyphaseUpBlock(main_conv, activation, shortcut_conv, second)
+    assert isinstance(second, nn.Module)  # a ConvLayer, as _stride_one found
+    return PolyphaseUpBlock(main_conv, act, shortcut_conv, second)
 
 
-def _upsampled_conv(layer: nn.Module, want_up: bool = True) -> nn.Conv2d | None:
-    """The 3x3 stride-1 convolution of a facexlib ``ConvLayer`` with reflection padding 1, no norm
-    left (folded or none) and, when ``want_up``, a nearest x2 upsample in front; else None."""
-    if type(layer).__name__ != "ConvLayer":
+def _stride_one(layer: object, want: convlayer.Scale) -> nn.Conv2d | None:
+    """The stride-1 convolution of a facexlib ``ConvLayer`` whose scale step is ``want``."""
+    conv = convlayer.padded_conv(layer)
+    if conv is None or conv.stride != (1, 1) or convlayer.scale(layer) != want:
         return None
-    conv, pad, norm = (getattr(layer, n, None) for n in ("conv2d", "reflection_pad", "norm"))
-    if not (type(conv) is nn.Conv2d and isinstance(pad, nn.ReflectionPad2d) and isinstance(norm, nn.Module)):
-        return None
-    if conv.kernel_size != (3, 3) or conv.stride != (1, 1) or conv.padding != (0, 0) or conv.groups != 1:
-        return None
-    if conv.dilation != (1, 1) or tuple(pad.padding) != (1, 1, 1, 1) or not getattr(layer, "use_pad", False):
-        return None
-    if not _is_identity(getattr(norm, "norm", None)):
-        return None
-    if not want_up:
-        return conv
-    return conv if _doubles_nearest(getattr(layer, "scale_func", None)) else None
-
-
-def _doubles_nearest(func: object) -> bool:
-    """Does ``func`` (a ConvLayer's ``scale_func``) do a nearest x2 upsample? Checked by calling
-    it on a probe, not by its name: facexlib's is a lambda."""
-    if not callable(func):
-        return False
-    probe = torch.arange(6.0).view(1, 1, 2, 3)
-    with torch.no_grad():
-        out = func(probe)
-    want = probe.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
-    return isinstance(out, torch.Tensor) and out.shape == want.shape and bool(torch.equal(out, want))
-
-
-def _is_identity(module: object) -> bool:
-    return isinstance(module, nn.Identity)
+    return conv
