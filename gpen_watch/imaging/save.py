@@ -16,7 +16,7 @@ import numpy as np
 from gpen_watch.errors import OutboxUnavailable, OutputError
 from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
 from gpen_watch.imaging.encode import check_pixels, encode
-from gpen_watch.imaging.formats import MAX_SIDES
+from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, open_unchanged
 from gpen_watch.imaging.output_rule import OutputChoice, choose_output
 
@@ -71,9 +71,8 @@ def _check_fits(pixels: np.ndarray, fmt: str) -> None:
     limit = MAX_SIDES.get(fmt)
     h, w = pixels.shape[:2]
     if limit is not None and max(h, w) > limit:
-        name = "WebP" if fmt == "WEBP" else fmt
         raise OutputError(
-            f"the result is {w}x{h} px, and {name} holds at most {limit:,} px a side; "
+            f"the result is {w}x{h} px, and {display_name(fmt)} holds at most {limit:,} px a side; "
             f"set output.format to png or tiff for this inbox, or restore.max_side to at most "
             f"{limit} (divided by restore.upscale, if set) so it is scaled down first"
         )
