@@ -76,16 +76,15 @@ def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> No
 def _copy(run: Running, twin: Twin) -> bool:
     """Give a copy of a done photo its copy of the result; False: restore it instead."""
     job = twin.job
-    if not duplicates.same_settings(run.cfg, job, twin.first):
-        why = f"same content as {twin.first.source}, but its inbox's settings differ: restored with its own"
-        log.info("%s: %s", job.source, why)
-        return not run.journal.restore_instead(job.id, why)
+    why = _other_settings(run, twin, str(twin.first.source))
+    if why:
+        return not _restore_instead(run, twin, why)
     try:
         outcome = duplicates.copy_result(run.journal, twin, run.cfg)
     except duplicates.FirstResultGone as exc:
-        why = f"the result of {twin.first.source} cannot be copied ({exc}): restored afresh"
-        log.info("%s: %s", job.source, why)
-        return not run.journal.restore_instead(job.id, why)
+        return not _restore_instead(
+            run, twin, f"the result of {twin.first.source} cannot be copied ({exc}): restored afresh"
+        )
     except (OutputError, OSError) as exc:
         _cannot_prepare(run, job.id, exc)
         return True
@@ -101,13 +100,26 @@ def _copy(run: Running, twin: Twin) -> bool:
     return True
 
 
+def _other_settings(run: Running, twin: Twin, first: str) -> str | None:
+    """Why ``twin.job`` is restored with its own inbox's settings rather than take its twin's
+    outcome (``first``: the twin, as the log names it); None when the settings are the same."""
+    if duplicates.same_settings(run.cfg, twin.job, twin.first):
+        return None
+    return f"same content as {first}, but its inbox's settings differ: restored with its own"
+
+
+def _restore_instead(run: Running, twin: Twin, why: str) -> bool:
+    """Unlink ``twin.job`` from its twin so it is restored itself; False if it is not running."""
+    log.info("%s: %s", twin.job.source, why)
+    return run.journal.restore_instead(twin.job.id, why)
+
+
 def _repeat(run: Running, twin: Twin) -> bool:
     """A photo that waited for a twin that failed: the same failure, not tried again, unless its
     inbox's settings differ from the twin's (they may be what failed). False: restore it instead."""
-    if not duplicates.same_settings(run.cfg, twin.job, twin.first):
-        why = f"same content as {twin.first.source}, which failed, but its inbox's settings differ: restored with its own"
-        log.info("%s: %s", twin.job.source, why)
-        return not run.journal.restore_instead(twin.job.id, why)
+    why = _other_settings(run, twin, f"{twin.first.source}, which failed")
+    if why:
+        return not _restore_instead(run, twin, why)
     try:
         outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
     except Exception as exc:
