@@ -126,33 +126,34 @@ def test_two_inboxes_with_their_own_strength_and_format(
 
 
 def test_a_twin_of_a_failed_photo_in_an_inbox_with_other_settings_is_tried_itself(
-    services: Callable[..., Service], tiny_models: TinyModels, tmp_path: Path
+    services: Callable[..., Service], tiny_models: TinyModels, grace_hopper_path: Path, tmp_path: Path
 ) -> None:
-    """A photo too wide for WebP fails in inbox A (WebP output); the same photo in inbox B (PNG
-    output) waits for it, and is then restored with B's settings instead of failed unseen."""
+    """Inbox A names a generator file that is whole but holds no generator, so its photo fails;
+    the same photo in inbox B (the global model) waits for it, and is then restored with B's
+    settings instead of failed unseen."""
+    import torch
+
+    wrong = tmp_path / "not-a-generator.pth"
+    torch.save({"weight": torch.zeros(3)}, wrong)
     svc = services(
         tiny_models,
-        (
-            'restore = { max_side = 0 }, output = { format = "webp" }',
-            'restore = { max_side = 0 }, output = { format = "png" }',
-        ),
+        (f'restore = {{ model = "{wrong}" }}, output = {{ format = "png" }}', 'output = { format = "png" }'),
     )
     a, b = svc.inboxes
-    wide = tmp_path / "wide.png"
-    Image.fromarray(np.full((300, 17000, 3), 128, np.uint8)).save(wide)
-    photo = wide.read_bytes()
-    write_atomic(a / "wide.png", photo)
-    write_atomic(b / "wide.png", photo)  # waits for A's, which fails
+    photo = grace_hopper_path.read_bytes()
+    write_atomic(a / "grace.jpg", photo)
+    write_atomic(b / "grace.jpg", photo)  # waits for A's, which fails
     svc.start()
     s = svc.wait_done(2)
     assert s["queue"]["failed"] == 1 and s["queue"]["done"] == 1, svc.logs()
     log = svc.log_text()
     assert "which failed, but its inbox's settings differ: restored with its own" in log, svc.logs()
-    assert pixels(svc.outbox / "wide.png").shape == (300, 17000, 3)
+    with Image.open(svc.outbox / "grace.png") as img:
+        assert img.format == "PNG"
     errors = sorted(svc.root.glob("**/*.error.txt"))
     assert len(errors) == 1, (errors, svc.logs())
     reason = errors[0].read_text(encoding="utf-8")
-    assert "WebP holds at most 16,383 px a side" in reason  # A's own failure, said plainly
+    assert "cannot load the models of this photo's inbox settings" in reason  # A's own failure
     assert "same content as" not in reason
     svc.stop()
 

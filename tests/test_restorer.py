@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import TinyModels, tiny_restore_config
+from PIL import Image
 
 from gpen_watch.restore.api import FileJob
 from gpen_watch.restore.detect import Face
@@ -312,6 +313,26 @@ def test_prescale_and_retry_scale(tiny_models: TinyModels, landmarks: dict, tmp_
     assert any("pre-scaled" in n for n in res.notes)
     assert cv2.imread(str(tmp_path / "a.png")).shape == (600, 800, 3)
     assert (half.width, half.height) == (400, 300)
+
+
+def test_result_too_large_for_webp_is_prescaled_to_fit(
+    tiny_models: TinyModels, landmarks: dict, tmp_path: Path
+) -> None:
+    """WebP holds 16,383 px a side: a wider photo is decoded at that size, even with pre-scaling
+    off, and the notes say how to keep the full size; PNG keeps every pixel."""
+    src = tmp_path / "wide.png"
+    cv2.imwrite(str(src), np.full((200, 17000, 3), 128, np.uint8))
+    with _restorer(tiny_models, landmarks, max_side=0) as r:
+        (webp,) = list(r.restore_files([FileJob(src, tmp_path / "a.webp", format="webp")]))
+        (png,) = list(r.restore_files([FileJob(src, tmp_path / "b.png", format="png")]))
+    assert webp.ok, webp.error
+    assert (webp.width, webp.height) == (16383, 193)
+    assert "pre-scaled from 17000x200 to 16383x193" in webp.notes
+    assert any("fits WebP's 16,383 px a side; choose png" in n for n in webp.notes)
+    with Image.open(tmp_path / "a.webp") as img:
+        assert (img.format, img.size) == ("WEBP", (16383, 193))
+    assert png.ok and (png.width, png.height) == (17000, 200)
+    assert not any("pre-scaled" in n for n in png.notes)
 
 
 def test_prescale_is_timed_apart_from_decode(

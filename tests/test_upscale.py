@@ -344,6 +344,22 @@ def test_pre_scaling_comes_first(
     assert (res.width, res.height) == (512, 512)
 
 
+def test_an_upscaled_result_too_large_for_webp_is_prescaled_to_fit(
+    tiny_models: TinyModels, landmarks: dict, tiny_x2: Path, tmp_path: Path
+) -> None:
+    """Upscaled x2 with pre-scaling off, a 9000 px photo would be 18,000 px, over WebP's 16,383:
+    it is decoded at 8191 px instead, so the result fits, and the notes say why."""
+    src = tmp_path / "wide.png"
+    cv2.imwrite(str(src), np.full((40, 9000, 3), 128, np.uint8))
+    tiny_x2_webp = {"upscale": 2, "upscale_model": str(tiny_x2), "max_side": 0}
+    with _restorer(tiny_models, landmarks, **tiny_x2_webp) as r:
+        (res,) = r.restore_files([FileJob(src, tmp_path / "out.webp", format="webp")])
+    assert res.ok, res.error
+    assert "pre-scaled from 9000x40 to 8191x36" in res.notes
+    assert any("the result, upscaled x2, fits WebP's 16,383 px a side" in n for n in res.notes)
+    assert (res.width, res.height) == (16382, 72)
+
+
 def test_upscale_off_changes_nothing(
     tiny_models: TinyModels, landmarks: dict, astronaut_bgr: np.ndarray, tmp_path: Path
 ) -> None:

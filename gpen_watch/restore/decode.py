@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind, InputError
-from gpen_watch.imaging.load import load_image, probe_image
+from gpen_watch.imaging.formats import MAX_SIDES, display_name
+from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
+from gpen_watch.imaging.save import output_choice
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.loader import Loader
@@ -41,6 +44,30 @@ def max_side_for(job: FileJob, cfg: RestoreConfig, long_side: int) -> int:
     return max(64, int(capped * job.scale))
 
 
+@dataclass(frozen=True)
+class FormatCap:
+    side: int  # the long side the photo is decoded at instead
+    note: str  # for the user: why it is smaller than restore.max_side makes it
+
+
+def format_cap(image: LoadedImage, job: FileJob, cfg: RestoreConfig) -> FormatCap | None:
+    """A smaller pre-scale when ``image`` restored (and upscaled by restore.upscale) would be
+    larger than its output format holds; None when it fits."""
+    fmt = output_choice(image, job.format, job.jpeg_quality).format
+    limit = MAX_SIDES.get(fmt)
+    if limit is None:
+        return None
+    side = limit // cfg.upscale
+    if max(image.size) <= side:
+        return None
+    upscaled = f", upscaled x{cfg.upscale}," if cfg.upscale > 1 else ""
+    return FormatCap(
+        side,
+        f"scaled so the result{upscaled} fits {display_name(fmt)}'s {limit:,} px a side; "
+        "choose png or tiff output to keep the full size",
+    )
+
+
 def max_side(job: FileJob, cfg: RestoreConfig) -> int:
     """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
     if job.scale >= 1.0:
@@ -58,6 +85,12 @@ def decode(job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Load
     t0 = time.perf_counter()
     try:
         image = load_image(job.src, max_side=max_side(job, cfg), max_megapixels=max_megapixels)
+        cap = format_cap(image, job, cfg)
+        if cap is not None:
+            # Rare (WebP with restore.upscale on a large photo): decoded again at the size the
+            # format holds, through the same pre-scale, rather than failing after the restoration.
+            image = load_image(job.src, max_side=cap.side, max_megapixels=max_megapixels)
+            image.notes.append(cap.note)
     except InputError as exc:
         result.error, result.error_kind = exc.reason, exc.kind
         return work
