@@ -149,6 +149,16 @@ class Cluster:
             wrap=("taskset", "-c", self.node_cpus) if self.node_cpus else (),
         )  # fmt: skip
 
+    def keep_node(self, out: Path, *extra: str) -> subprocess.Popen[bytes]:
+        """`gpen-watch cluster join --stay` in the node's namespace, its output to ``out``."""
+        cmd = [
+            "ip", "netns", "exec", self.node_ns, sys.executable, "-m", "gpen_watch", "cluster",
+            "--config", str(self.config), "join", self.address, "--bind", self.node_ip, "--cpu",
+            "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100", "--stay", *extra,
+        ]  # fmt: skip
+        with open(out, "wb") as f:
+            return subprocess.Popen(cmd, env=self.ns_env(self.node_ns), stdout=f, stderr=subprocess.STDOUT)
+
     def wait_nodes(self, alive: int, timeout: float = 90.0) -> None:
         """Until `gpen-watch cluster status` counts this many live nodes (a killed node is seen
         gone only after Ray's health checks fail, some seconds)."""
@@ -212,8 +222,10 @@ def descendants(pid: int) -> set[int]:
 
 
 @contextlib.contextmanager
-def cluster(root: Path, *, plain_head: bool = False, node_cpus: str = "") -> Iterator[Cluster]:
-    """The two namespaces, the head and the joined node; everything is gone on leaving."""
+def cluster(
+    root: Path, *, plain_head: bool = False, node_cpus: str = "", join: bool = True
+) -> Iterator[Cluster]:
+    """The two namespaces, the head and (``join``) the joined node; everything is gone on leaving."""
     tag = f"{os.getpid() % 10000}{random.randrange(1000)}"
     head_ns, node_ns = f"gwh{tag}", f"gwn{tag}"
     net = f"10.{random.randrange(200, 250)}.{random.randrange(1, 254)}"
@@ -237,7 +249,8 @@ def cluster(root: Path, *, plain_head: bool = False, node_cpus: str = "") -> Ite
             _ip("-n", ns, "link", "set", f"{ns}v", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
         c.start_head()
-        c.join_node()
+        if join:
+            c.join_node()
         yield c
     finally:
         for ns in (node_ns, head_ns):

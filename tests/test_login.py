@@ -22,7 +22,7 @@ from gpen_watch import paths
 from gpen_watch.cli import main
 from gpen_watch.platform import current, linux_login, macos_login, module_name, windows_login
 from gpen_watch.platform.api import Platform
-from gpen_watch.platform.login_common import MARKER, STALE, LoginError, LoginOptions
+from gpen_watch.platform.login_common import MARKER, NODE, STALE, LoginError, LoginOptions
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -359,3 +359,90 @@ def test_service_cli_install_status_uninstall(
     assert "removed" in capsys.readouterr().out
     assert tree(isolated_user_dirs) == before
     assert calls.calls == [["systemctl", "--user", "daemon-reload"]] * 2  # after install, after uninstall
+
+
+# --- the cluster node's own entry (`service install --node ...`) ----------------------------------
+
+NODE_ARGS = ("join", "192.168.1.10:6379", "--cpu")
+KEEPER = ["-m", "gpen_watch", "cluster", "join", "192.168.1.10:6379", "--cpu", "--stay"]
+
+
+def test_node_entries_sit_beside_the_service_and_go_alone(isolated_user_dirs: Path) -> None:
+    linux_login.install(LoginOptions(), run=Calls())
+    service = tree(isolated_user_dirs)
+    linux_login.install(LoginOptions(node=NODE_ARGS), run=Calls())
+    node_file = Path(os.environ["XDG_CONFIG_HOME"]) / "autostart" / "gpen-watch-node.desktop"
+    assert desktop_argv(read_desktop(node_file)["Exec"]) == [sys.executable, *KEEPER]
+    assert linux_login.status(entry=NODE).installed and linux_login.enabled(entry=NODE)
+    assert linux_login.status().command == f"{sys.executable} -m gpen_watch run"  # untouched
+    # systemd: at default.target (no display needed), and the node's desktop entry is replaced.
+    linux_login.install(LoginOptions(systemd=True, node=NODE_ARGS), run=Calls())
+    assert not node_file.exists()
+    unit_path = linux_login.unit_file(NODE)
+    assert unit_path.name == "gpen-watch-node.service"
+    unit = read_unit(unit_path)
+    assert shlex.split(unit["Service"]["ExecStart"]) == [sys.executable, *KEEPER]
+    assert unit["Install"]["WantedBy"] == "default.target"
+    assert "PartOf" not in unit["Unit"]
+    assert linux_login.wants_link("default.target", NODE).resolve() == unit_path.resolve()
+    systemd_verify(unit_path)
+    st = linux_login.status(entry=NODE)
+    assert (st.installed, st.kind, st.notes) == (True, "systemd", ())
+    assert linux_login.uninstall(run=Calls(), entry=NODE).changed
+    assert tree(isolated_user_dirs) == service  # the service's entry alone is left
+    assert not linux_login.status(entry=NODE).installed
+
+
+def test_node_launch_agent_and_run_value_have_their_own_names(
+    isolated_user_dirs: Path, tmp_path: Path
+) -> None:
+    calls = Calls({"launchctl print": 113})
+    macos_login.install(LoginOptions(node=NODE_ARGS), run=calls)
+    path = macos_login.agent_file(NODE)
+    assert path.name == "org.gpen-watch.gpen-watch-node.plist"
+    data = plistlib.loads(path.read_bytes())
+    assert data["Label"] == "org.gpen-watch.gpen-watch-node"
+    assert data["ProgramArguments"] == [sys.executable, *KEEPER]
+    assert data["ProcessType"] == "Background"
+    assert data["StandardErrorPath"] == str(paths.log_dir() / "launchd-gpen-watch-node.log")
+    assert ["launchctl", "bootstrap", f"gui/{os.getuid()}", str(path)] in calls.calls
+    assert not macos_login.agent_file().exists()  # the service's agent: not made
+    calls = Calls()
+    assert macos_login.uninstall(run=calls, entry=NODE).changed
+    assert ["launchctl", "bootout", f"gui/{os.getuid()}/org.gpen-watch.gpen-watch-node"] in calls.calls
+    assert not path.exists()
+
+    key = DictRunKey({"gpen-watch": f"{sys.executable} -m gpen_watch run"})
+    python = tmp_path / "python.exe"
+    windows_login.install(LoginOptions(python=str(python), node=NODE_ARGS), key=key)
+    assert key["gpen-watch-node"] == subprocess.list2cmdline([str(python), *KEEPER])
+    assert windows_login.status(key, entry=NODE).installed
+    assert windows_login.uninstall(key, entry=NODE).changed
+    assert key == {"gpen-watch": f"{sys.executable} -m gpen_watch run"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI acts on this machine's platform")
+def test_service_cli_installs_the_node_and_refuses_what_a_login_could_not_run(
+    isolated_user_dirs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(linux_login, "run_command", Calls())
+    assert main(["service", "install", "--node", *NODE_ARGS]) == 0
+    assert "this machine's cluster node starts at your next login" in capsys.readouterr().out
+    assert main(["service", "status", "--node"]) == 0
+    assert f"{sys.executable} {' '.join(KEEPER)}" in capsys.readouterr().out
+    assert main(["service", "status"]) == 3  # the service's own entry is another one
+    capsys.readouterr()
+    for bad, says in (
+        (["status"], "give a `head` or `join` command"),
+        (["join", "192.168.1.10:6379", "--stay"], "leave out --stay"),
+        (["join", "192.168.1.10:6379", "--bogus"], "unknown argument(s) --bogus"),
+        (["join"], "not a `gpen-watch cluster` command line"),
+    ):
+        assert main(["service", "install", "--node", *bad]) == 2, bad
+        assert says in capsys.readouterr().err, bad
+    assert main(["service", "uninstall", "--node", "join"]) == 2
+    assert "takes --node alone" in capsys.readouterr().err
+    assert main(["service", "uninstall", "--node"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert main(["service", "status", "--node"]) == 3
+    assert "service install --node join HEAD:PORT" in capsys.readouterr().out

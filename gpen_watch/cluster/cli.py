@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config
-from gpen_watch.cluster import started, token
+from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli
 from gpen_watch.dispatch.devices import GpuSample
@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "--cpu", action="store_true", help="also restore on this machine's CPU (one worker, all cores)"
     )
     for p in (head, join):
+        p.add_argument(
+            "--stay",
+            action="store_true",
+            help="stay in the foreground and start the node again whenever it ends (the head went "
+            "away or restarted): for a login entry (`gpen-watch service install --node ...`)",
+        )
         p.add_argument("--temp-dir", type=Path, help="Ray's session folder (default: Ray's, /tmp/ray)")
         p.add_argument("--object-store-mb", type=int, help="Ray's object store size in MB (default: Ray's)")
     sub.add_parser("status", help="the cluster's nodes and GPUs, and what the service does on each")
@@ -71,17 +77,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _leave(path: Path) -> int:
+    # The keeper first: it would start the node again once it saw it end.
+    kept = started.stop_keeper()
+    keeper = "; its `--stay` keeper too (a login entry starts it again at the next login)" if kept else ""
     if not started.supported():
         _ray(["stop"], path)
-        print("this machine has left the cluster (`ray stop`: every Ray process of this user is stopped)")
+        print(
+            f"this machine has left the cluster (`ray stop`: every Ray process of this user is stopped){keeper}"
+        )
         return 0
-    if started.stop_recorded() == 0:
+    if started.stop_recorded() == 0 and not kept:
         print(
             "no Ray node that gpen-watch started runs on this machine: nothing stopped "
             "(a Ray node you started yourself, with `ray start`, is stopped with `ray stop`)"
         )
         return 0
-    print("this machine has left the cluster (the Ray node gpen-watch started here is stopped)")
+    print(f"this machine has left the cluster (the Ray node gpen-watch started here is stopped){keeper}")
     return 0
 
 
@@ -95,28 +106,50 @@ def _start_node(cmd: list[str], args: argparse.Namespace, path: Path) -> None:
 
 def _head(args: argparse.Namespace, path: Path) -> int:
     made = token.ensure_token(path)
-    cmd = ["start", "--head", "--node-ip-address", args.bind, "--port", str(args.port)]
+    cmd = ["start", "--head", "--port", str(args.port)]
     # The head's own GPUs have local workers (cluster.local_workers); the dashboard would open
     # more ports for nothing gpen-watch needs.
     cmd += ["--num-gpus", "0", "--include-dashboard", "false", "--disable-usage-stats"]
-    _start_node(cmd, args, path)
-    print(f"cluster head running at {args.bind}:{args.port} (token authentication on)")
+    running = f"cluster head running at {args.bind}:{args.port} (token authentication on)"
+    if not args.stay:
+        _start_node([*cmd, "--node-ip-address", args.bind], args, path)
+        print(running)
     print(f"token: {path}{' (new)' if made else ''}; copy it to the same place on each machine, mode 600")
     print("on each GPU machine, run:")
     print(f"  gpen-watch cluster join {args.bind}:{args.port}")
     print(f'and set cluster.address = "{args.bind}:{args.port}" (or "auto") for `gpen-watch run` here')
+    if args.stay:
+        plan = stay.NodePlan((*cmd, *_common(args)), path, running, bind=args.bind, temp_dir=args.temp_dir)
+        return _stay(plan)
     return 0
 
 
 def _join(args: argparse.Namespace, path: Path) -> int:
     token.check_token(path)
-    bind = args.bind or probe_head(args.address)
-    cmd = ["start", "--address", args.address, "--node-ip-address", bind, "--disable-usage-stats"]
+    cmd = ["start", "--address", args.address, "--disable-usage-stats"]
     if args.cpu:
         cmd += ["--resources", json.dumps({CPU_RESOURCE: 1})]
-    _start_node(cmd, args, path)
-    print(f"joined the cluster at {args.address} as {bind}{' (GPUs and CPU)' if args.cpu else ''}")
+    running = f"joined the cluster at {args.address} as {{bind}}{' (GPUs and CPU)' if args.cpu else ''}"
+    if args.stay:
+        plan = stay.NodePlan(
+            (*cmd, *_common(args)),
+            path,
+            running,
+            head_address=args.address,
+            bind=args.bind,
+            temp_dir=args.temp_dir,
+        )
+        return _stay(plan)
+    bind = args.bind or probe_head(args.address)
+    _start_node([*cmd, "--node-ip-address", bind], args, path)
+    print(running.format(bind=bind))
     return 0
+
+
+def _stay(plan: stay.NodePlan) -> int:
+    keeper = stay.Keeper(plan, stay.say_to(plan.log_path))
+    with stay.stop_on_signals(keeper.stop):
+        return keeper.run()
 
 
 # Fixed ports instead of Ray's random ones, so that a firewall can name them (docs/cluster.md).
@@ -152,17 +185,10 @@ def _ray(cmd: list[str], path: Path) -> None:
     )
     if proc.returncode != 0:
         if "InvalidAuthToken" in proc.stderr + proc.stdout:
-            raise ClusterError(refused_token(path))
+            raise ClusterError(token.refused_token(path))
         lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
         why = "; ".join(lines[-3:]) or f"exit code {proc.returncode}"
         raise ClusterError(f"`ray {cmd[0]}` failed: {why}")
-
-
-def refused_token(path: Path) -> str:
-    return (
-        f"the cluster refused this machine's token ({path}); copy the token file from the head "
-        "machine (where `gpen-watch cluster head` made it) to that place, mode 600"
-    )
 
 
 def _status(cfg: config.Config, path: Path) -> int:
@@ -177,7 +203,7 @@ def _status(cfg: config.Config, path: Path) -> int:
         r_.init(address=address, _node_ip_address=local_ip, log_to_driver=False, configure_logging=False)
     except Exception as exc:  # noqa: BLE001
         if "InvalidAuthToken" in str(exc):
-            raise ClusterError(refused_token(path)) from None
+            raise ClusterError(token.refused_token(path)) from None
         raise ClusterError(f"cluster.address {address}: Ray refused the connection ({exc})") from None
     try:
         nodes = r_.nodes()

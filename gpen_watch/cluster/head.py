@@ -17,12 +17,17 @@ PROBE_TIMEOUT_S = 3.0
 def probe_head(address: str) -> str:
     """Reach the head over TCP before handing the address to Ray (which retries for a long time
     before it fails); returns this machine's address on the way there."""
-    host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S) as s:
-            return str(s.getsockname()[0])
+        return reach_head(address)
     except OSError as exc:
         raise ClusterError(
             f"cluster.address {address}: cannot reach the Ray head ({exc.strerror or exc}); check the "
             "address and that `gpen-watch cluster head` runs there; local workers carry on"
         ) from None
+
+
+def reach_head(address: str) -> str:
+    """This machine's address on the way to the head at ``address``; OSError when it does not answer."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S) as s:
+        return str(s.getsockname()[0])

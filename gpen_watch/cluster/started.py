@@ -8,6 +8,9 @@ the GCS, monitor and dashboard. Their pids and start times go into ``ray-node.js
 gpen-watch's state folder; `leave` stops those that still run with the same start time (a reused
 pid is never someone else's process to us) and everything below them (the raylet's workers and
 agents). Linux only: elsewhere there is no /proc to tell processes apart, and `leave` says so.
+
+A keeper (`join --stay`, ``stay``) records itself in ``ray-keeper.json``: `leave` stops it first
+(it then stops its node), so that it does not start the node again behind `leave`'s back.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from gpen_watch import paths
 
 RECORD_NAME = "ray-node.json"
+KEEPER_NAME = "ray-keeper.json"
 # How long stopped Ray processes get to exit before they are killed.
 STOP_WAIT_S = 10.0
 _PROC = Path("/proc")
@@ -106,6 +110,54 @@ def stop_recorded() -> int:
     with contextlib.suppress(FileNotFoundError):
         record_path().unlink()
     return len(tops)
+
+
+def remember_keeper() -> None:
+    """Record this process as the node's keeper (Linux only, as the rest of the record)."""
+    if not supported():
+        return
+    me = RayProcess(os.getpid(), _start_time(str(os.getpid())), "gpen-watch cluster --stay")
+    path = paths.state_dir() / KEEPER_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(asdict(me)), encoding="utf-8")
+    tmp.replace(path)
+
+
+def forget_keeper() -> None:
+    """Remove the keeper's record if it is this process's."""
+    found = _keeper()
+    if found is not None and found.pid == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            (paths.state_dir() / KEEPER_NAME).unlink()
+
+
+def stop_keeper(wait_s: float = 4 * STOP_WAIT_S) -> bool:
+    """Stop the recorded keeper, if it runs (it stops its node on the way out); whether one did."""
+    found = _keeper()
+    if found is None or not _same(found):
+        with contextlib.suppress(FileNotFoundError):
+            (paths.state_dir() / KEEPER_NAME).unlink()
+        return False
+    for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, STOP_WAIT_S)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(found.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and _alive(found.pid):
+            time.sleep(0.1)
+        if not _alive(found.pid):
+            break
+    with contextlib.suppress(FileNotFoundError):
+        (paths.state_dir() / KEEPER_NAME).unlink()
+    return True
+
+
+def _keeper() -> RayProcess | None:
+    try:
+        d = json.loads((paths.state_dir() / KEEPER_NAME).read_text(encoding="utf-8"))
+        return RayProcess(int(d["pid"]), int(d["started"]), str(d["command"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _session_dir(temp_dir: Path | None) -> Path | None:

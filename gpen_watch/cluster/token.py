@@ -65,3 +65,10 @@ def ray_env(path: Path) -> dict[str, str]:
         "RAY_AUTH_TOKEN_PATH": str(path),
         "RAY_USAGE_STATS_ENABLED": "0",
     }
+
+
+def refused_token(path: Path) -> str:
+    return (
+        f"the cluster refused this machine's token ({path}); copy the token file from the head "
+        "machine (where `gpen-watch cluster head` made it) to that place, mode 600"
+    )

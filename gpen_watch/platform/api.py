@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from gpen_watch.platform.login_common import LoginOptions, LoginResult, LoginStatus
+from gpen_watch.platform.login_common import SERVICE, LoginEntry, LoginOptions, LoginResult, LoginStatus
 
 
 class LoginService(Protocol):
@@ -19,9 +19,9 @@ class LoginService(Protocol):
     the Run key) provides these as functions."""
 
     def install(self, options: LoginOptions) -> LoginResult: ...
-    def uninstall(self) -> LoginResult: ...
-    def status(self) -> LoginStatus: ...
-    def enabled(self) -> bool: ...
+    def uninstall(self, *, entry: LoginEntry = ...) -> LoginResult: ...
+    def status(self, *, entry: LoginEntry = ...) -> LoginStatus: ...
+    def enabled(self, *, entry: LoginEntry = ...) -> bool: ...
 
 
 class Platform(ABC):
@@ -40,17 +40,17 @@ class Platform(ABC):
         """A desktop notification when the tray backend cannot show one; False if there is no way."""
 
     def install_login(self, options: LoginOptions) -> LoginResult:
-        """Start gpen-watch at login."""
+        """Start gpen-watch (or, with ``options.node``, this machine's cluster node) at login."""
         return self.login.install(options)
 
-    def uninstall_login(self) -> LoginResult:
-        """Undo exactly what ``install_login`` made."""
-        return self.login.uninstall()
+    def uninstall_login(self, entry: LoginEntry = SERVICE) -> LoginResult:
+        """Undo exactly what ``install_login`` made for ``entry``."""
+        return self.login.uninstall(entry=entry)
 
-    def login_status(self) -> LoginStatus:
-        """What is installed, where, and what it runs."""
-        return self.login.status()
+    def login_status(self, entry: LoginEntry = SERVICE) -> LoginStatus:
+        """What is installed for ``entry``, where, and what it runs."""
+        return self.login.status(entry=entry)
 
-    def login_enabled(self) -> bool:
+    def login_enabled(self, entry: LoginEntry = SERVICE) -> bool:
         """A cheap "is it installed", for the tray's checkbox."""
-        return self.login.enabled()
+        return self.login.enabled(entry=entry)

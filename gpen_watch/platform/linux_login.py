@@ -7,6 +7,8 @@ needs. A systemd user unit only joins the graphical session on desktops that sta
 ``default.target``, which starts at the user's first login (or at boot with lingering enabled).
 
 Only one of the two is installed at a time: installing one removes the other one gpen-watch made.
+The cluster node (``--node``) has its own entry beside the service's, under its own name; its unit
+starts at default.target, as it needs no display.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import platformdirs
 
 from gpen_watch.platform import resources
 from gpen_watch.platform.login_common import (
+    SERVICE,
     STALE,
+    LoginEntry,
     LoginOptions,
     LoginResult,
     LoginStatus,
@@ -33,8 +37,6 @@ from gpen_watch.platform.login_common import (
     write_if_changed,
 )
 
-DESKTOP_NAME = "gpen-watch.desktop"
-UNIT_NAME = "gpen-watch.service"
 GRAPHICAL = "graphical-session.target"
 HEADLESS = "default.target"
 
@@ -51,17 +53,17 @@ def _config_home() -> Path:
     return Path(platformdirs.user_config_dir())
 
 
-def autostart_file() -> Path:
-    return _config_home() / "autostart" / DESKTOP_NAME
+def autostart_file(entry: LoginEntry = SERVICE) -> Path:
+    return _config_home() / "autostart" / f"{entry.name}.desktop"
 
 
-def unit_file() -> Path:
-    return _config_home() / "systemd" / "user" / UNIT_NAME
+def unit_file(entry: LoginEntry = SERVICE) -> Path:
+    return _config_home() / "systemd" / "user" / f"{entry.name}.service"
 
 
-def wants_link(target: str) -> Path:
+def wants_link(target: str, entry: LoginEntry = SERVICE) -> Path:
     """The symlink `systemctl --user enable` makes for WantedBy=target."""
-    return unit_file().parent / f"{target}.wants" / UNIT_NAME
+    return unit_file(entry).parent / f"{target}.wants" / f"{entry.name}.service"
 
 
 # --- what --------------------------------------------------------------------------------------
@@ -96,20 +98,25 @@ def systemd_exec(argv: Sequence[str]) -> str:
 def desktop_entry(options: LoginOptions) -> str:
     icon = resources.find("assets", "icon.png")
     return render(
-        "linux/gpen-watch.desktop",
+        f"linux/{options.entry.name}.desktop",
         exec=desktop_exec(options.command()),
         icon=str(icon) if icon else "applications-graphics",
     )
 
 
+def unit_target(options: LoginOptions) -> str:
+    return HEADLESS if options.no_tray or options.node else GRAPHICAL
+
+
 def unit(options: LoginOptions) -> str:
-    if options.no_tray:
-        deps, target = "", HEADLESS
-    else:
-        # PartOf: stopped with the graphical session, so it does not outlive the display it draws on.
-        deps, target = f"PartOf={GRAPHICAL}\nAfter={GRAPHICAL}\n", GRAPHICAL
+    target = unit_target(options)
+    # PartOf: stopped with the graphical session, so it does not outlive the display it draws on.
+    deps = f"PartOf={GRAPHICAL}\nAfter={GRAPHICAL}\n" if target == GRAPHICAL else ""
     return render(
-        "linux/gpen-watch.service", exec=systemd_exec(options.command()), session_deps=deps, target=target
+        f"linux/{options.entry.name}.service",
+        exec=systemd_exec(options.command()),
+        session_deps=deps,
+        target=target,
     )
 
 
@@ -119,97 +126,103 @@ def unit(options: LoginOptions) -> str:
 def install(options: LoginOptions, run: Runner | None = None) -> LoginResult:
     run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
+    entry = options.entry
     if options.systemd:
-        path = unit_file()
+        path = unit_file(entry)
         check_replaceable(path)
-        _remove_desktop(result)
-        target = HEADLESS if options.no_tray else GRAPHICAL
+        _remove_desktop(result, entry)
+        target = unit_target(options)
         if write_if_changed(path, unit(options)):
             result.changed = True
             result.say(f"wrote {path}")
-        other = wants_link(GRAPHICAL if options.no_tray else HEADLESS)
-        if _is_our_link(other):
+        other = wants_link(GRAPHICAL if target == HEADLESS else HEADLESS, entry)
+        if _is_our_link(other, entry):
             other.unlink()
             _rmdir_if_empty(other.parent)
             result.changed = True
-        if _link(wants_link(target), path):
+        if _link(wants_link(target, entry), path, entry):
             result.changed = True
             result.say(f"enabled for {target}")
         if result.changed:
             _daemon_reload(run, result)
         result.say(
-            f"gpen-watch starts with {target} at your next login (now: systemctl --user start {UNIT_NAME})"
+            f"{entry.what} starts with {target} at your next login (now: systemctl --user start {path.name})"
         )
     else:
-        path = autostart_file()
+        path = autostart_file(entry)
         check_replaceable(path)
-        _remove_systemd(result, run)
+        _remove_systemd(result, run, entry)
         if write_if_changed(path, desktop_entry(options)):
             result.changed = True
             result.say(f"wrote {path}")
-        result.say("gpen-watch starts at your next login")
+        result.say(f"{entry.what} starts at your next login")
     if not result.changed:
         result.messages.insert(0, "already installed; nothing changed")
     return result
 
 
-def uninstall(run: Runner | None = None) -> LoginResult:
+def uninstall(run: Runner | None = None, *, entry: LoginEntry = SERVICE) -> LoginResult:
     run = run or run_command  # looked up now, so tests can replace it
     result = LoginResult()
-    _remove_desktop(result)
-    _remove_systemd(result, run)
+    _remove_desktop(result, entry)
+    _remove_systemd(result, run, entry)
     if not result.changed and not result.messages:
         result.say("start at login was not installed")
     return result
 
 
-def status() -> LoginStatus:
-    desktop, unit_path = autostart_file(), unit_file()
+def status(*, entry: LoginEntry = SERVICE) -> LoginStatus:
+    desktop, unit_path = autostart_file(entry), unit_file(entry)
+    # The node's command is the user's own (`--node ...`): only the service's is known to compare.
+    known = entry == SERVICE
     if is_ours(unit_path):
-        links = [t for t in (GRAPHICAL, HEADLESS) if _is_our_link(wants_link(t))]
+        links = [t for t in (GRAPHICAL, HEADLESS) if _is_our_link(wants_link(t, entry), entry)]
         notes = [] if links else [f"the unit is not enabled (no {GRAPHICAL}.wants or {HEADLESS}.wants link)"]
-        if not _current(unit_path, [unit(LoginOptions(systemd=True, no_tray=n)) for n in (False, True)]):
+        fresh = [unit(LoginOptions(systemd=True, no_tray=n)) for n in (False, True)]
+        if known and not _current(unit_path, fresh):
             notes.append(STALE)
         return LoginStatus(bool(links), "systemd", str(unit_path), _key(unit_path, "ExecStart"), tuple(notes))
     if is_ours(desktop):
         fresh = [desktop_entry(LoginOptions(no_tray=n)) for n in (False, True)]
-        stale = () if _current(desktop, fresh) else (STALE,)
+        stale = () if not known or _current(desktop, fresh) else (STALE,)
         return LoginStatus(True, "xdg-autostart", str(desktop), _key(desktop, "Exec"), stale)
     return LoginStatus(False)
 
 
-def enabled() -> bool:
-    return is_ours(autostart_file()) or (
-        is_ours(unit_file()) and any(_is_our_link(wants_link(t)) for t in (GRAPHICAL, HEADLESS))
+def enabled(*, entry: LoginEntry = SERVICE) -> bool:
+    return is_ours(autostart_file(entry)) or (
+        is_ours(unit_file(entry))
+        and any(_is_our_link(wants_link(t, entry), entry) for t in (GRAPHICAL, HEADLESS))
     )
 
 
-def _remove_desktop(result: LoginResult) -> None:
-    remove_if_ours(autostart_file(), result)
-    _rmdir_if_empty(autostart_file().parent)
+def _remove_desktop(result: LoginResult, entry: LoginEntry) -> None:
+    remove_if_ours(autostart_file(entry), result)
+    _rmdir_if_empty(autostart_file(entry).parent)
 
 
-def _remove_systemd(result: LoginResult, run: Runner) -> None:
+def _remove_systemd(result: LoginResult, run: Runner, entry: LoginEntry) -> None:
     changed = False
+    path = unit_file(entry)
     for target in (GRAPHICAL, HEADLESS):
-        link = wants_link(target)
-        if _is_our_link(link):
+        link = wants_link(target, entry)
+        if _is_our_link(link, entry):
             link.unlink()
             changed = True
         _rmdir_if_empty(link.parent)
-    if is_ours(unit_file()):
+    if is_ours(path):
         changed = True
-    remove_if_ours(unit_file(), result)
+    remove_if_ours(path, result)
     # Install may have made these folders; empty ones are left by nobody else.
-    _rmdir_if_empty(unit_file().parent)
-    _rmdir_if_empty(unit_file().parent.parent)
+    _rmdir_if_empty(path.parent)
+    _rmdir_if_empty(path.parent.parent)
     if changed:
         result.changed = True
         _daemon_reload(run, result)
 
 
-def _link(link: Path, target: Path) -> bool:
-    if _is_our_link(link):
+def _link(link: Path, target: Path, entry: LoginEntry) -> bool:
+    if _is_our_link(link, entry):
         return False
     if link.exists() or link.is_symlink():
         link.unlink()  # a stale link to an older unit file under the same name
@@ -219,8 +232,8 @@ def _link(link: Path, target: Path) -> bool:
     return True
 
 
-def _is_our_link(link: Path) -> bool:
-    return link.is_symlink() and link.resolve() == unit_file().resolve()
+def _is_our_link(link: Path, entry: LoginEntry) -> bool:
+    return link.is_symlink() and link.resolve() == unit_file(entry).resolve()
 
 
 def _rmdir_if_empty(folder: Path) -> None:

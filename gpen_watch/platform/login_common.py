@@ -37,6 +37,21 @@ class LoginError(GpenWatchError):
 
 
 @dataclass(frozen=True)
+class LoginEntry:
+    """One thing started at login, with files (unit, autostart entry, agent, Run value) of its own."""
+
+    name: str  # their file name's stem, launchd label's end and Run value's name
+    what: str  # what the user reads it as, in messages
+    signature: str  # in a Windows Run value that is gpen-watch's
+
+
+# The service with its tray (`gpen-watch run`), and the Ray node that keeps this machine in the
+# studio's cluster (`gpen-watch cluster head|join --stay`, gpen_watch.cluster.stay).
+SERVICE = LoginEntry("gpen-watch", "gpen-watch", "-m gpen_watch run")
+NODE = LoginEntry("gpen-watch-node", "this machine's cluster node", "-m gpen_watch cluster")
+
+
+@dataclass(frozen=True)
 class LoginOptions:
     # Linux only: a systemd user unit instead of an XDG autostart entry.
     systemd: bool = False
@@ -46,10 +61,20 @@ class LoginOptions:
     # macOS: load the agent with launchctl now (which starts it). The tray passes False: it is
     # the running instance, and a second one would only find the lock taken.
     load_now: bool = True
+    # The cluster node's entry instead of the service's: `gpen-watch cluster` arguments
+    # (``head ...`` or ``join ...``), run with --stay.
+    node: tuple[str, ...] = ()
+
+    @property
+    def entry(self) -> LoginEntry:
+        return NODE if self.node else SERVICE
 
     def command(self) -> list[str]:
         """What login runs: this interpreter, as a module, so no console script or PATH is needed."""
-        argv = [str(Path(self.python).absolute()), "-m", "gpen_watch", "run"]
+        argv = [str(Path(self.python).absolute()), "-m", "gpen_watch"]
+        if self.node:
+            return [*argv, "cluster", *self.node, "--stay"]
+        argv.append("run")
         if self.no_tray:
             argv.append("--no-tray")
         return argv

@@ -1,7 +1,8 @@
 """Start at login on Windows: a value under HKCU\\...\\CurrentVersion\\Run.
 
 The value runs ``pythonw.exe -m gpen_watch run``: pythonw has no console window, so nothing pops up
-at login; gpen-watch then logs to its log file only. Nothing needs administrator rights.
+at login; gpen-watch then logs to its log file only. Nothing needs administrator rights. The
+cluster node (``--node``) has a value of its own beside the service's.
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from gpen_watch.platform.login_common import STALE, LoginError, LoginOptions, LoginResult, LoginStatus
+from gpen_watch.platform.login_common import (
+    SERVICE,
+    STALE,
+    LoginEntry,
+    LoginError,
+    LoginOptions,
+    LoginResult,
+    LoginStatus,
+)
 
 RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
-VALUE_NAME = "gpen-watch"
+VALUE_NAME = SERVICE.name
 # What marks a value as ours (the user may have one of the same name pointing elsewhere).
-SIGNATURE = "-m gpen_watch run"
+SIGNATURE = SERVICE.signature
 NOT_WINDOWS = "the Windows registry can only be used on Windows"
 
 
@@ -82,45 +91,47 @@ def command_line(options: LoginOptions) -> str:
 def install(options: LoginOptions, key: RunKey | None = None) -> LoginResult:
     key = RegistryRunKey() if key is None else key
     result = LoginResult()
+    entry = options.entry
     value = command_line(options)
-    current = key.get(VALUE_NAME)
-    if current is not None and SIGNATURE not in current:
+    current = key.get(entry.name)
+    if current is not None and entry.signature not in current:
         raise LoginError(
-            f"HKCU\\{RUN_KEY}\\{VALUE_NAME} exists and does not run gpen-watch ({current}); remove it first"
+            f"HKCU\\{RUN_KEY}\\{entry.name} exists and does not run gpen-watch ({current}); remove it first"
         )
     if current == value:
         result.say("already installed; nothing changed")
     else:
-        key.set(VALUE_NAME, value)
+        key.set(entry.name, value)
         result.changed = True
-        result.say(f"set HKCU\\{RUN_KEY}\\{VALUE_NAME} = {value}")
-    result.say("gpen-watch starts at your next login")
+        result.say(f"set HKCU\\{RUN_KEY}\\{entry.name} = {value}")
+    result.say(f"{entry.what} starts at your next login")
     return result
 
 
-def uninstall(key: RunKey | None = None) -> LoginResult:
+def uninstall(key: RunKey | None = None, *, entry: LoginEntry = SERVICE) -> LoginResult:
     key = RegistryRunKey() if key is None else key
     result = LoginResult()
-    current = key.get(VALUE_NAME)
+    current = key.get(entry.name)
     if current is None:
         result.say("start at login was not installed")
-    elif SIGNATURE not in current:
-        result.say(f"left HKCU\\{RUN_KEY}\\{VALUE_NAME} alone: it does not run gpen-watch")
+    elif entry.signature not in current:
+        result.say(f"left HKCU\\{RUN_KEY}\\{entry.name} alone: it does not run gpen-watch")
     else:
-        key.delete(VALUE_NAME)
+        key.delete(entry.name)
         result.changed = True
-        result.say(f"removed HKCU\\{RUN_KEY}\\{VALUE_NAME}")
+        result.say(f"removed HKCU\\{RUN_KEY}\\{entry.name}")
     return result
 
 
-def status(key: RunKey | None = None) -> LoginStatus:
-    current = (RegistryRunKey() if key is None else key).get(VALUE_NAME)
-    if current is None or SIGNATURE not in current:
+def status(key: RunKey | None = None, *, entry: LoginEntry = SERVICE) -> LoginStatus:
+    current = (RegistryRunKey() if key is None else key).get(entry.name)
+    if current is None or entry.signature not in current:
         return LoginStatus(False)
+    # The node's command is the user's own (`--node ...`): only the service's is known to compare.
     fresh = [command_line(LoginOptions(no_tray=n)) for n in (False, True)]
-    notes = () if current in fresh else (STALE,)
-    return LoginStatus(True, "run-key", f"HKCU\\{RUN_KEY}\\{VALUE_NAME}", current, notes)
+    notes = () if entry != SERVICE or current in fresh else (STALE,)
+    return LoginStatus(True, "run-key", f"HKCU\\{RUN_KEY}\\{entry.name}", current, notes)
 
 
-def enabled(key: RunKey | None = None) -> bool:
-    return status(key).installed
+def enabled(key: RunKey | None = None, *, entry: LoginEntry = SERVICE) -> bool:
+    return status(key, entry=entry).installed
