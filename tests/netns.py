@@ -159,6 +159,16 @@ class Cluster:
         with open(out, "wb") as f:
             return subprocess.Popen(cmd, env=self.ns_env(self.node_ns), stdout=f, stderr=subprocess.STDOUT)
 
+    def keep_head(self, out: Path) -> subprocess.Popen[bytes]:
+        """`gpen-watch cluster head --stay` in the head's namespace, its output to ``out``."""
+        cmd = [
+            "ip", "netns", "exec", self.head_ns, sys.executable, "-m", "gpen_watch", "cluster",
+            "--config", str(self.config), "head", "--bind", self.head_ip, "--port", str(self.port),
+            "--temp-dir", str(self.ray_dir()), "--object-store-mb", "100", "--stay",
+        ]  # fmt: skip
+        with open(out, "wb") as f:
+            return subprocess.Popen(cmd, env=self.ns_env(self.head_ns), stdout=f, stderr=subprocess.STDOUT)
+
     def wait_nodes(self, alive: int, timeout: float = 90.0) -> None:
         """Until `gpen-watch cluster status` counts this many live nodes (a killed node is seen
         gone only after Ray's health checks fail, some seconds)."""
@@ -174,6 +184,18 @@ class Cluster:
     def pids(self, ns: str) -> list[int]:
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
         return [int(p) for p in out.split()]
+
+    def ray_daemons(self, ns: str, names: tuple[bytes, ...] = (b"/gcs_server", b"/raylet")) -> set[int]:
+        """The pids of a namespace's Ray daemons of these names (its GCS and raylet)."""
+        found = set()
+        for pid in self.pids(ns):
+            try:
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if argv0.endswith(names):
+                found.add(pid)
+        return found
 
     def kill_ray(self, ns: str, keep: int) -> None:
         """SIGKILL every process in the namespace but ``keep`` and its descendants: the head

@@ -437,16 +437,7 @@ def test_the_node_keeps_nothing_of_the_photos_once_the_service_is_done_with_it(
 
 
 def ray_daemons(c: netns.Cluster, ns: str) -> set[int]:
-    """The pids of a namespace's GCS and raylet."""
-    found = set()
-    for pid in c.pids(ns):
-        try:
-            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-        except OSError:
-            continue
-        if argv0.endswith((b"/gcs_server", b"/raylet")):
-            found.add(pid)
-    return found
+    return c.ray_daemons(ns)
 
 
 @needs_netns

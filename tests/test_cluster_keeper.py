@@ -7,6 +7,8 @@ cannot be made or Ray is not installed, saying why.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import sys
 import threading
@@ -100,6 +102,34 @@ def test_a_kept_node_waits_for_its_head_and_joins_again_when_the_head_restarts(t
             assert "stopped: this machine's Ray node is down" in said()
             assert c.pids(c.node_ns) == []  # keeper, `ray start`, raylet and workers: all gone
             c.wait_nodes(1)
+        finally:
+            if keeper.poll() is None:
+                keeper.kill()
+                keeper.wait(30)
+
+
+@needs_netns
+def test_a_kept_head_is_started_again_when_its_ray_processes_die(tmp_path: Path) -> None:
+    with netns.cluster(tmp_path, join=False) as c:
+        c.kill_all(c.head_ns)  # the fixture's head: this one is the keeper's
+        out = tmp_path / "keeper.out"
+        keeper = c.keep_head(out)
+        try:
+            said = lambda: out.read_text(encoding="utf-8")  # noqa: E731
+            running = f"cluster head running at {c.address} (token authentication on)"
+            wait_for(lambda: running in said(), "the head running", 90)
+            assert f"gpen-watch cluster join {c.address}" in said()  # the instructions, as without --stay
+            c.wait_nodes(1)
+            gcs = c.ray_daemons(c.head_ns, (b"/gcs_server",))
+            assert len(gcs) == 1, gcs
+            os.kill(gcs.pop(), signal.SIGKILL)  # the head's GCS dies: `ray start --block` ends the rest
+            wait_for(lambda: said().count(running) == 2, "the head started again", 90)
+            assert "the Ray node ended after" in said()
+            c.wait_nodes(1)
+            keeper.send_signal(signal.SIGTERM)  # as a login manager stops it
+            assert keeper.wait(60) == 0, said()
+            assert "stopped: this machine's Ray node is down" in said()
+            assert c.pids(c.head_ns) == []
         finally:
             if keeper.poll() is None:
                 keeper.kill()

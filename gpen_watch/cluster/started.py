@@ -97,7 +97,29 @@ def stop_recorded() -> int:
     targets = set()
     for p in tops:
         targets |= _descendants(p.pid)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    _stop(targets)
+    with contextlib.suppress(FileNotFoundError):
+        record_path().unlink()
+    return len(tops)
+
+
+def tree(pid: int) -> list[RayProcess]:
+    """``pid`` and every process below it now (a keeper follows its node's this way)."""
+    found = []
+    for p in _descendants(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            found.append(RayProcess(p, _start_time(str(p)), ""))
+    return found
+
+
+def kill_leftovers(procs: list[RayProcess]) -> None:
+    """SIGKILL those of ``procs`` that still run (the same start time: not a reused pid), once
+    their node has stopped: nothing of theirs is left to save."""
+    _stop({p.pid for p in procs if _same(p)}, (signal.SIGKILL,))
+
+
+def _stop(targets: set[int], signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)) -> None:
+    for sig in signals:
         for pid in targets:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
@@ -107,9 +129,6 @@ def stop_recorded() -> int:
         targets = {pid for pid in targets if _alive(pid)}
         if not targets:
             break
-    with contextlib.suppress(FileNotFoundError):
-        record_path().unlink()
-    return len(tops)
 
 
 def remember_keeper() -> None:

@@ -138,6 +138,7 @@ class Keeper:
                 start_new_session=True,
             )
             node = _Output(proc, log)
+            family: dict[int, started.RayProcess] = {}  # every process seen below `ray start`
             try:
                 t0 = self._wait_started(proc, node)
                 if t0 is None:
@@ -147,11 +148,14 @@ class Keeper:
                     started.remember(before, self.plan.temp_dir)
                 self.say(self.plan.running_line.format(bind=bind))
                 while proc.poll() is None and not self.stop.wait(0.5):
-                    pass
+                    family.update({p.pid: p for p in started.tree(proc.pid)} if started.supported() else {})
                 return time.monotonic() - t0
             finally:
                 _end(proc)
                 node.join()
+                # What Ray's own stop leaves (its agents outlive a killed raylet for seconds and
+                # hold the fixed ports, so the next start would time out): stopped here.
+                started.kill_leftovers(list(family.values()))
 
     def _wait_started(self, proc: subprocess.Popen[str], node: _Output) -> float | None:
         """When the node runs; None when ``stop`` came first; ClusterError when it failed."""
