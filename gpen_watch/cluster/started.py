@@ -115,11 +115,12 @@ def tree(pid: int) -> list[RayProcess]:
 def kill_leftovers(procs: list[RayProcess]) -> None:
     """SIGKILL those of ``procs`` that still run (the same start time: not a reused pid), once
     their node has stopped: nothing of theirs is left to save."""
-    _stop({p.pid for p in procs if _same(p)}, (signal.SIGKILL,))
+    if procs:  # (none but on Linux, the only place SIGKILL is looked up)
+        _stop({p.pid for p in procs if _same(p)}, kill_only=True)
 
 
-def _stop(targets: set[int], signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)) -> None:
-    for sig in signals:
+def _stop(targets: set[int], kill_only: bool = False) -> None:
+    for sig in (signal.SIGKILL,) if kill_only else (signal.SIGTERM, signal.SIGKILL):
         for pid in targets:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)

@@ -200,7 +200,10 @@ def _end(proc: subprocess.Popen[str]) -> None:
             proc.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                if hasattr(os, "killpg"):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:  # Windows: no process groups to kill
+                    proc.kill()
             proc.wait()
 
 
