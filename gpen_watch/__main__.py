@@ -1,3 +1,3 @@
-from gpen_watch.cli import main
+from gpen_watch.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from gpen_watch import __version__
 from gpen_watch.errors import GpenWatchError
@@ -111,6 +112,29 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("gpen-watch: interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> NoReturn:
+    """The `gpen-watch` command (the console script and ``python -m gpen_watch``)."""
+    exit_with(main())
+
+
+def exit_with(code: int) -> NoReturn:
+    """End the process with ``code``. A command that loaded torch (`restore`, `models verify`) has
+    finished its work and written its files, and the interpreter's teardown of torch's native state
+    would keep the prompt away for about a second more: logs and streams are flushed, and the
+    process ends there. Without torch, a normal exit."""
+    if "torch" not in sys.modules:
+        raise SystemExit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            silence(stream)
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _reader_gone() -> int:
