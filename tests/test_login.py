@@ -431,7 +431,7 @@ def test_service_cli_installs_the_node_and_refuses_what_a_login_could_not_run(
     assert main(["service", "status", "--node"]) == 0
     assert f"{sys.executable} {' '.join(KEEPER)}" in capsys.readouterr().out
     assert main(["service", "status"]) == 3  # the service's own entry is another one
-    capsys.readouterr()
+    assert "cluster node starts at login too (`gpen-watch service status --node`)" in capsys.readouterr().out
     for bad, says in (
         (["status"], "give a `head` or `join` command"),
         (["join", "192.168.1.10:6379", "--stay"], "leave out --stay"),
@@ -440,8 +440,9 @@ def test_service_cli_installs_the_node_and_refuses_what_a_login_could_not_run(
     ):
         assert main(["service", "install", "--node", *bad]) == 2, bad
         assert says in capsys.readouterr().err, bad
-    assert main(["service", "uninstall", "--node", "join"]) == 2
-    assert "takes --node alone" in capsys.readouterr().err
+    for action in ("uninstall", "status"):
+        assert main(["service", action, "--node", "join"]) == 2
+        assert "takes --node alone" in capsys.readouterr().err
     assert main(["service", "uninstall", "--node"]) == 0
     assert "removed" in capsys.readouterr().out
     assert main(["service", "status", "--node"]) == 3

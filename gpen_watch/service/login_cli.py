@@ -44,13 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 def run(args: argparse.Namespace) -> int:
     plat = platform.current()
     entry = SERVICE if args.node is None else NODE
-    if args.action == "status":
-        status = plat.login_status(entry)
-        print(format_status(status, node=args.node is not None))
-        return 0 if status.installed else 3  # like `systemctl status` for a unit that is not there
     if args.node and args.action != "install":
         print(f"gpen-watch service: {args.action} takes --node alone, with nothing after it", file=sys.stderr)
         return 2
+    if args.action == "status":
+        status = plat.login_status(entry)
+        print(format_status(status, node=args.node is not None))
+        if entry == SERVICE and plat.login_enabled(NODE):
+            print("this machine's cluster node starts at login too (`gpen-watch service status --node`)")
+        return 0 if status.installed else 3  # like `systemctl status` for a unit that is not there
     if args.action == "uninstall":
         result = plat.uninstall_login(entry)
     else:
