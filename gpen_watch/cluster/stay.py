@@ -43,8 +43,9 @@ RETRY_MAX_S = 30.0
 STEADY_S = 60.0
 # What `ray start` prints once the node runs (head or not).
 STARTED_LINE = "Ray runtime started"
-# How often the keeper notes the processes below `ray start` (a scan of /proc), for what to
-# kill once the node ends: its agents start with it, later workers end by themselves.
+# At most this long between the keeper's notes of the processes below `ray start` (a scan of
+# /proc), for what to kill once the node ends: its agents start with it, later workers end by
+# themselves.
 FAMILY_LOOK_S = 10.0
 # How long `ray start --block` gets to stop its processes after SIGTERM before it is killed.
 STOP_WAIT_S = 20.0
@@ -150,11 +151,13 @@ class Keeper:
                 if started.supported():
                     started.remember(before, self.plan.temp_dir)
                 self.say(self.plan.running_line.format(bind=bind))
-                next_look = 0.0
+                next_look, looks = 0.0, 0
                 while proc.poll() is None and not self.stop.wait(0.5):
                     if started.supported() and time.monotonic() >= next_look:
                         family.update({p.pid: p for p in started.tree(proc.pid)})
-                        next_look = time.monotonic() + FAMILY_LOOK_S
+                        # Often while the node starts its agents, then seldom.
+                        next_look = time.monotonic() + min(FAMILY_LOOK_S, 2.0**looks)
+                        looks += 1
                 return time.monotonic() - t0
             finally:
                 _end(proc)
