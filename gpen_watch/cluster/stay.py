@@ -75,6 +75,9 @@ class Keeper:
     runs: int = 0  # nodes started so far (tests, messages)
 
     def run(self) -> int:
+        """Keep the node up until ``stop``; 0 then. ClusterError at once when Ray is not
+        installed, which no retry mends."""
+        ray_cli()
         started.remember_keeper()
         try:
             return self._keep()
