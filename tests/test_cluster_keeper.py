@@ -19,7 +19,8 @@ from pathlib import Path
 import netns
 import pytest
 
-from gpen_watch.cluster import stay, token
+from gpen_watch.cluster import raylib, stay, token
+from gpen_watch.errors import ClusterError
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 SKIP = netns.skip_reason()
@@ -34,8 +35,11 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def test_the_keeper_says_a_lasting_reason_once_and_stops_when_asked(tmp_path: Path) -> None:
+def test_the_keeper_says_a_lasting_reason_once_and_stops_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No head at the address: said once, tried again with a back-off, until stopped."""
+    monkeypatch.setattr(stay, "ray_cli", lambda: "ray")  # never run: the head does not answer
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
@@ -56,6 +60,14 @@ def test_the_keeper_says_a_lasting_reason_once_and_stops_when_asked(tmp_path: Pa
     )
     assert lines[1] == "stopped: this machine's Ray node is down"
     assert keeper.runs == 0
+
+
+def test_without_ray_the_keeper_says_so_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(raylib.sys, "executable", str(tmp_path / "python"))  # no `ray` beside it
+    monkeypatch.setenv("PATH", str(tmp_path))
+    plan = stay.NodePlan(("start",), tmp_path / "token", "joined {bind}", head_address="127.0.0.1:1")
+    with pytest.raises(ClusterError, match="the `ray` command is not on PATH; install it with"):
+        stay.Keeper(plan, print).run()
 
 
 def test_a_refused_token_is_said_as_the_plain_join_says_it(tmp_path: Path) -> None:
