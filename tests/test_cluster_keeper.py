@@ -72,9 +72,10 @@ def test_without_ray_the_keeper_says_so_at_once(tmp_path: Path, monkeypatch: pyt
 
 def test_a_refused_token_is_said_as_the_plain_join_says_it(tmp_path: Path) -> None:
     tail = ["...", "ray.exceptions.AuthenticationError: InvalidAuthToken: the token does not match"]
-    assert stay.why_failed(tail, 1, tmp_path / "token") == token.refused_token(tmp_path / "token")
-    assert stay.why_failed(["", "boom", "more"], 1, tmp_path / "t") == "`ray start` failed: boom; more"
-    assert stay.why_failed([], 3, tmp_path / "t") == "`ray start` failed: exit code 3"
+    said = raylib.ray_failure("start", "\n".join(tail), 1, tmp_path / "token")
+    assert said == token.refused_token(tmp_path / "token")
+    assert raylib.ray_failure("start", "\nboom\nmore", 1, tmp_path / "t") == "`ray start` failed: boom; more"
+    assert raylib.ray_failure("start", "", 3, tmp_path / "t") == "`ray start` failed: exit code 3"
 
 
 @needs_netns

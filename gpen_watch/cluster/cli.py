@@ -20,7 +20,7 @@ from typing import Any
 from gpen_watch import config
 from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
-from gpen_watch.cluster.raylib import ray, ray_cli
+from gpen_watch.cluster.raylib import ray, ray_cli, ray_failure
 from gpen_watch.dispatch.devices import GpuSample
 from gpen_watch.errors import ClusterError
 from gpen_watch.tray.model import gpu_line
@@ -184,11 +184,7 @@ def _ray(cmd: list[str], path: Path) -> None:
         check=False,
     )
     if proc.returncode != 0:
-        if "InvalidAuthToken" in proc.stderr + proc.stdout:
-            raise ClusterError(token.refused_token(path))
-        lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-        why = "; ".join(lines[-3:]) or f"exit code {proc.returncode}"
-        raise ClusterError(f"`ray {cmd[0]}` failed: {why}")
+        raise ClusterError(ray_failure(cmd[0], proc.stderr + proc.stdout, proc.returncode, path))
 
 
 def _status(cfg: config.Config, path: Path) -> int:

@@ -34,3 +34,14 @@ def ray_cli() -> str:
     if found is None:
         raise ClusterError(f"the `ray` command is not on PATH; {INSTALL_HINT}")
     return found
+
+
+def ray_failure(command: str, output: str, code: int | None, token_path: Path) -> str:
+    """Why `ray COMMAND` failed, from what it printed: the refused token said plainly (with
+    what to do), else its last three non-empty lines, else its exit code."""
+    from gpen_watch.cluster.token import refused_token
+
+    if "InvalidAuthToken" in output:
+        return refused_token(token_path)
+    lines = [line for line in output.splitlines() if line.strip()]
+    return f"`ray {command}` failed: {'; '.join(lines[-3:]) or f'exit code {code}'}"

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -32,7 +32,7 @@ from typing import IO
 from gpen_watch import paths
 from gpen_watch.cluster import started, token
 from gpen_watch.cluster.head import reach_head
-from gpen_watch.cluster.raylib import ray_cli
+from gpen_watch.cluster.raylib import ray_cli, ray_failure
 from gpen_watch.errors import ClusterError
 
 LOG_NAME = "ray-node.log"
@@ -176,7 +176,9 @@ class Keeper:
                 return None
             if proc.poll() is not None:
                 node.join()
-                raise ClusterError(why_failed(node.tail, proc.returncode, self.plan.token_path))
+                raise ClusterError(
+                    ray_failure("start", "\n".join(node.tail), proc.returncode, self.plan.token_path)
+                )
         return time.monotonic()
 
 
@@ -217,14 +219,6 @@ def _end(proc: subprocess.Popen[str]) -> None:
                 else:  # Windows: no process groups to kill
                     proc.kill()
             proc.wait()
-
-
-def why_failed(tail: Sequence[str], code: int | None, token_path: Path) -> str:
-    text = "\n".join(tail)
-    if "InvalidAuthToken" in text:
-        return token.refused_token(token_path)
-    lines = [line for line in tail if line.strip()]
-    return f"`ray start` failed: {'; '.join(lines[-3:]) or f'exit code {code}'}"
 
 
 @contextlib.contextmanager
