@@ -144,7 +144,7 @@ def test_fused_and_two_step_ring_fixed_convs_agree() -> None:
     assert reflect_pad_convs(layer) == 1
     fused = layer[0]
     assert isinstance(fused, RingFixedConv) and fused.fused
-    two_step = RingFixedConv(fused.conv, fused.activation, fused.attr, fused=False)
+    two_step = RingFixedConv(fused.conv, fused.activation, fused=None)
     x = as_channels_last(torch.randn(1, 4, 99, 120))
     with torch.inference_mode():
         torch.testing.assert_close(fused(x), two_step(x), atol=1e-5, rtol=1e-5)

@@ -59,12 +59,13 @@ def fused_conv_works() -> bool:
 
 
 def conv_then(
-    x: torch.Tensor, conv: nn.Conv2d, stride: int, attr: PointwiseAttr, fused: bool, activation: nn.Module
+    x: torch.Tensor, conv: nn.Conv2d, stride: int, fused: PointwiseAttr | None, activation: nn.Module
 ) -> torch.Tensor:
     """``activation(conv2d(x))`` with zero padding 1 at ``stride``: one fused call when ``fused``
-    (the caller checked ``fused_conv_works``) and ``x`` is an fp32 CPU tensor, else two steps."""
-    if fused and x.dtype == torch.float32 and x.device.type == "cpu":
-        name, scalars = attr
+    names the activation for the op (the caller checked ``fused_conv_works``) and ``x`` is an fp32
+    CPU tensor, else two steps."""
+    if fused is not None and x.dtype == torch.float32 and x.device.type == "cpu":
+        name, scalars = fused
         out: torch.Tensor = _op()(
             x, conv.weight, conv.bias, [1, 1], [stride, stride], [1, 1], 1, name, scalars, ""
         )

@@ -35,13 +35,17 @@ class RingFixedConv(nn.Module):
     Input (N, C_in, H, W) -> (N, C_out, H', W'), as the layer it replaces.
     """
 
-    def __init__(self, conv: nn.Conv2d, activation: nn.Module, attr: PointwiseAttr, fused: bool) -> None:
+    def __init__(self, conv: nn.Conv2d, activation: nn.Module, fused: PointwiseAttr | None = None) -> None:
         super().__init__()
         self.conv = conv
         self.activation = activation
         self.stride = int(conv.stride[0])
-        self.attr = attr
-        self.fused = fused
+        # The fused op's name for the activation, when the convolution and it run as one call.
+        self.fused_attr = fused
+
+    @property
+    def fused(self) -> bool:
+        return self.fused_attr is not None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = int(x.shape[-2]), int(x.shape[-1])
@@ -51,7 +55,7 @@ class RingFixedConv(nn.Module):
                 F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), weight, bias, s)
             )
             return plain
-        out = conv_then(x, self.conv, s, self.attr, self.fused, self.activation)
+        out = conv_then(x, self.conv, s, self.fused_attr, self.activation)
         out_h, out_w = int(out.shape[-2]), int(out.shape[-1])
         act = self.activation
         # The first output row and column always read the padding; the last ones do when the
@@ -86,5 +90,4 @@ def _as_ring_fixed(layer: nn.Module, fused: bool) -> RingFixedConv | None:
     # The upsampling layers are ``upconv``'s business.
     if conv is None or act is None or conv.stride not in ((1, 1), (2, 2)) or convlayer.scale(layer) != "same":
         return None
-    attr = pointwise_attr(act)
-    return RingFixedConv(conv, act, attr or ("none", []), fused and attr is not None)
+    return RingFixedConv(conv, act, pointwise_attr(act) if fused else None)
