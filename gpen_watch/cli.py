@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any, NoReturn
 
 from gpen_watch import __version__
 from gpen_watch.errors import GpenWatchError
-from gpen_watch.streams import silence
+from gpen_watch.streams import flush_and_exit, silence
 
 # command -> (module, help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -127,14 +126,7 @@ def exit_with(code: int) -> NoReturn:
     if "torch" not in sys.modules:
         raise SystemExit(code)
     logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BrokenPipeError:
-            silence(stream)
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    flush_and_exit(code)
 
 
 def _reader_gone() -> int:

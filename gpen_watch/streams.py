@@ -1,9 +1,11 @@
-"""Standard streams whose reader has gone away (`gpen-watch status | head`)."""
+"""Standard streams whose reader has gone away (`gpen-watch status | head`), and ending a process
+once they are flushed."""
 
 from __future__ import annotations
 
 import os
-from typing import TextIO
+import sys
+from typing import NoReturn, TextIO
 
 
 def silence(stream: TextIO) -> None:
@@ -15,3 +17,16 @@ def silence(stream: TextIO) -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def flush_and_exit(code: int) -> NoReturn:
+    """Flush stdout and stderr, then end the process at once with ``code``, skipping the
+    interpreter's teardown: for a process whose work is all written and reported."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            silence(stream)
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

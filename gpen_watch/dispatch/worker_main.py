@@ -19,7 +19,6 @@ import logging
 import os
 import queue
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -34,6 +33,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import FileJob
+from gpen_watch.streams import flush_and_exit
 
 _STOP = object()  # queue sentinel: the parent asked us to stop
 
@@ -133,10 +133,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     conn.close()
     # Every result is written and reported: the interpreter's own teardown (torch's and the BLAS
     # libraries' native state) has nothing left to save, and it holds up the service's stop.
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)
+    flush_and_exit(0)
 
 
 class Inbox:
