@@ -11,6 +11,9 @@ class ErrorKind(StrEnum):
     FAILED = "failed"  # an image that broke, or that the engine failed on: failed/, retried on request
     UNSUPPORTED = "unsupported"  # not a photo gpen-watch can read at all
     OUTBOX = "outbox"  # the output folder refused the write (full, read-only): not the photo's fault
+    # gpen-watch or a library it uses failed on the photo (an exception no decoder should raise):
+    # failed/ like FAILED, but counted apart in status and not blamed on the file.
+    BUG = "bug"
 
 
 class GpenWatchError(Exception):

@@ -28,5 +28,12 @@ class BrokenImageError(ImageInputError):
     """A recognised image whose data is truncated or corrupt."""
 
 
+class DecoderBugError(ImageInputError):
+    """Decoding raised an exception that says nothing about the file (a TypeError in a plugin, a
+    bug of ours): reported as such, never as a damaged file."""
+
+    kind = ErrorKind.BUG
+
+
 class ImageTooLargeError(ImageInputError):
     """The declared size exceeds the megapixel limit (refused before decoding)."""

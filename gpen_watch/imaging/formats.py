@@ -103,6 +103,7 @@ _DISPLAY_NAMES = {
     "PPM": "PNM (PPM/PGM/PBM)",
     "SUN": "Sun raster",
     "MPO": "multi-picture JPEG (MPO)",
+    "FLI": "FLI/FLC animation",
 }
 
 

@@ -5,12 +5,13 @@ finds, and the true reason when it finds none."""
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import os
 import stat
 import struct
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from PIL import Image
 
@@ -24,13 +25,20 @@ from gpen_watch.imaging.errors import (
 )
 from gpen_watch.imaging.formats import RAW_EXTENSIONS
 from gpen_watch.imaging.reasons import (
+    DATA_ERRORS,
     bomb_pixels,
     damaged,
+    decoder_bug,
     explain,
     missing_feature,
     too_large_part,
     truncated,
+    unreadable_here,
 )
+from gpen_watch.imaging.structure import well_formed
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +66,57 @@ def check_path(path: Path) -> None:
         )
 
 
+class SourceFile(io.BufferedReader):
+    """The user's file, opened by descriptor, as the decoders read it.
+
+    It has no name: Python would name it by its descriptor number, and a Pillow plugin that hands
+    the file to a program by name (EPS to Ghostscript) takes that for a path and fails with a
+    TypeError. Having none, the file makes such a plugin copy its bytes to a private temporary file
+    instead (``EpsImagePlugin.Ghostscript``), so the program never opens the user's path, which
+    could have been replaced by a link since it was checked here.
+
+    ``ran_out`` records that a read asked for more bytes than were left: the evidence that a
+    decoder met the end of the file before the end of its data (``reasons.explain``).
+    """
+
+    ran_out = False
+
+    @property
+    def name(self) -> str:
+        raise AttributeError("a file opened by descriptor has no path to give")
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if size is not None and size > 0 and len(data) < size:
+            self.ran_out = True
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = super().read1(size)
+        if size > 0 and not data:
+            self.ran_out = True
+        return data
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        n = super().readinto(buffer)
+        if n < memoryview(buffer).nbytes:
+            self.ran_out = True
+        return n
+
+
+def ran_out(fh: IO[bytes]) -> bool:
+    """Whether a read of ``fh`` came up short since the flag was last cleared (``SourceFile``)."""
+    return isinstance(fh, SourceFile) and fh.ran_out
+
+
+def clear_ran_out(fh: IO[bytes]) -> None:
+    """Forget short reads so far: gpen-watch's own look at the first bytes is not a decoder's."""
+    if isinstance(fh, SourceFile):
+        fh.ran_out = False
+
+
 def open_file(path: Path) -> IO[bytes]:
+    """``path`` opened for reading without following a link (a ``SourceFile``)."""
     try:
         fd = os.open(path, READ_NOFOLLOW_FLAGS)
     except PermissionError as exc:
@@ -70,7 +128,7 @@ def open_file(path: Path) -> IO[bytes]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotAnImageError(path, "not a regular file")
-        return os.fdopen(fd, "rb")
+        return SourceFile(io.FileIO(fd, "rb"))
     except BaseException:
         os.close(fd)
         raise
@@ -105,15 +163,12 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         exc, name = err.cause, kind or err.fmt
         if isinstance(exc, Image.DecompressionBombError):
             raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
-        if not isinstance(
-            exc, (OSError, ValueError, EOFError, MemoryError, NotImplementedError, SyntaxError)
-        ):
-            # A stray exception (KeyError...) on a crafted header: still a refusal, but a bug of
-            # ours would show in the log.
-            log.warning("%s: unexpected %s reading the header", path, type(exc).__name__, exc_info=exc)
+        if not isinstance(exc, (*DATA_ERRORS, MemoryError)):
+            log.error("%s: %s reading the header (a bug)", path, type(exc).__name__, exc_info=exc)
+            raise decoder_bug(path, exc) from exc
         if _riff_truncated(head, fh):
             raise truncated(path, name) from exc
-        raise explain(path, name, exc, header=True) from exc
+        raise explain(path, name, exc, header=True, ran_out=ran_out(fh)) from exc
     if im is None:
         if kind in ("HEIC", "HEIF") and "HEIF" in Image.OPEN:
             raise _heif_failure(fh, path, kind)
@@ -170,6 +225,7 @@ def _open_header(fh: IO[bytes]) -> Image.Image | None:
                 if not verdict or isinstance(verdict, str):
                     continue
                 fh.seek(0)
+                clear_ran_out(fh)
                 return factory(fh, "")
             except SyntaxError as exc:
                 if fmt == "TIFF" and "unknown pixel mode" in str(exc):
@@ -306,10 +362,16 @@ def format_name(im: Image.Image) -> str:
     return "JPEG" if fmt == "MPO" else fmt
 
 
-def decode_failure(path: Path, im: Image.Image, fmt: str, exc: BaseException) -> ImageInputError:
-    """Why the pixels of an identified image could not be decoded, in the user's words."""
+def decode_failure(
+    path: Path, im: Image.Image, fmt: str, exc: BaseException, fh: IO[bytes]
+) -> ImageInputError:
+    """Why the pixels of an identified image (read from ``fh``) could not be decoded, in the
+    user's words."""
+    short = ran_out(fh)
+    if not short and well_formed(fmt, fh):
+        return unreadable_here(path, fmt)
     compression = None
     if fmt == "TIFF":
         tags = getattr(im, "tag_v2", None)
         compression = tags.get(259) if tags is not None else None
-    return explain(path, fmt, exc, header=False, tiff_compression=compression)
+    return explain(path, fmt, exc, header=False, tiff_compression=compression, ran_out=short)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +55,7 @@ from gpen_watch.imaging.metadata import (
     reset_xmp_orientation,
     source_info,
 )
-from gpen_watch.imaging.reasons import bomb_pixels, too_large_part
+from gpen_watch.imaging.reasons import DATA_ERRORS, bomb_pixels, decoder_bug, too_large_part
 
 log = logging.getLogger(__name__)
 
@@ -167,21 +166,11 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise ImageTooLargeError(
                 path, f"not enough memory to decode this {size_text(im.size)} image"
             ) from exc
-        except (
-            OSError,
-            SyntaxError,
-            ValueError,
-            EOFError,
-            struct.error,
-            IndexError,
-            NotImplementedError,
-        ) as exc:
-            raise decode_failure(path, im, fmt, exc) from exc
-        except Exception as exc:  # a plugin's stray exception on a crafted file
-            # (KeyError, ZeroDivisionError...): still a file that cannot be decoded; the traceback
-            # goes to the log, so a bug of ours would show there.
-            log.warning("%s: unexpected %s while decoding", path, type(exc).__name__, exc_info=True)
-            raise decode_failure(path, im, fmt, exc) from exc
+        except DATA_ERRORS as exc:
+            raise decode_failure(path, im, fmt, exc, fh) from exc
+        except Exception as exc:
+            log.error("%s: %s while decoding (a bug)", path, type(exc).__name__, exc_info=True)
+            raise decoder_bug(path, exc) from exc
 
 
 def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError | None:

@@ -24,11 +24,13 @@ _TIFF_LAYOUT_TAGS = frozenset(
 
 def note_frames(im: Image.Image, fmt: str, notes: list[str]) -> int:
     """How many frames (pages, pictures) the file holds; notes that only the first is restored."""
+    first = im.tell()  # 0, but 1 for a PSD (its layers are frames 1...; 0 is no frame of it)
     try:
         frames = int(getattr(im, "n_frames", 1) or 1)
     except Exception:  # noqa: BLE001 - a broken later frame must not cost the first one
         notes.append(f"{display_name(fmt)}: later frames are unreadable; only the first was restored")
-        im.seek(0)
+        if im.tell() != first:
+            im.seek(first)
         return 2
     if frames <= 1:
         return 1

@@ -9,15 +9,33 @@ reaches the user is always one of the sentences below.
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 from gpen_watch.imaging.errors import (
     BrokenImageError,
+    DecoderBugError,
     ImageInputError,
     ImageTooLargeError,
     UnsupportedFormatError,
 )
 from gpen_watch.imaging.formats import display_name
+
+# What decoders raise for data they cannot decode: a cut or corrupt file, or a variant they lack.
+# KeyError and ArithmeticError too: a plugin looks a value of the file up in its tables, or divides
+# by one, without checking it first. Anything else (TypeError, AttributeError...) says nothing of
+# the file: a bug of gpen-watch or of a library (``decoder_bug``).
+DATA_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    struct.error,
+    IndexError,
+    KeyError,
+    ArithmeticError,
+    NotImplementedError,
+)
 
 RECOPY = "copy it again from the original"
 RESAVE = "open it in an image editor and save it again (as JPEG, PNG or TIFF)"
@@ -59,6 +77,27 @@ def damaged(path: Path, fmt: str, what: str = "image data") -> BrokenImageError:
     )
 
 
+def decoder_bug(path: Path, exc: BaseException) -> DecoderBugError:
+    """An exception that is not the file's fault (``load``: not one a decoder raises for bad data)."""
+    return DecoderBugError(
+        path,
+        f"gpen-watch could not decode it: {type(exc).__name__}: {exc}; this is a bug in gpen-watch or "
+        "a library, not a fault of the file (the log has the details); please report it",
+    )
+
+
+def unreadable_here(path: Path, fmt: str) -> UnsupportedFormatError:
+    """A file whose structure checks out whole (``structure.well_formed``) that the decoder here
+    still fails on: its limitation, not damage."""
+    name = display_name(fmt)
+    return UnsupportedFormatError(
+        path,
+        f"this {name} is intact (its parts add up to the whole file), but the image decoder here "
+        f"cannot read it; convert it to PNG with another program (ffmpeg or an image editor, for "
+        "example) and drop that instead",
+    )
+
+
 def missing_feature(path: Path, fmt: str, feature: str, remedy: str = RESAVE) -> UnsupportedFormatError:
     return UnsupportedFormatError(
         path, f"this {display_name(fmt)} uses {feature}, which this machine cannot decode; {remedy}"
@@ -85,9 +124,19 @@ def bomb_pixels(exc: BaseException) -> int:
 
 
 def explain(
-    path: Path, fmt: str, exc: BaseException, *, header: bool, tiff_compression: object = None
+    path: Path,
+    fmt: str,
+    exc: BaseException,
+    *,
+    header: bool,
+    tiff_compression: object = None,
+    ran_out: bool = False,
 ) -> ImageInputError:
-    """Why an image identified as ``fmt`` could not be opened (``header``) or decoded."""
+    """Why an image identified as ``fmt`` could not be opened (``header``) or decoded.
+
+    ``ran_out``: a read of the file came up short, the evidence that it ends early. An EOFError
+    alone is none: Pillow raises it for a frame it cannot seek to in a complete file as well.
+    """
     text = str(exc)
     low = text.lower()
     feature = tiff_compression_feature(tiff_compression) if fmt == "TIFF" else None
@@ -98,7 +147,8 @@ def explain(
         return missing_feature(path, fmt, feature, remedy)
     if not header and (renderer := _no_renderer(path, fmt, low)) is not None:
         return renderer
-    if "truncated" in low or isinstance(exc, EOFError) or "image file is truncated" in low:
+    # Pillow says "truncated" only when a read came up short.
+    if "truncated" in low or (ran_out and isinstance(exc, (EOFError, struct.error))):
         return truncated(path, fmt)
     if _impossible_value(fmt, low):
         return damaged(path, fmt, "header" if header else "image data")

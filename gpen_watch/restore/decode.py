@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind, InputError
+from gpen_watch.errors import InputError
 from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
+from gpen_watch.imaging.reasons import decoder_bug
 from gpen_watch.imaging.save import output_choice
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
@@ -95,8 +96,9 @@ def decode(job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Load
         result.error, result.error_kind = exc.reason, exc.kind
         return work
     except Exception as exc:
-        log.exception("unexpected error reading %s", job.src)
-        result.error, result.error_kind = f"cannot read image: {exc}", ErrorKind.FAILED
+        log.exception("%s while reading %s (a bug)", type(exc).__name__, job.src)
+        bug = decoder_bug(job.src, exc)
+        result.error, result.error_kind = bug.reason, bug.kind
         return work
     t1 = time.perf_counter()
     result.timings["decode"] = t1 - t0 - image.prescale_seconds
