@@ -253,6 +253,16 @@ def test_status_survives_the_wire_and_tolerates_a_service_one_release_apart() ->
     assert old.workers == ()
 
 
+def test_format_status_counts_the_failures_that_were_a_bug_apart() -> None:
+    from gpen_watch.service.status import QueueStatus
+
+    text = control_cli.format_status(Status(queue=QueueStatus(done=4, failed=3, failed_by_bug=2)))
+    assert "all time: 4 done, 3 failed, 0 unsupported" in text
+    assert "  2 failed because of a bug in gpen-watch or a library; see the log" in text
+    plain = control_cli.format_status(Status(queue=QueueStatus(failed=3)))
+    assert "bug" not in plain
+
+
 def test_format_status_lists_the_cluster_nodes_with_their_gpus_and_the_node_of_each_error() -> None:
     rtx = {
         "index": 0,

@@ -584,7 +584,34 @@ def test_a_version_2_journal_gains_the_node_column_and_ran_on_records_it(tmp_pat
     conn.commit()
     conn.close()
     with Journal.open(path) as j:
-        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION == 3
+        assert j._read("PRAGMA user_version")[0][0] == schema.VERSION
         assert j.require(1).node is None  # restored before nodes were recorded: unknown
         j.ran_on(1, "studio-b (192.168.1.12)")
         assert j.require(1).node == "studio-b (192.168.1.12)"
+
+
+def test_failures_that_were_a_bug_of_ours_are_counted_apart_also_in_a_migrated_journal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("".join(schema.MIGRATIONS[:3]) + "\nPRAGMA user_version = 3;")
+    conn.execute(
+        "INSERT INTO jobs (id, source, inbox, rel, size, mtime, sha256, created, state, error)"
+        " VALUES (1, '/in/old.jpg', '/in', 'old.jpg', 5, 0, 'h', 0, 'failed', 'truncated JPEG')"
+    )
+    conn.commit()
+    conn.close()
+    with Journal.open(path) as j:
+        assert j.bug_failures() == 0  # failed before faults were recorded: the file's
+        bug, damaged, crashed = (add(j, name) for name in ("bug.eps", "cut.jpg", "crash.png"))
+        j.claim_batch(3, "w0")
+        assert j.fail(bug.job.id, "gpen-watch could not decode it: TypeError: ...", ours=True)
+        assert j.fail(damaged.job.id, "truncated JPEG")
+        assert j.counts()["failed"] == 3 and j.bug_failures() == 1
+        # Retried and given up on for another reason: no longer counted as ours.
+        conn = j._conn
+        conn.execute("UPDATE jobs SET state = 'running', attempts = 3 WHERE id = ?", (bug.job.id,))
+        assert j.requeue_running("worker crashed", max_attempts=3) == 1  # crash.png goes back
+        assert j.require(bug.job.id).state == "failed" and j.bug_failures() == 0
+        assert j.require(crashed.job.id).state == "queued"

@@ -52,6 +52,8 @@ HASH_CHUNK = 1 << 20
 # SQL fragments built from the named states (constants, never user text).
 _ACTIVE = sql_in(ACTIVE)
 _FAILURES = sql_in(FAILURES)
+# jobs.fault of a failure that was a bug of gpen-watch or a library, not the photo's (schema v4).
+_OURS = "ours"
 
 
 def default_path() -> Path:
@@ -595,15 +597,18 @@ class Journal:
                 self._event(conn, job_id, "duplicate", note)
             return cur.rowcount == 1
 
-    def fail(self, job_id: int, reason: str, kind: JobState = JobState.FAILED) -> bool:
-        """End an active job as failed or unsupported with a reason for the user (durable)."""
+    def fail(self, job_id: int, reason: str, kind: JobState = JobState.FAILED, *, ours: bool = False) -> bool:
+        """End an active job as failed or unsupported with a reason for the user (durable).
+
+        ``ours``: gpen-watch or a library failed on the photo, not the photo itself (``bug_failures``).
+        """
         if kind not in FAILURES:
             raise ValueError(f"kind must be failed or unsupported, not {kind!r}")
         now = self._clock()
         with self._write(durable=True) as conn:
             cur = conn.execute(
-                f"UPDATE jobs SET state = ?, finished = ?, error = ? WHERE id = ? AND state IN {_ACTIVE}",
-                (kind, now, reason, job_id),
+                f"UPDATE jobs SET state = ?, finished = ?, error = ?, fault = ? WHERE id = ? AND state IN {_ACTIVE}",
+                (kind, now, reason, _OURS if ours else None, job_id),
             )
             if cur.rowcount:
                 self._event(conn, job_id, kind, reason)
@@ -642,7 +647,8 @@ class Journal:
                 if max_attempts is not None and row["attempts"] >= max_attempts:
                     why = f"gave up after {row['attempts']} attempt(s); last: {reason}"
                     conn.execute(
-                        f"UPDATE jobs SET state = '{JobState.FAILED}', finished = ?, error = ? WHERE id = ?",
+                        f"UPDATE jobs SET state = '{JobState.FAILED}', finished = ?, error = ?, fault = NULL"
+                        " WHERE id = ?",
                         (now, why, row["id"]),
                     )
                     self._event(conn, row["id"], "failed", why)
@@ -735,6 +741,11 @@ class Journal:
         for row in self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
             result[row[0]] = row[1]
         return result
+
+    def bug_failures(self) -> int:
+        """Failed jobs that failed because of a bug in gpen-watch or a library (``fail(ours=True)``)."""
+        row = self._read(f"SELECT COUNT(*) FROM jobs WHERE state = '{JobState.FAILED}' AND fault = '{_OURS}'")
+        return int(row[0][0])
 
     def recent_errors(self, n: int = 10) -> list[Job]:
         """The last ``n`` failed or unsupported jobs, newest first."""

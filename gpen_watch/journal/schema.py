@@ -82,7 +82,14 @@ _V3 = """
 ALTER TABLE jobs ADD COLUMN node TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# Version 4: whose fault a failure was. 'ours' when gpen-watch or a library it uses failed on the
+# photo (an exception that says nothing of the file): `status` counts those apart from the photos
+# that are damaged. NULL for every other job and for jobs from before.
+_V4 = """
+ALTER TABLE jobs ADD COLUMN fault TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 VERSION = len(MIGRATIONS)
 
 

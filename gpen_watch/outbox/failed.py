@@ -105,13 +105,16 @@ def fail(
     cfg: Config,
     kind: JobState = JobState.FAILED,
     tmp: Path | None = None,
+    *,
+    ours: bool = False,
 ) -> OriginalOutcome | None:
     """End a job as failed/unsupported (durable), discard its temp output, set the original aside.
 
-    Returns None when the job was no longer active (nothing done).
+    ``ours``: a bug of gpen-watch or a library, not the photo's fault (``Journal.fail``). Returns
+    None when the job was no longer active (nothing done).
     """
     if tmp is not None:
         remove_quietly(tmp)
-    if not journal.fail(job_id, reason, kind):
+    if not journal.fail(job_id, reason, kind, ours=ours):
         return None
     return set_aside(journal, job_id, cfg)

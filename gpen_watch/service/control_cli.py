@@ -102,6 +102,8 @@ def format_status(s: Status) -> str:
         f"all time: {q.done} done, {q.failed} failed, {q.unsupported} unsupported"
         + (f", {q.duplicate} duplicate" if q.duplicate else "")
     )
+    if q.failed_by_bug:
+        lines.append(f"  {q.failed_by_bug} failed because of a bug in gpen-watch or a library; see the log")
     t = s.throughput
     lines.append(
         f"this run: {t.images} done, {_count(t.faces, 'face')} restored"

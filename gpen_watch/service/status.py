@@ -28,6 +28,8 @@ class QueueStatus:
     running: int = 0
     done: int = 0
     failed: int = 0
+    # Of ``failed``: because of a bug in gpen-watch or a library, not the photo's fault.
+    failed_by_bug: int = 0
     unsupported: int = 0
     duplicate: int = 0
     gone: int = 0

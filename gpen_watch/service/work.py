@@ -197,8 +197,9 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
     kind = JobState.UNSUPPORTED if res.error_kind == ErrorKind.UNSUPPORTED else JobState.FAILED
     reason = res.error or "unknown error"
     run.tp.failed += 1
+    ours = res.error_kind == ErrorKind.BUG
     run.originals.note(
-        failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst)
+        failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst, ours=ours)
     )
     log.warning("%s: %s: %s", task.job.src, kind, reason)
 
