@@ -533,6 +533,38 @@ def test_sigkill_at_every_step_of_a_commit_loses_nothing_and_duplicates_nothing(
 # --- failed/ ------------------------------------------------------------------------------------
 
 
+def test_a_failure_removes_the_outbox_folders_made_for_it_and_nothing_else(env: Env) -> None:
+    """fli_oob/04r/'s only file failed after its output name was reserved: 04r/ stayed, empty."""
+    (env.outbox / "mine").mkdir(parents=True)  # the user's own, empty: not ours to remove
+    only = env.drop("fli_oob/04r/only.fli", b"a broken animation")
+    theirs = env.drop("mine/bad.jpg", b"not really a jpeg")
+    for job_id in (only, theirs):
+        result = env.run_worker(job_id)
+        assert result.dst is not None and result.dst.parent.is_dir()
+        env.reopen()  # what was made is remembered across a restart
+        failed.fail(env.journal, job_id, "damaged FLI", env.cfg, tmp=result.dst)
+    assert sorted(p.name for p in env.outbox.iterdir()) == ["mine"]
+    assert env.files(env.failed) == [
+        "fli_oob/04r/only.fli",
+        "fli_oob/04r/only.fli.error.txt",
+        "mine/bad.jpg",
+        "mine/bad.jpg.error.txt",
+    ]
+
+
+def test_a_failure_keeps_a_made_folder_that_another_job_writes_into(env: Env) -> None:
+    first, second = env.drop("trip/a.jpg", b"photo a"), env.drop("trip/b.jpg", b"photo b")
+    claimed = env.journal.claim_batch(2, "w0").jobs
+    assert [j.id for j in claimed] == [first, second]
+    a, b = (commit.file_job(env.journal, j, env.cfg) for j in (first, second))
+    failed.fail(env.journal, first, "truncated JPEG", env.cfg, tmp=a.dst)
+    assert (env.outbox / "trip").is_dir()  # empty for now, but b's result is about to land there
+    b.dst.write_bytes(b"restored b")
+    outcome = commit.commit(env.journal, second, FileResult(src=b.src, ok=True, dst=b.dst), env.cfg)
+    assert outcome.output == env.outbox / "trip" / "b.jpg"
+    assert env.files(env.outbox) == ["trip/b.jpg"]
+
+
 def test_failed_file_goes_to_failed_with_its_reason(env: Env) -> None:
     job_id = env.drop("2024/bad.jpg", b"not really a jpeg")
     result = env.run_worker(job_id)

@@ -526,6 +526,15 @@ class Journal:
         )
         return bool(rows)
 
+    def active_outputs(self) -> list[Path]:
+        """The output names that active jobs have reserved."""
+        rows = self._read(f"SELECT output FROM jobs WHERE state IN {_ACTIVE} AND output IS NOT NULL")
+        return [Path(r[0]) for r in rows]
+
+    def has_event(self, kind: str, detail: str) -> bool:
+        """Whether any job's history holds an event of ``kind`` with exactly ``detail``."""
+        return bool(self._read("SELECT 1 FROM events WHERE kind = ? AND detail = ? LIMIT 1", (kind, detail)))
+
     def begin_commit(
         self,
         job_id: int,

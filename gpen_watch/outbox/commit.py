@@ -34,7 +34,7 @@ from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
-from gpen_watch.outbox import durable, naming
+from gpen_watch.outbox import durable, folders, naming
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
 from gpen_watch.restore.api import FileJob, FileResult
@@ -74,7 +74,7 @@ def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None
                 break
             if not journal.output_reserved(final, exclude_job=job_id):
                 raise OutputError(f"{job.source}: job {job_id} is not active; cannot reserve an output")
-    naming.ensure_dir(final.parent, root)
+    folders.make_output_dir(journal, job_id, final.parent, root)
     tmp = naming.tmp_path(final, job_id)
     remove_quietly(tmp)
     return final, tmp

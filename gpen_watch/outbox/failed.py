@@ -20,7 +20,7 @@ from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, JobState, Original
-from gpen_watch.outbox import durable, naming
+from gpen_watch.outbox import durable, folders, naming
 from gpen_watch.outbox.moves import OriginalOutcome, move_original
 
 log = logging.getLogger(__name__)
@@ -117,4 +117,6 @@ def fail(
         remove_quietly(tmp)
     if not journal.fail(job_id, reason, kind, ours=ours):
         return None
+    job = journal.require(job_id)
+    folders.remove_left_empty(journal, job, naming.outbox_root(cfg, naming.find_inbox(cfg, job.inbox)))
     return set_aside(journal, job_id, cfg)
