@@ -19,7 +19,8 @@ What it does to an image depends on the file name:
 
 FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (with
 "model_error_while:PATH" only while PATH exists), "cuda_error"
-raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds. FAKE_LOG_TORCH=1 makes each result
+raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S seconds (and first
+creates the file FAKE_LOAD_STARTED names, if set, to say it is loading). FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
 photos it asks the pool to hand it at once. FAKE_DEVICE names the device a slot's "auto" resolves
 to (default cpu).
@@ -52,6 +53,8 @@ class FakeRestorer:
         if load == "cuda_error":
             raise RuntimeError("CUDA error: no CUDA-capable device is detected")
         if load.startswith("sleep:"):
+            if started := os.environ.get("FAKE_LOAD_STARTED"):
+                Path(started).touch()
             time.sleep(float(load.partition(":")[2]))
         # What "auto" resolves to, as the real engine reports it: FAKE_DEVICE stands in for a
         # machine this cannot run on ("Apple GPU (mps)"); here the real one finds the CPU.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -330,6 +331,44 @@ def test_worker_killed_while_loading_is_restarted_not_retired(tmp_path: Path, po
     snap = p.snapshot()[0]
     assert snap["state"] == "restarting", snap
     assert "exit signal 9" in snap["error"]
+
+
+# A service whose one worker loads its models for {load} seconds; it prints the worker's pid once
+# the worker is loading.
+_ORPHANING_PARENT = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+from test_dispatch import make_pool
+p = make_pool(None, env={{"FAKE_LOAD": "sleep:{load}", "FAKE_LOAD_STARTED": {started!r}}})
+while not os.path.exists({started!r}):
+    p.poll(0.1)
+print(p.snapshot()[0]["pid"], flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_worker_whose_parent_is_killed_while_it_loads_leaves_at_once_and_quietly(tmp_path: Path) -> None:
+    """It used to load its models for nobody, then print a BrokenPipeError traceback."""
+    load_s = 30
+    script = _ORPHANING_PARENT.format(tests=TESTS_DIR, load=load_s, started=str(tmp_path / "loading"))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        worker_pid = int(parent.stdout.readline())
+        os.kill(parent.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        # The worker holds the parent's stdout and stderr: they end when it does.
+        _out, err = parent.communicate(timeout=load_s * 2)
+        gone_after = time.monotonic() - killed
+    finally:
+        parent.kill()
+    assert gone_after < load_s / 2, f"worker {worker_pid} lingered {gone_after:.1f} s"
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 def test_pause_hands_out_nothing_and_resume_continues(tmp_path: Path, pools: list[pool.Pool]) -> None:

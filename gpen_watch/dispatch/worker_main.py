@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
@@ -66,7 +66,10 @@ class _Channel:
 
     def send(self, msg: P.FromWorker) -> None:
         with self.lock:
-            self.conn.send(msg)
+            try:
+                self.conn.send(msg)
+            except (BrokenPipeError, ConnectionResetError):
+                _parent_gone()
 
 
 class _PipeLogHandler(logging.Handler):
@@ -99,6 +102,9 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     threading.Thread(
         target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
     ).start()
+    # Reading from the start, not once loaded: a parent killed while the models load (seconds)
+    # shows at once as the pipe's end, and the worker leaves instead of loading for nobody.
+    threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         factory = load_factory(args.factory)
         restorer = factory(args.restore, args.slot.device, threads=args.slot.threads)
@@ -115,7 +121,6 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     state.progress = lambda: int(getattr(restorer, "steps", 0))
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     report_model_sets(restorer, chan)
-    threading.Thread(target=_reader, args=(conn, state), daemon=True, name="reader").start()
     try:
         serve(chan, state, restorer)
     except BaseException as exc:  # noqa: BLE001
@@ -213,9 +218,7 @@ def _reader(conn: Connection, state: Inbox) -> None:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
-            # The parent is gone (killed?): nobody will collect results, and temp outputs are
-            # cleaned at the next start. Leave at once rather than linger as an orphan on the GPU.
-            os._exit(0)
+            _parent_gone()
         if isinstance(msg, P.Jobs):
             for item in msg.items:
                 state.inbox.put(item)
@@ -223,6 +226,13 @@ def _reader(conn: Connection, state: Inbox) -> None:
             state.stopping = True
             state.inbox.put(_STOP)
             return
+
+
+def _parent_gone() -> NoReturn:
+    """The parent's end of the pipe is closed (it was killed): nobody will collect results, and
+    temp outputs are cleaned at the next start. Leave at once, quietly (nothing to report to, and
+    no traceback for the terminal), rather than linger as an orphan on the GPU."""
+    os._exit(0)
 
 
 def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
