@@ -14,6 +14,7 @@ What it does to an image depends on the file name:
     raise     raises instead of returning a result
     slow      sleeps FAKE_SLOW seconds (default 1) first
     bad       returns a failed result ("not an image")
+    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode does
     noface    copies the file to dst and reports no face (a landscape)
     anything else: copies the file to dst and reports one face.
 
@@ -37,6 +38,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from gpen_watch.errors import ModelError
+from gpen_watch.imaging.reasons import decoder_bug
 from gpen_watch.restore.api import FileJob, FileResult
 
 
@@ -107,6 +109,9 @@ class FakeRestorer:
             time.sleep(float(os.environ.get("FAKE_SLOW", "1")))
         if "bad" in name:
             return FileResult(job.src, ok=False, error="not an image", error_kind="unsupported")
+        if "bugged" in name:
+            bug = decoder_bug(job.src, TypeError("expected str, bytes or os.PathLike object, not int"))
+            return FileResult(job.src, ok=False, error=bug.reason, error_kind=bug.kind)
         job.dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(job.src, job.dst)
         notes = [f"scale={job.scale}", f"threads={self.threads}", f"device={self.device}"]

@@ -208,6 +208,23 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     assert svc.stop() == 0
 
 
+@pytest.mark.slow
+def test_status_counts_failures_that_were_a_bug_apart(services: Callable[..., Service]) -> None:
+    svc = services()
+    svc.inbox.mkdir(parents=True)
+    svc.start()
+    drop(svc.inbox, "bugged.jpg", b"photo a")  # the fake restorer reports a decoder's bug
+    drop(svc.inbox, "bad.jpg", b"bad")
+    s = svc.wait_done(2)
+    assert (s["queue"]["failed"], s["queue"]["unsupported"], s["queue"]["failed_by_bug"]) == (1, 1, 1)
+    reason = (svc.failed / "bugged.jpg.error.txt").read_text()
+    assert "this is a bug in gpen-watch or a library, not a fault of the file" in reason
+    out = status_cli(svc)
+    assert "all time: 0 done, 1 failed, 1 unsupported" in out.stdout
+    assert "  1 failed because of a bug in gpen-watch or a library; see the log" in out.stdout
+    assert svc.stop() == 0
+
+
 def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..., Service]) -> None:
     # Two workers, so without the hold both copies would be restored side by side.
     svc = services("--set", "workers.cpu_workers=2", env={"FAKE_SLOW": "1"}).start()
