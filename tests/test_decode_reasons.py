@@ -199,14 +199,15 @@ def _frame(*subchunks: bytes) -> bytes:
     return struct.pack("<IHH8x", 16 + len(body), 0xF1FA, len(subchunks)) + body
 
 
-def _flc(prefix: bool) -> bytes:
+def _flc(prefix: bool, overrun: bool = False) -> bytes:
     """A two-frame 16x8 FLC (palette + byte-run frames, row r of frame f has colour r + 10 f),
-    with Animator Pro's prefix chunk before the first frame when ``prefix``."""
+    with Animator Pro's prefix chunk before the first frame when ``prefix``; with ``overrun``,
+    each line of each frame runs past the image's width (a crafted file, every chunk in place)."""
     palette = bytes(v for i in range(256) for v in (i, 255 - i, (i * 7) % 256))
     color256 = _chunk(4, struct.pack("<HBB", 1, 0, 0) + palette)
 
     def byte_run(shift: int) -> bytes:
-        return _chunk(15, b"".join(bytes([1, _W, r + shift]) for r in range(_H)))
+        return _chunk(15, b"".join(bytes([1, 100 if overrun else _W, r + shift]) for r in range(_H)))
 
     body = struct.pack("<IHH8x", 16, 0xF100, 0) if prefix else b""
     body += _frame(color256, byte_run(0)) + _frame(byte_run(10))
@@ -236,11 +237,15 @@ def test_an_intact_flc_the_decoder_misreads_is_not_called_corrupt(tmp_path: Path
     )
 
 
-@pytest.mark.parametrize("damage", ["cut", "chunk kind", "length"])
-def test_an_flc_whose_chunks_do_not_add_up_is_damaged(tmp_path: Path, damage: str) -> None:
-    raw = bytearray(_flc(prefix=True))
+@pytest.mark.parametrize("damage", ["cut", "chunk kind", "length", "every frame overruns"])
+def test_an_flc_whose_chunks_do_not_add_up_or_whose_frames_all_fail_is_damaged(
+    tmp_path: Path, damage: str
+) -> None:
+    raw = bytearray(_flc(prefix=True, overrun=damage == "every frame overruns"))
     if damage == "cut":
         raw = raw[:-20]
+    elif damage == "every frame overruns":
+        pass  # every chunk in place, but no frame decodes: no evidence the decoder is at fault
     elif damage == "chunk kind":
         raw[144 + 4 : 144 + 6] = struct.pack("<H", 0x1234)  # the first frame's kind
     else:

@@ -35,7 +35,7 @@ from gpen_watch.imaging.reasons import (
     truncated,
     unreadable_here,
 )
-from gpen_watch.imaging.structure import well_formed
+from gpen_watch.imaging.structure import a_later_frame_decodes, well_formed
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -368,7 +368,7 @@ def decode_failure(
     """Why the pixels of an identified image (read from ``fh``) could not be decoded, in the
     user's words."""
     short = ran_out(fh)
-    if not short and well_formed(fmt, fh):
+    if not short and well_formed(fmt, fh) and a_later_frame_decodes(im):
         return unreadable_here(path, fmt)
     compression = None
     if fmt == "TIFF":

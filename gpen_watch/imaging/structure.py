@@ -1,8 +1,10 @@
 """Whether a file's container is whole, for formats whose decoder here misreads some valid files.
 
 When such a file fails to decode but its parts add up exactly to the file (every chunk where the
-one before says, each of a kind the format defines, the last one ending at the file's end), the
-failure is the decoder's, not damage: ``reasons.unreadable_here`` says so instead of "corrupt".
+one before says, each of a kind the format defines, the last one ending at the file's end) and
+the decoder reads another of its frames, the failure is the decoder's, not damage:
+``reasons.unreadable_here`` says so instead of "corrupt". A crafted file whose frames all fail
+(Pillow's fli_oob cases) stays "damaged".
 
 FLI/FLC (Autodesk Animator): a 128-byte header whose first field is the file's length, then a
 chain of chunks, each starting with its own length and kind. Pillow 13 decodes the first frame
@@ -15,6 +17,8 @@ from __future__ import annotations
 import os
 import struct
 from typing import IO
+
+from PIL import Image
 
 _FLI_MAGICS = frozenset({0xAF11, 0xAF12})
 _FLI_HEADER = 128
@@ -35,6 +39,18 @@ def well_formed(fmt: str, fh: IO[bytes]) -> bool:
         return False
     finally:
         fh.seek(0)
+
+
+def a_later_frame_decodes(im: Image.Image) -> bool:
+    """Whether the decoder reads frame 1 of ``im`` (whose frame 0 it failed on)."""
+    try:
+        if int(getattr(im, "n_frames", 1) or 1) < 2:
+            return False
+        im.seek(1)
+        im.load()
+    except Exception:  # noqa: BLE001 - any failure: no evidence that the decoder is at fault
+        return False
+    return True
 
 
 def _fli_well_formed(fh: IO[bytes]) -> bool:
