@@ -167,17 +167,24 @@ def test_an_eof_error_is_truncation_only_where_a_read_came_up_short() -> None:
     assert short_struct.reason.startswith("truncated PSD")
 
 
-def test_reading_to_the_exact_end_is_not_running_out(tmp_path: Path) -> None:
+def test_running_out_is_a_short_last_read_since_the_last_seek(tmp_path: Path) -> None:
     src = tmp_path / "ten.bin"
     src.write_bytes(bytes(range(10)))
     with open_file(src) as fh:
         assert fh.read(4) == bytes(range(4)) and fh.read(6) == bytes(range(4, 10))
+        assert not ran_out(fh)  # to the exact end
         fh.seek(0)
         fh.read()  # "the rest", whatever its length
         assert not ran_out(fh)
         fh.seek(8)
         assert fh.read(4) == b"\x08\x09"
         assert ran_out(fh)
+        fh.seek(0)  # a decoder that goes elsewhere after a short block read
+        assert not ran_out(fh)
+        fh.seek(8)
+        fh.read(4)
+        fh.seek(2)
+        assert fh.read(2) == b"\x02\x03" and not ran_out(fh)
     with open_file(src) as fh:
         fh.seek(6)
         buf = bytearray(8)

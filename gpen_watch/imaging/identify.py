@@ -75,8 +75,10 @@ class SourceFile(io.BufferedReader):
     instead (``EpsImagePlugin.Ghostscript``), so the program never opens the user's path, which
     could have been replaced by a link since it was checked here.
 
-    ``ran_out`` records that a read asked for more bytes than were left: the evidence that a
-    decoder met the end of the file before the end of its data (``reasons.explain``).
+    ``ran_out`` says that the last read since the last seek asked for more bytes than were left:
+    the evidence that a decoder met the end of the file before the end of what it was reading
+    (``reasons.explain``). A seek or a full read clears it: a short read that a decoder went on
+    from (the last block of a complete file, read in large blocks) is not what made it fail.
     """
 
     ran_out = False
@@ -85,34 +87,31 @@ class SourceFile(io.BufferedReader):
     def name(self) -> str:
         raise AttributeError("a file opened by descriptor has no path to give")
 
-    def read(self, size: int | None = -1) -> bytes:
+    def seek(self, offset: int, whence: int = os.SEEK_SET, /) -> int:
+        self.ran_out = False
+        return super().seek(offset, whence)
+
+    def read(self, size: int | None = -1, /) -> bytes:
         data = super().read(size)
-        if size is not None and size > 0 and len(data) < size:
-            self.ran_out = True
+        if size is not None and size > 0:
+            self.ran_out = len(data) < size
         return data
 
-    def read1(self, size: int = -1) -> bytes:
+    def read1(self, size: int = -1, /) -> bytes:
         data = super().read1(size)
-        if size > 0 and not data:
-            self.ran_out = True
+        if size > 0:
+            self.ran_out = not data
         return data
 
     def readinto(self, buffer: WriteableBuffer, /) -> int:
         n = super().readinto(buffer)
-        if n < memoryview(buffer).nbytes:
-            self.ran_out = True
+        self.ran_out = n < memoryview(buffer).nbytes
         return n
 
 
 def ran_out(fh: IO[bytes]) -> bool:
-    """Whether a read of ``fh`` came up short since the flag was last cleared (``SourceFile``)."""
+    """Whether the last read of ``fh`` since its last seek came up short (``SourceFile``)."""
     return isinstance(fh, SourceFile) and fh.ran_out
-
-
-def clear_ran_out(fh: IO[bytes]) -> None:
-    """Forget short reads so far: gpen-watch's own look at the first bytes is not a decoder's."""
-    if isinstance(fh, SourceFile):
-        fh.ran_out = False
 
 
 def open_file(path: Path) -> IO[bytes]:
@@ -161,6 +160,7 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         # A plugin recognised its format but the header is cut short, corrupt, or of a variant it
         # lacks (DDS and BLP say so with NotImplementedError).
         exc, name = err.cause, kind or err.fmt
+        short = ran_out(fh)  # before _riff_truncated's seek clears it
         if isinstance(exc, Image.DecompressionBombError):
             raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
         if not isinstance(exc, (*DATA_ERRORS, MemoryError)):
@@ -168,7 +168,7 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
             raise decoder_bug(path, exc) from exc
         if _riff_truncated(head, fh):
             raise truncated(path, name) from exc
-        raise explain(path, name, exc, header=True, ran_out=ran_out(fh)) from exc
+        raise explain(path, name, exc, header=True, ran_out=short) from exc
     if im is None:
         if kind in ("HEIC", "HEIF") and "HEIF" in Image.OPEN:
             raise _heif_failure(fh, path, kind)
@@ -224,8 +224,7 @@ def _open_header(fh: IO[bytes]) -> Image.Image | None:
                 verdict = accept(prefix) if accept is not None else True
                 if not verdict or isinstance(verdict, str):
                     continue
-                fh.seek(0)
-                clear_ran_out(fh)
+                fh.seek(0)  # (also forgets a short read of gpen-watch's own look at the head)
                 return factory(fh, "")
             except SyntaxError as exc:
                 if fmt == "TIFF" and "unknown pixel mode" in str(exc):
