@@ -17,7 +17,7 @@ from PIL import Image, PngImagePlugin
 from gpen_watch.errors import ErrorKind
 from gpen_watch.imaging.errors import BrokenImageError, DecoderBugError, UnsupportedFormatError
 from gpen_watch.imaging.identify import open_file, ran_out
-from gpen_watch.imaging.load import load_image
+from gpen_watch.imaging.load import header_refusal, load_image
 from gpen_watch.imaging.reasons import explain
 
 # --- EPS through Ghostscript -------------------------------------------------------------------------
@@ -91,8 +91,8 @@ def test_an_exception_no_decoder_raises_for_bad_data_is_reported_as_a_bug(
     assert record.exc_info is not None and record.exc_info[0] is TypeError  # the traceback is logged
 
 
-def test_a_bug_while_reading_the_header_is_reported_as_a_bug(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_bug_while_reading_the_header_is_reported_as_a_bug_and_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     src = _png(tmp_path)
 
@@ -100,8 +100,15 @@ def test_a_bug_while_reading_the_header_is_reported_as_a_bug(
         raise AttributeError("'NoneType' object has no attribute 'read'")
 
     monkeypatch.setattr(PngImagePlugin.PngImageFile, "_open", broken_open)
-    with pytest.raises(DecoderBugError, match=r"could not decode it: AttributeError: .*a bug in gpen-watch"):
-        load_image(src)
+    with caplog.at_level(logging.ERROR):
+        # The service's own header check leaves it to the worker, which loads it: one log entry.
+        assert header_refusal(src) is None
+        with pytest.raises(
+            DecoderBugError, match=r"could not decode it: AttributeError: .*a bug in gpen-watch"
+        ):
+            load_image(src)
+    (record,) = caplog.records
+    assert record.exc_info is not None and record.exc_info[0] is AttributeError
 
 
 def test_a_value_a_plugin_cannot_look_up_is_still_the_files_damage(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import io
-import logging
 import os
 import stat
 import struct
@@ -39,8 +38,6 @@ from gpen_watch.imaging.structure import a_later_frame_decodes, well_formed
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
-
-log = logging.getLogger(__name__)
 
 
 def check_path(path: Path) -> None:
@@ -164,8 +161,7 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         if isinstance(exc, Image.DecompressionBombError):
             raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
         if not isinstance(exc, (*DATA_ERRORS, MemoryError)):
-            log.error("%s: %s reading the header (a bug)", path, type(exc).__name__, exc_info=exc)
-            raise decoder_bug(path, exc) from exc
+            raise decoder_bug(path, exc) from exc  # (load_image logs it)
         if _riff_truncated(head, fh):
             raise truncated(path, name) from exc
         raise explain(path, name, exc, header=True, ran_out=short) from exc

@@ -34,7 +34,13 @@ from gpen_watch.imaging.decode import (
     target_size,
     to_8bit,
 )
-from gpen_watch.imaging.errors import BrokenImageError, ImageInputError, ImageTooLargeError, NotAnImageError
+from gpen_watch.imaging.errors import (
+    BrokenImageError,
+    DecoderBugError,
+    ImageInputError,
+    ImageTooLargeError,
+    NotAnImageError,
+)
 from gpen_watch.imaging.formats import GRAY_MODES
 from gpen_watch.imaging.identify import (
     HEIF_KINDS,
@@ -150,7 +156,12 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
     check_path(path)
     with open_file(path) as fh:
         source_id = _file_id(os.fstat(fh.fileno()))
-        im = identify(fh, path, max_megapixels)
+        try:
+            im = identify(fh, path, max_megapixels)
+        except DecoderBugError as bug:
+            # Logged here, once: the parent's header check and the worker's probe meet it too.
+            _log_bug(path, "reading the header", bug.__cause__)
+            raise
         fmt = format_name(im)
         check_megapixels(path, im.size, max_megapixels)
         try:
@@ -169,8 +180,13 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
         except DATA_ERRORS as exc:
             raise decode_failure(path, im, fmt, exc, fh) from exc
         except Exception as exc:
-            log.error("%s: %s while decoding (a bug)", path, type(exc).__name__, exc_info=True)
+            _log_bug(path, "decoding", exc)
             raise decoder_bug(path, exc) from exc
+
+
+def _log_bug(path: Path, doing: str, exc: BaseException | None) -> None:
+    what = type(exc).__name__ if exc is not None else "an error"
+    log.error("%s: %s while %s: a bug in gpen-watch or a library", path, what, doing, exc_info=exc)
 
 
 def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError | None:
