@@ -321,3 +321,30 @@ def test_folder_files_are_chosen_by_content_as_the_watcher_does(
         with Image.open(out / name) as im:
             im.load()
             assert im.size == (64, 48)
+
+
+def test_a_second_run_skips_results_whose_name_follows_the_content(
+    tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    """A HEIC written as JPEG, a PNG named .jpg and a scan with no extension get a result name
+    unlike the input's; running the same command again skips them without loading the models
+    (the second run has none to load) instead of failing them as 'appeared while restoring'."""
+    pillow_heif = pytest.importorskip("pillow_heif")
+    pillow_heif.register_heif_opener()
+    d = tmp_path / "drop"
+    d.mkdir()
+    y, x = np.mgrid[0:48, 0:64]
+    ramp = Image.fromarray(np.dstack([x * 4, y * 5, x + y]).astype(np.uint8))
+    ramp.save(d / "01_phone.heic", "HEIF")
+    ramp.save(d / "02_named_wrong.jpg", "PNG")
+    ramp.save(d / "03_scan", "PNG")
+    out = tmp_path / "out"
+    first = run_cli(tiny_models, str(d), "-o", str(out))
+    assert first.returncode == 0, first.stderr + first.stdout
+    made = sorted(p.name for p in out.iterdir())
+    assert made == ["01_phone.jpg", "02_named_wrong.png", "03_scan.png"], made
+    again = _restore_without_models(tmp_path, str(d), "-o", str(out))
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert "nothing to restore: skipped 3 images whose result exists" in again.stdout, again.stdout
+    assert f"skip {d / '01_phone.heic'}: {out / '01_phone.jpg'} exists" in again.stderr, again.stderr
+    assert "appeared while restoring" not in again.stdout + again.stderr

@@ -67,10 +67,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
     plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
     skipped: list[Planned] = []
     if not args.overwrite:
-        skipped = [p for p in plan if p.dst.exists()]
-        plan = [p for p in plan if not p.dst.exists()]
-    for p in skipped:
-        say(f"skip {p.src}: {p.dst} exists (use --overwrite)")
+        plan, skipped = _skip_existing(plan, cfg.output.format)
     if not plan:
         # Nothing to restore: say why, without paying for the models or creating any folder.
         for src, reason in problems:
@@ -111,6 +108,23 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
         sys.stdout,
     )
     return 0 if not failures else 1
+
+
+def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned], list[Planned]]:
+    """The jobs left to do, and those whose result an earlier run wrote (each said)."""
+    from gpen_watch.restore.existing import existing_result
+
+    planned = {p.dst for p in plan}
+    todo: list[Planned] = []
+    skipped: list[Planned] = []
+    for p in plan:
+        found = existing_result(p.src, p.dst, out_format, planned)
+        if found is None:
+            todo.append(p)
+        else:
+            skipped.append(p)
+            say(f"skip {p.src}: {found} exists (use --overwrite)")
+    return todo, skipped
 
 
 def _restore(
