@@ -466,9 +466,9 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     )
     edited = path.read_text(encoding="utf-8")
     proc = gpen_watch("init")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # the same form and status as every other command's refusal
     assert proc.stdout == ""
-    assert proc.stderr == f"gpen-watch: {path} exists; use --force to overwrite it\n"
+    assert proc.stderr == f"gpen-watch: error: {path} exists; use --force to overwrite it\n"
     assert path.read_text(encoding="utf-8") == edited
 
     proc = gpen_watch("show")
@@ -512,7 +512,10 @@ def test_cli_config_init_reports_an_unwritable_place_without_a_traceback(tmp_pat
     proc = gpen_watch("init", "--config", str(blocker / "config.toml"))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config" in proc.stderr
+    assert (
+        f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config: {blocker} is a file, not a folder"
+        in proc.stderr
+    ), proc.stderr
 
 
 @pytest.mark.parametrize(

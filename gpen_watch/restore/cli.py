@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpen_watch import config
+from gpen_watch.argtypes import positive_int
 from gpen_watch.config_cli import add_config_option
 from gpen_watch.errors import ErrorKind, InputError, OutputError
 from gpen_watch.fsutil import publish_file
@@ -34,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "--device", help="auto (default: a CUDA GPU, else Apple's GPU, else the CPU), cpu, cuda, cuda:N, mps"
     )
-    parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: all cores)")
+    parser.add_argument(
+        "--threads", type=positive_int, metavar="N", help="torch threads (default: all cores)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace results already in OUTDIR")
     parser.add_argument("--no-download", action="store_true", help="never download missing model files")
     add_config_option(parser, "; the options override it")

@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from gpen_watch.argtypes import seconds
 from gpen_watch.service import control
 from gpen_watch.service.status import Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             "--no-wait", action="store_true", help="return at once instead of waiting for the exit"
         )
         parser.add_argument(
-            "--timeout", type=float, default=60.0, help="seconds to wait for the exit (default: 60)"
+            "--timeout", type=seconds, default=60.0, help="seconds to wait for the exit (default: 60)"
         )
 
 

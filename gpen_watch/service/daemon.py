@@ -32,6 +32,7 @@ from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal
 from gpen_watch.outbox import recovery
 from gpen_watch.service import control, intake, report, work
+from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival, Watcher
@@ -126,7 +127,7 @@ class Service:
     def run(self) -> int:
         with control.InstanceLock():
             try:
-                self._prepare_folders()
+                prepare_service_folders(self.cfg)
                 with Journal.open(self.journal_path) as journal:
                     cluster = self.cfg.cluster
                     local = cluster.local_workers or not cluster.address
@@ -192,12 +193,6 @@ class Service:
                 run.cluster.close()
             if server is not None:
                 server.close()
-
-    def _prepare_folders(self) -> None:
-        for folder in [i.path for i in self.cfg.watch.inboxes] + [self.cfg.watch.outbox]:
-            if not folder.is_dir():
-                folder.mkdir(parents=True, exist_ok=True)
-                log.info("created %s", folder)
 
     def _loop(self, run: Running) -> None:
         pool = run.pool

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config, paths
+from gpen_watch.argtypes import seconds
 from gpen_watch.config_cli import add_config_option
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.errors import ConfigError
 from gpen_watch.restore.options import add_restore_options, restore_overrides
+from gpen_watch.service.folders import check_service_folders
 
 # Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
 RESTORER_ENV = "GPEN_WATCH_RESTORER"
@@ -58,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     )
     parser.add_argument(
         "--stop-grace",
-        type=float,
+        type=seconds,
         default=10.0,
         metavar="S",
         help="seconds in-flight images get to finish on stop (default: 10)",
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service
 
     cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
+    check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))
     log = logging.getLogger("gpen_watch.service")
     factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
