@@ -356,6 +356,10 @@ def test_overrides_apply_after_the_file(tmp_path: Path) -> None:
     [
         ("restore.face_bach", "did you mean restore.face_batch?"),
         ("worker.cpu_workers", "did you mean workers.cpu_workers?"),
+        ("restore.strenght", "did you mean restore.strength?"),
+        # Nothing close: no unrelated setting of the same section offered, the known ones listed.
+        ("restore.nonsense", "; known: watch.inboxes, "),
+        ("watch.colour", "; known: watch.inboxes, "),
         ("restore", "no such setting"),
         ("restore.", "no such setting"),
         ("nosection.x", "known: watch.inboxes"),
@@ -368,6 +372,8 @@ def test_an_unknown_override_names_the_key(tmp_path: Path, key: str, expected: s
     message = refusal(tmp_path / "missing.toml", {key: "1"})
     assert message.startswith(f"{key}: no such setting"), message
     assert expected in message, message
+    if "did you mean" not in expected:
+        assert "did you mean" not in message, message
 
 
 @pytest.mark.parametrize(

@@ -136,9 +136,12 @@ def test_a_wrong_secret_file_is_refused(server: control.ControlServer) -> None:
         control.request("status")
 
 
-def test_no_service_says_not_running() -> None:
-    with pytest.raises(control.NotRunning, match="not running"):
+def test_no_service_says_not_running_in_words_and_how_to_start_it() -> None:
+    with pytest.raises(control.NotRunning) as refused:
         control.request("status")
+    said = str(refused.value)
+    assert said.startswith("gpen-watch is not running; start it with `gpen-watch run`"), said
+    assert "channel" not in said and "socket" not in said  # words of ours, not the user's
 
 
 def test_stale_socket_from_a_killed_service_says_not_running(server: control.ControlServer) -> None:
@@ -146,7 +149,7 @@ def test_stale_socket_from_a_killed_service_says_not_running(server: control.Con
     text = secret.read_text()
     server.close()
     secret.write_text(text)  # as if the service had been SIGKILLed: files left behind
-    with pytest.raises(control.NotRunning):
+    with pytest.raises(control.NotRunning, match="not running; start it with"):
         control.request("status")
 
 

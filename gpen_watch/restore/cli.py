@@ -325,8 +325,10 @@ def summary(
     for r in results:
         stage.update(r.timings)
     lines = [
-        f"restored {len(ok)} of {_count(len(ok) + len(failures), 'image')}, "
-        f"{_count(faces, 'face')} ({_count(no_face, 'image')} without a face)",
+        # "restored" only for faces: a photo without one is done, but nothing in it was restored.
+        f"done {len(ok)} of {_count(len(ok) + len(failures), 'image')}: "
+        + (f"{_count(faces, 'face')} restored" if faces else "no face restored")
+        + (f" ({_count(no_face, 'image')} without a face)" if no_face else ""),
         f"time {total:.1f} s (models {load_seconds:.1f} s, images {elapsed:.1f} s): "
         f"{len(results) / elapsed if elapsed > 0 else 0:.2f} images/s, "
         f"{faces / elapsed if elapsed > 0 else 0:.2f} faces/s",
