@@ -205,6 +205,10 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     assert "this run: 3 done, 2 faces restored" in out.stdout
     assert "processed 4" in out.stdout
     assert " done 4" not in out.stdout
+    # Where the log is: in status, and the one line the service printed at start, though its
+    # stderr is a file and no terminal.
+    assert f"\nlog: {paths.log_file()}\n" in out.stdout + "\n"
+    assert svc.stderr.read_text().splitlines()[0] == f"gpen-watch: logging to {paths.log_file()}"
     assert svc.stop() == 0
 
 

@@ -146,6 +146,8 @@ def format_status(s: Status) -> str:
         lines.append(f"outbox: {s.outbox}")
     if s.failed:
         lines.append(f"failed: {s.failed}")
+    if s.log_file:
+        lines.append(f"log: {s.log_file}")
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ loop's own bookkeeping (service loop only: it reads the pool, which that thread 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -85,11 +86,20 @@ def build_status(run: Running) -> Status:
         inboxes=tuple(str(i.path) for i in run.cfg.watch.inboxes),
         outbox=str(outbox),
         failed=str(naming.failed_root(outbox)),
+        log_file=log_file(),
         torch_loaded="torch" in sys.modules,
         ray_loaded="ray" in sys.modules,
         rss_mb=rss,
         rss_peak_mb=rss_peak,
     )
+
+
+def log_file() -> str:
+    """The file this process logs to (`gpen-watch run` sets it up), or "" when it logs to none."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return ""
 
 
 def model_sets_status(cfg: config.Config, loaded: list[dict[str, Any]]) -> list[dict[str, Any]]:

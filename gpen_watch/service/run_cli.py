@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -114,12 +115,22 @@ def setup_logging(verbose: bool) -> Path:
     return path
 
 
+def say_log_file(path: Path) -> None:
+    """One line at start, even when stderr is no terminal (a login service, a pipe): without a
+    terminal the log file is all there is, and this says where it is."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a closed stderr does not stop the service
+        print(f"gpen-watch: logging to {path}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service
 
     cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
     check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))
+    say_log_file(log_path)
     log = logging.getLogger("gpen_watch.service")
     factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
     service = Service(cfg, factory=factory, stop_grace=args.stop_grace)

@@ -228,6 +228,7 @@ class Status:
     inboxes: tuple[str, ...] = ()
     outbox: str = ""
     failed: str = ""
+    log_file: str = ""  # where the service logs ("" for one that logs to no file)
     # The parent must stay free of torch; tests assert on this.
     torch_loaded: bool = False
     # Only cluster mode imports Ray, once it connects (tests/test_cluster.py checks).
