@@ -192,7 +192,12 @@ class FaultPolicy:
         return tasks
 
     def in_flight(self) -> int:
+        """Photos sent to the workers and not finished."""
         return sum(len(w.flights) for w in self.workers)
+
+    def restoring(self) -> int:
+        """Of those, the ones a restorer has started on (it said Took): the rest wait in the worker."""
+        return sum(1 for w in self.workers for f in w.flights.values() if f.taken)
 
     def dispatch(self) -> list[Action]:
         """Send pending tasks to ready workers with free slots, oldest first.

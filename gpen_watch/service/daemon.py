@@ -221,7 +221,10 @@ class Service:
         """Finish or hand back the work in flight within stop_grace seconds."""
         pool = run.pool
         log.info(
-            "stopping: %d image(s) in flight get up to %g s to finish", pool.in_flight(), self.stop_grace
+            "%s",
+            stopping_line(
+                pool.restoring(), pool.in_flight() - pool.restoring() + pool.pending(), self.stop_grace
+            ),
         )
         _stop_watcher(run)
         pool.begin_stop()
@@ -319,3 +322,13 @@ def _command(run: Running, cmd: str) -> dict[str, Any]:
         log.info("resumed")
         return {"ok": True}
     return {"ok": True, **report.build_status(run).to_json()}
+
+
+def stopping_line(restoring: int, not_started: int, grace: float) -> str:
+    """What a stop does with the photos in hand: those being restored get the grace period, the
+    rest (in a worker but not started, or waiting for one) go back to the queue at once; the
+    "handed back" line that follows counts the second group, and any of the first left unfinished."""
+    line = f"stopping: {restoring} image(s) being restored get up to {grace:g} s to finish"
+    if not_started:
+        line += f"; {not_started} not started go back to the queue"
+    return line

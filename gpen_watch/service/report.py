@@ -70,7 +70,9 @@ def build_status(run: Running) -> Status:
         notice="; ".join(n for n in notices if n) or None,
         originals_waiting=run.originals.waiting_count,
         originals_left=run.originals.left_count,
-        queue=from_json(QueueStatus, {**journal.counts(), "in_flight": pool.in_flight()}),
+        queue=from_json(
+            QueueStatus, {**journal.counts(), "in_flight": pool.in_flight(), "restoring": pool.restoring()}
+        ),
         done_today=restored_today + no_face_today,
         restored_today=restored_today,
         no_face_today=no_face_today,

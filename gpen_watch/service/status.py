@@ -31,7 +31,8 @@ class QueueStatus:
     unsupported: int = 0
     duplicate: int = 0
     gone: int = 0
-    in_flight: int = 0
+    in_flight: int = 0  # sent to the workers (the pool's count)
+    restoring: int = 0  # of those, the ones a restorer has started on
 
     @property
     def depth(self) -> int:
