@@ -371,8 +371,15 @@ def test_photos_in_a_worker_and_being_restored_are_counted_apart() -> None:
     assert sent(policy.dispatch()) == {0: [1, 2, 3, 4]}
     policy.on_message(0, P.Took(1), [])
     assert (policy.in_flight(), policy.restoring(), len(policy.pending)) == (4, 1, 1)
+    # The engine takes photos ahead to decode them: its heartbeat says how many are past that.
+    for key in (2, 3, 4):
+        policy.on_message(0, P.Took(key), [])
+    policy.on_message(0, P.Heartbeat(busy=True, progress=3, restoring=1), [])
+    assert (policy.in_flight(), policy.restoring()) == (4, 1)
     policy.on_message(0, ok(1), [])
-    assert (policy.in_flight(), policy.restoring()) == (3, 0)
+    assert (policy.in_flight(), policy.restoring()) == (3, 1)
+    policy.on_message(0, P.Heartbeat(busy=True, progress=5, restoring=0), [])
+    assert policy.restoring() == 0
     line = stopping_line(1, 4, 10.0)
     assert (
         line
