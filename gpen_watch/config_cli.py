@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from gpen_watch import config, paths
@@ -11,12 +10,13 @@ from gpen_watch.config_template import commented_toml
 from gpen_watch.errors import ConfigError
 
 
-def add_config_option(parser: argparse.ArgumentParser, what: str = "") -> None:
-    """``--config PATH``, the same for every command that reads the config file."""
+def add_config_option(parser: argparse.ArgumentParser, what: str = "", default: object = None) -> None:
+    """``--config PATH``, the same for every command that reads the config file (a sub-command's
+    copy passes ``default=argparse.SUPPRESS`` so it leaves the parent's value alone)."""
     parser.add_argument(
         "--config",
         type=Path,
-        default=None,
+        default=default,
         metavar="PATH",
         help=f"config file{what} (default: {paths.config_file()})",
     )
@@ -37,12 +37,18 @@ def run(args: argparse.Namespace) -> int:
         print(config.to_toml(config.load(path)), end="")
         return 0
     if path.exists() and not args.force:
-        print(f"gpen-watch: {path} exists; use --force to overwrite it", file=sys.stderr)
-        return 1
+        raise ConfigError(f"{path} exists; use --force to overwrite it")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(commented_toml(config.Config()), encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot write config: {exc}") from None
+        raise ConfigError(f"{path}: cannot write config: {_why(exc)}") from None
     print(f"wrote {path}")
     return 0
+
+
+def _why(exc: OSError) -> str:
+    """mkdir's FileExistsError names a folder on the way that is a file: say that."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
+        return f"{exc.filename} is a file, not a folder"
+    return exc.strerror or str(exc)

@@ -189,11 +189,35 @@ def _set_inbox_value(cfg: Config, index: int, name: str, value: Any, dotted: str
     setattr(inbox, name, _convert(hints[name], value, dotted))
 
 
+# How alike (difflib's ratio, 0 to 1) a typed section and key must each be to a real one's to be
+# suggested: one or two letters off in a word ("face_bach", "strenght", "worker.") pass; a word
+# that only shares the section ("restore.nonsense" and restore.use_parse, 0.47) does not.
+_SIMILAR = 0.75
+
+
 def _suggest(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
+    close = _closest(name, known)
     if close:
-        return f"; did you mean {close[0]}?"
+        return f"; did you mean {close}?"
     return f"; known: {', '.join(known)}"
+
+
+def _closest(name: str, known: list[str]) -> str | None:
+    """The known setting whose section and key are each close to ``name``'s, or None.
+
+    Compared as a whole, the shared "restore." would make any two restore settings look alike.
+    """
+    section, _, key = name.rpartition(".")
+    best, best_score = None, 0.0
+    for candidate in known:
+        c_section, _, c_key = candidate.rpartition(".")
+        by_section = (
+            difflib.SequenceMatcher(None, section, c_section).ratio() if section or c_section else 1.0
+        )
+        by_key = difflib.SequenceMatcher(None, key, c_key).ratio()
+        if by_section >= _SIMILAR and by_key >= _SIMILAR and by_section * by_key > best_score:
+            best, best_score = candidate, by_section * by_key
+    return best
 
 
 def _build(cls: type, data: Any, prefix: str) -> Any:

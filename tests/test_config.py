@@ -356,6 +356,10 @@ def test_overrides_apply_after_the_file(tmp_path: Path) -> None:
     [
         ("restore.face_bach", "did you mean restore.face_batch?"),
         ("worker.cpu_workers", "did you mean workers.cpu_workers?"),
+        ("restore.strenght", "did you mean restore.strength?"),
+        # Nothing close: no unrelated setting of the same section offered, the known ones listed.
+        ("restore.nonsense", "; known: watch.inboxes, "),
+        ("watch.colour", "; known: watch.inboxes, "),
         ("restore", "no such setting"),
         ("restore.", "no such setting"),
         ("nosection.x", "known: watch.inboxes"),
@@ -368,6 +372,8 @@ def test_an_unknown_override_names_the_key(tmp_path: Path, key: str, expected: s
     message = refusal(tmp_path / "missing.toml", {key: "1"})
     assert message.startswith(f"{key}: no such setting"), message
     assert expected in message, message
+    if "did you mean" not in expected:
+        assert "did you mean" not in message, message
 
 
 @pytest.mark.parametrize(
@@ -466,9 +472,9 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     )
     edited = path.read_text(encoding="utf-8")
     proc = gpen_watch("init")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # the same form and status as every other command's refusal
     assert proc.stdout == ""
-    assert proc.stderr == f"gpen-watch: {path} exists; use --force to overwrite it\n"
+    assert proc.stderr == f"gpen-watch: error: {path} exists; use --force to overwrite it\n"
     assert path.read_text(encoding="utf-8") == edited
 
     proc = gpen_watch("show")
@@ -512,7 +518,10 @@ def test_cli_config_init_reports_an_unwritable_place_without_a_traceback(tmp_pat
     proc = gpen_watch("init", "--config", str(blocker / "config.toml"))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config" in proc.stderr
+    assert (
+        f"gpen-watch: error: {blocker / 'config.toml'}: cannot write config: {blocker} is a file, not a folder"
+        in proc.stderr
+    ), proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -136,9 +136,12 @@ def test_a_wrong_secret_file_is_refused(server: control.ControlServer) -> None:
         control.request("status")
 
 
-def test_no_service_says_not_running() -> None:
-    with pytest.raises(control.NotRunning, match="not running"):
+def test_no_service_says_not_running_in_words_and_how_to_start_it() -> None:
+    with pytest.raises(control.NotRunning) as refused:
         control.request("status")
+    said = str(refused.value)
+    assert said.startswith("gpen-watch is not running; start it with `gpen-watch run`"), said
+    assert "channel" not in said and "socket" not in said  # words of ours, not the user's
 
 
 def test_stale_socket_from_a_killed_service_says_not_running(server: control.ControlServer) -> None:
@@ -146,7 +149,7 @@ def test_stale_socket_from_a_killed_service_says_not_running(server: control.Con
     text = secret.read_text()
     server.close()
     secret.write_text(text)  # as if the service had been SIGKILLed: files left behind
-    with pytest.raises(control.NotRunning):
+    with pytest.raises(control.NotRunning, match="not running; start it with"):
         control.request("status")
 
 
@@ -181,7 +184,15 @@ def test_format_status() -> None:
                 "pid": 42,
                 "uptime_s": 75,
                 "paused": True,
-                "queue": {"queued": 3, "running": 1, "done": 10, "failed": 1, "unsupported": 2},
+                "queue": {
+                    "queued": 3,
+                    "running": 5,
+                    "in_flight": 4,
+                    "restoring": 1,
+                    "done": 10,
+                    "failed": 1,
+                    "unsupported": 2,
+                },
                 "restored_today": 7,
                 "no_face_today": 3,
                 "faces_today": 12,
@@ -208,7 +219,9 @@ def test_format_status() -> None:
     assert "paused (pid 42, up 1m15s)" in text
     assert "note: 1 original(s) left in the inbox: could not delete it" in text
     assert "PROBLEM" not in text
-    assert "queue: 3 waiting, 1 running" in text
+    # Handed out: 5; sent to the worker: 4, of which its restorer works on 1 (one more waits in
+    # the pool for a free slot, and counts as waiting).
+    assert "queue: 4 waiting, 4 in the worker, 1 being restored" in text
     assert "all time: 10 done, 1 failed, 2 unsupported" in text
     assert "today: 7 photos restored (12 faces), 3 without a face" in text
     assert "this run: 10 done, 14 faces restored" in text

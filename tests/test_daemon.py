@@ -205,6 +205,10 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     assert "this run: 3 done, 2 faces restored" in out.stdout
     assert "processed 4" in out.stdout
     assert " done 4" not in out.stdout
+    # Where the log is: in status, and the one line the service printed at start, though its
+    # stderr is a file and no terminal.
+    assert f"\nlog: {paths.log_file()}\n" in out.stdout + "\n"
+    assert svc.stderr.read_text().splitlines()[0] == f"gpen-watch: logging to {paths.log_file()}"
     assert svc.stop() == 0
 
 
@@ -467,13 +471,18 @@ def test_workers_killed_many_times_every_image_still_done_once(services: Callabl
 def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., Service]) -> None:
     svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "30"}).start()
     drop(svc.inbox, "slow.jpg", b"slow")
-    s = svc.wait(lambda s: s["queue"]["in_flight"] == 1, what="in flight")
+    s = svc.wait(lambda s: s["queue"]["restoring"] == 1, what="being restored")
+    assert s["queue"]["in_flight"] == 1
     worker_pid = s["workers"][0]["pid"]
     assert svc.proc is not None
     t0 = time.monotonic()
     svc.proc.send_signal(signal.SIGTERM)
     assert svc.proc.wait(20) == 0
     assert time.monotonic() - t0 < 12  # grace 5 s, then the worker is killed
+    # The two lines agree: the photo being restored got the grace period, then went back.
+    log = svc.log_text()
+    assert "stopping: 1 image(s) being restored get up to 5 s to finish\n" in log
+    assert "1 job(s) handed back to the queue" in log
     with pytest.raises(ProcessLookupError):
         os.kill(worker_pid, 0)
     with Journal.open() as j:

@@ -119,7 +119,7 @@ def test_restore_with_a_broken_detector_finishes_with_a_note(
     # The old code was still filtering after 10 minutes; the timeout only keeps a regression finite.
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(models), timeout=240)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert "restored 1 of 1 image," in proc.stdout
+    assert "done 1 of 1 image: no face restored (1 image without a face)" in proc.stdout
     lines = (proc.stdout + proc.stderr).splitlines()
     note = [line for line in lines if "cannot be a face in this photo" in line]
     assert len(note) == 1, proc.stdout + proc.stderr

@@ -284,8 +284,31 @@ def test_missing_custom_generator_file_says_where_to_put_it(tmp_path: Path) -> N
     result = needs.check(cfg)
     assert [f.state.value for f in result.files] == ["missing", "present"]
     message = needs.missing_message(result)
-    assert message.startswith(f"model file missing: {mine} (restore.model: no such file). Put the file there")
+    assert message.startswith(
+        f"model file missing: {mine} (restore.model: no such file). Put your own file at {mine}"
+    )
     assert "Looked for in" not in message
+
+
+def test_a_missing_custom_file_is_never_told_to_be_downloaded(tmp_path: Path) -> None:
+    """The user's own generator and a registry detector both missing: the advice to download and
+    copy into the cache folders is for the registry file alone, and names --model-dir and
+    GPEN_WATCH_MODEL_DIR as `models fetch` does; the own file is said missing at its exact path."""
+    mine = tmp_path / "studio" / "my-gpen.pth"
+    cfg = RestoreConfig(
+        model=str(mine), detector="retinaface_mobile0.25", use_parse=False, model_dir=tmp_path
+    )
+    result = needs.check(cfg)
+    assert [f.state.value for f in result.files] == ["missing", "missing"]
+    message = needs.missing_message(result)
+    assert message.startswith(
+        f"model files missing: {mine} (restore.model: no such file); {MOBILE.filename} ("
+    )
+    own, downloads = message.split(f"{MOBILE.filename}: looked for in ")
+    assert f"Put your own file at {mine} (it is read from that exact path only)" in own
+    assert str(mine) not in downloads  # only the registry file is to be downloaded and copied in
+    assert f"`gpen-watch models fetch {MOBILE.name}`" in downloads
+    assert "--model-dir" in downloads and "GPEN_WATCH_MODEL_DIR" in downloads
 
 
 def test_files_copied_in_during_a_download_end_it_and_leave_no_partial_file(
@@ -315,4 +338,33 @@ def test_files_copied_in_during_a_download_end_it_and_leave_no_partial_file(
         assert list(cache.iterdir()) == []  # neither the file nor its .part
     finally:
         RELEASE.set()
+        gate.close()
+
+
+def test_a_corrupt_file_that_turns_up_is_logged_once_with_its_path_and_what_to_do(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The user copies the missing file in, cut short: status shows it, and the log says it too
+    (the log is all a service started at login has), once, not at every check."""
+    mine = tmp_path / "my-gpen.pth"
+    cfg = RestoreConfig(
+        model=str(mine), detector="retinaface_mobile0.25", use_parse=False, model_dir=tmp_path
+    )
+    (tmp_path / MOBILE.filename).write_bytes(weights_bytes(10))
+    clock = Clock()
+    gate = ModelGate(cfg, lambda: None, clock=clock)
+    caplog.set_level(logging.INFO, logger="gpen_watch.service.model_gate")
+    try:
+        assert gate.start() is False
+        mine.write_bytes(weights_bytes(1000)[:300])  # a zip without its directory
+        poll_until(gate, clock, lambda: "corrupt" in (gate.problem() or ""), "the corrupt file in status")
+        for _ in range(3):  # later checks see the same file: nothing more in the log
+            clock.now += model_gate.CHECK_EVERY_S
+            gate.poll()
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("corrupt")]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"corrupt model file: {mine} (restore.model): truncated or damaged archive")
+        assert "Replace it with a good copy" in said[0]
+        assert [r.levelname for r in caplog.records if r.getMessage().startswith("corrupt")] == ["ERROR"]
+    finally:
         gate.close()

@@ -650,8 +650,15 @@ def test_gpen_by_path_rejects_other_models(tmp_path: Path) -> None:
     save_random(MOBILE, tmp_path / "det.pth")
     with pytest.raises(ModelError, match=re.escape("det.pth")):
         verify.load_gpen(tmp_path / "det.pth")
-    with pytest.raises(ModelError, match="neither a GPEN model name"):
+    # The user's own file: that exact path is said to be missing, nothing about downloads.
+    with pytest.raises(ModelError) as missing:
         verify.load_gpen(tmp_path / "absent.pth")
+    said = str(missing.value)
+    assert said.startswith(f"{tmp_path / 'absent.pth'}: no such file (--model, restore.model); "), said
+    assert "read from that exact path" in said
+    assert "download" not in said
+    with pytest.raises(ModelError, match="neither a GPEN model name"):
+        verify.load_gpen("GPEN-BFR-5l2")  # a mistyped name is no path
 
 
 # --- `gpen-watch models` ------------------------------------------------------------------------

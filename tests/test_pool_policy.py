@@ -358,3 +358,31 @@ def test_a_node_that_is_back_has_its_waiting_workers_started_at_once() -> None:
     assert policy.due() == []
     policy.retry_now({"cpu#0"})  # its node joined again (cluster.membership)
     assert policy.due() == [Spawn(0)]  # the other one still waits out its back-off
+
+
+def test_photos_in_a_worker_and_being_restored_are_counted_apart() -> None:
+    """A worker holds photos ahead of the one its restorer works on: only those it said Took for
+    are being restored; a stop gives those the grace period and hands the others back at once."""
+    from gpen_watch.service.daemon import stopping_line
+
+    policy, _ = make(images_in_flight=4)
+    ready(policy)
+    policy.pending.extend(task(k) for k in (1, 2, 3, 4, 5))
+    assert sent(policy.dispatch()) == {0: [1, 2, 3, 4]}
+    policy.on_message(0, P.Took(1), [])
+    assert (policy.in_flight(), policy.restoring(), len(policy.pending)) == (4, 1, 1)
+    # The engine takes photos ahead to decode them: its heartbeat says how many are past that.
+    for key in (2, 3, 4):
+        policy.on_message(0, P.Took(key), [])
+    policy.on_message(0, P.Heartbeat(busy=True, progress=3, restoring=1), [])
+    assert (policy.in_flight(), policy.restoring()) == (4, 1)
+    policy.on_message(0, ok(1), [])
+    assert (policy.in_flight(), policy.restoring()) == (3, 1)
+    policy.on_message(0, P.Heartbeat(busy=True, progress=5, restoring=0), [])
+    assert policy.restoring() == 0
+    line = stopping_line(1, 4, 10.0)
+    assert (
+        line
+        == "stopping: 1 image(s) being restored get up to 10 s to finish; 4 not started go back to the queue"
+    )
+    assert stopping_line(0, 0, 10.0) == "stopping: 0 image(s) being restored get up to 10 s to finish"

@@ -57,7 +57,7 @@ def test_folder_restore_keeps_size_orientation_metadata(
     before = {p: p.read_bytes() for p in album.rglob("*") if p.is_file()}
     proc = run_cli(tiny_models, str(album), "-o", str(out))
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert "restored 5 of 5 images" in proc.stdout
+    assert "done 5 of 5 images: " in proc.stdout
     assert "images/s" in proc.stdout
     # Inputs untouched.
     assert {p: p.read_bytes() for p in album.rglob("*") if p.is_file()} == before
@@ -239,7 +239,7 @@ def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path,
     (album / "readme.txt").write_text("what these photos are\n")
     proc = run_cli(tiny_models, str(album / "gray.jpg"), "-o", str(tmp_path / "one"))
     assert proc.returncode == 0, proc.stderr
-    assert "restored 1 of 1 image, " in proc.stdout
+    assert "done 1 of 1 image: " in proc.stdout
     assert not re.search(r"\b1 (images|faces)\b", proc.stdout), proc.stdout
     # A folder's other files are left out, and the summary says so.
     proc = run_cli(tiny_models, str(album), "-o", str(tmp_path / "all"))
@@ -257,7 +257,7 @@ def test_jpeg_comment_reaches_the_restored_photo(
     out = tmp_path / "out"
     proc = run_cli(tiny_models, str(src), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"restored 1 of 1 images?, [1-9]\d* face", proc.stdout), proc.stdout  # re-encoded
+    assert re.search(r"done 1 of 1 image: [1-9]\d* faces? restored", proc.stdout), proc.stdout  # re-encoded
     with Image.open(out / "scan.jpg") as im:
         assert im.info.get("comment") == b"print 42, box 7"
 
@@ -311,7 +311,7 @@ def test_folder_files_are_chosen_by_content_as_the_watcher_does(
     out = tmp_path / "out"
     proc = run_cli(tiny_models, str(d), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "restored 2 of 2 images" in proc.stdout, proc.stdout
+    assert "done 2 of 2 images: " in proc.stdout, proc.stdout
     assert "left out 2 files in the folders" in proc.stdout, proc.stdout
     made = sorted(p.name for p in out.iterdir())
     assert len(made) == 2, made
@@ -321,3 +321,46 @@ def test_folder_files_are_chosen_by_content_as_the_watcher_does(
         with Image.open(out / name) as im:
             im.load()
             assert im.size == (64, 48)
+
+
+def test_a_second_run_skips_results_whose_name_follows_the_content(
+    tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    """A HEIC written as JPEG, a PNG named .jpg and a scan with no extension get a result name
+    unlike the input's; running the same command again skips them without loading the models
+    (the second run has none to load) instead of failing them as 'appeared while restoring'."""
+    pillow_heif = pytest.importorskip("pillow_heif")
+    pillow_heif.register_heif_opener()
+    d = tmp_path / "drop"
+    d.mkdir()
+    y, x = np.mgrid[0:48, 0:64]
+    ramp = Image.fromarray(np.dstack([x * 4, y * 5, x + y]).astype(np.uint8))
+    ramp.save(d / "01_phone.heic", "HEIF")
+    ramp.save(d / "02_named_wrong.jpg", "PNG")
+    ramp.save(d / "03_scan", "PNG")
+    out = tmp_path / "out"
+    first = run_cli(tiny_models, str(d), "-o", str(out))
+    assert first.returncode == 0, first.stderr + first.stdout
+    made = sorted(p.name for p in out.iterdir())
+    assert made == ["01_phone.jpg", "02_named_wrong.png", "03_scan.png"], made
+    again = _restore_without_models(tmp_path, str(d), "-o", str(out))
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert "nothing to restore: skipped 3 images whose result exists" in again.stdout, again.stdout
+    assert f"skip {d / '01_phone.heic'}: {out / '01_phone.jpg'} exists" in again.stderr, again.stderr
+    assert "appeared while restoring" not in again.stdout + again.stderr
+
+
+def test_the_summary_says_restored_only_of_faces() -> None:
+    """Ten photos done and none with a face: nothing was restored, and the first line says so."""
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.restore.cli import summary
+
+    no_face = [FileResult(src=Path(f"{i}.jpg"), ok=True, faces=0) for i in range(10)]
+    failed = [(Path(f"bad{i}.jpg"), "damaged") for i in range(3)]
+    first = summary(no_face, failed, 2.0, 3.0, 1.0).splitlines()[0]
+    assert first == "done 10 of 13 images: no face restored (10 images without a face)"
+    with_faces = [*no_face[:3], FileResult(src=Path("group.jpg"), ok=True, faces=4)]
+    first = summary(with_faces, [], 2.0, 3.0, 1.0).splitlines()[0]
+    assert first == "done 4 of 4 images: 4 faces restored (3 images without a face)"
+    first = summary([FileResult(src=Path("one.jpg"), ok=True, faces=1)], [], 2.0, 3.0, 1.0).splitlines()[0]
+    assert first == "done 1 of 1 image: 1 face restored"

@@ -125,6 +125,27 @@ def test_live_source_feeds_one_running_pipeline(
     assert r.read_ahead >= 4  # what a daemon worker asks its pool for
 
 
+def test_the_restorer_counts_the_photos_past_decoding(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """What a worker's heartbeat reports as "being restored": photos taken ahead to decode are not
+    counted, a decoded one on the device or being written is, and none once all are handed back."""
+    seen: list[int] = []
+    with _restorer(tiny_models, landmarks) as r:
+
+        def source():
+            for p in [*photos, photos[0]]:
+                seen.append(r.restoring)  # as the engine asks for the next photo
+                yield FileJob(p, tmp_path / f"{len(seen)}-{p.name}")
+
+        results = list(r.restore_files(source(), prefetch=1))
+        assert r.restoring == 0
+    assert all(res.ok for res in results)
+    assert seen[0] == 0  # the first photo taken: nothing decoded yet
+    assert max(seen) >= 1  # later ones were taken while a decoded photo was on its way
+    assert max(seen) <= 2  # with one photo decoding ahead, never more than the few in the stages
+
+
 def test_batched_result_equals_one_at_a_time(
     tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
 ) -> None:

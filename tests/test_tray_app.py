@@ -128,12 +128,14 @@ class FakeIcon:
         item.action(self, item)
 
 
-def fake_backend(*, has_menu: bool = True, has_notification: bool = True, **icon_attrs: Any) -> Backend:
+def fake_backend(
+    *, has_menu: bool = True, has_notification: bool = True, tray_present: bool = True, **icon_attrs: Any
+) -> Backend:
     icon_cls = type(
         "Icon", (FakeIcon,), {"HAS_MENU": has_menu, "HAS_NOTIFICATION": has_notification, **icon_attrs}
     )
     pystray = SimpleNamespace(Icon=icon_cls, Menu=FakeMenu, MenuItem=FakeMenuItem)
-    return Backend("fake", pystray, has_menu, has_notification)  # type: ignore[arg-type]
+    return Backend("fake", pystray, has_menu, has_notification, tray_present)  # type: ignore[arg-type]
 
 
 class FakeService:
@@ -181,12 +183,15 @@ class FakeService:
 class FakePlatform:
     def __init__(self) -> None:
         self.opened: list[Path] = []
+        self.open_fails: OSError | None = None
         self.notices: list[tuple[str, str]] = []
         self.login = False
         self.login_options: list[LoginOptions] = []
 
     def open_path(self, path: Path) -> None:
         self.opened.append(path)
+        if self.open_fails is not None:
+            raise self.open_fails
 
     def notify(self, title: str, message: str) -> bool:
         self.notices.append((title, message))
@@ -366,6 +371,49 @@ def test_open_items_open_the_folders_and_the_log(running: Callable[..., Running]
     icon.click("Open log")
     wait_for(lambda: len(r.platform.opened) == 5, "open log")
     assert r.platform.opened[-1] == tmp_path / "logs" / "x.log"
+    r.stop()
+
+
+def test_a_failed_open_is_logged_once(
+    running: Callable[..., Running], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """xdg-open missing: one ERROR line naming the folder and why, and the notice; not two lines."""
+    caplog.set_level(logging.DEBUG, logger="gpen_watch.tray")
+    r = running()
+    r.platform.open_fails = OSError("xdg-open not found (install xdg-utils)")
+    icon = r.icon
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    icon.click("Open outbox")
+    wait_for(lambda: icon.notices, "the notice")
+    said = [rec for rec in caplog.records if "cannot open" in rec.getMessage()]
+    assert [(rec.levelname, rec.getMessage()) for rec in said] == [
+        ("ERROR", f"gpen-watch: cannot open {tmp_path / 'outbox'}: xdg-open not found (install xdg-utils)")
+    ]
+    assert icon.notices == [
+        ("gpen-watch", f"cannot open {tmp_path / 'outbox'}: xdg-open not found (install xdg-utils)")
+    ]
+    r.stop()
+
+
+def test_the_icon_is_said_shown_only_when_a_tray_shows_it(
+    running: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpen_watch.tray")
+    r = running(tray_present=False)
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    wait_for(lambda: any("tray" in rec.getMessage() for rec in caplog.records), "the icon's line")
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "gpen_watch.tray"]
+    assert not any("tray icon shown" in line for line in lines), lines
+    waiting = [line for line in lines if line.startswith("no system tray on the display yet")]
+    assert waiting == [
+        "no system tray on the display yet (GNOME needs the AppIndicator extension) (pystray fake "
+        "backend): the icon appears when one starts"
+    ], lines
+    r.stop()
+    caplog.clear()
+    r = running()
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    wait_for(lambda: any("tray icon shown" in rec.getMessage() for rec in caplog.records), "shown")
     r.stop()
 
 

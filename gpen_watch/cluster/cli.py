@@ -21,6 +21,7 @@ from gpen_watch import config
 from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli, ray_failure
+from gpen_watch.config_cli import add_config_option
 from gpen_watch.dispatch.devices import GpuSample
 from gpen_watch.errors import ClusterError
 from gpen_watch.tray.model import gpu_line
@@ -29,9 +30,14 @@ DEFAULT_PORT = 6379
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    parser.add_argument("--config", type=Path, help="config file (default: the user's)")
+    add_config_option(parser)
+    # Also after the action (`cluster status --config PATH`), where every other command takes it.
+    common = argparse.ArgumentParser(add_help=False)
+    add_config_option(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    head = sub.add_parser("head", help="start the cluster's head on this machine (the one with the inbox)")
+    head = sub.add_parser(
+        "head", parents=[common], help="start the cluster's head on this machine (the one with the inbox)"
+    )
     head.add_argument(
         "--bind",
         required=True,
@@ -41,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     head.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"the head's port (default {DEFAULT_PORT})"
     )
-    join = sub.add_parser("join", help="add this machine's GPUs to a cluster")
+    join = sub.add_parser("join", parents=[common], help="add this machine's GPUs to a cluster")
     join.add_argument("address", help="the head's host:port, as `gpen-watch cluster head` printed it")
     join.add_argument(
         "--bind", metavar="ADDRESS", help="this machine's address (default: the one that reaches the head)"
@@ -58,9 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         )
         p.add_argument("--temp-dir", type=Path, help="Ray's session folder (default: Ray's, /tmp/ray)")
         p.add_argument("--object-store-mb", type=int, help="Ray's object store size in MB (default: Ray's)")
-    sub.add_parser("status", help="the cluster's nodes and GPUs, and what the service does on each")
     sub.add_parser(
-        "leave", help="stop the Ray node gpen-watch started here (its workers' photos are requeued)"
+        "status", parents=[common], help="the cluster's nodes and GPUs, and what the service does on each"
+    )
+    sub.add_parser(
+        "leave",
+        parents=[common],
+        help="stop the Ray node gpen-watch started here (its workers' photos are requeued)",
     )
 
 

@@ -192,7 +192,17 @@ class FaultPolicy:
         return tasks
 
     def in_flight(self) -> int:
+        """Photos sent to the workers and not finished."""
         return sum(len(w.flights) for w in self.workers)
+
+    def restoring(self) -> int:
+        """Of those, the ones being restored: past decoding, as the restorer's heartbeat says (it
+        takes photos ahead to decode them), at most those it took; the rest wait in the worker."""
+        total = 0
+        for w in self.workers:
+            taken = sum(1 for f in w.flights.values() if f.taken)
+            total += taken if w.restoring_said < 0 else min(taken, w.restoring_said)
+        return total
 
     def dispatch(self) -> list[Action]:
         """Send pending tasks to ready workers with free slots, oldest first.
@@ -242,6 +252,7 @@ class FaultPolicy:
             self._on_result(w, msg.key, msg.result, events)
         elif isinstance(msg, P.Heartbeat):
             w.gpus = msg.gpus
+            w.restoring_said = msg.restoring
             if msg.progress != w.progress_seen:
                 w.progress_seen = msg.progress
                 if w.flights:
@@ -254,6 +265,7 @@ class FaultPolicy:
         elif isinstance(msg, P.Ready):
             w.state = WorkerState.READY
             w.pid = msg.pid if msg.pid is not None else w.pid
+            w.restoring_said = -1  # a new process: it says at its first heartbeat
             w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node or w.slot.node
             if w.slot.device == "auto":
                 w.device_label = msg.device_label

@@ -163,6 +163,9 @@ class Pool:
     def in_flight(self) -> int:
         return self._policy.in_flight()
 
+    def restoring(self) -> int:
+        return self._policy.restoring()
+
     def pending(self) -> int:
         return len(self._policy.pending)
 

@@ -96,6 +96,9 @@ class Heartbeat:
     # finished so far: while it moves, a photo that takes longer than workers.image_timeout (a
     # large photo upscaled on a CPU) is slow, not hung. 0 from a restorer that does not count.
     progress: int = 0
+    # Photos past decoding (on the device, or being pasted back and written): the ones "being
+    # restored" of those the worker holds. -1 from a restorer that does not say.
+    restoring: int = -1
     # The GPUs of the machine the worker runs on, as NVML read them there: sent by a cluster
     # node's worker (this machine's are read by the tray itself); () where there is no NVML.
     gpus: tuple[GpuSample, ...] = ()

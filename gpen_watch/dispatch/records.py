@@ -74,6 +74,8 @@ class WorkerRecord:
     last_progress_at: float = 0.0
     # The restorer's own progress count as last reported in a heartbeat.
     progress_seen: int = 0
+    # Its restorer's count of photos past decoding, from the last heartbeat (-1: not said).
+    restoring_said: int = -1
     restart_at: float = 0.0
     start_failures: int = 0
     crash_streak: int = 0  # crashes since the last finished image

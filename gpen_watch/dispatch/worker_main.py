@@ -119,6 +119,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     # A stand-in restorer (tests, benchmarks) may keep no count; its photos then get the plain
     # per-image timeout.
     state.progress = lambda: int(getattr(restorer, "steps", 0))
+    state.restoring = lambda: int(getattr(restorer, "restoring", -1))
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     report_model_sets(restorer, chan)
     try:
@@ -150,6 +151,8 @@ class Inbox:
         self.busy = False
         # The restorer's count of finished device steps, once it is loaded (see P.Heartbeat).
         self.progress: Callable[[], int] = lambda: 0
+        # Its count of photos past decoding (see P.Heartbeat); -1: it keeps none.
+        self.restoring: Callable[[], int] = lambda: -1
 
     def drain(self) -> list[P.JobItem]:
         items: list[P.JobItem] = []
@@ -238,7 +241,7 @@ def _parent_gone() -> NoReturn:
 def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
     while True:
         try:
-            chan.send(P.Heartbeat(state.busy, state.progress()))
+            chan.send(P.Heartbeat(state.busy, state.progress(), restoring=state.restoring()))
         except Exception:  # noqa: BLE001
             return
         time.sleep(every)

@@ -199,14 +199,27 @@ def missing_message(result: ModelCheck, failures: Mapping[str, str] | None = Non
         parts.append(text)
     n = len(parts)
     text = f"model file{'s' if n != 1 else ''} missing: {'; '.join(parts)}. "
-    if any(f.need.spec is not None for f in result.missing):
-        folders = ", ".join(str(d) for d in result.folders)
-        text += (
-            f"Looked for in {folders}. Download them on a machine with internet access and copy them "
-            "into one of those folders"
+    # The user's own file is looked for at its path only: no download or cache folder helps it.
+    advice = []
+    customs = [f.need for f in result.missing if f.need.spec is None]
+    if customs:
+        settings = " or ".join(dict.fromkeys(custom_setting(need) for need in customs))
+        where = " and ".join(str(need.custom) for need in customs)
+        advice.append(
+            f"Put your own file at {where} (it is read from that exact path only), or set {settings} "
+            "to a model name or another file"
         )
-    else:
-        text += "Put the file there, or set that setting to a model name or another file"
+    specs = [f.need.spec for f in result.missing if f.need.spec is not None]
+    if specs:
+        folders = ", ".join(str(d) for d in result.folders)
+        them = "them" if len(specs) > 1 else "it"
+        advice.append(
+            f"{' and '.join(s.filename for s in specs)}: looked for in {folders}; run "
+            f"`gpen-watch models fetch {' '.join(s.name for s in specs)}`, or download {them} on a "
+            f"machine with internet access and copy {them} into one of those folders, or into a "
+            f"folder named by --model-dir, restore.model_dir or {store.ENV_MODEL_DIR}"
+        )
+    text += "; ".join(advice)
     return text + ": the workers start as soon as every file is there (no `gpen-watch resume` needed)."
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,10 +247,8 @@ def load_gpen(
         return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
     path = Path(model).expanduser()
     if not path.is_file():
-        raise ModelError(
-            f"{model}: neither a GPEN model name ({', '.join(n for n in model_names() if 'GPEN' in n)}) "
-            "nor an existing weights file"
-        )
+        gpen_names = [n for n in model_names() if "GPEN" in n]
+        raise ModelError(_not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
     state = load_checkpoint(path)
     try:
         cfg = infer_gpen_config(state)
@@ -302,8 +300,9 @@ def load_upscaler(
         path = Path(model).expanduser()
         if not path.is_file():
             raise ModelError(
-                f"{model}: neither an upscaler name ({', '.join(UPSCALER_NAMES)}) nor an existing "
-                "weights file (restore.upscale_model)"
+                _not_a_file(
+                    model, "--upscale-model, restore.upscale_model", UPSCALER_NAMES, "an upscaler name"
+                )
             )
         return _rrdb_from_file(path, factor, None, device)
     spec = upscaler_spec(factor, model)
@@ -336,3 +335,15 @@ def _rrdb_from_file(path: Path, factor: int, name: str | None, device: str | tor
     state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
     net.load_state_dict(state, strict=True, assign=True)
     return net.to(device).eval()
+
+
+def _not_a_file(model: object, setting: str, names: Sequence[str], kind: str) -> str:
+    """Why ``model`` names nothing: the user's own file that is not at its path (no download or
+    cache folder would help it), or a name that is no model."""
+    text = str(model)
+    if "/" in text or "\\" in text or text.lower().endswith((".pth", ".pt")):
+        return (
+            f"{model}: no such file ({setting}); your own weights are read from that exact path: "
+            f"check it, or give {kind} ({', '.join(names)})"
+        )
+    return f"{model}: neither {kind} ({', '.join(names)}) nor an existing weights file ({setting})"

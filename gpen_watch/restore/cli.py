@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpen_watch import config
+from gpen_watch.argtypes import positive_int
 from gpen_watch.config_cli import add_config_option
 from gpen_watch.errors import ErrorKind, InputError, OutputError
 from gpen_watch.fsutil import publish_file
@@ -34,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "--device", help="auto (default: a CUDA GPU, else Apple's GPU, else the CPU), cpu, cuda, cuda:N, mps"
     )
-    parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: all cores)")
+    parser.add_argument(
+        "--threads", type=positive_int, metavar="N", help="torch threads (default: all cores)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace results already in OUTDIR")
     parser.add_argument("--no-download", action="store_true", help="never download missing model files")
     add_config_option(parser, "; the options override it")
@@ -67,10 +70,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
     plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
     skipped: list[Planned] = []
     if not args.overwrite:
-        skipped = [p for p in plan if p.dst.exists()]
-        plan = [p for p in plan if not p.dst.exists()]
-    for p in skipped:
-        say(f"skip {p.src}: {p.dst} exists (use --overwrite)")
+        plan, skipped = _skip_existing(plan, cfg.output.format)
     if not plan:
         # Nothing to restore: say why, without paying for the models or creating any folder.
         for src, reason in problems:
@@ -111,6 +111,23 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
         sys.stdout,
     )
     return 0 if not failures else 1
+
+
+def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned], list[Planned]]:
+    """The jobs left to do, and those whose result an earlier run wrote (each said)."""
+    from gpen_watch.restore.existing import existing_result
+
+    planned = {p.dst for p in plan}
+    todo: list[Planned] = []
+    skipped: list[Planned] = []
+    for p in plan:
+        found = existing_result(p.src, p.dst, out_format, planned)
+        if found is None:
+            todo.append(p)
+        else:
+            skipped.append(p)
+            say(f"skip {p.src}: {found} exists (use --overwrite)")
+    return todo, skipped
 
 
 def _restore(
@@ -308,8 +325,10 @@ def summary(
     for r in results:
         stage.update(r.timings)
     lines = [
-        f"restored {len(ok)} of {_count(len(ok) + len(failures), 'image')}, "
-        f"{_count(faces, 'face')} ({_count(no_face, 'image')} without a face)",
+        # "restored" only for faces: a photo without one is done, but nothing in it was restored.
+        f"done {len(ok)} of {_count(len(ok) + len(failures), 'image')}: "
+        + (f"{_count(faces, 'face')} restored" if faces else "no face restored")
+        + (f" ({_count(no_face, 'image')} without a face)" if no_face else ""),
         f"time {total:.1f} s (models {load_seconds:.1f} s, images {elapsed:.1f} s): "
         f"{len(results) / elapsed if elapsed > 0 else 0:.2f} images/s, "
         f"{faces / elapsed if elapsed > 0 else 0:.2f} faces/s",

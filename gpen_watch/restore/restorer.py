@@ -119,6 +119,9 @@ class Restorer:
         # Units of device work finished (a detection, a face batch, a tile batch), read by the
         # worker's heartbeat so that a slow photo is told from a hung one (dispatch.protocol).
         self.steps = 0
+        # Photos past decoding and not yet handed back (read by the worker's heartbeat: "being
+        # restored", apart from those taken ahead and still decoding).
+        self.restoring = 0
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -246,6 +249,7 @@ class Restorer:
             # Absorb decoded photos; wait for the next one only while a batch is not yet full.
             while decoding and (decoding[0].done() or queued_faces(ready) < self.face_batch):
                 work = decoding.popleft().result()
+                self.restoring += 1
                 refill()
                 if work.image is not None:
                     busy = {w.models for w in ready}
@@ -270,6 +274,7 @@ class Restorer:
                 for fut in done:
                     held -= finishing.pop(fut)
                     result = fut.result()
+                    self.restoring -= 1
                     self._keep_budget(result)
                     yield result
 

@@ -299,6 +299,11 @@ class ControlServer:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
+NOT_RUNNING = (
+    "gpen-watch is not running; start it with `gpen-watch run`, "
+    "or at every login with `gpen-watch service install`"
+)
+
 # --- client --------------------------------------------------------------------------------------
 
 
@@ -313,13 +318,14 @@ class ControlClient:
             token, address = str(info["token"]), str(info["address"])
             self.pid = info.get("pid")
         except FileNotFoundError:
-            raise NotRunning("gpen-watch is not running (no control channel found)") from None
+            raise NotRunning(NOT_RUNNING) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ControlError(f"{secret_path}: cannot read the control secret: {exc}") from None
         try:
             self.sock = _connect(address, timeout)
         except OSError:
-            raise NotRunning(f"gpen-watch is not running (nothing answers on {address})") from None
+            # A service killed without its goodbye leaves its files: no answer means not running.
+            raise NotRunning(NOT_RUNNING) from None
         self.reader = self.sock.makefile("rb")
         try:
             hello = _recv(self.reader)

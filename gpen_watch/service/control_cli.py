@@ -6,8 +6,9 @@ import argparse
 import json
 import time
 
+from gpen_watch.argtypes import seconds
 from gpen_watch.service import control
-from gpen_watch.service.status import Status, WorkerStatus
+from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
 
 
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             "--no-wait", action="store_true", help="return at once instead of waiting for the exit"
         )
         parser.add_argument(
-            "--timeout", type=float, default=60.0, help="seconds to wait for the exit (default: 60)"
+            "--timeout", type=seconds, default=60.0, help="seconds to wait for the exit (default: 60)"
         )
 
 
@@ -85,7 +86,7 @@ def format_status(s: Status) -> str:
         lines.append(f"note: {s.notice}")
     q = s.queue
     lines.append(
-        f"queue: {q.queued} waiting, {q.running} running"
+        f"queue: {queue_line(q, len(s.workers))}"
         + (f"; {_count(s.settling, 'file')} settling" if s.settling else "")
     )
     if s.special_files:
@@ -147,7 +148,17 @@ def format_status(s: Status) -> str:
         lines.append(f"outbox: {s.outbox}")
     if s.failed:
         lines.append(f"failed: {s.failed}")
+    if s.log_file:
+        lines.append(f"log: {s.log_file}")
     return "\n".join(lines)
+
+
+def queue_line(q: QueueStatus, workers: int) -> str:
+    """Waiting, handed to the workers, and being restored: a worker holds a few photos ahead of
+    the one its restorer works on, and "running" for all of them read as that many at work."""
+    waiting = q.queued + max(0, q.running - q.in_flight)  # handed out, not yet sent to a worker
+    where = "the workers" if workers > 1 else "the worker"
+    return f"{waiting} waiting, {q.in_flight} in {where}, {q.restoring} being restored"
 
 
 def _count(n: int, word: str) -> str:

@@ -32,6 +32,7 @@ from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal
 from gpen_watch.outbox import recovery
 from gpen_watch.service import control, intake, report, work
+from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival, Watcher
@@ -126,7 +127,7 @@ class Service:
     def run(self) -> int:
         with control.InstanceLock():
             try:
-                self._prepare_folders()
+                prepare_service_folders(self.cfg)
                 with Journal.open(self.journal_path) as journal:
                     cluster = self.cfg.cluster
                     local = cluster.local_workers or not cluster.address
@@ -193,12 +194,6 @@ class Service:
             if server is not None:
                 server.close()
 
-    def _prepare_folders(self) -> None:
-        for folder in [i.path for i in self.cfg.watch.inboxes] + [self.cfg.watch.outbox]:
-            if not folder.is_dir():
-                folder.mkdir(parents=True, exist_ok=True)
-                log.info("created %s", folder)
-
     def _loop(self, run: Running) -> None:
         pool = run.pool
         while not self._stop.is_set():
@@ -226,7 +221,10 @@ class Service:
         """Finish or hand back the work in flight within stop_grace seconds."""
         pool = run.pool
         log.info(
-            "stopping: %d image(s) in flight get up to %g s to finish", pool.in_flight(), self.stop_grace
+            "%s",
+            stopping_line(
+                pool.restoring(), pool.in_flight() - pool.restoring() + pool.pending(), self.stop_grace
+            ),
         )
         _stop_watcher(run)
         pool.begin_stop()
@@ -324,3 +322,13 @@ def _command(run: Running, cmd: str) -> dict[str, Any]:
         log.info("resumed")
         return {"ok": True}
     return {"ok": True, **report.build_status(run).to_json()}
+
+
+def stopping_line(restoring: int, not_started: int, grace: float) -> str:
+    """What a stop does with the photos in hand: those being restored get the grace period, the
+    rest (in a worker but not started, or waiting for one) go back to the queue at once; the
+    "handed back" line that follows counts the second group, and any of the first left unfinished."""
+    line = f"stopping: {restoring} image(s) being restored get up to {grace:g} s to finish"
+    if not_started:
+        line += f"; {not_started} not started go back to the queue"
+    return line

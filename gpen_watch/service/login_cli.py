@@ -45,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     plat = platform.current()
     entry = SERVICE if args.node is None else NODE
     if args.node and args.action != "install":
-        print(f"gpen-watch service: {args.action} takes --node alone, with nothing after it", file=sys.stderr)
+        print(
+            f"gpen-watch service: error: {args.action} takes --node alone, with nothing after it",
+            file=sys.stderr,
+        )
         return 2
     if args.action == "status":
         status = plat.login_status(entry)
@@ -57,12 +60,12 @@ def run(args: argparse.Namespace) -> int:
         result = plat.uninstall_login(entry)
     else:
         if args.systemd and platform.module_name() != "linux":
-            print("gpen-watch service: --systemd is for Linux only", file=sys.stderr)
+            print("gpen-watch service: error: --systemd is for Linux only", file=sys.stderr)
             return 2
         if args.node is not None:
             problem = node_problem(args.node)
             if problem:
-                print(f"gpen-watch service: --node {' '.join(args.node)}: {problem}", file=sys.stderr)
+                print(f"gpen-watch service: error: --node {' '.join(args.node)}: {problem}", file=sys.stderr)
                 return 2
             options = LoginOptions(systemd=args.systemd, node=tuple(args.node))
         else:
@@ -97,7 +100,7 @@ def node_problem(node: list[str]) -> str | None:
     if extra:
         return f"unknown argument(s) {' '.join(extra)}"
     if parsed.config is not None:
-        return "--config goes before head/join on a `gpen-watch cluster` command line; the node reads the default config"
+        return "leave out --config: the node started at login reads the default config"
     return None
 
 

@@ -19,6 +19,7 @@ changes, and lets them try again by themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import time
@@ -72,6 +73,8 @@ class ModelGate:
         self._refused: set[str] = set()  # downloaded but refused: not retried before `resume`
         self._retry_s = FETCH_RETRY_S
         self._rounds = 0  # fetch rounds started
+        # Corrupt files already in the log, as (path, stamp): each is logged once, not per poll.
+        self._logged_corrupt: set[tuple[str, Any]] = set()
 
     # --- driven by the service loop -------------------------------------------------------------
 
@@ -84,6 +87,7 @@ class ModelGate:
         self.state = GateState.WAITING
         self._maybe_fetch()
         self._log_waiting()
+        self._logged_corrupt |= _corrupt_keys(self._check)  # they were in that message
         return False
 
     def due_in(self) -> float:
@@ -107,6 +111,7 @@ class ModelGate:
             self._check = needs.check(
                 self._cfg, profiles=self._profiles
             )  # something changed: read the headers again
+            self._log_new_corrupt(self._check)
         if self.state is GateState.WORKERS_FAILED and stamp == self._failed_stamp:
             return False
         if not settled:
@@ -126,7 +131,7 @@ class ModelGate:
             return True
         if self.state is GateState.WORKERS_FAILED:
             self.state = GateState.WAITING  # the change made a file missing or corrupt
-            self._log_waiting()
+            self._log_waiting(corrupt=False)  # a corrupt file was logged by the check that found it
         self._maybe_fetch()
         return False
 
@@ -182,8 +187,17 @@ class ModelGate:
             specs, self._cfg.model_dir, self._wake, self._fetch_timeout, quiet
         ).start()
 
-    def _log_waiting(self) -> None:
-        problem = self.problem()
+    def _log_new_corrupt(self, check: ModelCheck) -> None:
+        """A file that turned up corrupt (a cut-short copy, an error page saved as .pth) is said in
+        the log, with its path and what to do, once; status shows it for as long as it lasts."""
+        new = tuple(f for f in check.corrupt if _corrupt_key(f) not in self._logged_corrupt)
+        if new:
+            log.error("%s", needs.corrupt_message(dataclasses.replace(check, files=new)))
+            self._logged_corrupt |= {_corrupt_key(f) for f in new}
+
+    def _log_waiting(self, corrupt: bool = True) -> None:
+        waiting = self.state is GateState.WAITING and self._check is not None
+        problem = self._problems(corrupt) if waiting else self.problem()
         if problem:
             log.error("%s", problem)
         elif self._check is not None and self._check.missing:
@@ -204,8 +218,12 @@ class ModelGate:
         if self.state is GateState.WORKERS_FAILED:
             # The loader's own message is the pool's problem (and each worker's error in status).
             return "a worker could not load the model files; it tries again as soon as a model file changes"
+        return self._problems()
+
+    def _problems(self, corrupt: bool = True) -> str | None:
+        assert self._check is not None
         parts = []
-        if self._check.corrupt:
+        if corrupt and self._check.corrupt:
             parts.append(needs.corrupt_message(self._check))
         missing = self._check.missing
         failures = self._known_failures()
@@ -251,3 +269,11 @@ class ModelGate:
             folders=tuple(str(d) for d in check.folders) if check is not None else (),
             download=download,
         )
+
+
+def _corrupt_key(f: needs.FileCheck) -> tuple[str, Any]:
+    return str(f.path), f.stamp
+
+
+def _corrupt_keys(check: ModelCheck) -> set[tuple[str, Any]]:
+    return {_corrupt_key(f) for f in check.corrupt}

@@ -3,6 +3,7 @@ loop's own bookkeeping (service loop only: it reads the pool, which that thread 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -71,7 +72,12 @@ def build_status(run: Running) -> Status:
         originals_left=run.originals.left_count,
         queue=from_json(
             QueueStatus,
-            {**journal.counts(), "failed_by_bug": journal.bug_failures(), "in_flight": pool.in_flight()},
+            {
+                **journal.counts(),
+                "failed_by_bug": journal.bug_failures(),
+                "in_flight": pool.in_flight(),
+                "restoring": pool.restoring(),
+            },
         ),
         done_today=restored_today + no_face_today,
         restored_today=restored_today,
@@ -88,11 +94,20 @@ def build_status(run: Running) -> Status:
         inboxes=tuple(str(i.path) for i in run.cfg.watch.inboxes),
         outbox=str(outbox),
         failed=str(naming.failed_root(outbox)),
+        log_file=log_file(),
         torch_loaded="torch" in sys.modules,
         ray_loaded="ray" in sys.modules,
         rss_mb=rss,
         rss_peak_mb=rss_peak,
     )
+
+
+def log_file() -> str:
+    """The file this process logs to (`gpen-watch run` sets it up), or "" when it logs to none."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return ""
 
 
 def model_sets_status(cfg: config.Config, loaded: list[dict[str, Any]]) -> list[dict[str, Any]]:

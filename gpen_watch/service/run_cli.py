@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config, paths
+from gpen_watch.argtypes import seconds
 from gpen_watch.config_cli import add_config_option
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.errors import ConfigError
 from gpen_watch.restore.options import add_restore_options, restore_overrides
+from gpen_watch.service.folders import check_service_folders
 
 # Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
 RESTORER_ENV = "GPEN_WATCH_RESTORER"
@@ -58,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     )
     parser.add_argument(
         "--stop-grace",
-        type=float,
+        type=seconds,
         default=10.0,
         metavar="S",
         help="seconds in-flight images get to finish on stop (default: 10)",
@@ -112,11 +115,22 @@ def setup_logging(verbose: bool) -> Path:
     return path
 
 
+def say_log_file(path: Path) -> None:
+    """One line at start, even when stderr is no terminal (a login service, a pipe): without a
+    terminal the log file is all there is, and this says where it is."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a closed stderr does not stop the service
+        print(f"gpen-watch: logging to {path}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service
 
     cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
+    check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))
+    say_log_file(log_path)
     log = logging.getLogger("gpen_watch.service")
     factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
     service = Service(cfg, factory=factory, stop_grace=args.stop_grace)

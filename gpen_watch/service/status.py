@@ -33,7 +33,8 @@ class QueueStatus:
     unsupported: int = 0
     duplicate: int = 0
     gone: int = 0
-    in_flight: int = 0
+    in_flight: int = 0  # sent to the workers (the pool's count)
+    restoring: int = 0  # of those, the ones a restorer has started on
 
     @property
     def depth(self) -> int:
@@ -230,6 +231,7 @@ class Status:
     inboxes: tuple[str, ...] = ()
     outbox: str = ""
     failed: str = ""
+    log_file: str = ""  # where the service logs ("" for one that logs to no file)
     # The parent must stay free of torch; tests assert on this.
     torch_loaded: bool = False
     # Only cluster mode imports Ray, once it connects (tests/test_cluster.py checks).

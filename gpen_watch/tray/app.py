@@ -190,10 +190,12 @@ class TrayApp:
             try:
                 self._hooks.loop_started()
                 self._with_icon(lambda icon: setattr(icon, "visible", True))
-                log.info("tray icon shown (pystray %s backend%s)", self.backend.name, self._click_help())
+                backend = f"pystray {self.backend.name} backend{self._click_help()}"
                 waiting = self.backend.waiting_for_tray()
-                if waiting:
-                    log.warning("%s: the icon appears when one starts", waiting)
+                if waiting:  # "shown" would not be true: nothing on the display shows it yet
+                    log.warning("%s (%s): the icon appears when one starts", waiting, backend)
+                else:
+                    log.info("tray icon shown (%s)", backend)
             except Exception:
                 log.exception("showing the tray icon failed")
             self._service_thread = threading.Thread(target=self._run_service, name="gpen-watch-service")
@@ -317,9 +319,10 @@ class TrayApp:
         except Exception:  # noqa: BLE001
             return False
 
-    def _notify(self, notice: Notice) -> None:
-        """Show a notice (from our threads only: it may wait for the GUI thread)."""
-        log.info("%s: %s", notice.title, notice.message)
+    def _notify(self, notice: Notice, level: int = logging.INFO) -> None:
+        """Show a notice (from our threads only: it may wait for the GUI thread), and log it: the
+        one line in the log for it, at ``level``."""
+        log.log(level, "%s: %s", notice.title, notice.message)
         try:
             if self.backend.has_notification:
                 self._with_icon(lambda icon: icon.notify(notice.message, notice.title))
@@ -373,8 +376,7 @@ class TrayApp:
                 # This instance is running: install for the next login without starting another.
                 result = self.platform.install_login(LoginOptions(load_now=False))
         except (GpenWatchError, OSError) as exc:
-            log.error("start at login: %s", exc)
-            self._notify(Notice("gpen-watch: start at login", str(exc)))
+            self._notify(Notice("gpen-watch: start at login", str(exc)), logging.ERROR)
         else:
             for line in result.messages:
                 log.info("start at login: %s", line)
@@ -386,8 +388,7 @@ class TrayApp:
                 path.mkdir(parents=True, exist_ok=True)  # made on the first failure; show it empty
             self.platform.open_path(path)
         except OSError as exc:
-            log.error("cannot open %s: %s", path, exc)
-            self._notify(Notice("gpen-watch", f"cannot open {path}: {exc}"))
+            self._notify(Notice("gpen-watch", f"cannot open {path}: {exc}"), logging.ERROR)
 
 
 def _without_readings(entries: list[model.Entry] | None) -> list[model.Entry] | None:
