@@ -192,3 +192,24 @@ def test_status_on_the_head_needs_no_setting(
     record([(daemon, gcs)], started.HEAD, "10.0.0.1:6379")
     assert cluster_cli.status_address(loaded) == "10.0.0.1:6379"  # the head gpen-watch started here
     assert cluster_cli.status_address(config.load(cfg, {"cluster.address": "auto"})) == "auto"
+
+
+def test_a_lost_remote_worker_is_said_in_words_with_what_becomes_of_its_photos() -> None:
+    exceptions = pytest.importorskip("ray.exceptions")
+    from gpen_watch.cluster.remote import lost_words
+
+    raw = exceptions.ActorUnavailableError(
+        "The actor is temporarily unavailable: RpcError: RPC Error message: Socket closed; RPC Error details:",
+        b"\0" * 16,
+    )
+    said = lost_words(raw, "10.0.0.2")
+    assert said == (
+        "node 10.0.0.2 stopped answering: the machine is off or off the network, or its Ray processes "
+        "died; its photos are requeued"
+    )
+    assert "RpcError" not in said
+    assert lost_words(exceptions.NodeDiedError("x"), "10.0.0.2").startswith("node 10.0.0.2 died or left")
+    other = lost_words(RuntimeError("grpc status 14"), "10.0.0.2")
+    assert other == (
+        "lost the worker on node 10.0.0.2: Ray raised RuntimeError, the debug log has its text; its photos are requeued"
+    )
