@@ -308,6 +308,12 @@ def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins
         assert sorted(j.source.name for j in done) == sorted(names)  # each photo once, none twice
         retries = svc.log_text().count("will retry")
         assert retries >= 1, svc.logs()  # the photos in flight were charged an attempt and requeued
+        # The journal counts those attempts too: the claim's, and the one the node's death cost.
+        assert sum(j.attempts for j in done) >= len(names) + 1, [(j.source.name, j.attempts) for j in done]
+        # Said in words, naming the node; Ray's exception text only at debug (not in this log).
+        assert f"node {c.node_ip} " in svc.log_text()
+        for raw in ("RpcError", "ActorUnavailableError", "ActorDiedError", "RayActorError"):
+            assert raw not in svc.log_text(), svc.logs()
         # While the node was away its worker said so once, not at every retry, and once it was back.
         log_text = svc.log_text()
         (name,) = [w["name"] for w in remote_workers(s, c)]
