@@ -172,10 +172,10 @@ def test_a_join_says_what_it_waits_for_before_ray_starts(
 
 
 def test_what_a_joining_node_offers_is_said_as_it_is() -> None:
-    assert cluster_cli.offers(0, True) == "its CPU; no GPU found on this machine"
+    assert cluster_cli.offers(0, True) == "its CPU; NVML finds no GPU on this machine"
     assert cluster_cli.offers(2, True) == "its 2 GPU(s) and its CPU"
     assert cluster_cli.offers(1, False) == "its 1 GPU(s)"
-    assert cluster_cli.offers(0, False) == "nothing: no GPU found on this machine, and no --cpu"
+    assert cluster_cli.offers(0, False) == "nothing: NVML finds no GPU on this machine, and no --cpu"
 
 
 def test_status_on_the_head_needs_no_setting(

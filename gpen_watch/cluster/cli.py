@@ -200,8 +200,8 @@ def offers(gpus: int, cpu: bool) -> str:
     if gpus:
         return f"its {gpus} GPU(s)"
     if cpu:
-        return "its CPU; no GPU found on this machine"
-    return "nothing: no GPU found on this machine, and no --cpu"
+        return "its CPU; NVML finds no GPU on this machine"
+    return "nothing: NVML finds no GPU on this machine, and no --cpu"
 
 
 def _stay(plan: stay.NodePlan) -> int:
