@@ -153,6 +153,15 @@ def test_a_head_whose_gcs_died_leaves_nothing_running_once_a_command_looks(
     assert [c[:2] for c in ray_never_runs] == [["start", "--head"]]
 
 
+def test_a_head_record_that_names_no_gcs_is_never_taken_for_a_dead_head(
+    daemon: subprocess.Popen[bytes],
+) -> None:
+    record([(daemon, "python /venv/ray/autoscaler/_private/monitor.py")], started.HEAD, "10.0.0.1:6379")
+    assert started.stop_dead_head() == 0  # it cannot tell: nothing is stopped
+    assert daemon.poll() is None
+    assert started.running() == started.Running(started.HEAD, "10.0.0.1:6379", kept=False)
+
+
 def test_a_join_says_what_it_waits_for_before_ray_starts(
     cfg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

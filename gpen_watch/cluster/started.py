@@ -124,13 +124,21 @@ def running() -> Running | None:
     keeper = _keeper()
     if keeper is not None and _same(keeper):
         return Running(keeper.role, keeper.address, kept=True)
-    alive = [p for p in recorded() if _same(p)]
+    procs = recorded()
+    dead_head = _head_is_dead(procs)
     # A head's node outranks a node joined beside it; a head whose GCS is gone is not running.
     for role in (HEAD, NODE, ""):
-        for p in alive:
-            if p.role == role and (role != HEAD or GCS in p.command):
+        for p in procs:
+            if p.role == role and _same(p) and not (role == HEAD and dead_head):
                 return Running(p.role, p.address, kept=False)
     return None
+
+
+def _head_is_dead(procs: list[RayProcess]) -> bool:
+    """Whether the record names a head's GCS and it no longer runs (a record without one cannot
+    tell: its head counts as alive while any of its processes is)."""
+    gcs = [p for p in procs if p.role == HEAD and GCS in p.command]
+    return bool(gcs) and not any(_same(p) for p in gcs)
 
 
 # The head's own daemon: without it the head is gone for good (Ray does not start it again).
@@ -147,10 +155,9 @@ def stop_dead_head() -> int:
     if keeper is not None and _same(keeper):
         return 0  # a kept head: its keeper stops what is left and starts it again
     procs = recorded()
-    head = [p for p in procs if p.role == HEAD]
-    if not head or any(_same(p) for p in head if GCS in p.command):
+    if not _head_is_dead(procs):
         return 0
-    left = [p for p in head if _same(p)]
+    left = [p for p in procs if p.role == HEAD and _same(p)]
     targets: set[int] = set()
     for p in left:
         targets |= _descendants(p.pid)
