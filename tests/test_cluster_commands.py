@@ -162,6 +162,18 @@ def test_a_head_record_that_names_no_gcs_is_never_taken_for_a_dead_head(
     assert started.running() == started.Running(started.HEAD, "10.0.0.1:6379", kept=False)
 
 
+def test_a_killed_node_waiting_unreaped_is_not_taken_for_a_running_one(
+    daemon: subprocess.Popen[bytes],
+) -> None:
+    record([(daemon, "/venv/ray/core/src/ray/raylet/raylet")], started.NODE, "10.0.0.1:6379")
+    assert started.running() is not None
+    daemon.kill()  # not waited for: a zombie, as Ray's daemons are under init until reaped
+    stat = Path(f"/proc/{daemon.pid}/stat")
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        pass  # the kill lands within microseconds
+    assert started.running() is None
+
+
 def test_a_join_says_what_it_waits_for_before_ray_starts(
     cfg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -122,14 +122,14 @@ def running() -> Running | None:
     if not supported():
         return None
     keeper = _keeper()
-    if keeper is not None and _same(keeper):
+    if keeper is not None and _runs(keeper):
         return Running(keeper.role, keeper.address, kept=True)
     procs = recorded()
     dead_head = _head_is_dead(procs)
     # A head's node outranks a node joined beside it; a head whose GCS is gone is not running.
     for role in (HEAD, NODE, ""):
         for p in procs:
-            if p.role == role and _same(p) and not (role == HEAD and dead_head):
+            if p.role == role and _runs(p) and not (role == HEAD and dead_head):
                 return Running(p.role, p.address, kept=False)
     return None
 
@@ -138,7 +138,7 @@ def _head_is_dead(procs: list[RayProcess]) -> bool:
     """Whether the record names a head's GCS and it no longer runs (a record without one cannot
     tell: its head counts as alive while any of its processes is)."""
     gcs = [p for p in procs if p.role == HEAD and GCS in p.command]
-    return bool(gcs) and not any(_same(p) for p in gcs)
+    return bool(gcs) and not any(_runs(p) for p in gcs)
 
 
 # The head's own daemon: without it the head is gone for good (Ray does not start it again).
@@ -152,12 +152,12 @@ def stop_dead_head() -> int:
     if not supported():
         return 0
     keeper = _keeper()
-    if keeper is not None and _same(keeper):
+    if keeper is not None and _runs(keeper):
         return 0  # a kept head: its keeper stops what is left and starts it again
     procs = recorded()
     if not _head_is_dead(procs):
         return 0
-    left = [p for p in procs if p.role == HEAD and _same(p)]
+    left = [p for p in procs if p.role == HEAD and _runs(p)]
     targets: set[int] = set()
     for p in left:
         targets |= _descendants(p.pid)
@@ -286,6 +286,12 @@ def _same(p: RayProcess) -> bool:
         return _start_time(str(p.pid)) == p.started
     except (OSError, IndexError, ValueError):
         return False
+
+
+def _runs(p: RayProcess) -> bool:
+    """The recorded process, not a reused pid, and not a zombie: Ray's daemons are children of
+    init once `ray start` has exited, and a killed one may wait there unreaped for a while."""
+    return _same(p) and _alive(p.pid)
 
 
 def _alive(pid: int) -> bool:
