@@ -70,11 +70,16 @@ class Cluster:
         return f"{self.head_ip}:{self.port}"
 
     def run(
-        self, ns: str, *cmd: str, check: bool = True, timeout: float = 120.0
+        self,
+        ns: str,
+        *cmd: str,
+        check: bool = True,
+        timeout: float = 120.0,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             ["ip", "netns", "exec", ns, *cmd],
-            env=self.ns_env(ns),
+            env={**self.ns_env(ns), **(env or {})},
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -98,6 +103,7 @@ class Cluster:
         check: bool = True,
         config: Path | None = None,
         wrap: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return self.run(
             ns,
@@ -110,6 +116,7 @@ class Cluster:
             str(config or self.config),
             *args,
             check=check,
+            env=env,
         )
 
     def ray_dir(self) -> Path:

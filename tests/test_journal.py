@@ -615,3 +615,42 @@ def test_failures_that_were_a_bug_of_ours_are_counted_apart_also_in_a_migrated_j
         assert j.requeue_running("worker crashed", max_attempts=3) == 1  # crash.png goes back
         assert j.require(bug.job.id).state == "failed" and j.bug_failures() == 0
         assert j.require(crashed.job.id).state == "queued"
+
+
+def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_journal(
+    journal: Journal,
+) -> None:
+    """A local process or a remote node alike: the pool's policy reports the death, the service
+    records it (``work.on_event``), and `attempts` counts that try, as the failure file and
+    `max_attempts` do."""
+    from gpen_watch.config import WorkerConfig, load
+    from gpen_watch.dispatch import protocol as P
+    from gpen_watch.dispatch.devices import WorkerSlot
+    from gpen_watch.dispatch.policy import FaultPolicy
+    from gpen_watch.dispatch.tasks import Task
+    from gpen_watch.restore.api import FileJob
+    from gpen_watch.service import work
+    from gpen_watch.service.running import Running
+
+    job_id = add(journal, "a.jpg").job.id
+    (job,) = journal.claim_batch(1, "10.0.0.2/cpu").jobs
+    assert job.attempts == 1
+    slot = WorkerSlot("10.0.0.2/cpu", "cpu", "10.0.0.2 CPU", None, 2, node="node (10.0.0.2)")
+    policy = FaultPolicy(
+        [slot], WorkerConfig(max_attempts=3), clock=time.monotonic, start_timeout=300.0, silence_timeout=60.0
+    )
+    policy.spawned(0, None)
+    policy.on_message(0, P.Ready(pid=None, device="cpu", threads=2), [])
+    policy.pending.append(Task(job_id, FileJob(Path("/in/a.jpg"), Path("/out/a.tmp"))))
+    policy.dispatch()
+    policy.on_message(0, P.Took(job_id), [])
+    events: list = []
+    policy.on_exit(0, "node 10.0.0.2 stopped answering; its photos are requeued", events, clean=False)
+    run = Running(load(None), journal, None, None, threading.Event())  # type: ignore[arg-type]
+    for ev in events:
+        work.on_event(run, ev)
+    again = journal.get(job_id)
+    assert again is not None
+    assert (again.state, again.attempts) == ("running", 2)  # the pool runs it again: attempt 2
+    assert journal.history(job_id)[-1].kind == "retry"
+    assert not journal.charge_attempt(add(journal, "queued.jpg").job.id, "x")  # only a running job

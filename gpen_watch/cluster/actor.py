@@ -15,10 +15,12 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import traceback
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 GPU_SAMPLE_S = 5.0
 # Under the node's temp folder: one folder per actor process, named by its pid.
 SCRATCH_FOLDER = "gpen-watch-actors"
+# How long ``ready`` waits for the restorer's thread to say how many threads torch runs.
+_THREADS_WAIT_S = 10.0
 
 
 def scratch_root(tmp: Path, pid: int) -> Path:
@@ -101,11 +105,15 @@ class RestorerActor:
         self._model_sets: tuple[Any, ...] = ()
         worker_main.report_model_sets(self._restorer, self)
         self._inbox = worker_main.Inbox()
+        self._threads_read = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="restorer").start()
 
     def ready(self) -> P.Ready | P.Fatal:
         if self._fatal is not None:
             return self._fatal
+        # The threads torch runs where the photos are computed (the restorer's thread), not
+        # the number asked for: status shows what the node really does.
+        self._threads_read.wait(_THREADS_WAIT_S)
         return worker_main.ready_message(self._restorer, self._slot, os.getpid(), node=self._node)
 
     def ping(self) -> tuple[tuple[GpuSample, ...], tuple[Any, ...]]:
@@ -146,6 +154,8 @@ class RestorerActor:
                 done.set_result(PhotoResult(failed))
 
     def _run(self) -> None:
+        self._slot = replace(self._slot, threads=torch_threads(self._slot.threads))
+        self._threads_read.set()
         try:
             worker_main.serve(self, self._inbox, self._restorer)
         except BaseException as exc:  # noqa: BLE001
@@ -156,3 +166,15 @@ class RestorerActor:
             with contextlib.suppress(Exception):
                 self._restorer.close()
             os._exit(P.EXIT_CODES[kind])
+
+
+def torch_threads(threads: int) -> int:
+    """Give torch ``threads`` threads on this thread, the one the photos are computed on (Ray
+    starts an actor's process with OMP_NUM_THREADS=1, and the restorer was made on another
+    thread), and say how many it runs now (a stand-in restorer without torch: the number asked
+    for)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return threads
+    torch.set_num_threads(threads)
+    return int(torch.get_num_threads())

@@ -77,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = config.load(args.config, must_exist=args.config is not None)
     path = token.token_path(cfg.cluster)
+    if args.action != "leave":
+        _stop_dead_head()
     if args.action == "head":
         return _head(args, path)
     if args.action == "join":
@@ -106,15 +108,53 @@ def _leave(path: Path) -> int:
     return 0
 
 
-def _start_node(cmd: list[str], args: argparse.Namespace, path: Path) -> None:
+def _stop_dead_head() -> None:
+    stopped = started.stop_dead_head()
+    if stopped:
+        print(
+            "the cluster head gpen-watch started here had died (its GCS is gone, and Ray does not "
+            f"start it again): stopped the {stopped} Ray process(es) it left running"
+        )
+
+
+def already_there(found: started.Running) -> str:
+    """What runs here already, in words, naming the cluster's address."""
+    at = f" at {found.address}" if found.address else ""
+    if found.role == started.HEAD:
+        what = f"this machine already runs the cluster's head{at}"
+    elif found.role == started.NODE:
+        what = f"this machine is already joined to the cluster{at}"
+    else:
+        what = "a Ray node that gpen-watch started already runs on this machine"
+    kept = " (a `--stay` keeper keeps it up)" if found.kept else ""
+    return f"{what}{kept}; nothing started"
+
+
+def _refuse_second(role: str, address: str) -> bool:
+    """True when this very node runs already (said; nothing to do); ClusterError when another
+    one does; False when none does. A second `ray start` would wait 30 s for ports that are
+    taken, fail, and leave a log monitor behind that no record names."""
+    found = started.running()
+    if found is None:
+        return False
+    if (found.role, found.address) == (role, address):
+        print(already_there(found))
+        return True
+    raise ClusterError(f"{already_there(found)}; `gpen-watch cluster leave` stops it first")
+
+
+def _start_node(cmd: list[str], args: argparse.Namespace, path: Path, role: str, address: str) -> None:
     """`ray start`, remembering the processes it left running, for `leave`."""
     before = started.ray_processes() if started.supported() else {}
     _ray(cmd + _common(args), path)
     if started.supported():
-        started.remember(before, args.temp_dir)
+        started.remember(before, args.temp_dir, role, address)
 
 
 def _head(args: argparse.Namespace, path: Path) -> int:
+    address = f"{args.bind}:{args.port}"
+    if _refuse_second(started.HEAD, address):
+        return 0
     made = token.ensure_token(path)
     cmd = ["start", "--head", "--port", str(args.port)]
     # The head's own GPUs have local workers (cluster.local_workers); the dashboard would open
@@ -122,24 +162,28 @@ def _head(args: argparse.Namespace, path: Path) -> int:
     cmd += ["--num-gpus", "0", "--include-dashboard", "false", "--disable-usage-stats"]
     running = f"cluster head running at {args.bind}:{args.port} (token authentication on)"
     if not args.stay:
-        _start_node([*cmd, "--node-ip-address", args.bind], args, path)
+        _start_node([*cmd, "--node-ip-address", args.bind], args, path, started.HEAD, address)
         print(running)
     print(f"token: {path}{' (new)' if made else ''}; copy it to the same place on each machine, mode 600")
     print("on each GPU machine, run:")
     print(f"  gpen-watch cluster join {args.bind}:{args.port}")
     print(f'and set cluster.address = "{args.bind}:{args.port}" (or "auto") for `gpen-watch run` here')
     if args.stay:
-        plan = stay.NodePlan((*cmd, *_common(args)), path, running, bind=args.bind, temp_dir=args.temp_dir)
+        plan = stay.NodePlan(
+            (*cmd, *_common(args)), path, running, bind=args.bind, temp_dir=args.temp_dir, address=address
+        )
         return _stay(plan)
     return 0
 
 
 def _join(args: argparse.Namespace, path: Path) -> int:
+    if _refuse_second(started.NODE, args.address):
+        return 0
     token.check_token(path)
     cmd = ["start", "--address", args.address, "--disable-usage-stats"]
     if args.cpu:
         cmd += ["--resources", json.dumps({CPU_RESOURCE: 1})]
-    running = f"joined the cluster at {args.address} as {{bind}}{' (GPUs and CPU)' if args.cpu else ''}"
+    running = f"joined the cluster at {args.address} as {{bind}} ({offers(len(read_gpus()), args.cpu)})"
     if args.stay:
         plan = stay.NodePlan(
             (*cmd, *_common(args)),
@@ -151,9 +195,23 @@ def _join(args: argparse.Namespace, path: Path) -> int:
         )
         return _stay(plan)
     bind = args.bind or probe_head(args.address)
-    _start_node([*cmd, "--node-ip-address", bind], args, path)
+    # Ray says nothing until the head accepted the node or it gave up (about 20 s for a token
+    # the head refuses).
+    print(f"waiting for the head at {args.address} to accept this node...", flush=True)
+    _start_node([*cmd, "--node-ip-address", bind], args, path, started.NODE, args.address)
     print(running.format(bind=bind))
     return 0
+
+
+def offers(gpus: int, cpu: bool) -> str:
+    """What a joining node offers gpen-watch, from the GPUs NVML finds on this machine."""
+    if gpus and cpu:
+        return f"its {gpus} GPU(s) and its CPU"
+    if gpus:
+        return f"its {gpus} GPU(s)"
+    if cpu:
+        return "its CPU; NVML finds no GPU on this machine"
+    return "nothing: NVML finds no GPU on this machine, and no --cpu"
 
 
 def _stay(plan: stay.NodePlan) -> int:
@@ -197,12 +255,24 @@ def _ray(cmd: list[str], path: Path) -> None:
         raise ClusterError(ray_failure(cmd[0], proc.stderr + proc.stdout, proc.returncode, path))
 
 
+def status_address(cfg: config.Config) -> str:
+    """cluster.address, else the cluster of the node gpen-watch started on this machine (the head
+    right after `cluster head`, before anyone set cluster.address)."""
+    if cfg.cluster.address:
+        return cfg.cluster.address
+    found = started.running()
+    if found is not None and found.address:
+        return found.address
+    raise ClusterError(
+        "cluster.address is not set and gpen-watch started no cluster node here; set it to the "
+        "head's host:port, or auto"
+    )
+
+
 def _status(cfg: config.Config, path: Path) -> int:
-    if not cfg.cluster.address:
-        raise ClusterError("cluster.address is not set; set it to the head's host:port, or auto")
+    address = status_address(cfg)
     token.check_token(path)
     os.environ.update(token.ray_env(path))
-    address = cfg.cluster.address
     local_ip = None if address == "auto" else probe_head(address)
     r_ = ray()
     try:

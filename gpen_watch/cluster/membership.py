@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpen_watch.cluster import link
+from gpen_watch.cluster import link, started
 from gpen_watch.cluster.bridge import Bridge, BridgedWorker, Gone
 from gpen_watch.config import Config
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot
@@ -121,6 +121,7 @@ class Membership:
     def _bridge_gone(self, b: Bridge, ev: Gone, now: float) -> None:
         b.close()
         self._bridge = None
+        self._sweep_dead_head()
         if self._connected:
             self._connected = False
             self._lost = (
@@ -133,6 +134,23 @@ class Membership:
         elif self.problem is None:
             self._say(f"cluster.address {self.address}: the cluster bridge ended ({ev.exitcode}); retrying")
         self._retry_later(now)
+
+    @staticmethod
+    def _sweep_dead_head() -> None:
+        """A head that `gpen-watch cluster head` started on this machine and whose GCS died (the
+        likeliest reason the bridge lost it) leaves its monitor, log monitor and dashboard
+        running, about 80 MB each, and Ray never starts its GCS again: they are stopped here."""
+        try:
+            stopped = started.stop_dead_head()
+        except OSError as exc:
+            log.debug("could not look for a dead head's processes: %s", exc)
+            return
+        if stopped:
+            log.warning(
+                "the cluster head on this machine has died (its GCS is gone): stopped the %d Ray "
+                "process(es) it left running; `gpen-watch cluster head` starts it again",
+                stopped,
+            )
 
     def _say(self, problem: str) -> None:
         """Status shows the latest problem; the log has the first of each outage, not every retry."""

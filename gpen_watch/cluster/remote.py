@@ -152,11 +152,11 @@ class RayWorker:
         try:
             self._serve(r_, actor, out)
         except Exception as exc:  # noqa: BLE001 - whatever Ray raised: the actor or its node is gone
+            # Ray's own text (RpcError, gRPC status codes) is for a bug report, not the log's
+            # warnings: there the pool says the loss in words, and what it does about it.
             log.debug("remote worker %s ended: %r", self._slot.address, exc)
             with contextlib.suppress(Exception):
-                out.send(
-                    P.Fatal(P.FatalKind.CRASH, f"lost the worker on {self._slot.address}: {_short(exc)}")
-                )
+                out.send(P.Fatal(P.FatalKind.CRASH, lost_words(exc, self._slot.address)))
         finally:
             with contextlib.suppress(Exception):
                 r_.kill(actor, no_restart=True)
@@ -231,6 +231,35 @@ class RayWorker:
                 stop = True
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+# What Ray raises when an actor or its node is gone, by the exception's class name (its
+# subclasses included), in words.
+_LOSSES = (
+    ("NodeDiedError", "node {address} died or left the cluster"),
+    (
+        "ActorUnavailableError",
+        "node {address} stopped answering: the machine is off or off the network, or its Ray processes died",
+    ),
+    (
+        "ActorDiedError",
+        "the worker process on node {address} ended: the node died or left, or the process was killed",
+    ),
+    (
+        "RayActorError",
+        "the worker process on node {address} ended: the node died or left, or the process was killed",
+    ),
+    ("OwnerDiedError", "photo bytes on their way to node {address} were lost"),
+    ("ObjectLostError", "photo bytes on their way to node {address} were lost"),
+    ("RaySystemError", "Ray lost its connection to node {address}"),
+)
+
+
+def lost_words(exc: BaseException, address: str) -> str:
+    """Why a remote worker is gone, in words: which node, what happened, what becomes of its
+    photos (the pool requeues them and restarts the worker); the exception's own text goes to the
+    debug log."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    said = next(
+        (words.format(address=address) for name, words in _LOSSES if name in names),
+        f"lost the worker on node {address}: Ray raised {type(exc).__name__}, the debug log has its text",
+    )
+    return f"{said}; its photos are requeued"

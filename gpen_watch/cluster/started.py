@@ -38,6 +38,22 @@ class RayProcess:
     pid: int
     started: int  # clock ticks after boot (/proc/PID/stat field 22): tells a reused pid apart
     command: str  # its first words, for the messages
+    # What it belongs to: HEAD or NODE, and the cluster's address (the head's host:port); empty
+    # in a record written before these were kept.
+    role: str = ""
+    address: str = ""
+
+
+HEAD, NODE = "head", "node"
+
+
+@dataclass(frozen=True)
+class Running:
+    """The Ray node (or keeper) gpen-watch started on this machine that still runs."""
+
+    role: str  # HEAD or NODE, "" when an older record does not say
+    address: str  # the cluster's address, "" when an older record does not say
+    kept: bool  # a `--stay` keeper runs it
 
 
 def supported() -> bool:
@@ -64,31 +80,102 @@ def ray_processes() -> dict[int, RayProcess]:
     return found
 
 
-def remember(before: dict[int, RayProcess], temp_dir: Path | None) -> list[RayProcess]:
-    """Record the Ray processes that `ray start` left running since ``before``; returns them."""
+def remember(
+    before: dict[int, RayProcess], temp_dir: Path | None, role: str = "", address: str = ""
+) -> list[RayProcess]:
+    """Record the Ray processes that `ray start` left running since ``before`` (a ``role`` node of
+    the cluster at ``address``); returns them."""
     session = _session_dir(temp_dir)
     new = [
-        p
+        RayProcess(p.pid, p.started, p.command, role, address)
         for pid, p in ray_processes().items()
         if pid not in before and (session is None or str(session) in p.command)
     ]
-    path = record_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     kept = [p for p in recorded() if _same(p)]  # `head` and `join` both, on one machine
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps([asdict(p) for p in kept + new], indent=1), encoding="utf-8")
-    tmp.replace(path)
+    _write(kept + new)
     return new
 
 
 def recorded() -> list[RayProcess]:
     try:
         data = json.loads(record_path().read_text(encoding="utf-8"))
-        return [RayProcess(int(d["pid"]), int(d["started"]), str(d["command"])) for d in data]
+        return [_process(d) for d in data]
     except FileNotFoundError:
         return []
     except (OSError, ValueError, KeyError, TypeError):
         return []  # a damaged record: nothing we can trust to stop
+
+
+def _process(d: dict[str, object]) -> RayProcess:
+    return RayProcess(
+        int(str(d["pid"])),
+        int(str(d["started"])),
+        str(d["command"]),
+        str(d.get("role", "")),
+        str(d.get("address", "")),
+    )
+
+
+def running() -> Running | None:
+    """The node gpen-watch started here that still runs (its keeper counts, even while it waits
+    for its head); None when there is none or there is no /proc to tell."""
+    if not supported():
+        return None
+    keeper = _keeper()
+    if keeper is not None and _runs(keeper):
+        return Running(keeper.role, keeper.address, kept=True)
+    procs = recorded()
+    dead_head = _head_is_dead(procs)
+    # A head's node outranks a node joined beside it; a head whose GCS is gone is not running.
+    for role in (HEAD, NODE, ""):
+        for p in procs:
+            if p.role == role and _runs(p) and not (role == HEAD and dead_head):
+                return Running(p.role, p.address, kept=False)
+    return None
+
+
+def _head_is_dead(procs: list[RayProcess]) -> bool:
+    """Whether the record names a head's GCS and it no longer runs (a record without one cannot
+    tell: its head counts as alive while any of its processes is)."""
+    gcs = [p for p in procs if p.role == HEAD and GCS in p.command]
+    return bool(gcs) and not any(_runs(p) for p in gcs)
+
+
+# The head's own daemon: without it the head is gone for good (Ray does not start it again).
+GCS = "gcs_server"
+
+
+def stop_dead_head() -> int:
+    """Stop what is left of a recorded head whose GCS has died (the monitor, log monitor and
+    dashboard outlive it, about 80 MB each, and Ray never starts the GCS again); how many
+    processes were still running. A node recorded beside it is left alone."""
+    if not supported():
+        return 0
+    keeper = _keeper()
+    if keeper is not None and _runs(keeper):
+        return 0  # a kept head: its keeper stops what is left and starts it again
+    procs = recorded()
+    if not _head_is_dead(procs):
+        return 0
+    left = [p for p in procs if p.role == HEAD and _runs(p)]
+    targets: set[int] = set()
+    for p in left:
+        targets |= _descendants(p.pid)
+    _stop(targets, kill_only=True)  # orphans of a dead node: nothing of theirs to save
+    _write([p for p in procs if p.role != HEAD and _same(p)])
+    return len(left)
+
+
+def _write(procs: list[RayProcess]) -> None:
+    path = record_path()
+    if not procs:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps([asdict(p) for p in procs], indent=1), encoding="utf-8")
+    tmp.replace(path)
 
 
 def stop_recorded() -> int:
@@ -132,11 +219,12 @@ def _stop(targets: set[int], kill_only: bool = False) -> None:
             break
 
 
-def remember_keeper() -> None:
-    """Record this process as the node's keeper (Linux only, as the rest of the record)."""
+def remember_keeper(role: str = "", address: str = "") -> None:
+    """Record this process as the keeper of a ``role`` node of the cluster at ``address`` (Linux
+    only, as the rest of the record)."""
     if not supported():
         return
-    me = RayProcess(os.getpid(), _start_time(str(os.getpid())), "gpen-watch cluster --stay")
+    me = RayProcess(os.getpid(), _start_time(str(os.getpid())), "gpen-watch cluster --stay", role, address)
     path = paths.state_dir() / KEEPER_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -174,8 +262,7 @@ def stop_keeper(wait_s: float = 4 * STOP_WAIT_S) -> bool:
 
 def _keeper() -> RayProcess | None:
     try:
-        d = json.loads((paths.state_dir() / KEEPER_NAME).read_text(encoding="utf-8"))
-        return RayProcess(int(d["pid"]), int(d["started"]), str(d["command"]))
+        return _process(json.loads((paths.state_dir() / KEEPER_NAME).read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -199,6 +286,12 @@ def _same(p: RayProcess) -> bool:
         return _start_time(str(p.pid)) == p.started
     except (OSError, IndexError, ValueError):
         return False
+
+
+def _runs(p: RayProcess) -> bool:
+    """The recorded process, not a reused pid, and not a zombie: Ray's daemons are children of
+    init once `ray start` has exited, and a killed one may wait there unreaped for a while."""
+    return _same(p) and _alive(p.pid)
 
 
 def _alive(pid: int) -> bool:

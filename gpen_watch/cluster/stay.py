@@ -63,6 +63,16 @@ class NodePlan:
     bind: str | None = None  # this machine's address; None: the one that reaches the head
     temp_dir: Path | None = None  # Ray's session folder (for `leave`'s record)
     log_path: Path = field(default_factory=lambda: paths.state_dir() / LOG_NAME)
+    address: str = ""  # the head's own host:port (for the record); a node's is head_address
+
+    @property
+    def role(self) -> str:
+        return started.HEAD if self.head_address is None else started.NODE
+
+    @property
+    def cluster(self) -> str:
+        """The cluster's address, as the record keeps it."""
+        return self.head_address or self.address
 
 
 @dataclass
@@ -78,7 +88,7 @@ class Keeper:
         """Keep the node up until ``stop``; 0 then. ClusterError at once when Ray is not
         installed, which no retry mends."""
         ray_cli()
-        started.remember_keeper()
+        started.remember_keeper(self.plan.role, self.plan.cluster)
         try:
             return self._keep()
         finally:
@@ -152,7 +162,7 @@ class Keeper:
                     return 0.0
                 self.runs += 1
                 if started.supported():
-                    started.remember(before, self.plan.temp_dir)
+                    started.remember(before, self.plan.temp_dir, self.plan.role, self.plan.cluster)
                 self.say(self.plan.running_line.format(bind=bind))
                 next_look, looks = 0.0, 0
                 while proc.poll() is None and not self.stop.wait(0.5):

@@ -368,7 +368,7 @@ class FaultPolicy:
                 t.isolate = True
                 self.pending.appendleft(t)
                 msg = f"worker died ({reason}); will retry"
-                events.append(PoolEvent(EventKind.RETRY, t, w.slot.name, message=msg))
+                events.append(PoolEvent(EventKind.RETRY, t, w.slot.name, message=msg, charged=True))
         log.warning(
             "worker %s died (%s) with %d image(s) in flight; restarting", w.slot.name, reason, len(flights)
         )

@@ -37,3 +37,6 @@ class PoolEvent:
     message: str = ""
     # Where the worker runs, as it said when ready ("" for a worker on this machine).
     node: str = ""
+    # A RETRY that charged the task an attempt (its worker died while restoring it), which the
+    # journal counts too; an out-of-memory retry is not one.
+    charged: bool = False

@@ -628,6 +628,19 @@ class Journal:
         with self._write() as conn:
             conn.execute("UPDATE jobs SET node = ? WHERE id = ?", (node, job_id))
 
+    def charge_attempt(self, job_id: int, reason: str, worker: str | None = None) -> bool:
+        """A running job's worker died while restoring it (a local process, or a remote node or its
+        actor): that try counts, and the pool runs the job again without a new claim. False if the
+        job is not running."""
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE jobs SET attempts = attempts + 1 WHERE id = ? AND state = '{JobState.RUNNING}'",
+                (job_id,),
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, "retry", reason, worker)
+            return cur.rowcount == 1
+
     def requeue(self, job_id: int, reason: str) -> bool:
         """Put a running job back in the queue (worker crashed, timed out, service stopping)."""
         with self._write() as conn:

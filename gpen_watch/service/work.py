@@ -150,6 +150,9 @@ def on_event(run: Running, ev: PoolEvent) -> None:
             run.tp.failed += 1
             log.error("%s: %s", ev.task.job.src, ev.message)
             run.originals.note(failed.fail(journal, ev.task.key, ev.message, run.cfg, tmp=ev.task.job.dst))
+        elif ev.kind == RETRY and ev.charged:
+            journal.charge_attempt(ev.task.key, ev.message, ev.worker)
+            log.warning("%s: %s", ev.task.job.src, ev.message)
         elif ev.kind == RETRY:
             journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
             log.warning("%s: %s", ev.task.job.src, ev.message)
