@@ -157,6 +157,7 @@ def _command(
         "restore.device": spec.device,
         "restore.max_side": spec.max_side,
         "restore.detect_max_side": spec.detect_max_side,
+        "restore.detect_shrink_above": spec.detect_shrink_above,
         "restore.face_batch": spec.face_batch,
         "restore.precision": spec.precision,
         "restore.memory_mb": spec.memory_mb,

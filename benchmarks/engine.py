@@ -45,7 +45,13 @@ def make_restorer(
     net = prepare_detector(
         verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False), dev
     )
-    network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
+    network = FaceDetector(
+        net,
+        dev,
+        threshold=cfg.detect_threshold,
+        max_side=cfg.detect_max_side,
+        shrink_above=cfg.detect_shrink_above,
+    )
     detector = KnownFaces(network, table, clock)
     return Restorer(
         cfg, device=device, threads=threads, io_threads=io_threads, download=False, detector=detector

@@ -22,6 +22,7 @@ class RunSpec:
     device: str = "cpu"
     max_side: int = 4096
     detect_max_side: int = 1000
+    detect_shrink_above: int = 1500
     # 0: the engine's own choice (restore.face_batch = 0).
     face_batch: int = 0
     # None: the engine's own choice (all cores).
@@ -60,6 +61,7 @@ class RunSpec:
             face_batch=self.face_batch,
             max_side=self.max_side,
             detect_max_side=self.detect_max_side,
+            detect_shrink_above=self.detect_shrink_above,
             precision=self.precision,
             memory_mb=self.memory_mb,
         )

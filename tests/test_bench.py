@@ -117,7 +117,7 @@ def test_prepared_detection_equals_direct_detection() -> None:
         for head in net.ClassHead:
             head.conv1x1.weight.mul_(20000)
             head.conv1x1.bias.zero_()
-    det = FaceDetector(net.eval(), torch.device("cpu"), max_side=320)
+    det = FaceDetector(net.eval(), torch.device("cpu"), max_side=320, shrink_above=320)
     rng = np.random.default_rng(5)
     img = np.kron(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8), np.ones((8, 8, 1), np.uint8))
     prepared = det.prepare(img)
