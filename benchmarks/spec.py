@@ -33,6 +33,9 @@ class RunSpec:
     precision: Precision = "auto"
     # The engine's restore.memory_mb (modes 3-4); 0: its own choice.
     memory_mb: int = 0
+    # Faces found by the MobileNet detector with its real weights (models.detector is it) instead
+    # of the photo set's known landmarks.
+    detect_real: bool = False
 
     def save(self, path: Path) -> None:
         data = asdict(self)
