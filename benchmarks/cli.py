@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from benchmarks.photos import build_photo_set, find_solvay
+from benchmarks.photos import SHARED_DETECTOR, build_photo_set, find_shared, find_solvay
 from benchmarks.results import ModeRun, ModeSummary
 from benchmarks.spec import RunSpec
 
@@ -30,6 +30,10 @@ FACES_NOTE = (
     "Faces: the models have random weights (real architectures, same compute), so the detector finds "
     "no real faces. Face positions come from known landmarks scaled with each photo; the detector "
     "network still runs on every photo, so its cost is counted."
+)
+DETECT_REAL_NOTE = (
+    "Faces: found by RetinaFace-MobileNet0.25 with its real, trained weights (--detect-real), not "
+    "from known landmarks; GPEN (and ParseNet) keep random weights. The report counts the faces found."
 )
 
 
@@ -72,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="a checkout of yangxy/GPEN: adds its pipeline as modes real-upstream (a process per photo) "
         "and real-warm (one process), with --parse and no pre-scale in every mode",
     )
+    p.add_argument(
+        "--detect-real",
+        nargs="?",
+        const=Path(""),
+        type=Path,
+        metavar="WEIGHTS",
+        help="find faces with the MobileNet detector's real weights (default: ../shared/fixtures/"
+        "retinaface_mobilenet0.25_real.pth) instead of known landmarks; the report says how many it found",
+    )
     p.add_argument("--tiny", action="store_true", help="tiny GPEN and MobileNet detector (tests only)")
     p.add_argument("--keep", action="store_true", help="keep the photos, models and outputs (printed path)")
     return p
@@ -92,6 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(known)}", file=sys.stderr)
         return 2
+    if args.detect_real is not None:
+        if args.upstream:
+            print(
+                "--detect-real and --upstream: the real upstream modes use known faces only", file=sys.stderr
+            )
+            return 2
+        weights = args.detect_real if args.detect_real != Path("") else find_shared(SHARED_DETECTOR)
+        if weights is None or not weights.is_file():
+            print(
+                f"--detect-real: no detector weights at {weights or '../' + str(SHARED_DETECTOR)}",
+                file=sys.stderr,
+            )
+            return 2
+        args.detect_real = weights
     if args.upstream:
         from benchmarks.real_upstream_mode import check_checkout
         from benchmarks.runner import BenchError
@@ -132,11 +159,14 @@ def _run(
 ) -> int:
     from benchmarks.models import write_models
 
-    what = "tiny test models" if args.tiny else f"GPEN-BFR-{size} and RetinaFace-R50 models"
+    detector = "real RetinaFace-MobileNet0.25" if args.detect_real else "RetinaFace-R50"
+    what = "tiny test models" if args.tiny else f"GPEN-BFR-{size} and {detector} models"
     print(f"building {images} photos of ~{megapixels:g} MP and {what} with random weights in {work}")
     photos = build_photo_set(work / "photos", images, megapixels, args.solvay or find_solvay())
     photos.save(work / "photos.json")
-    models = write_models(work / "models", size, parse=args.parse, tiny=args.tiny)
+    models = write_models(
+        work / "models", size, parse=args.parse, tiny=args.tiny, real_detector=args.detect_real
+    )
     spec = RunSpec(
         models,
         work / "photos.json",
@@ -148,6 +178,7 @@ def _run(
         memory_mb=args.memory_mb,
         # Upstream restores every photo at its own size: no pre-scale anywhere when compared with it.
         max_side=0 if args.upstream else RunSpec.max_side,
+        detect_real=args.detect_real is not None,
     )
     if args.upstream:
         from benchmarks.real_upstream_mode import write_upstream_weights
@@ -156,7 +187,7 @@ def _run(
     spec.save(work / "spec.json")
     for note in photos.notes:
         print(f"note: {note}")
-    print(FACES_NOTE)
+    print(DETECT_REAL_NOTE if spec.detect_real else FACES_NOTE)
     runs = _expand(modes, worker_counts)
     results: dict[str, list[ModeRun]] = {m: [] for m in runs}
     started = time.time()
@@ -179,6 +210,8 @@ def _run(
     text = report.table(summaries)
     meta = _meta(args, device, size, photos, started, spec)
     headline = _headline(summaries)
+    if spec.detect_real:
+        headline += "\n" + _found_line(summaries, photos.total_faces)
     if args.upstream:
         agreement = _agreement(spec, runs, args.repeat)
         meta["agreement_psnr_face_box_db"] = agreement
@@ -222,6 +255,12 @@ def _run_one(
 
         return run_daemon(spec, work / "daemon" / tag / mode, int(mode.split("-")[1].rstrip("w")), timeout)
     return runner.run_in_child(mode, work / "spec.json", out_dir, work, timeout)
+
+
+def _found_line(summaries: list[ModeSummary], known: int) -> str:
+    """How many faces the real detector found in each mode (the last round), against the marks."""
+    parts = [f"{report.label(m.mode)} {m.runs[-1].faces}" for m in summaries]
+    return f"faces found by the real MobileNet detector (the photo set's marks: {known}): " + "; ".join(parts)
 
 
 def _headline(summaries: list[ModeSummary]) -> str:

@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.factory import FACTORY, LOG_ENV, PHOTOS_ENV, read_worker_logs, read_worker_rss
+from benchmarks.factory import (
+    DETECT_REAL_ENV,
+    FACTORY,
+    LOG_ENV,
+    PHOTOS_ENV,
+    read_worker_logs,
+    read_worker_rss,
+)
 from benchmarks.photos import PhotoSet
 from benchmarks.results import ModeRun
 from benchmarks.runner import BenchError, child_env
@@ -49,6 +56,7 @@ def run_daemon(
             "GPEN_WATCH_RESTORER": FACTORY,
             PHOTOS_ENV: str(spec.photo_set),
             LOG_ENV: str(folders["measure"]),
+            DETECT_REAL_ENV: "1" if spec.detect_real else "0",
             **(env or {}),
         }
     )
@@ -157,6 +165,7 @@ def _command(
         "restore.device": spec.device,
         "restore.max_side": spec.max_side,
         "restore.detect_max_side": spec.detect_max_side,
+        "restore.detect_shrink_above": spec.detect_shrink_above,
         "restore.face_batch": spec.face_batch,
         "restore.precision": spec.precision,
         "restore.memory_mb": spec.memory_mb,

@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 def make_restorer(
     cfg: RestoreConfig,
-    table: FaceTable,
+    table: FaceTable | None,
     device: str | None = None,
     threads: int | None = None,
     io_threads: int | None = None,
     clock: StageClock | None = None,
 ) -> Restorer:
-    """A Restorer whose detector network runs but whose faces come from ``table``.
+    """A Restorer whose detector network runs but whose faces come from ``table`` (None: the
+    network's own, for the real MobileNet weights).
 
     With ``clock``, the detector network's wall time is summed into it ("detector"); the engine
     reports every other stage, pre-scale and generator ("restore") included, in its results.
@@ -45,11 +46,22 @@ def make_restorer(
     net = prepare_detector(
         verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False), dev
     )
-    network = FaceDetector(net, dev, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side)
+    network = FaceDetector(
+        net,
+        dev,
+        threshold=cfg.detect_threshold,
+        max_side=cfg.detect_max_side,
+        shrink_above=cfg.detect_shrink_above,
+    )
     detector = KnownFaces(network, table, clock)
     return Restorer(
         cfg, device=device, threads=threads, io_threads=io_threads, download=False, detector=detector
     )
+
+
+def face_table(spec: RunSpec, photos: PhotoSet) -> FaceTable | None:
+    """The photo set's known faces, or None where the spec finds them with the real detector."""
+    return None if spec.detect_real else FaceTable(photos.faces)
 
 
 def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
@@ -60,7 +72,7 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
     clock = StageClock()
     t0 = time.perf_counter()
     restorer = make_restorer(
-        spec.restore_config(), FaceTable(photos.faces), spec.device, spec.threads, spec.io_threads, clock
+        spec.restore_config(), face_table(spec, photos), spec.device, spec.threads, spec.io_threads, clock
     )
     load_s = time.perf_counter() - t0
     out_dir.mkdir(parents=True, exist_ok=True)

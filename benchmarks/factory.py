@@ -25,6 +25,7 @@ from gpen_watch.restore.api import FileJob, FileResult
 FACTORY = "benchmarks.factory:bench_restorer"
 PHOTOS_ENV = "GPEN_BENCH_PHOTOS"  # the PhotoSet JSON
 LOG_ENV = "GPEN_BENCH_LOG"  # folder for the workers' measurements
+DETECT_REAL_ENV = "GPEN_BENCH_DETECT_REAL"  # "1": the detector's own faces (RunSpec.detect_real)
 
 
 class _Measured:
@@ -57,7 +58,8 @@ class _Measured:
 def bench_restorer(cfg: RestoreConfig, device: str, threads: int | None = None) -> _Measured:
     photos = PhotoSet.load(Path(os.environ[PHOTOS_ENV]))
     clock = StageClock()
-    restorer = make_restorer(cfg, FaceTable(photos.faces), device, threads, clock=clock)
+    table = None if os.environ.get(DETECT_REAL_ENV) == "1" else FaceTable(photos.faces)
+    restorer = make_restorer(cfg, table, device, threads, clock=clock)
     log = Path(os.environ[LOG_ENV]) / f"worker-{os.getpid()}.jsonl"
     return _Measured(restorer, clock, log)
 

@@ -3,6 +3,8 @@
 Random detector weights find nonsense (or nothing), so the faces reported are the photo set's
 known ones, scaled to whatever size the photo was decoded at. The network's result is thrown away,
 but it runs on exactly the input the engine would give it, so detection costs what it really costs.
+Without a table (``--detect-real``: the MobileNet detector with its real weights) the network's
+own faces are reported.
 """
 
 from __future__ import annotations
@@ -47,21 +49,28 @@ class FaceTable:
 
 
 class KnownFaces:
-    """Runs ``network`` (when given) for its cost, reports the table's faces.
+    """Runs ``network`` (when given) for its cost, reports the table's faces, or without a table
+    the faces the network found.
 
     With ``clock``, the network's wall time is summed into it as "detector".
     """
 
-    def __init__(self, network: _Detector | None, table: FaceTable, clock: StageClock | None = None) -> None:
+    def __init__(
+        self, network: _Detector | None, table: FaceTable | None, clock: StageClock | None = None
+    ) -> None:
         self.network = network
         self.table = table
         self.clock = clock
 
     def detect(self, images: Sequence[np.ndarray | Prepared]) -> list[list[Face]]:
+        found: list[list[Face]] = []
         if self.network is not None:
             with self.clock.time("detector") if self.clock is not None else contextlib.nullcontext():
-                self.network.detect(images)
-        return [self.table.faces_for(*img.shape[:2]) for img in images]
+                found = self.network.detect(images)
+        if self.table is None:
+            return found
+        table = self.table
+        return [table.faces_for(*img.shape[:2]) for img in images]
 
     def prepare(self, image: np.ndarray) -> Prepared:
         """The network's own preparation (the engine runs it on its decode threads)."""

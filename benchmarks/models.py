@@ -34,8 +34,13 @@ class BenchModels:
         return cls(**{**data, "model_dir": Path(data["model_dir"])})
 
 
-def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool = False) -> BenchModels:
-    """Save GPEN-BFR-<size> (or a tiny GPEN), RetinaFace-R50 (tiny: MobileNet) and optionally ParseNet."""
+def write_models(
+    folder: Path, size: int = 256, parse: bool = False, tiny: bool = False, real_detector: Path | None = None
+) -> BenchModels:
+    """Save GPEN-BFR-<size> (or a tiny GPEN), RetinaFace-R50 (tiny: MobileNet) and optionally ParseNet.
+
+    ``real_detector``: trained RetinaFace-MobileNet0.25 weights, installed as the store's MobileNet
+    file instead of a random R50."""
     import torch
 
     from gpen_watch.modelstore import registry
@@ -50,8 +55,13 @@ def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool 
     else:
         gpen = f"GPEN-BFR-{size}"
         torch.save(build_gpen(GPEN_CONFIGS[gpen]).state_dict(), folder / registry.get_spec(gpen).filename)
-    detector = "retinaface_mobile0.25" if tiny else "retinaface_resnet50"
+    detector = "retinaface_mobile0.25" if tiny or real_detector else "retinaface_resnet50"
     spec = registry.detector_spec(detector)
+    if real_detector is not None:
+        import shutil
+
+        shutil.copyfile(real_detector, folder / spec.filename)
+        return _with_parser(folder, gpen, detector, parse, size)
     from facexlib.detection.retinaface import RetinaFace
 
     with warnings.catch_warnings():
@@ -59,8 +69,15 @@ def write_models(folder: Path, size: int = 256, parse: bool = False, tiny: bool 
         det = RetinaFace(network_name=spec.arch, half=False, device=torch.device("cpu"))
     # The released files carry DataParallel's "module." prefix; store them the same way.
     torch.save({f"module.{k}": v for k, v in det.state_dict().items()}, folder / spec.filename)
+    return _with_parser(folder, gpen, detector, parse, size)
+
+
+def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int) -> BenchModels:
     if parse:
+        import torch
         from facexlib.parsing.parsenet import ParseNet
+
+        from gpen_watch.modelstore import registry
 
         torch.save(
             ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),

@@ -19,6 +19,8 @@ import cv2
 import numpy as np
 
 SHARED_SOLVAY = Path("shared") / "data" / "Solvay_conference_1927.png"
+# Trained RetinaFace-MobileNet0.25 weights (``--detect-real``).
+SHARED_DETECTOR = Path("shared") / "fixtures" / "retinaface_mobilenet0.25_real.pth"
 # Landmarks (left eye, right eye, nose, mouth left, mouth right) of the one face in each portrait.
 _ASTRONAUT_FACE = [[205.0, 101.7], [246.8, 103.7], [224.7, 129.0], [201.7, 139.2], [245.3, 141.9]]
 _HOPPER_FACE = [[221.7, 192.2], [309.8, 186.1], [269.4, 239.2], [232.7, 279.6], [306.6, 275.9]]
@@ -77,9 +79,14 @@ class PhotoSet:
 
 def find_solvay(start: Path | None = None) -> Path | None:
     """``../shared/data/Solvay_conference_1927.png`` seen from the repository (or any parent)."""
+    return find_shared(SHARED_SOLVAY, start)
+
+
+def find_shared(relative: Path, start: Path | None = None) -> Path | None:
+    """``../<relative>`` (e.g. shared/fixtures/...) seen from the repository (or any parent)."""
     here = (start or Path(__file__)).resolve()
     for folder in here.parents:
-        candidate = folder / SHARED_SOLVAY
+        candidate = folder / relative
         if candidate.is_file():
             return candidate
     return None

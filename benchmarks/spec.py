@@ -22,6 +22,7 @@ class RunSpec:
     device: str = "cpu"
     max_side: int = 4096
     detect_max_side: int = 1000
+    detect_shrink_above: int = 1500
     # 0: the engine's own choice (restore.face_batch = 0).
     face_batch: int = 0
     # None: the engine's own choice (all cores).
@@ -32,6 +33,9 @@ class RunSpec:
     precision: Precision = "auto"
     # The engine's restore.memory_mb (modes 3-4); 0: its own choice.
     memory_mb: int = 0
+    # Faces found by the MobileNet detector with its real weights (models.detector is it) instead
+    # of the photo set's known landmarks.
+    detect_real: bool = False
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -60,6 +64,7 @@ class RunSpec:
             face_batch=self.face_batch,
             max_side=self.max_side,
             detect_max_side=self.detect_max_side,
+            detect_shrink_above=self.detect_shrink_above,
             precision=self.precision,
             memory_mb=self.memory_mb,
         )

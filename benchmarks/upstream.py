@@ -46,8 +46,10 @@ class UpstreamStyle:
         gpen = verify.load_gpen(m.gpen, model_dir=m.model_dir, device=str(dev), download=False)
         parser = verify.load_parser(m.model_dir, device=str(dev), download=False) if m.use_parse else None
         net = verify.load_detector(m.detector, m.model_dir, device=str(dev), download=False)
-        table = FaceTable(PhotoSet.load(spec.photo_set).faces)
-        self.detector = KnownFaces(FaceDetector(net, dev, max_side=spec.detect_max_side), table)
+        photos = PhotoSet.load(spec.photo_set)
+        table = None if spec.detect_real else FaceTable(photos.faces)
+        network = FaceDetector(net, dev, max_side=spec.detect_max_side, shrink_above=spec.detect_shrink_above)
+        self.detector = KnownFaces(network, table)
         self.size = int(gpen.config.size)
         # Batch 1, fp32, no channels_last: the upstream scripts' setting.
         self.enhancer = FaceEnhancer(gpen, self.size, Placement(dev, "fp32", False), 1, parser)

@@ -22,6 +22,28 @@ def add_config_option(parser: argparse.ArgumentParser, what: str = "", default: 
     )
 
 
+def add_set_option(parser: argparse.ArgumentParser, examples: str) -> None:
+    """``--set SECTION.KEY=VALUE`` (repeatable), the same for every command that takes it."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=f"set any config setting, e.g. {examples} (repeatable)",
+    )
+
+
+def set_overrides(items: list[str]) -> dict[str, str]:
+    """What ``--set`` gave, as dotted settings (values converted and checked by ``config.load``)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("action", choices=["path", "show", "init"], help="what to do")
     add_config_option(parser)

@@ -117,7 +117,7 @@ def test_prepared_detection_equals_direct_detection() -> None:
         for head in net.ClassHead:
             head.conv1x1.weight.mul_(20000)
             head.conv1x1.bias.zero_()
-    det = FaceDetector(net.eval(), torch.device("cpu"), max_side=320)
+    det = FaceDetector(net.eval(), torch.device("cpu"), max_side=320, shrink_above=320)
     rng = np.random.default_rng(5)
     img = np.kron(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8), np.ones((8, 8, 1), np.uint8))
     prepared = det.prepare(img)
@@ -188,3 +188,31 @@ def test_upstream_option_names_a_folder_that_is_not_gpen(
     assert str(tmp_path) in err
     assert "not a checkout of yangxy/GPEN" in err
     assert "--upstream" in err
+
+
+def test_detect_real_mode_reports_the_faces_the_real_detector_finds(tmp_path: Path) -> None:
+    """--detect-real: the models hold the trained MobileNet as the store's file, and the benchmark's
+    detector reports what that network finds in the photo instead of the known marks."""
+    import torch
+
+    from benchmarks.cli import build_parser
+    from benchmarks.engine import face_table
+    from benchmarks.known_faces import KnownFaces
+    from benchmarks.models import write_models
+    from benchmarks.photos import SHARED_DETECTOR, PhotoSet, find_shared
+    from benchmarks.spec import RunSpec
+    from gpen_watch.imaging.load import load_image
+    from gpen_watch.modelstore import verify
+    from gpen_watch.restore.detect import FaceDetector
+
+    weights, photo = find_shared(SHARED_DETECTOR), find_solvay()
+    if weights is None or photo is None:
+        pytest.skip("../shared (real detector weights, Solvay photo) is not beside the repository")
+    assert build_parser().parse_args(["--detect-real"]).detect_real == Path("")
+    models = write_models(tmp_path / "models", tiny=True, real_detector=weights)
+    assert models.detector == "retinaface_mobile0.25"
+    spec = RunSpec(models, tmp_path / "set.json", tmp_path / "out", detect_real=True)
+    assert face_table(spec, PhotoSet(tmp_path, [], {}, [])) is None
+    net = verify.load_detector(models.detector, models.model_dir, device="cpu", download=False)
+    detector = KnownFaces(FaceDetector(net, torch.device("cpu")), None)
+    assert len(detector.detect([load_image(photo).bgr8])[0]) == 29  # the marks count 29 too

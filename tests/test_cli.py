@@ -202,6 +202,49 @@ def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
     assert restore["restore.use_parse"] is False
 
 
+def test_restore_takes_set_as_run_does_and_it_wins_over_the_named_options(tmp_path: Path) -> None:
+    from gpen_watch import config
+    from gpen_watch.errors import ConfigError
+    from gpen_watch.restore import cli as restore_cli
+
+    parser = cli.build_parser()
+    flags = [
+        "--threshold",
+        "0.7",
+        "--set",
+        "restore.detect_shrink_above=1000",
+        "--set",
+        "restore.detect_threshold=0.95",
+    ]
+    restore = restore_cli._overrides(parser.parse_args(["restore", "x.jpg", "-o", "out", *flags]))
+    run = run_cli.overrides(parser.parse_args(["run", *flags]))
+    assert restore == run == {"restore.detect_threshold": "0.95", "restore.detect_shrink_above": "1000"}
+    cfg = config.load(tmp_path / "none.toml", restore).restore
+    assert (cfg.detect_shrink_above, cfg.detect_threshold) == (1000, 0.95)
+    for bad in ("restore.detect_max_side", "=3"):
+        for argv in (["restore", "x.jpg", "-o", "out"], ["run"]):
+            with pytest.raises(ConfigError, match=r"expected SECTION\.KEY=VALUE"):
+                (restore_cli._overrides if argv[0] == "restore" else run_cli.overrides)(
+                    parser.parse_args([*argv, "--set", bad])
+                )
+
+
+def test_restore_set_is_checked_before_any_model_loads(tmp_path: Path) -> None:
+    """A --set value the schema refuses stops `restore` with the setting's name, no traceback."""
+    photo = tmp_path / "a.png"
+    photo.write_bytes(b"")
+    cmd = [sys.executable, "-m", "gpen_watch", "restore", str(photo), "-o", str(tmp_path / "out")]
+    for setting, reason in [
+        ("restore.detect_shrink_above=10", "restore.detect_shrink_above: must be at least 64"),
+        ("restore.detect_shrink_abov=2000", "no such setting"),
+    ]:
+        proc = subprocess.run([*cmd, "--set", setting], capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0
+        assert reason in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "out").exists()
+
+
 def test_strength_and_face_choice_options_become_settings_for_restore_and_run(tmp_path: Path) -> None:
     from gpen_watch import config
     from gpen_watch.restore import cli as restore_cli

@@ -71,10 +71,25 @@ def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
 
 def test_downscaled_detection_maps_back_to_image_coordinates(net: RetinaFace) -> None:
     img = _photo(512, 640, 4)
-    det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=320)
+    det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=320, shrink_above=320)
     faces = det.detect([img])[0]
     assert faces
     boxes = np.array([f.box for f in faces])
     # Boxes live in the 640x512 frame, not the 320x256 detection copy.
     assert boxes[:, 2].max() > 330 or boxes[:, 3].max() > 260
     assert len(faces) <= det.max_faces
+
+
+def test_default_detects_up_to_1500_px_at_own_size_and_larger_on_a_1000_px_copy(net: RetinaFace) -> None:
+    """Upstream GPEN's rule (restore.detect_shrink_above, restore.detect_max_side): the 1328 px
+    Solvay photo shrunk to 1000 px lost one of its 29 faces."""
+    det = FaceDetector(net, torch.device("cpu"))
+    for (h, w), detected in [
+        ((568, 1328), (568, 1328)),
+        ((1500, 1000), (1500, 1000)),
+        ((1200, 1501), (799, 1000)),
+        ((4000, 3000), (1000, 750)),
+    ]:
+        prepared = det.prepare(np.zeros((h, w, 3), np.uint8))
+        assert prepared.small.shape[:2] == detected, (h, w)
+        assert prepared.scale == pytest.approx(detected[1] / w, abs=1e-3)

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from gpen_watch import config
 from gpen_watch.argtypes import positive_int
-from gpen_watch.config_cli import add_config_option
+from gpen_watch.config_cli import add_config_option, add_set_option, set_overrides
 from gpen_watch.errors import ErrorKind, InputError, OutputError
 from gpen_watch.fsutil import publish_file
 from gpen_watch.restore import engine_thread
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     add_config_option(parser, "; the options override it")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_restore_options(parser)
+    add_set_option(parser, "--set restore.detect_shrink_above=2000")
 
 
 @dataclass
@@ -384,4 +385,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = restore_overrides(args)
     if args.device is not None:
         out["restore.device"] = args.device
+    # Last, as for `run`: a --set wins over the named options.
+    out.update(set_overrides(args.set))
     return out

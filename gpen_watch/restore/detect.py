@@ -1,9 +1,11 @@
 """Face detection with facexlib's RetinaFace network, batched and on the worker's device.
 
 facexlib's own ``detect_faces`` keeps per-call state on the module (scale, resize) and runs at the
-photo's full size; on a 12 MP photo that costs more than restoring a face. Here each photo is shrunk
-to ``max_side`` first, several photos go through the network in one padded batch, and the decoding
-of boxes and landmarks is done without touching the module, so a detector can be shared.
+photo's full size; on a 12 MP photo that costs more than restoring a face. Here a photo whose long
+side is over ``shrink_above`` is shrunk to ``max_side`` first (upstream GPEN's rule: over 1500 px,
+detected at 1000 px; smaller photos at their own size, where shrinking would lose small faces),
+several photos go through the network in one padded batch, and the decoding of boxes and landmarks
+is done without touching the module, so a detector can be shared.
 
 Shrinking a 12 MP photo costs ~30-45 ms of CPU, more than the network itself on a GPU. ``prepare``
 does it on its own so the engine can run it on its decode threads; the device loop then passes the
@@ -49,7 +51,7 @@ class Face:
 class Prepared:
     """A photo shrunk for the detector: made on any thread by ``prepare``, passed to ``detect``."""
 
-    small: np.ndarray  # (h, w, 3) BGR uint8, long side at most max_side
+    small: np.ndarray  # (h, w, 3) BGR uint8: the photo, or its copy shrunk to max_side
     scale: float  # small size / original size (<= 1)
     shape: tuple[int, int]  # the original image's (H, W), like an image array's shape[:2]
 
@@ -71,6 +73,7 @@ class FaceDetector:
         device: torch.device,
         threshold: float = 0.9,
         max_side: int = 1000,
+        shrink_above: int = 1500,
         nms_threshold: float = 0.4,
         max_faces: int = 200,
     ) -> None:
@@ -78,6 +81,7 @@ class FaceDetector:
         self.device = device
         self.threshold = threshold
         self.max_side = max_side
+        self.shrink_above = shrink_above
         self.nms_threshold = nms_threshold
         # A cap protects against a broken detector flooding the restorer with thousands of boxes.
         self.max_faces = max_faces
@@ -88,7 +92,8 @@ class FaceDetector:
 
     def prepare(self, image: np.ndarray) -> Prepared:
         """The detector's input for one image (H,W,3 BGR uint8); thread-safe, no torch involved."""
-        scale = min(1.0, self.max_side / max(image.shape[:2]))
+        long_side = max(image.shape[:2])
+        scale = min(1.0, self.max_side / long_side) if long_side > self.shrink_above else 1.0
         return Prepared(_shrink(image, scale), scale, (int(image.shape[0]), int(image.shape[1])))
 
     def detect(self, images: Sequence[np.ndarray | Prepared]) -> list[list[Face]]:

@@ -27,7 +27,7 @@ class Loader:
         # A stand-in detector (tests) serves every profile.
         self.fixed_detector = detector
         self._detector_nets: dict[str, nn.Module] = {}
-        self._detectors: dict[tuple[str, float, int], Detector] = {}
+        self._detectors: dict[tuple[str, float, int, int], Detector] = {}
         self._parser: nn.Module | None = None  # loaded with the first set that uses it
 
     def model_set(self, key: ModelKey) -> ModelSet:
@@ -85,13 +85,22 @@ class Loader:
             )
             self._detector_nets[cfg.detector] = net
         found = FaceDetector(
-            net, self.place.device, threshold=cfg.detect_threshold, max_side=cfg.detect_max_side
+            net,
+            self.place.device,
+            threshold=cfg.detect_threshold,
+            max_side=cfg.detect_max_side,
+            shrink_above=cfg.detect_shrink_above,
         )
-        self._detectors[(cfg.detector, cfg.detect_threshold, cfg.detect_max_side)] = found
+        self._detectors[_detector_key(cfg)] = found
         return found
 
     def made_detector(self, cfg: RestoreConfig) -> Detector | None:
         """The detector for ``cfg`` if it was made already (safe from the decode threads)."""
         if self.fixed_detector is not None:
             return self.fixed_detector
-        return self._detectors.get((cfg.detector, cfg.detect_threshold, cfg.detect_max_side))
+        return self._detectors.get(_detector_key(cfg))
+
+
+def _detector_key(cfg: RestoreConfig) -> tuple[str, float, int, int]:
+    """The settings that make one detector differ from another."""
+    return (cfg.detector, cfg.detect_threshold, cfg.detect_max_side, cfg.detect_shrink_above)

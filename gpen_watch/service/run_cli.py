@@ -14,9 +14,8 @@ from typing import Any
 
 from gpen_watch import config, paths
 from gpen_watch.argtypes import seconds
-from gpen_watch.config_cli import add_config_option
+from gpen_watch.config_cli import add_config_option, add_set_option, set_overrides
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.errors import ConfigError
 from gpen_watch.restore.options import add_restore_options, restore_overrides
 from gpen_watch.service.folders import check_service_folders
 
@@ -51,13 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         metavar="N",
         help="workers per GPU, or CPU workers when there is no GPU",
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="set any config setting, e.g. --set watch.settle_seconds=2, or an inbox's own: "
-        "--set 'watch.inboxes[1].restore.strength=0.8' (repeatable)",
+    add_set_option(
+        parser,
+        "--set watch.settle_seconds=2, or an inbox's own: --set 'watch.inboxes[1].restore.strength=0.8'",
     )
     parser.add_argument(
         "--stop-grace",
@@ -82,11 +77,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["workers.workers_per_device"] = args.workers
         out["workers.cpu_workers"] = args.workers
     out.update(restore_overrides(args))
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
-        out[key.strip()] = value.strip()
+    out.update(set_overrides(args.set))
     return out
 
 
