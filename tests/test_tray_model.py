@@ -331,15 +331,6 @@ def test_icon_numbers_differ_and_99_plus_fits() -> None:
     assert count_colour(c, "#ffffff", (icon.SIZE // 2, icon.SIZE // 2, icon.SIZE, icon.SIZE)) > 40
 
 
-def test_icon_asset_is_found() -> None:
-    from gpen_watch.platform import resources
-
-    path = resources.find(*icon.ICON_FILE)
-    assert path is not None
-    with Image.open(path) as im:
-        assert im.size == (256, 256)
-
-
 def test_a_worker_on_apples_gpu_is_shown_by_name_not_as_cpu_mode() -> None:
     view = model.view_from_status(status(devices=("Apple GPU (mps)",)), [])  # NVML sees no GPU on a Mac
     assert not view.cpu_mode

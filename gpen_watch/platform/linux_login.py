@@ -96,7 +96,7 @@ def systemd_exec(argv: Sequence[str]) -> str:
 
 
 def desktop_entry(options: LoginOptions) -> str:
-    icon = resources.find("assets", "icon.png")
+    icon = resources.path_on_disk(*resources.ICON)
     return render(
         f"linux/{options.entry.name}.desktop",
         exec=desktop_exec(options.command()),

@@ -1,8 +1,8 @@
 """Pieces every login backend shares: the options, the results, the command it runs, templates.
 
-Start-at-login files are generated from templates in ``packaging/`` with the absolute path of the
-interpreter running now, so a login starts the same environment (venv, conda, pipx) the user
-installed from, whatever PATH the login session has.
+Start-at-login files are generated from templates in ``gpen_watch/data/login/`` (package data) with
+the absolute path of the interpreter running now, so a login starts the same environment (venv,
+conda, pipx) the user installed from, whatever PATH the login session has.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ class LoginStatus:
 
 
 def render(template: str, **values: str) -> str:
-    """Fill ``packaging/<template>`` (string.Template ${names}; a missing name is an error)."""
-    text = resources.require("packaging", *template.split("/")).read_text(encoding="utf-8")
+    """Fill ``data/login/<template>`` (string.Template ${names}; a missing name is an error)."""
+    text = resources.require("login", *template.split("/")).read_text(encoding="utf-8")
     return Template(text).substitute(marker=MARKER, **values)
 
 

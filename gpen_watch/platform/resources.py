@@ -1,42 +1,53 @@
-"""Finding the files that live beside the package: login templates (packaging/) and icons (assets/).
+"""Finding the data files gpen-watch ships: the tray icon and the start-at-login templates.
 
-From a source checkout or an editable install they sit next to the gpen_watch folder. An installed
-wheel carries them as data files under ``<prefix>/share/gpen-watch/`` (pyproject's data-files).
+They are package data under ``gpen_watch/data/``, read through :mod:`importlib.resources`, so a
+checkout, an editable install and an installed wheel (in a venv, ``--user``, pipx, or a zip) all
+find them in the same place: inside the package, wherever the package is.
 """
 
 from __future__ import annotations
 
-import site
 import sys
+from importlib.resources import files
 from pathlib import Path
 
-APP = "gpen-watch"
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:
+    from importlib.abc import Traversable
+
+PACKAGE = "gpen_watch"
+DATA = "data"
+
+ICON = ("icon.png",)
 
 
-def search_roots() -> list[Path]:
-    # The checkout, then where pip puts data files: the environment, or ~/.local for --user.
-    return [
-        Path(__file__).resolve().parents[2],
-        Path(sys.prefix) / "share" / APP,
-        Path(site.getuserbase()) / "share" / APP,
-    ]
+def resource(*parts: str) -> Traversable:
+    """``gpen_watch/data/<parts...>``, whether or not it exists."""
+    node = files(PACKAGE) / DATA
+    for part in parts:  # one at a time: Python 3.10's joinpath takes a single name
+        node = node / part
+    return node
 
 
-def find(*parts: str) -> Path | None:
-    """The first existing ``<root>/<parts...>``, or None."""
-    for root in search_roots():
-        path = root.joinpath(*parts)
-        if path.is_file():
-            return path
-    return None
+def find(*parts: str) -> Traversable | None:
+    """The data file ``parts``, or None when this installation lacks it."""
+    node = resource(*parts)
+    return node if node.is_file() else None
 
 
-def require(*parts: str) -> Path:
-    """Like :func:`find`, but a missing file is an error that says where it was looked for."""
-    path = find(*parts)
-    if path is None:
-        where = ", ".join(str(r.joinpath(*parts)) for r in search_roots())
+def require(*parts: str) -> Traversable:
+    """Like :func:`find`, but a missing file is an error that says which and where it was looked for."""
+    node = find(*parts)
+    if node is None:
         raise FileNotFoundError(
-            f"{'/'.join(parts)} not found (looked in {where}); is gpen-watch fully installed?"
+            f"{'/'.join(parts)} not found in {resource()}; is gpen-watch fully installed?"
         )
-    return path
+    return node
+
+
+def path_on_disk(*parts: str) -> Path | None:
+    """The data file as a real file name, for other programs that open it by name (a desktop
+    entry's Icon=); None when it is missing, or lives in a zip where no name would last."""
+    node = find(*parts)
+    return node if isinstance(node, Path) else None

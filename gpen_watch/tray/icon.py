@@ -1,4 +1,5 @@
-"""The tray icon image: the gpen-watch face from assets/ with a badge for queue depth and state.
+"""The tray icon image: the gpen-watch face (package data: gpen_watch/data/icon.png) with a badge for
+queue depth and state.
 
 Drawn at 64 px (backends scale it: 16-24 px in most panels, 32+ on HiDPI). The badge fills the
 lower-right quarter and more, since a number in it has to be read at 16 px.
@@ -17,15 +18,14 @@ from gpen_watch.tray.model import Badge
 log = logging.getLogger(__name__)
 
 SIZE = 64
-ICON_FILE = ("assets", "icon.png")
 
 
 def load_base(size: int = SIZE) -> Image.Image:
     """The icon without badge; a drawn stand-in when the asset is missing (a broken install)."""
-    path = resources.find(*ICON_FILE)
+    path = resources.find(*resources.ICON)
     if path is not None:
         try:
-            with Image.open(path) as im:
+            with path.open("rb") as fp, Image.open(fp) as im:
                 result: Image.Image = im.convert("RGBA").resize((size, size), Image.Resampling.LANCZOS)
                 return result
         except OSError as exc:
