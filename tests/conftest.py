@@ -87,6 +87,49 @@ def grace_hopper_path() -> Path:
     return Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
 
 
+# --- comparing results of float32 networks -----------------------------------------------------
+
+# Float32 results of one network on one input, computed by other kernels, differ by a few units in
+# the last place: oneDNN picks its convolution kernels by CPU (AVX-512, AVX2, arm64), shape (tile,
+# batch) and thread count, and each sums in its own order. Measured here between batch sizes and
+# thread counts: 2e-6 at most on outputs in [-1, 1] (16 ulps of 1.0), most values alike.
+FLOAT32_KERNEL_SPREAD = 2e-6
+# A result pixel is resampled from about 10 of a network's output pixels (a 64 px face crop warped
+# onto a larger face, a tile upscaled), so one flipped output level can reach about 10 of them.
+RESAMPLED_SPREAD = 10
+
+
+def rounding_flips(got: np.ndarray, want: np.ndarray) -> tuple[int, float]:
+    """The largest difference (in levels) and the fraction of values that differ."""
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+    return int(diff.max(initial=0)), float((diff > 0).mean()) if diff.size else 0.0
+
+
+def same_up_to_rounding(got: np.ndarray, want: np.ndarray) -> bool:
+    """Whether two integer results of the same float32 network on the same input agree as well as
+    kernels of another CPU, shape or thread count let them (not bit for bit).
+
+    Rounding to levels, a float difference under one level moves a value across a rounding
+    boundary only when it lies that close to one, and then by one level; the resampling and
+    blending after the network average such values, which keeps the difference within one level.
+    A flip needs the value within FLOAT32_KERNEL_SPREAD * peak of a boundary: about 5e-4 of uint8
+    values, spread to RESAMPLED_SPREAD result pixels. For uint16 (65535 levels) the same bound is
+    over 1, so only the one-level bound holds there.
+    """
+    assert want.dtype in (np.uint8, np.uint16), want.dtype
+    biggest, fraction = rounding_flips(got, want)
+    peak = np.iinfo(want.dtype).max
+    return biggest <= 1 and fraction <= FLOAT32_KERNEL_SPREAD * peak * RESAMPLED_SPREAD
+
+
+def assert_same_up_to_rounding(got: np.ndarray, want: np.ndarray) -> None:
+    """same_up_to_rounding, saying by how much they differ when they do not."""
+    biggest, fraction = rounding_flips(got, want)
+    assert same_up_to_rounding(got, want), f"differ by up to {biggest} levels on {fraction:.3%} of values"
+
+
 # --- tiny models --------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ import cv2
 import netns
 import numpy as np
 import pytest
-from conftest import TinyModels, tiny_restore_config
+from conftest import TinyModels, assert_same_up_to_rounding, tiny_restore_config
 from service_harness import ServiceProcess, finished, real_engine_args, write_atomic
 
 from gpen_watch import config
@@ -145,6 +145,7 @@ def remote_workers(s: dict[str, Any], c: netns.Cluster) -> list[dict[str, Any]]:
     return [w for w in s["workers"] if w["name"].startswith(f"{c.node_ip}/")]
 
 
+@pytest.mark.slow  # a Ray cluster across two network namespaces: tens of seconds each
 @needs_netns
 def test_the_head_made_a_private_token_and_a_node_without_it_is_refused(ns_cluster: netns.Cluster) -> None:
     c = ns_cluster
@@ -185,8 +186,9 @@ def test_the_head_made_a_private_token_and_a_node_without_it_is_refused(ns_clust
     assert lines[head + 1] == "  no GPU (NVML finds none)", status
 
 
+@pytest.mark.slow
 @needs_netns
-def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
+def test_photos_are_restored_by_the_remote_node_as_by_a_local_worker(
     ns_cluster: netns.Cluster, tmp_path: Path, tiny_models: TinyModels, astronaut_bgr: np.ndarray
 ) -> None:
     c = ns_cluster
@@ -264,12 +266,18 @@ def test_photos_are_restored_by_the_remote_node_bit_identical_to_a_local_worker(
         (done,) = [e for e in events if e.kind == pool.DONE]
         assert done.result is not None, done.result
         assert done.result.ok, done.result
-        assert dst.read_bytes() == by_remote
+        # The same pixels up to rounding: the node's actor and this worker run their own numbers
+        # of threads, so their kernels may sum in other orders (conftest.same_up_to_rounding).
+        assert_same_up_to_rounding(
+            cv2.imdecode(np.frombuffer(dst.read_bytes(), np.uint8), cv2.IMREAD_UNCHANGED),
+            cv2.imdecode(np.frombuffer(by_remote, np.uint8), cv2.IMREAD_UNCHANGED),
+        )
     finally:
         local.begin_stop()
         local.kill_all()
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins(
     ns_cluster: netns.Cluster, tmp_path: Path
@@ -327,6 +335,7 @@ def test_a_node_killed_mid_batch_loses_no_photo_and_work_resumes_when_it_rejoins
         svc.close()
 
 
+@pytest.mark.slow
 @needs_netns
 def test_the_service_killed_mid_batch_and_restarted_restores_every_photo_once(
     ns_cluster: netns.Cluster, tmp_path: Path
@@ -355,6 +364,7 @@ def test_the_service_killed_mid_batch_and_restarted_restores_every_photo_once(
         svc.close()
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_node_that_joins_mid_run_gets_a_worker_and_takes_the_queue(
     ns_cluster: netns.Cluster, tmp_path: Path
@@ -394,6 +404,7 @@ def test_a_node_that_joins_mid_run_gets_a_worker_and_takes_the_queue(
         svc.close()
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_ray_cluster_the_user_started_with_ray_start_is_joined_and_used(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
@@ -429,6 +440,7 @@ def actor_leftovers(c: netns.Cluster) -> list[str]:
     )
 
 
+@pytest.mark.slow
 @needs_netns
 def test_the_node_keeps_nothing_of_the_photos_once_the_service_is_done_with_it(
     ns_cluster: netns.Cluster, tmp_path: Path
@@ -485,6 +497,7 @@ def ray_daemons(c: netns.Cluster, ns: str) -> set[int]:
     return c.ray_daemons(ns)
 
 
+@pytest.mark.slow
 @needs_netns
 def test_leave_stops_the_ray_node_gpen_watch_started_and_no_other_ray_process(
     ns_cluster: netns.Cluster,
@@ -508,6 +521,7 @@ def test_leave_stops_the_ray_node_gpen_watch_started_and_no_other_ray_process(
     assert ray_daemons(c, c.head_ns) == head
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_head_that_goes_away_leaves_the_service_on_local_workers_and_it_reconnects_when_back(
     ns_cluster: netns.Cluster, tmp_path: Path

@@ -74,6 +74,7 @@ def test_int8_calibration_is_the_same_on_every_load(parsers: tuple[nn.Module, nn
     _, int8 = parsers
     again = quantize_parser(prepare_conv_net(_parsenet(), torch.device("cpu"), rewrite=False))
     x = as_channels_last(torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(6)) * 2 - 1)
+    # Exact: calibrated on the same images by the same kernels in this process, then integer work.
     with torch.inference_mode():
         assert torch.equal(int8(x)[0], again(x)[0])
 
@@ -93,7 +94,8 @@ def test_enhancer_with_parse_precision_int8_parses_with_int8() -> None:
     assert _int8_convs(int8.parser) >= 40  # type: ignore[arg-type]
     restored_auto, masks_auto = auto.enhance(crops)
     restored_int8, masks_int8 = int8.enhance(crops)
-    assert np.array_equal(restored_auto, restored_int8)  # the generator is untouched
+    # The generator is untouched: the same one on the same batch, so exactly the same faces.
+    assert np.array_equal(restored_auto, restored_int8)
     assert masks_int8 is not None
     assert masks_auto is not None
     assert masks_int8.shape == masks_auto.shape == (2, 64, 64)
@@ -125,7 +127,7 @@ def test_faces_pasted_back_small_are_parsed_at_256() -> None:
     # The same label map at either side: each face keeps its own mask, in its own place.
     default = _enhancer(LabelMapParser())
     restored_512, masks_512 = default.enhance(crops, paste_px=paste_px)
-    assert np.array_equal(restored, restored_512)
+    assert np.array_equal(restored, restored_512)  # the same generator batches: exact
     assert np.abs(masks - masks_512).mean() < 0.05
 
 

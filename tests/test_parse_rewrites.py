@@ -119,7 +119,12 @@ def test_rewritten_parsenet_gives_todays_logits_and_mask() -> None:
         (want, want_img), (got, got_img) = plain(x), fast(x)
     assert (got - want).abs().max().item() < 1e-4
     assert (got_img - want_img).abs().max().item() < 1e-4
-    assert torch.equal(got.argmax(1), want.argmax(1))
+    # Each logit moved by under 1e-4, so the class stays wherever it led by more than twice that;
+    # a near tie may go either way on another CPU's kernels.
+    top2 = want.topk(2, dim=1).values
+    clear = top2[:, 0] - top2[:, 1] > 2e-4
+    assert clear.float().mean().item() > 0.99
+    assert torch.equal(got.argmax(1)[clear], want.argmax(1)[clear])
 
 
 def test_int8_parser_is_built_from_the_plain_graph() -> None:
@@ -161,4 +166,6 @@ def test_the_engines_parser_skips_the_image_head_and_keeps_the_map() -> None:
     with torch.inference_mode():
         (want, _), (got, image) = full(x), engine(x)
     assert image.shape == (1, 0, 128, 128)
+    # Exact: the same layers on the same input in one process run the same kernels; only the
+    # image head, which the map does not depend on, is left out.
     assert torch.equal(got, want)

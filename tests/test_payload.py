@@ -51,6 +51,7 @@ def test_a_photo_sent_as_bytes_comes_back_bit_identical_to_the_path_job(
         assert res.faces == want.faces >= 1
         assert (res.format, res.width, res.height) == (want.format, want.width, want.height)
         assert res.notes == want.notes
+        # Bit for bit: one restorer in one process, the same two faces in one batch both times.
         assert job.dst.read_bytes() == Path(str(want.dst)).read_bytes()
     assert list(scratch.root.iterdir()) == []  # every job's folder is gone once its result is read
     scratch.close()

@@ -11,7 +11,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import TINY_GPEN, TinyModels, tiny_restore_config
+from conftest import (
+    TINY_GPEN,
+    TinyModels,
+    assert_same_up_to_rounding,
+    same_up_to_rounding,
+    tiny_restore_config,
+)
 from test_restorer import KnownFaces
 
 from gpen_watch.restore.api import FileJob
@@ -79,14 +85,18 @@ def test_each_photo_is_restored_with_its_own_jobs_settings(
     assert "1 face found, 0 restored (restore.strength = 0)" in results["none.png"].notes
     alone = tmp_path / "alone"
     alone.mkdir()
-    # Bit for bit what a restorer with those settings as its own writes.
-    assert np.array_equal(read("global.png"), _restore_alone(tiny_models, landmarks, photo, alone / "a.png"))
-    assert np.array_equal(read("device.png"), read("global.png"))
+    # What a restorer with those settings as its own writes. Up to rounding, not bit for bit: here
+    # the faces of several photos share a generator batch, alone each is a batch of one, and the
+    # kernels for those shapes may sum in other orders (conftest.same_up_to_rounding).
+    assert_same_up_to_rounding(
+        read("global.png"), _restore_alone(tiny_models, landmarks, photo, alone / "a.png")
+    )
+    assert_same_up_to_rounding(read("device.png"), read("global.png"))
     other = _restore_alone(tiny_models, landmarks, photo, alone / "b.png", model=str(other_gpen))
-    assert np.array_equal(read("other.png"), other)
-    assert not np.array_equal(other, read("global.png"))
+    assert_same_up_to_rounding(read("other.png"), other)
+    assert not same_up_to_rounding(other, read("global.png"))
     half = _restore_alone(tiny_models, landmarks, photo, alone / "h.png", strength=0.5)
-    assert np.array_equal(read("half.png"), half)
+    assert_same_up_to_rounding(read("half.png"), half)
 
 
 def test_faces_for_different_generators_are_never_batched_together(
@@ -204,7 +214,7 @@ def test_photos_of_two_profiles_in_one_run_under_a_small_budget_reload_only_on_a
     alone_b = _restore_alone(tiny_models, landmarks, photo, tmp_path / "b.png", model=str(other_gpen))
     for i, profile in enumerate(order):
         out = cv2.imread(str(tmp_path / f"{i}.png"), cv2.IMREAD_UNCHANGED)
-        assert np.array_equal(out, alone_b) == (profile is not None), i
+        assert same_up_to_rounding(out, alone_b) == (profile is not None), i
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from conftest import TinyModels, cli_env, restore_command, tiny_restore_config
+from conftest import TinyModels, assert_same_up_to_rounding, cli_env, restore_command, tiny_restore_config
 from PIL import Image
 from service_harness import real_engine_args, services_fixture, write_atomic
 from test_daemon import Service
@@ -189,11 +189,17 @@ def test_tiles_cover_every_pixel_once_with_context(h: int, w: int, tile: int, ov
 @pytest.mark.parametrize("scale", [2, 4])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 def test_tiled_equals_untiled_where_the_overlap_holds_the_receptive_field(scale: int, dtype: type) -> None:
-    """Exact: each kept pixel saw everything it would have seen in one pass. Odd sizes, so the
-    x2 model's mirrored pad row and column are in play too."""
+    """Each kept pixel saw everything it would have seen in one pass, so tiled and untiled agree
+    up to float32 rounding: the tiles' convolutions run on other shapes and batches, for which
+    oneDNN may pick other kernels (on AMD EPYC it does), and a value on a rounding boundary can
+    then come out one level apart (conftest.same_up_to_rounding). Too small an overlap differs by
+    more (2 levels or far more at 8 px of the x2 model's 38). Odd sizes, so the x2 model's
+    mirrored pad row and column are in play too."""
     cfg = TINY[scale]
     torch.manual_seed(1)
     net = build_rrdbnet(cfg)
+    with torch.no_grad():
+        net.conv_last.bias.fill_(0.5)  # mid-grey out: unclipped, so every value can differ
     rng = np.random.default_rng(0)
     peak = np.iinfo(dtype).max
     pixels = rng.integers(0, peak + 1, (53, 71, 3)).astype(dtype)
@@ -203,7 +209,8 @@ def test_tiled_equals_untiled_where_the_overlap_holds_the_receptive_field(scale:
     assert tiled is not None
     assert whole.shape == (53 * scale, 71 * scale, 3)
     assert whole.dtype == dtype
-    assert np.array_equal(tiled, whole)
+    assert ((whole > 0) & (whole < peak)).mean() > 0.99
+    assert_same_up_to_rounding(tiled, whole)
 
 
 @pytest.mark.parametrize("scale", [2, 4])
@@ -275,11 +282,12 @@ def test_faces_are_restored_into_the_upscaled_photo(
     assert "upscale" in res.timings
     after = cv2.imread(str(dst))
     assert after.shape == (1024, 1024, 3)
-    # The background is the upscaler's output, to the pixel (PNG is lossless)...
+    # The background is the upscaler's output (PNG is lossless), up to rounding: the restorer ran
+    # it on its own threads...
     background = Upscaler(verify.load_upscaler(2, str(tiny_x2)), CPU).upscale(astronaut_bgr)
     assert background is not None
-    assert np.array_equal(after[800:], background[800:])
-    assert np.array_equal(after[:, 840:], background[:, 840:])
+    assert_same_up_to_rounding(after[800:], background[800:])
+    assert_same_up_to_rounding(after[:, 840:], background[:, 840:])
     # ...and the face, at twice its box, is the (random) generator's, pasted at the upscaled geometry.
     x1, y1, x2, y2 = (int(2 * v) for v in landmarks["skimage.data.astronaut"]["boxes_xyxy"][0])
     assert np.abs(after[y1:y2, x1:x2].astype(int) - background[y1:y2, x1:x2]).mean() > 10
@@ -374,6 +382,7 @@ def test_upscale_off_changes_nothing(
     assert not any("upscaled" in n for n in res.notes)
 
 
+@pytest.mark.slow
 def test_restore_command_line_upscales(tiny_models: TinyModels, tmp_path: Path) -> None:
     model = tmp_path / "tiny-x4.pth"
     _save(TINY[4], model)
@@ -390,6 +399,7 @@ def test_restore_command_line_upscales(tiny_models: TinyModels, tmp_path: Path) 
         assert im.size == (120, 160)
 
 
+@pytest.mark.slow
 def test_the_service_upscales_with_the_setting(
     services: Callable[..., Service], tiny_models: TinyModels, tiny_x2: Path
 ) -> None:
@@ -465,7 +475,8 @@ def test_out_of_memory_halves_the_batch_then_gives_up() -> None:
     got = up.upscale(pixels)
     assert got is not None
     assert expected is not None
-    assert np.array_equal(got, expected)
+    # Batches of 2 windows against 1: other kernels, the same result up to rounding.
+    assert_same_up_to_rounding(got, expected)
     assert spy.batches[:3] == [8, 4, 2]
     assert up.batch == 2
     up.net = _OutOfMemoryAbove(net, limit=0)  # type: ignore[assignment]

@@ -6,8 +6,10 @@ part of the output is kept. Every window has the same size, so several run as on
 stays what one batch of windows needs, whatever the photo's size; only the result frame grows.
 
 Where the overlap covers the network's receptive field (``RRDBConfig.receptive_radius``), a tiled
-result equals the untiled one exactly: each kept pixel saw all it would have seen, and the windows
-that reach the photo's edge pad it as the whole photo would. With a smaller overlap (the trained
+result equals the untiled one up to float32 rounding: each kept pixel saw all it would have seen,
+and the windows that reach the photo's edge pad it as the whole photo would; but the CPU's
+convolution kernels for a window's shape may sum in another order than for the whole photo's, so a
+value on a rounding boundary can come out one level apart. With a smaller overlap (the trained
 networks' influence fades long before their theoretical radius) the seams differ by a level or two
 at most (tests/test_upscale.py states the measured tolerance).
 """
