@@ -219,7 +219,7 @@ def test_restore_command_finds_and_restores_all_29_faces(
     argv += ["--no-parse", "--device", "cpu", "--no-download", "--no-progress"]
     assert cli.main(argv) == 0
     summary = capsys.readouterr().out
-    assert f"restored 1 of 1 image, {SOLVAY_FACES} faces" in summary, summary
+    assert f"done 1 of 1 image: {SOLVAY_FACES} faces restored" in summary, summary
     restored = load_image(out / SOLVAY.name).bgr8
     assert restored.shape == load_image(SOLVAY).bgr8.shape
 
