@@ -45,6 +45,7 @@ def test_solvay_marks_are_inside_the_photo() -> None:
         assert cv2.imread(str(path)).shape[1::-1] == solvay.SIZE_WH
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
     from benchmarks.cli import main
@@ -85,6 +86,7 @@ def test_quickest_benchmark_runs_modes_2_and_3(tmp_path: Path) -> None:
     assert "RSS MB at stage end, (3) gpen-watch engine" in (out / "table.txt").read_text()
 
 
+@pytest.mark.slow
 def test_engine_mode_takes_prescale_from_the_engines_timings(tmp_path: Path) -> None:
     """The pre-scale column comes from the engine's own FileResult.timings, not from a patched loader."""
     from benchmarks.engine import run_engine

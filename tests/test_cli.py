@@ -67,6 +67,7 @@ def test_a_closed_pipe_ends_quietly(args: list[str]) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_status_of_a_running_service_into_a_closed_pipe(short_runtime_dir: Path) -> None:
     status = {
         "ok": True,

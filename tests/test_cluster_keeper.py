@@ -78,6 +78,7 @@ def test_a_refused_token_is_said_as_the_plain_join_says_it(tmp_path: Path) -> No
     assert raylib.ray_failure("start", "", 3, tmp_path / "t") == "`ray start` failed: exit code 3"
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_kept_node_waits_for_its_head_and_joins_again_when_the_head_restarts(tmp_path: Path) -> None:
     with netns.cluster(tmp_path, join=False) as c:
@@ -121,6 +122,7 @@ def test_a_kept_node_waits_for_its_head_and_joins_again_when_the_head_restarts(t
                 keeper.wait(30)
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_kept_head_is_started_again_when_its_ray_processes_die(tmp_path: Path) -> None:
     with netns.cluster(tmp_path, join=False) as c:

@@ -453,6 +453,7 @@ def test_cli_config_path_prints_the_users_config_file(isolated_user_dirs: Path) 
     assert Path(proc.stdout.strip()) == paths.config_file()
 
 
+@pytest.mark.slow
 def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits() -> None:
     path = paths.config_file()
     assert not path.exists()
@@ -489,6 +490,7 @@ def test_cli_config_init_writes_defaults_that_load_back_and_show_reflects_edits(
     assert config.load(path) == Config()
 
 
+@pytest.mark.slow
 def test_cli_config_honours_an_explicit_config_file(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "mine.toml"
     assert gpen_watch("path", "--config", str(path)).stdout.strip() == str(path)

@@ -126,6 +126,7 @@ def test_drop_files_and_get_outputs(services: Callable[..., Service]) -> None:
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
 
+@pytest.mark.slow
 def test_status_shows_the_device_a_worker_found_for_auto(services: Callable[..., Service]) -> None:
     """Without an NVIDIA GPU "auto" is left to the worker; what it reports (Apple's GPU on a Mac,
     here stood in for by the fake restorer) is what status shows, not "cpu"."""
@@ -141,6 +142,7 @@ def test_status_shows_the_device_a_worker_found_for_auto(services: Callable[...,
     assert svc.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_copy_dropped_after_a_restart_gets_the_first_result_under_its_own_name(
     services: Callable[..., Service],
 ) -> None:
@@ -270,6 +272,7 @@ def test_same_photo_dropped_twice_at_once_is_restored_once(services: Callable[..
     assert svc.stop() == 0
 
 
+@pytest.mark.slow
 def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., Service]) -> None:
     svc = services().start()
     chunks = [bytes([65 + i]) * 1000 for i in range(12)]
@@ -287,6 +290,7 @@ def test_file_copied_slowly_is_taken_only_when_complete(services: Callable[..., 
 @pytest.mark.skipif(
     not (tmpfs.can_mount() or os.geteuid() != 0), reason="cannot make the inbox read-only here"
 )
+@pytest.mark.slow
 def test_originals_a_read_only_inbox_keeps_are_noted_not_retried(services: Callable[..., Service]) -> None:
     """Results published, originals cannot leave the inbox: a note in status (not a problem), no retry.
 
@@ -412,6 +416,7 @@ def test_sigkilled_worker_mid_job_completes_once(services: Callable[..., Service
     assert kinds.count("finished") == 1
 
 
+@pytest.mark.slow
 def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callable[..., Service]) -> None:
     n = 6
     svc = services("--set", "workers.images_in_flight=2", env={"FAKE_SLOW": "0.7"})
@@ -437,6 +442,7 @@ def test_sigkilled_service_restarts_without_loss_or_duplicates(services: Callabl
     assert sum(counts.values()) == n
 
 
+@pytest.mark.slow
 def test_workers_killed_many_times_every_image_still_done_once(services: Callable[..., Service]) -> None:
     n = 40
     svc = services(
@@ -468,6 +474,7 @@ def test_workers_killed_many_times_every_image_still_done_once(services: Callabl
     assert files(svc.failed) == []
 
 
+@pytest.mark.slow
 def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., Service]) -> None:
     svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "30"}).start()
     drop(svc.inbox, "slow.jpg", b"slow")
@@ -494,6 +501,7 @@ def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., 
     assert files(svc.outbox) == ["slow.jpg"]
 
 
+@pytest.mark.slow
 def test_weights_error_is_reported_not_crash_looped_and_resume_retries(
     services: Callable[..., Service], tmp_path: Path
 ) -> None:
@@ -530,6 +538,7 @@ def _bomb_png() -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+@pytest.mark.slow
 def test_real_engine_restores_photos_and_sets_aside_broken_files(
     services: Callable[..., Service], tiny_models: Any, grace_hopper_path: Path
 ) -> None:
@@ -575,6 +584,7 @@ def test_real_engine_restores_photos_and_sets_aside_broken_files(
     assert_no_temps(svc.outbox, svc.failed, svc.originals)
 
 
+@pytest.mark.slow
 def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
     services: Callable[..., Service], tiny_models: Any, tmp_path: Path
 ) -> None:

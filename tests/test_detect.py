@@ -63,11 +63,16 @@ def test_batch_equals_single_and_scales_back(net: RetinaFace) -> None:
     assert len(together[1]) > 0
 
     # Anchors near the padded border see different context, so compare the confident interior ones.
-    def key(fs):
-        return {tuple(np.round(f.box).astype(int)) for f in fs if f.box[2] < 200 and f.box[3] < 150}
+    def interior(fs):
+        return np.array([f.box[:4] for f in fs if f.box[2] < 200 and f.box[3] < 150]).reshape(-1, 4)
 
-    assert key(together[1])
-    assert key(together[1]) == key(alone)
+    # The same boxes up to float32 rounding (a batch of two runs other kernels than one photo), not
+    # rounded to whole pixels, where a coordinate near .5 could fall either way on another CPU.
+    got, want = interior(together[1]), interior(alone)
+    assert len(want) > 0
+    assert len(got) == len(want)
+    nearest = np.abs(got[:, None, :] - want[None, :, :]).max(axis=2).min(axis=1)
+    assert nearest.max() < 0.01, nearest
 
 
 def test_downscaled_detection_maps_back_to_image_coordinates(net: RetinaFace) -> None:

@@ -287,6 +287,7 @@ def test_model_error_stops_the_worker_instead_of_crash_looping(
     assert p.pending() == 1
 
 
+@pytest.mark.slow
 def test_device_that_keeps_failing_is_retired_and_others_carry_on(
     tmp_path: Path, pools: list[pool.Pool]
 ) -> None:
@@ -307,6 +308,7 @@ def test_device_that_keeps_failing_is_retired_and_others_carry_on(
     assert p.problem() is None  # the CPU worker still works
 
 
+@pytest.mark.slow
 def test_exception_while_loading_stops_the_worker_after_three_tries(
     tmp_path: Path, pools: list[pool.Pool]
 ) -> None:
@@ -427,6 +429,7 @@ def test_pool_module_does_not_import_torch() -> None:
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     tmp_path: Path,
     pools: list[pool.Pool],

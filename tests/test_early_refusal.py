@@ -35,6 +35,7 @@ def _worker_reason(path: Path) -> str:
     return err.value.reason
 
 
+@pytest.mark.slow
 def test_header_refusals_skip_the_queue(services: Callable[..., Service], tmp_path: Path) -> None:
     env = {"FAKE_SLOW": "600", "GPEN_WATCH_HEADER_CHECKS": "1"}
     svc = services(env=env).start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from conftest import TINY_GPEN
 from torch import nn
@@ -64,6 +65,7 @@ def test_parse_mask_keeps_upstreams_classes() -> None:
     assert {"neck", "neck_l", "hair"} <= kept
 
 
+@pytest.mark.slow
 def test_parser_runs_one_face_at_a_time_on_cpu() -> None:
     """ParseNet at 512 px holds ~0.5 GB of activations a face: on a CPU, where batching it gains
     nothing, a face batch of 4 is parsed in 4 passes, and the masks are the same."""

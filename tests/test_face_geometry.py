@@ -108,6 +108,7 @@ def _broken_detector_models(folder: Path) -> TinyModels:
     return models
 
 
+@pytest.mark.slow
 def test_restore_with_a_broken_detector_finishes_with_a_note(
     tmp_path: Path, astronaut_bgr: np.ndarray
 ) -> None:

@@ -77,6 +77,7 @@ def outbox_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.exists() else []
 
 
+@pytest.mark.slow
 def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied_in(
     services: Callable[..., Service],
     tmp_path: Path,
@@ -125,6 +126,7 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
     svc.stop()
 
 
+@pytest.mark.slow
 def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_workers(
     services: Callable[..., Service],
     tmp_path: Path,

@@ -38,7 +38,8 @@ def _parsenet() -> nn.Module:
     from facexlib.parsing.parsenet import ParseNet
 
     torch.manual_seed(0)
-    return _with_random_statistics(ParseNet(in_size=128, out_size=128, parsing_ch=19))
+    # 64 px: every kind of layer the 512 px network has, at a quarter of the cost of 128 px.
+    return _with_random_statistics(ParseNet(in_size=64, out_size=64, parsing_ch=19))
 
 
 def _retinaface(arch: str) -> nn.Module:
@@ -53,8 +54,8 @@ def _retinaface(arch: str) -> nn.Module:
 @pytest.mark.parametrize(
     ("build", "shape"),
     [
-        (_parsenet, (2, 3, 128, 128)),
-        (lambda: _retinaface("resnet50"), (1, 3, 160, 128)),
+        (_parsenet, (2, 3, 64, 64)),
+        pytest.param(lambda: _retinaface("resnet50"), (1, 3, 160, 128), marks=pytest.mark.slow),
         (lambda: _retinaface("mobile0.25"), (1, 3, 96, 160)),
     ],
     ids=["parsenet", "retinaface-r50", "retinaface-mobile"],
@@ -74,7 +75,7 @@ def test_folding_removes_every_batchnorm_and_keeps_the_output(build, shape) -> N
 def test_parsenet_copies_dropped_without_changing_its_output() -> None:
     model = _parsenet()
     reference = copy.deepcopy(model)
-    x = torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(3))
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
     assert drop_copy_ops(model) > 0
     with torch.inference_mode():
         # Exact: x * 1.0 is exact, and the convolutions are the same ones on the same input.

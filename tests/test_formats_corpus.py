@@ -95,6 +95,7 @@ def test_each_format_loads_and_writes_by_the_rule(case: Case, tmp_path: Path) ->
     _check_output(case, out, [*image.notes, *([choice.note] if choice.note else [])])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 def test_every_format_through_a_running_service(services: Callable[..., Service], tiny_models: Any) -> None:
     svc = services(*real_engine_args(tiny_models), fake=False).start()

@@ -42,6 +42,7 @@ print(round(kept), round(back))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and glibc are Linux's")
+@pytest.mark.slow
 def test_tuned_allocator_keeps_freed_memory_until_it_is_given_back() -> None:
     """What a restorer over its budget relies on: with the allocator tuned for inference a freed
     256 MB block stays resident, and give_back_free_memory returns it."""

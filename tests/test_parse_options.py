@@ -54,6 +54,7 @@ def parsers() -> tuple[nn.Module, nn.Module]:
     return fp32, quantize_parser(prepare_conv_net(copy.deepcopy(net), torch.device("cpu"), rewrite=False))
 
 
+@pytest.mark.slow
 @needs_int8
 def test_int8_parser_runs_int8_convolutions_and_stays_near_fp32(parsers: tuple[nn.Module, nn.Module]) -> None:
     fp32, int8 = parsers
@@ -68,6 +69,7 @@ def test_int8_parser_runs_int8_convolutions_and_stays_near_fp32(parsers: tuple[n
     assert float((got.argmax(1) == want.argmax(1)).float().mean()) > 0.99
 
 
+@pytest.mark.slow
 @needs_int8
 def test_int8_calibration_is_the_same_on_every_load(parsers: tuple[nn.Module, nn.Module]) -> None:
     assert torch.equal(calibration_images(), calibration_images())
@@ -85,6 +87,7 @@ def _enhancer(parser: nn.Module, **kw: object) -> FaceEnhancer:
     return FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 4, parser=parser, **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @needs_int8
 def test_enhancer_with_parse_precision_int8_parses_with_int8() -> None:
     crops = np.random.default_rng(3).integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)

@@ -106,6 +106,7 @@ def _parsenet(size: int) -> nn.Module:
     return _with_random_statistics(ParseNet(in_size=size, out_size=size, parsing_ch=19))
 
 
+@pytest.mark.slow
 def test_rewritten_parsenet_gives_todays_logits_and_mask() -> None:
     """The issue's bar for a load-time change: within 1e-4 of the plain graph in fp32."""
     net = _parsenet(256)

@@ -84,6 +84,7 @@ def test_folder_restore_keeps_size_orientation_metadata(
         assert im.size == (512, 512)
 
 
+@pytest.mark.slow
 def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli(
@@ -103,6 +104,7 @@ def test_single_files_and_format_option(tiny_models: TinyModels, album: Path, tm
         assert im.format == "WEBP"
 
 
+@pytest.mark.slow
 def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -116,6 +118,7 @@ def test_existing_results_are_not_overwritten(tiny_models: TinyModels, album: Pa
         assert im.size == (512, 512)
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_reported_and_others_restored(
     tiny_models: TinyModels, album: Path, tmp_path: Path
 ) -> None:
@@ -151,6 +154,7 @@ def test_bad_inputs_are_reported_and_others_restored(
     assert not list(out.glob(".*gpen-tmp*"))
 
 
+@pytest.mark.slow
 def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None:
     env_models = TinyModels(tmp_path / "empty", tmp_path / "empty" / "none.pth")
     (tmp_path / "empty").mkdir()
@@ -214,6 +218,7 @@ def test_all_results_exist_says_how_many_skipped_without_loading_models(album: P
     assert "skipped 1 image whose" in proc.stdout
 
 
+@pytest.mark.slow
 def test_missing_weights_leave_no_output_folder(album: Path, tmp_path: Path) -> None:
     out = tmp_path / "new" / "out"
     proc = _restore_without_models(tmp_path, str(album), "-o", str(out))
@@ -235,6 +240,7 @@ def test_a_named_file_that_is_not_an_image_is_reported_before_the_models_load(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
     (album / "readme.txt").write_text("what these photos are\n")
     proc = run_cli(tiny_models, str(album / "gray.jpg"), "-o", str(tmp_path / "one"))
@@ -248,6 +254,7 @@ def test_summary_counts_read_right_for_one(tiny_models: TinyModels, album: Path,
     assert "readme.txt" in proc.stdout
 
 
+@pytest.mark.slow
 def test_jpeg_comment_reaches_the_restored_photo(
     tiny_models: TinyModels, astronaut_bgr: np.ndarray, tmp_path: Path
 ) -> None:
@@ -262,6 +269,7 @@ def test_jpeg_comment_reaches_the_restored_photo(
         assert im.info.get("comment") == b"print 42, box 7"
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_does_not_cut_the_batch_short(
     tiny_models: TinyModels, album: Path, tmp_path: Path
 ) -> None:
@@ -294,6 +302,7 @@ def test_summary_lists_the_prescale_stage() -> None:
     assert line == "stage totals: decode 0.2 s, prescale 0.4 s, restore 1.0 s"
 
 
+@pytest.mark.slow
 def test_folder_files_are_chosen_by_content_as_the_watcher_does(
     tiny_models: TinyModels, tmp_path: Path
 ) -> None:
@@ -323,6 +332,7 @@ def test_folder_files_are_chosen_by_content_as_the_watcher_does(
             assert im.size == (64, 48)
 
 
+@pytest.mark.slow
 def test_a_second_run_skips_results_whose_name_follows_the_content(
     tiny_models: TinyModels, tmp_path: Path
 ) -> None:

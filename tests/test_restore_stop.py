@@ -43,7 +43,14 @@ def _wait_for_first_result(proc: subprocess.Popen[bytes], out: Path) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum",
+    [
+        pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+        pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
+    ],
+    ids=["SIGINT", "SIGTERM"],
+)
 def test_signal_stops_a_busy_restore_cleanly(
     tiny_models: TinyModels, big_album: Path, tmp_path: Path, signum: int
 ) -> None:

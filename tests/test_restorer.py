@@ -680,6 +680,7 @@ class _ParseSides(torch.nn.Module):
         return self.inner(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("small_below", "side"), [(0, 512), (100_000, 256)])
 def test_parse_small_below_parses_faces_pasted_back_small_at_256(
     tiny_models_with_parser: TinyModels,
@@ -700,6 +701,7 @@ def test_parse_small_below_parses_faces_pasted_back_small_at_256(
     assert recorder.sides == [side]
 
 
+@pytest.mark.slow
 def test_parse_precision_int8_gives_the_worker_an_int8_parser(
     tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
 ) -> None:

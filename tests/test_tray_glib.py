@@ -90,6 +90,7 @@ def log_text() -> str:
     return log.read_text() if log.exists() else ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gtk", "appindicator"])
 def test_glib_icon_docks_redraws_and_has_a_menu(
     name: str, xserver: XServer, trays: Callable[..., Tray], tmp_path: Path, shots: Path

@@ -408,6 +408,7 @@ def test_icon_docks_shows_the_queue_and_a_click_pauses(
     assert "no tray icon" not in log
 
 
+@pytest.mark.slow
 def test_icon_keeps_its_size_and_pixels_through_50_clicks(
     xserver: XServer, trays: Callable[..., Tray], tmp_path: Path, shots: Path
 ) -> None:
@@ -469,6 +470,7 @@ def test_a_problem_with_a_long_message_shows_in_the_title(
     assert tray.stop() == 0
 
 
+@pytest.mark.slow
 def test_icon_docks_again_when_the_tray_host_restarts(
     xserver: XServer, trays: Callable[..., Tray], tmp_path: Path, shots: Path
 ) -> None:

@@ -213,6 +213,7 @@ def test_tiled_equals_untiled_where_the_overlap_holds_the_receptive_field(scale:
     assert_same_up_to_rounding(tiled, whole)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [2, 4])
 def test_tiled_full_size_network_within_one_level(scale: int, astronaut_bgr: np.ndarray) -> None:
     """The released networks' receptive field (about 350 px at x4, 700 at x2) is far larger than

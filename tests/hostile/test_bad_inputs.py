@@ -96,6 +96,7 @@ def real(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", inputs.KINDS, ids=lambda k: k.name)
 def test_bad_input_real_engine(real: Outcome, kind: inputs.Kind) -> None:
     problems = real.problems_of(*real.kind_rels[kind.name])
@@ -105,6 +106,7 @@ def test_bad_input_real_engine(real: Outcome, kind: inputs.Kind) -> None:
         extra(real)
 
 
+@pytest.mark.slow
 def test_invariant_real_engine(real: Outcome) -> None:
     assert not real.problems, "\n".join(real.problems) + "\n" + real.svc.logs()
     s = real.status
@@ -322,6 +324,7 @@ def copying(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", NAME_KINDS, ids=lambda k: k.name)
 def test_names_and_special_files_copy_engine(copying: Outcome, kind: inputs.Kind) -> None:
     problems = copying.problems_of(*copying.kind_rels[kind.name])
@@ -347,6 +350,7 @@ def test_names_and_special_files_copy_engine(copying: Outcome, kind: inputs.Kind
         "trap/photo.jpg",
     ],
 )
+@pytest.mark.slow
 def test_file_changing_under_the_service(copying: Outcome, rel: str) -> None:
     problems = copying.problems_of(rel)
     assert not problems, "\n".join(problems)
@@ -359,5 +363,6 @@ def test_file_changing_under_the_service(copying: Outcome, rel: str) -> None:
         assert list((copying.svc.root / "outside" / "trap").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_invariant_copy_engine(copying: Outcome) -> None:
     assert not copying.problems, "\n".join(copying.problems) + "\n" + copying.svc.logs()

@@ -9,11 +9,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpen_watch.journal import Journal
 
 from . import inputs, scenarios
 from .harness import real_engine_args, write_atomic
 from .invariants import Ledger, check
+
+# Each starts the real engine in a service (tens of seconds on 2 cores): CI runs them after the
+# README's command.
+pytestmark = pytest.mark.slow
 
 # --- broken model files -------------------------------------------------------------------------------
 

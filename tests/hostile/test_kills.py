@@ -23,6 +23,7 @@ def _rng(request: pytest.FixtureRequest) -> random.Random:
 # --- kills ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_workers_sigkilled_at_random_points_every_image_done_once(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -31,17 +32,18 @@ def test_workers_sigkilled_at_random_points_every_image_done_once(
     assert figures["restarts"] >= 1
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_workers_sigkilled_many_times_long(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     print(scenarios.workers_killed_at_random(tmp_path, _rng(request), images=400, kills=120, timeout=900))
 
 
+@pytest.mark.slow
 def test_service_sigkilled_at_random_points_and_restarted(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     print(scenarios.service_killed_at_random(tmp_path, _rng(request), restarts=4, images=30))
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_service_sigkilled_many_times_long(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     print(scenarios.service_killed_at_random(tmp_path, _rng(request), restarts=25, images=150, timeout=900))

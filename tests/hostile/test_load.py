@@ -23,6 +23,7 @@ PARENT_RSS_LIMIT_MB = 150.0
 STATUS_LIMIT_S = 2.0
 
 
+@pytest.mark.slow
 def test_thousand_photos_at_once_each_done_once_status_stays_quick(tmp_path: Path) -> None:
     figures = scenarios.load(tmp_path, images=1000, workers=2, timeout=400)
     print(f"load (copying stand-in): {figures}")
@@ -31,7 +32,7 @@ def test_thousand_photos_at_once_each_done_once_status_stays_quick(tmp_path: Pat
     assert figures["status_cli_max_s"] is None or figures["status_cli_max_s"] < 10.0, figures
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_thousand_photos_through_the_real_engine(tmp_path: Path, tiny_models: Any) -> None:
     figures = scenarios.load(
         tmp_path,

@@ -130,6 +130,7 @@ def _assert_waiting(svc: Service, names: list[str]) -> None:
     assert not [p for p in svc.outbox.rglob("*") if "tmp" in p.name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", _outbox_kinds())
 def test_outbox_full_then_read_only_jobs_wait_and_recover(services: Any, tiny_models: Any, kind: str) -> None:
     svc = services(*real_engine_args(tiny_models), restorer=None)
@@ -190,6 +191,7 @@ def test_outbox_full_recovers_by_itself_when_space_returns(services: Any, tiny_m
 # --- originals/ and failed/ that refuse the originals ------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (CAN_MOUNT or os.geteuid() != 0), reason="cannot make a folder refuse writes here")
 def test_the_invariant_accounts_for_originals_waiting_for_the_archive_only(services: Any) -> None:
     """A done photo's original waiting for a refusing originals/ is accounted for (result in the

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 import gpen_watch
-from gpen_watch import paths
+from gpen_watch import config, paths
+from gpen_watch.errors import ConfigError
 from gpen_watch.service import control
 
 from . import inputs
@@ -127,23 +128,30 @@ def test_control_channel_refuses_strangers_and_survives_abuse(services: Any) -> 
 # --- output names ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "template",
-    [
-        "../{stem}{ext}",
-        "{stem}/../../escaped{ext}",
-        "/etc/{name}",
-        "sub/{name}",
-        "..{sep}{name}",
-        "{name.__class__}",
-        "{stem!r}{ext}",
-        "{0}{ext}",
-        "{stem:>300}{ext}",
-        "{stem.__init__.__globals__}",
-        "{ext[0]}",
-        "{stem}\\..\\{ext}",
-    ],
-)
+TEMPLATE_INJECTIONS = [
+    "../{stem}{ext}",
+    "{stem}/../../escaped{ext}",
+    "/etc/{name}",
+    "sub/{name}",
+    "..{sep}{name}",
+    "{name.__class__}",
+    "{stem!r}{ext}",
+    "{0}{ext}",
+    "{stem:>300}{ext}",
+    "{stem.__init__.__globals__}",
+    "{ext[0]}",
+    "{stem}\\..\\{ext}",
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATE_INJECTIONS)
+def test_name_template_injection_is_refused_by_the_settings(tmp_path: Path, template: str) -> None:
+    with pytest.raises(ConfigError, match=r"^output\.name_template: "):
+        config.load(tmp_path / "none.toml", {"output.name_template": template})
+
+
+# The same refusal from `gpen-watch run` itself, for a path and for a field (a subprocess each).
+@pytest.mark.parametrize("template", ["../{stem}{ext}", "{name.__class__}"])
 def test_name_template_injection_is_refused_at_start(tmp_path: Path, template: str) -> None:
     out = subprocess.run(
         [
