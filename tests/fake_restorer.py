@@ -12,7 +12,8 @@ What it does to an image depends on the file name:
     oom       always reports out of memory
     oom1      reports out of memory unless scale <= 0.5
     raise     raises instead of returning a result
-    slow      sleeps FAKE_SLOW seconds (default 1) first
+    slow      sleeps FAKE_SLOW seconds (default 1) first, once it has created a file of the
+              photo's name in the folder FAKE_SLOW_STARTED names (if set): it is on the photo
     bad       returns a failed result ("not an image")
     bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode does
     noface    copies the file to dst and reports no face (a landscape)
@@ -106,6 +107,8 @@ class FakeRestorer:
         if "raise" in name:
             raise ValueError("restorer blew up")
         if "slow" in name:
+            if started := os.environ.get("FAKE_SLOW_STARTED"):
+                (Path(started) / name).touch()
             time.sleep(float(os.environ.get("FAKE_SLOW", "1")))
         if "bad" in name:
             return FileResult(job.src, ok=False, error="not an image", error_kind="unsupported")

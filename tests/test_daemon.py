@@ -398,11 +398,14 @@ def test_files_dropped_while_down_are_processed_at_start(services: Callable[...,
     svc.stop()
 
 
-def test_sigkilled_worker_mid_job_completes_once(services: Callable[..., Service]) -> None:
-    svc = services("--set", "workers.images_in_flight=1", env={"FAKE_SLOW": "2"}).start()
+def test_sigkilled_worker_mid_job_completes_once(services: Callable[..., Service], tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    started.mkdir()
+    env = {"FAKE_SLOW": "2", "FAKE_SLOW_STARTED": str(started)}
+    svc = services("--set", "workers.images_in_flight=1", env=env).start()
     drop(svc.inbox, "slow.jpg", b"slow photo")
-    s = svc.wait(lambda s: s["workers"][0]["in_flight"] == 1, what="job in flight")
-    time.sleep(0.5)
+    svc.wait(lambda s: (started / "slow.jpg").exists(), what="the restorer on the photo")
+    s = svc.status()
     os.kill(s["workers"][0]["pid"], signal.SIGKILL)
     s = svc.wait_done(1)
     assert s["queue"]["done"] == 1

@@ -166,12 +166,13 @@ def test_photos_in_flight_follow_the_workers_read_ahead_unless_configured(
 def test_sigkilled_worker_is_restarted_and_the_job_completes_once(
     tmp_path: Path, pools: list[pool.Pool]
 ) -> None:
-    p = make_pool(tmp_path, env={"FAKE_SLOW": "3"})
+    started = tmp_path / "started"
+    started.mkdir()
+    p = make_pool(tmp_path, env={"FAKE_SLOW": "3", "FAKE_SLOW_STARTED": str(started)})
     pools.append(p)
     tasks = make_tasks(tmp_path, ["slow.jpg"])
     p.submit(tasks)
-    run_until(p, lambda ev: p.snapshot()[0]["state"] == "busy")
-    time.sleep(0.5)  # let the restorer start on it
+    run_until(p, lambda ev: (started / "slow.jpg").exists())  # the restorer is on it
     os.kill(p.snapshot()[0]["pid"], signal.SIGKILL)
     events = run_until(p, finished(1))
     events += p.poll(0.5)
@@ -390,11 +391,12 @@ def test_pause_hands_out_nothing_and_resume_continues(tmp_path: Path, pools: lis
 def test_graceful_stop_finishes_started_work_and_returns_the_rest(
     tmp_path: Path, pools: list[pool.Pool]
 ) -> None:
-    p = make_pool(tmp_path, env={"FAKE_SLOW": "1"}, images_in_flight=1)
+    started = tmp_path / "started"
+    started.mkdir()
+    p = make_pool(tmp_path, env={"FAKE_SLOW": "1", "FAKE_SLOW_STARTED": str(started)}, images_in_flight=1)
     tasks = make_tasks(tmp_path, ["slow1.jpg", "slow2.jpg", "slow3.jpg"])
     p.submit(tasks)
-    run_until(p, lambda ev: p.snapshot()[0]["state"] == "busy")
-    time.sleep(0.3)
+    run_until(p, lambda ev: (started / "slow1.jpg").exists())  # the restorer is on the first
     t0 = time.monotonic()
     p.begin_stop()
     events: list[pool.PoolEvent] = []
