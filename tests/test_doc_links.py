@@ -36,3 +36,10 @@ def test_the_readme_links_to_the_documentation_and_the_check_sees_those_links() 
     assert "docs/settings.md" in links
     assert "docs/assets/pipeline.png" in links
     assert relative_links(REPO / "docs" / "index.md")  # the pages' links are found too
+
+
+@pytest.mark.parametrize("path", DOCUMENTS[1:], ids=lambda p: p.relative_to(REPO).as_posix())
+def test_pages_show_pictures_with_markdown_images_which_the_site_rewrites(path: Path) -> None:
+    # The site puts each page in a folder of its own (settings.md -> settings/index.html) and
+    # rewrites Markdown links to match; a raw <img src="assets/..."> would point at nothing there.
+    assert "<img " not in path.read_text(encoding="utf-8"), f"{path.name}: use ![alt](assets/...)"
