@@ -43,3 +43,12 @@ def test_pages_show_pictures_with_markdown_images_which_the_site_rewrites(path: 
     # The site puts each page in a folder of its own (settings.md -> settings/index.html) and
     # rewrites Markdown links to match; a raw <img src="assets/..."> would point at nothing there.
     assert "<img " not in path.read_text(encoding="utf-8"), f"{path.name}: use ![alt](assets/...)"
+
+
+def test_ci_builds_the_site_strictly_from_the_docs_extra() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pip install -q -e '.[docs]'" in ci
+    assert re.search(r"mkdocs build --strict\b.*--site-dir", ci), "CI must build the site with --strict"
+    mkdocs = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^docs_dir: docs$", mkdocs, flags=re.M)
+    assert re.search(r"^strict: true$", mkdocs, flags=re.M)
