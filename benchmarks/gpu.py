@@ -1,9 +1,8 @@
 """``python -m benchmarks.gpu``: the prepared GPU measurements, in one call of a few minutes.
 
-Not run on the development machine (no GPU there); written so a session with a GPU can run it once
-and paste the result into docs/benchmarks.md. Everything is measured in order of importance and
-written as it goes (``gpu.json``, ``gpu.md`` in ``--out``), so a run cut short by ``--budget`` still
-reports what it got; what the budget left out is listed as skipped.
+Run once on a machine with a GPU, then paste the result into docs/benchmarks.md. Everything is
+measured in order of importance and written as it goes (``gpu.json``, ``gpu.md`` in ``--out``), so
+a run cut short by ``--budget`` still reports what it got; what the budget left out is listed as skipped.
 
 1. GPEN-BFR-512 model-only faces/s (random weights: same compute), eager, batch 1..64, for
    bf16 / fp16 / fp32 with channels_last; channels_last off at a few batch sizes; cudnn.benchmark

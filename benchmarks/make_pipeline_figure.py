@@ -1,4 +1,4 @@
-"""Draw assets/pipeline.png: what gpen-watch does to the faces of a real photo, with its own code.
+"""Draw docs/assets/pipeline.png: what gpen-watch does to the faces of a real photo, with its own code.
 
 The 1927 Solvay group photo (../shared/data), its faces found by RetinaFace-MobileNet0.25 with its
 real, trained weights (../shared/fixtures), aligned to GPEN's template, restored, pasted back.
@@ -109,8 +109,8 @@ def main() -> None:
     row2 = np.hstack(parts)
     row2 = np.hstack([row2, np.full((row2.shape[0], WIDTH - row2.shape[1], 3), 255, np.uint8)])
     sheet = np.vstack([row1, np.full((8, WIDTH, 3), 255, np.uint8), row2])
-    (ROOT / "assets").mkdir(exist_ok=True)
-    cv2.imwrite(str(ROOT / "assets" / "pipeline.png"), sheet, [cv2.IMWRITE_PNG_COMPRESSION, 9])
+    (ROOT / "docs" / "assets").mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(ROOT / "docs" / "assets" / "pipeline.png"), sheet, [cv2.IMWRITE_PNG_COMPRESSION, 9])
 
 
 if __name__ == "__main__":

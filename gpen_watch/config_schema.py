@@ -61,7 +61,7 @@ class RestoreConfig:
     # Face-parsing mask for paste-back; without it a feathered ellipse is used.
     use_parse: bool = True
     # "auto": as restore.precision; "int8" (CPU only, elsewhere taken as auto) or "bf16" are faster
-    # on a CPU and change the mask a little (README, "Configuration").
+    # on a CPU and change the mask a little (docs/settings.md).
     parse_precision: ParsePrecision = "auto"
     # Faces pasted back at under this many px get their mask from ParseNet run at 256 px (a
     # quarter of the work) instead of 512 px; 0: always 512, as upstream GPEN does.

@@ -43,7 +43,7 @@ def refusal(path: Path, overrides: dict | None = None) -> str:
 # --- defaults -----------------------------------------------------------------------------------
 
 
-def test_defaults_validate_and_match_the_readme(isolated_user_dirs: Path, tmp_path: Path) -> None:
+def test_defaults_validate_and_load_without_a_file(isolated_user_dirs: Path, tmp_path: Path) -> None:
     cfg = Config()
     assert cfg.validate() is cfg
     # No file: the defaults, validated.
@@ -548,7 +548,7 @@ def test_a_config_file_named_on_the_command_line_must_exist(tmp_path: Path, comm
     assert config.load(tmp_path / "absent.toml") == Config()
 
 
-# --- the commented file and the README table ------------------------------------------------------
+# --- the commented file ------------------------------------------------------------------------
 
 
 def _uncommented(text: str) -> list[str]:
@@ -583,24 +583,3 @@ def test_config_show_stays_valid_uncommented(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert '# model_dir = ""' in proc.stdout
     assert config.load(write(tmp_path, "\n".join(_uncommented(proc.stdout)))) == Config()
-
-
-def _readme_settings() -> dict[str, str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    return {row.split("`")[1]: row for row in rows}
-
-
-def test_readme_configuration_table_lists_every_setting() -> None:
-    table = _readme_settings()
-    expected = {
-        f"{section.name}.{f.name}"
-        for section in dataclasses.fields(Config)
-        for f in dataclasses.fields(getattr(Config(), section.name))
-    }
-    assert sorted(expected - set(table)) == [], "settings missing from README's table"
-    assert sorted(set(table) - expected) == [], "README's table names settings that do not exist"
-    # The fields of each inbox are named in the watch.inboxes row.
-    for f in dataclasses.fields(InboxConfig):
-        assert f.name in table["watch.inboxes"], f.name

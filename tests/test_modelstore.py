@@ -819,18 +819,20 @@ def test_cli_verify_with_nothing_present_fails_without_loading_torch(tmp_path: P
     assert str(paths.model_cache_dir()) in done.stderr
 
 
-def test_readme_model_sizes_add_up_to_what_the_first_run_downloads() -> None:
+def test_the_model_sizes_in_the_readme_and_the_models_page_add_up_to_what_the_first_run_downloads() -> None:
     from gpen_watch.config import RestoreConfig
     from gpen_watch.modelstore import needs
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    assert "MiB" not in readme  # one unit everywhere: MB
+    repo = Path(__file__).parents[1]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    models_page = (repo / "docs" / "models.md").read_text(encoding="utf-8")
+    assert "MiB" not in readme + models_page  # one unit everywhere: MB
     first_run = needs.needed_specs(RestoreConfig())
     assert all(spec.size_bytes for spec in first_run)
     total = sum(spec.size_bytes or 0 for spec in first_run)
     for spec in first_run:
         size = spec.size_bytes or 0
-        assert f"{registry.mb(size)} ({size:,} bytes)" in readme, spec.name  # the Models table
+        assert f"{registry.mb(size)} ({size:,} bytes)" in models_page, spec.name  # the models table
         assert f"{spec.name} {registry.mb(size)}" in readme, spec.name  # Set up's list
-    assert f"{registry.mb(total)} ({total:,} bytes)" in readme
+    assert f"{registry.mb(total)} ({total:,} bytes)" in models_page
     assert f"Model weights: {total / 1e6:.0f} MB" in readme

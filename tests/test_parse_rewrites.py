@@ -108,7 +108,7 @@ def _parsenet(size: int) -> nn.Module:
 
 @pytest.mark.slow
 def test_rewritten_parsenet_gives_todays_logits_and_mask() -> None:
-    """The issue's bar for a load-time change: within 1e-4 of the plain graph in fp32."""
+    """The bar for a load-time change: within 1e-4 of the plain graph in fp32."""
     net = _parsenet(256)
     plain = prepare_conv_net(copy.deepcopy(net), torch.device("cpu"), rewrite=False)
     fast = prepare_conv_net(copy.deepcopy(net), torch.device("cpu"))

@@ -324,7 +324,7 @@ def test_exif_orientations_give_the_same_faces_at_the_same_places_upright(
     restorer: object, tmp_path: Path
 ) -> None:
     """Every orientation 2-8 is read as displayed and written upright with orientation 1 (the
-    result keeps the photo's EXIF, README "What it reads and writes")."""
+    result keeps the photo's EXIF, docs/formats.md)."""
     upright = _solvay_crop((40, 140, 440, 280))  # five faces of the middle and front rows' left
     pairs = []
     for orientation, steps in [(1, []), *_STORED.items()]:

@@ -363,7 +363,7 @@ def assert_square_icon(tray: Tray, view: model.TrayView, path: Path, tolerance: 
     crop = tray.shot(path)
     left, top, right, bottom = drawn_box(crop)
     side = min(crop.size)
-    # Square and as large as the slot allows (not stretched to the slot: the ovals of the issue).
+    # Square and as large as the slot allows (not stretched to the slot into an oval).
     assert abs((right - left) - (bottom - top)) <= tolerance, (
         f"{path}: icon drawn in {right - left}x{bottom - top} px of a {crop.width}x{crop.height} slot"
     )
@@ -412,7 +412,7 @@ def test_icon_docks_shows_the_queue_and_a_click_pauses(
 def test_icon_keeps_its_size_and_pixels_through_50_clicks(
     xserver: XServer, trays: Callable[..., Tray], tmp_path: Path, shots: Path
 ) -> None:
-    """The issue: after a few redraws (six clicks; a resume with 25 queued; 15 files dropped while
+    """Once, after a few redraws (six clicks; a resume with 25 queued; 15 files dropped while
     paused) the icon collapsed to 1x46 for good. Every click here redraws it (pause <-> idle)."""
     xserver.start_tray_host(tmp_path)
     tray = trays(xserver, **XORG)
@@ -434,7 +434,7 @@ def test_icon_keeps_its_size_and_pixels_through_50_clicks(
             f"the {view.state} icon drawn after {n + 1} clicks ({path})",
             10,
         )
-    # Paused with 15 dropped, then resumed with them queued: the other two cases of the issue.
+    # Paused with 15 dropped, then resumed with them queued: the other two cases that collapsed it.
     tray.click()
     tray.wait_title("gpen-watch: paused: queue empty", timeout=15)
     for i in range(15):

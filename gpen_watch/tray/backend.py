@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # (the xorg and gtk icons dock whenever a tray appears, however late).
 TRAY_WAIT_S = 10.0
 
-LINUX_HINT = "for a tray on Linux see packaging/README.md, 'The tray on Linux'"
+LINUX_HINT = "for a tray on Linux see docs/tray-and-login.md, 'The tray on Linux'"
 
 
 def load(

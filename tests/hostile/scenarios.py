@@ -1,7 +1,9 @@
 """Fault scenarios as plain functions, so pytest runs them small and ``stress`` runs them long.
 
-Each takes a root folder, a random generator and sizes, drives a real service, asserts the invariant
-and returns a dict of figures for the report (kills made, where they landed, restarts, timings).
+Each takes a root folder, a random generator and sizes and drives a real service. The kill scenarios
+return what happened (``KillRun``: the kills that landed, the invariant's problems, the journal's
+counts) for the test to assert; ``load`` asserts its own limits. ``figures()`` is what the stress
+report prints.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import inputs
 from .harness import COPY, Service, finished, write_atomic
-from .invariants import Ledger, check
+from .invariants import Ledger, Report, check, survey
 
 
 def drop_photos(
@@ -33,11 +36,57 @@ def drop_photos(
         ledger.add(rel, data, {"done"})
 
 
+@dataclass
+class KillRun:
+    """What a kill scenario saw: the facts its test asserts."""
+
+    # Kills that landed, by the victim's state (starting = loading; busy or idle = between, mid-image
+    # or mid-write); the service scenario counts its kills under "service".
+    kills: dict[str, int]
+    # Jobs the drops must end in (done, failed, unsupported or duplicate), and the journal's count of
+    # jobs in each state once the service stopped.
+    expected: int
+    counts: dict[str, int]
+    # The invariant's findings (each names its file); empty when every drop ended exactly once.
+    problems: list[str]
+    # `gpen-watch stop`'s exit status at the end, and the pool's worker restarts.
+    stop_code: int
+    restarts: int = 0
+    killed_after_s: list[float] = field(default_factory=list)
+    outputs: int = 0
+    logs: str = ""
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "kills": self.kills,
+            "restarts": self.restarts,
+            "killed_after_s": self.killed_after_s,
+            "counts": self.counts,
+            "images": self.outputs,
+        }
+
+    def failures(self, kills: int) -> list[str]:
+        """What stress reports as a failed round: the same facts the tests assert."""
+        out = [f"invariant violated: {p}" for p in self.problems]
+        if self.stop_code != 0:
+            out.append(f"stop exited {self.stop_code}")
+        if sum(self.kills.values()) < kills:
+            out.append(f"only {self.kills} kills landed of {kills}")
+        return out
+
+
+def _finish(svc: Service, ledger: Ledger) -> tuple[int, Report, list[str], str]:
+    """Stop the service and survey the folders and the journal."""
+    code = svc.stop()
+    report, problems = survey(svc, ledger)
+    return code, report, problems, svc.logs() if problems or code else ""
+
+
 def workers_killed_at_random(
     root: Path, rng: random.Random, images: int = 60, kills: int = 12, timeout: float = 240.0
-) -> dict[str, Any]:
+) -> KillRun:
     """SIGKILL a random worker at random moments (loading, between images, mid-image, mid-write)
-    until ``kills`` kills landed; every image must still be done exactly once."""
+    until ``kills`` kills landed, then let the service finish and stop it."""
     svc = Service(
         root,
         "--set",
@@ -79,22 +128,24 @@ def workers_killed_at_random(
                 continue
             where[victim["state"]] += 1  # starting (loading), busy (mid-image or mid-write), idle
         s = svc.wait_idle(ledger.jobs_expected(), timeout=timeout)
-        assert svc.stop() == 0
-        report = check(svc, ledger)
+        code, report, problems, logs = _finish(svc, ledger)
     finally:
         svc.close()
-    assert sum(where.values()) >= kills, f"only {dict(where)} kills landed"
-    assert report.counts.get("done", 0) == ledger.jobs_expected()
-    return {
-        "kills": dict(where),
-        "restarts": sum(w["restarts"] for w in s["workers"]),
-        "images": report.outputs,
-    }
+    return KillRun(
+        kills=dict(where),
+        expected=ledger.jobs_expected(),
+        counts=report.counts,
+        problems=problems,
+        stop_code=code,
+        restarts=sum(w["restarts"] for w in s["workers"]),
+        outputs=report.outputs,
+        logs=logs,
+    )
 
 
 def service_killed_at_random(
     root: Path, rng: random.Random, restarts: int = 4, images: int = 30, timeout: float = 240.0
-) -> dict[str, Any]:
+) -> KillRun:
     """SIGKILL the whole service at random moments (starting, recovering, committing...) and start it
     again, dropping more files while it is down; the queue must resume with nothing lost or doubled."""
     svc = Service(
@@ -130,11 +181,19 @@ def service_killed_at_random(
                 ledger.add_copy(rel, data)
         svc.start()
         svc.wait_idle(ledger.jobs_expected(), timeout=timeout)
-        assert svc.stop() == 0
-        report = check(svc, ledger)
+        code, report, problems, logs = _finish(svc, ledger)
     finally:
         svc.close()
-    return {"restarts": restarts, "killed_after_s": killed_after, "counts": report.counts}
+    return KillRun(
+        kills={"service": len(killed_after)},
+        expected=ledger.jobs_expected(),
+        counts=report.counts,
+        problems=problems,
+        stop_code=code,
+        killed_after_s=killed_after,
+        outputs=report.outputs,
+        logs=logs,
+    )
 
 
 def status_cli(env: dict[str, str], timeout: float = 30.0) -> tuple[float, str]:

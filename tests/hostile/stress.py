@@ -100,13 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _held(run: scenarios.KillRun, kills: int) -> dict[str, Any]:
+    """A kill round's figures, or its failures raised (the tests assert the same facts)."""
+    failures = run.failures(kills)
+    if failures:
+        raise AssertionError("\n  ".join(failures) + "\n" + run.logs)
+    return run.figures()
+
+
 def _run(name: str, root: Path, rng: random.Random, args: argparse.Namespace) -> dict[str, Any]:
     runners: dict[str, Callable[[], dict[str, Any]]] = {
-        "workers": lambda: scenarios.workers_killed_at_random(
-            root, rng, images=args.images or 200, kills=args.kills, timeout=1800
+        "workers": lambda: _held(
+            scenarios.workers_killed_at_random(
+                root, rng, images=args.images or 200, kills=args.kills, timeout=1800
+            ),
+            args.kills,
         ),
-        "service": lambda: scenarios.service_killed_at_random(
-            root, rng, restarts=args.restarts, images=args.images or 100, timeout=1800
+        "service": lambda: _held(
+            scenarios.service_killed_at_random(
+                root, rng, restarts=args.restarts, images=args.images or 100, timeout=1800
+            ),
+            args.restarts,
         ),
         "load": lambda: scenarios.load(
             root,

@@ -17,7 +17,7 @@ import pytest
 from . import scenarios
 from .harness import real_engine_args
 
-# The service parent's budget (issue 3: under 150 MB); it must not grow with the queue.
+# The service parent's budget (under 150 MB); it must not grow with the queue.
 PARENT_RSS_LIMIT_MB = 150.0
 # The slowest status reply allowed while a thousand files arrive and complete.
 STATUS_LIMIT_S = 2.0

@@ -1,0 +1,285 @@
+"""What each setting means, written once: ``config init``'s notes and the settings table of
+docs/settings.md both come from ``DESCRIPTIONS``.
+
+The schema (config_schema) says which settings exist and their defaults; this module only says
+what they mean. A test holds the two to the same names, and docs/settings.md to what
+``settings_table`` renders, so neither can drift. ``python -m gpen_watch.config_docs`` prints the
+table; ``--write`` puts it into docs/settings.md between its markers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.config_schema import Config, InboxConfig
+from gpen_watch.modelstore import registry
+
+
+@dataclass(frozen=True)
+class Description:
+    """One setting in words. ``note`` is the one line ``config init`` writes above the setting and
+    the table's first sentence; ``more`` follows it in the table only; ``default`` replaces the
+    schema's default in the table where that depends on the machine (the user's Pictures folder)."""
+
+    note: str
+    more: str = ""
+    default: str = ""
+
+
+# Links are relative to docs/settings.md.
+DESCRIPTIONS: dict[str, Description] = {
+    "watch.inboxes": Description(
+        "Watched folders; one [[watch.inboxes]] table each.",
+        "Each inbox's `restore` and `output` are its own settings over the global ones "
+        "([per-inbox profiles](#per-inbox-profiles)).",
+        default="one: `~/Pictures/GPEN/inbox`",
+    ),
+    "watch.inboxes.path": Description("The folder to watch.", default="`~/Pictures/GPEN/inbox`"),
+    "watch.inboxes.recursive": Description("Also watch its subfolders (results keep the same subfolders)."),
+    "watch.inboxes.outbox": Description("Results of this inbox go here instead of watch.outbox."),
+    "watch.inboxes.restore": Description(
+        'This inbox\'s own restore settings, e.g. {model = "GPEN-BFR-256", strength = 0.8}.'
+    ),
+    "watch.inboxes.output": Description('This inbox\'s own output settings, e.g. {format = "tiff"}.'),
+    "watch.outbox": Description(
+        "Where results go (subfolders mirror the inbox).", default="`~/Pictures/GPEN/outbox`"
+    ),
+    "watch.settle_seconds": Description(
+        "A file is taken once its size and mtime are unchanged this long (s).",
+        "An empty file waits at least 30 s, in case its copy stalled before the first byte.",
+    ),
+    "watch.polling": Description(
+        "Poll instead of OS events: needed for network shares (events miss remote writes)."
+    ),
+    "watch.poll_interval": Description("Seconds between two looks at the inbox when polling."),
+    "watch.rescan_seconds": Description(
+        "Full rescan of the inboxes this often (s), for events that got lost."
+    ),
+    "restore.model": Description(
+        f"{registry.choices_text('gpen')}, or a .pth file.",
+        "GPEN-BFR-256 is about 13x faster on a CPU (0.14 against 1.8 s a face on 2 cores) and restores "
+        "at 256 px; GPEN-BFR-1024 is about 1.5x slower on a CPU and restores at 1024 px, for faces "
+        "larger than 512 px in the photo ([models](models.md)).",
+    ),
+    "restore.detector": Description(f"{registry.choices_text('detector')}."),
+    "restore.use_parse": Description(
+        "Face-parsing mask for paste-back; false: a feathered one (faster on CPU).",
+        "On a CPU ParseNet costs about what GPEN-BFR-512 itself does (1.5-1.6 against 1.8 s a face on "
+        "2 cores, 10x GPEN-BFR-256), so `false` there roughly halves a face's time with GPEN-BFR-512 and "
+        "leaves about a tenth of it with GPEN-BFR-256 "
+        "([measured](benchmarks.md#parsenets-upsampling-blocks-and-padding-rewritten-at-load-kept)).",
+    ),
+    "restore.parse_precision": Description(
+        "ParseNet's number format: auto (as restore.precision), fp32, bf16, or int8 (CPU only).",
+        "`int8` (on a GPU taken as `auto`) quantizes ParseNet at load (4-7 s, calibrated on a fixed "
+        "synthetic image, nothing downloaded): 2.0x as fast per face end to end with GPEN-BFR-256 on a "
+        "CPU (1.46x model-only: int8 quantizes the plain network, without the fp32 load-time rewrites), "
+        "but on random weights it changed 3.2-3.7 % of the output's pixels by more than 1 level. `bf16` "
+        "was not faster on the CPU measured and changed 2.1 %. Neither is the default, because the error "
+        "has only been judged on random weights "
+        "([measured](benchmarks.md#int8-and-smaller-parsenet-passes-on-cpu)).",
+    ),
+    "restore.parse_small_below": Description(
+        "Faces pasted back smaller than this (px) are parsed at 256 px, not 512; 0: always 512.",
+        "ParseNet at 256 px is a quarter of its arithmetic; `256` is the natural value (such a mask is "
+        "shrunk below 256 px anyway): 3.1x per face end to end on the benchmark's Solvay photo (27 of its "
+        "29 faces qualify), changing 0.8-3.9 % of the output's pixels by more than 1 level on random "
+        "weights. 0 is upstream GPEN's way. Not yet checked on the real weights "
+        "([measured](benchmarks.md#int8-and-smaller-parsenet-passes-on-cpu)).",
+    ),
+    "restore.detect_threshold": Description("Face detection score threshold, in (0, 1]."),
+    "restore.detect_max_side": Description(
+        "Photos longer than restore.detect_shrink_above are detected on a copy this long (px)."
+    ),
+    "restore.detect_shrink_above": Description(
+        "Photos up to this long (px) are detected at their own size; longer ones on a smaller copy.",
+        "As upstream GPEN: shrinking the 1328 px Solvay group photo to 1000 px loses one of its 29 faces "
+        "([cost](benchmarks.md#detection-at-the-photos-own-size-up-to-1500-px)).",
+    ),
+    "restore.min_face": Description(
+        "Faces whose eyes and mouth span fewer px are left alone; 0: restore every face.",
+        "0 is upstream GPEN's way, except for two kinds of work that cannot change the result: a face "
+        "whose box is under 8 px in the result, and a second detection of one face (boxes overlapping by "
+        "IoU > 0.8). The photo's notes say how many faces were left out and why.",
+    ),
+    "restore.faces": Description(
+        "Which faces are restored: all, largest, or center (the one nearest the middle).",
+        "Of the faces at least `min_face`; the others are left as they are and not computed, and the "
+        "photo's notes say how many faces were found and how many restored.",
+    ),
+    "restore.max_faces": Description("Restore at most this many faces a photo, the largest; 0: no limit."),
+    "restore.strength": Description(
+        "How much of the restored face replaces the original: 0 (none) to 1 (all).",
+        "Upstream GPEN's `--alpha`. Blended in the aligned crop before paste-back, so it costs nothing; "
+        "0 writes the photo's own pixels back (faces found, none restored).",
+    ),
+    "restore.smooth_below": Description(
+        "Restored faces with a box side under this (px) get a 3x3 smoothing; 0: never.",
+        "As upstream GPEN: a face shrunk that much would alias its fine texture.",
+    ),
+    "restore.face_batch": Description(
+        "Faces per generator pass; 0 picks from free GPU memory (CPU: 4, 1 with parsing).",
+        "On a CPU with `restore.use_parse`, batching saves about 1 % and costs about 0.5 GB.",
+    ),
+    "restore.max_side": Description("Photos with a longer side are pre-scaled first (px; 0: never)."),
+    "restore.precision": Description(
+        "auto (fp32 on CPU and Apple GPU, bf16 on NVIDIA GPUs that have it), fp32, fp16 or bf16.",
+        "fp16 needs a GPU.",
+    ),
+    "restore.channels_last": Description(
+        "Channels-last memory layout on GPUs (pays off with tensor cores; not used on CPU)."
+    ),
+    "restore.device": Description(
+        "Device for `gpen-watch restore`: auto (CUDA, else Apple GPU, else CPU), cpu, cuda, cuda:N or mps.",
+        "The service's workers use `workers.devices` instead.",
+    ),
+    "restore.model_dir": Description(
+        "Folder searched for model files before the download cache.",
+        "The `GPEN_WATCH_MODEL_DIR` environment variable does the same ([offline machines](models.md#offline-machines)).",
+    ),
+    "restore.max_megapixels": Description(
+        "Larger images (megapixels) are refused before they are decoded.",
+        "The size the file's header declares is checked, so a decompression bomb never reaches memory.",
+    ),
+    "restore.memory_mb": Description(
+        "Resident memory (MB) each restorer process aims to stay under; 0: a quarter of RAM, at least 2048.",
+        "Each daemon worker, or `gpen-watch restore`: photos are read ahead only while their decoded "
+        "frames fit beside the models (one is always taken), and `status` shows each worker's memory per "
+        "stage against it.",
+    ),
+    "restore.upscale": Description(
+        "Background upscaling: 1 (off), 2 or 4; the result is at most max_side * upscale px.",
+        "`2` or `4` upscales the whole photo (RRDBNet, upstream GPEN's `--use_sr`) and restores the faces "
+        "into the upscaled photo. Pre-scaling comes first (8192 px at x2 with the defaults; a 600 px scan "
+        "becomes 1200 px). A photo without faces is upscaled too (no byte copy then); DPI is scaled so the "
+        'print size stays; the notes say "upscaled x2". Slow on a CPU: minutes per megapixel '
+        "([models](models.md)); a worker that keeps finishing tiles is not taken for hung however long "
+        "the photo takes.",
+    ),
+    "restore.upscale_model": Description(
+        f"Empty: upstream GPEN's RealESRNet of that factor; or {', '.join(registry.UPSCALER_NAMES)}, "
+        "or a .pth file.",
+        "The RealESRGAN ones are sharper and invent texture; a `.pth` must be an RRDBNet of that factor.",
+    ),
+    "output.format": Description(
+        "same, jpeg, png, webp or tiff.",
+        "`same`: the input's format by the rule in [formats](formats.md#the-results-format).",
+    ),
+    "output.jpeg_quality": Description("JPEG/WebP quality, 1 to 100.", "AVIF results use it too."),
+    "output.name_template": Description(
+        "Result name: {stem} {ext} {name} {date} {model}.", "The name can never leave the outbox."
+    ),
+    "output.originals": Description("After success: archive, keep or delete the original."),
+    "output.archive_dir": Description("Where archived originals go (unset: originals/ beside the outbox)."),
+    "workers.devices": Description(
+        'Devices for workers: ["auto"] (every NVIDIA GPU, else Apple GPU or CPU), or e.g. ["cuda:0"].',
+        "Without an NVIDIA GPU, CPU workers take Apple's GPU where torch has it (`status` and the tray "
+        'then say "Apple GPU (mps)" instead of CPU mode); `["cpu"]` uses the CPU only.',
+    ),
+    "workers.workers_per_device": Description("Restorer processes per GPU."),
+    "workers.cpu_workers": Description("Restorer processes on a machine without a GPU."),
+    "workers.images_in_flight": Description(
+        "Photos handed to a worker at once; 0: what its engine asks for.",
+        "So that its stages overlap: 4 on a 2-core CPU, up to 32 on a GPU, fewer when `restore.memory_mb` "
+        "holds fewer 12 MP photos.",
+    ),
+    "workers.image_timeout": Description(
+        "Seconds without progress on a photo before its worker is taken for hung and restarted.",
+        "Progress is a result, or a detection, face batch or upscaling tile finished.",
+    ),
+    "workers.max_attempts": Description("Tries before a photo is set aside as failed."),
+    "cluster.address": Description(
+        'Ray cluster for remote workers: "" (off), "auto" or host:port of its head.',
+        "`auto` is the Ray node on this machine ([cluster](cluster.md)).",
+    ),
+    "cluster.token_file": Description(
+        "The cluster's shared token (unset: ray-token in gpen-watch's config folder).",
+        "`gpen-watch cluster head` makes it, mode 600.",
+    ),
+    "cluster.local_workers": Description(
+        "This machine's GPUs (or CPU) keep their own workers beside the cluster's."
+    ),
+    "cluster.mb_in_flight": Description(
+        "Photo bytes in flight per remote worker (MB); more wait on this machine."
+    ),
+}
+
+
+def notes() -> dict[str, str]:
+    """Dotted setting name -> the one line ``config init`` writes above it."""
+    return {name: d.note for name, d in DESCRIPTIONS.items()}
+
+
+def setting_names() -> list[str]:
+    """Every setting the schema has, dotted, in the schema's order; an inbox's fields under
+    ``watch.inboxes`` as ``watch.inboxes.FIELD``."""
+    names: list[str] = []
+    for section in dataclasses.fields(Config):
+        for f in dataclasses.fields(getattr(Config(), section.name)):
+            names.append(f"{section.name}.{f.name}")
+            if f"{section.name}.{f.name}" == "watch.inboxes":
+                names += [f"watch.inboxes.{g.name}" for g in dataclasses.fields(InboxConfig)]
+    return names
+
+
+def _schema_default(name: str) -> Any:
+    section, _, rest = name.partition(".")
+    if rest.startswith("inboxes."):
+        inbox = InboxConfig(Path())
+        return getattr(inbox, rest.removeprefix("inboxes."))
+    return getattr(getattr(Config(), section), rest)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if value == "":
+        return '`""`'
+    if isinstance(value, list):
+        return "`[" + ", ".join(f'"{v}"' for v in value) + "]`"
+    if isinstance(value, dict):
+        return "`{}`" if not value else f"`{value}`"
+    return f"`{value}`"
+
+
+def settings_table() -> str:
+    """The Markdown table of every setting: its dotted name, default and meaning."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for name in setting_names():
+        d = DESCRIPTIONS[name]
+        default = d.default or _shown(_schema_default(name))
+        meaning = f"{d.note} {d.more}".strip().replace("|", "\\|")
+        rows.append(f"| `{name}` | {default} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN = "<!-- settings table: generated by `python -m gpen_watch.config_docs --write`; do not edit -->\n"
+END = "<!-- end of the settings table -->\n"
+
+
+def with_table(page: str) -> str:
+    """``page`` with the text between its markers replaced by the current table."""
+    head, sep, rest = page.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise ValueError("the page has no settings-table markers")
+    return f"{head}{BEGIN}{settings_table()}{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--write"]:
+        page = Path(argv[1]) if len(argv) > 1 else Path("docs/settings.md")
+        page.write_text(with_table(page.read_text(encoding="utf-8")), encoding="utf-8")
+        return 0
+    sys.stdout.write(settings_table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
