@@ -26,11 +26,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
 from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import decode, memory, upscale
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
 from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
     Placement,
@@ -304,3 +305,8 @@ class Restorer:
         """Called between tile batches: one more step done; True when the restorer is stopping."""
         self.steps += 1
         return self._stopping.is_set()
+
+
+if TYPE_CHECKING:
+    # What a worker drives (dispatch.worker_main): mypy holds the engine to that contract here.
+    _as_factory: EngineFactory = Restorer
