@@ -27,7 +27,7 @@ import sqlite3
 import stat as stat_mod
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +45,8 @@ from gpen_watch.journal.states import (
     SETTLED,
     JobState,
     Original,
+    TransitionError,
+    check_move,
     sql_in,
 )
 
@@ -52,6 +54,8 @@ HASH_CHUNK = 1 << 20
 # SQL fragments built from the named states (constants, never user text).
 _ACTIVE = sql_in(ACTIVE)
 _FAILURES = sql_in(FAILURES)
+# Why a queued job ended as gone when its file left the inbox (``Journal.move`` to gone).
+VANISHED = "file disappeared before it was processed"
 # jobs.fault of a failure that was a bug of gpen-watch or a library, not the photo's (schema v4).
 _OURS = "ours"
 
@@ -339,12 +343,14 @@ class Journal:
                 same = row["sha256"] == sha256 and row["size"] == size
                 if row["state"] in ACTIVE and same:
                     return AddResult("known", _job(row))
-                if row["state"] == "queued":
-                    conn.execute(
-                        f"UPDATE jobs SET state = '{JobState.GONE}', finished = ?, error = ? WHERE id = ?",
-                        (now, "replaced by new content before it was processed", row["id"]),
+                if row["state"] == JobState.QUEUED:
+                    self._move(
+                        conn,
+                        row["id"],
+                        JobState.GONE,
+                        ("superseded", "file replaced by new content"),
+                        sets={"finished": now, "error": "replaced by new content before it was processed"},
                     )
-                    self._event(conn, row["id"], "superseded", "file replaced by new content")
                     superseded.append(row["id"])
                 elif (
                     row["state"] in SETTLED
@@ -471,18 +477,21 @@ class Journal:
         self, conn: sqlite3.Connection, job_id: int, worker: str, now: float, duplicate_of: int | None = None
     ) -> None:
         # A twin is not an attempt: no worker sees it (restore_instead counts one if it comes to that).
-        conn.execute(
-            f"UPDATE jobs SET state = '{JobState.RUNNING}', attempts = attempts + ?, worker = ?, started = ?,"
-            " duplicate_of = ? WHERE id = ?",
-            (1 if duplicate_of is None else 0, worker, now, duplicate_of, job_id),
-        )
         attempt = conn.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        attempt += 1 if duplicate_of is None else 0
         what = (
             f"attempt {attempt} on {worker}"
             if duplicate_of is None
             else f"same content as job {duplicate_of}"
         )
-        self._event(conn, job_id, "claimed", what, worker)
+        self._move(
+            conn,
+            job_id,
+            JobState.RUNNING,
+            ("claimed", what),
+            sets={"attempts": attempt, "worker": worker, "started": now, "duplicate_of": duplicate_of},
+            worker=worker,
+        )
 
     def restore_instead(self, job_id: int, reason: str) -> bool:
         """A running copy whose first result cannot be copied (gone, or changed since): it loses
@@ -583,28 +592,35 @@ class Journal:
         """
         now = self._clock()
         with self._write(durable=True) as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET state = CASE WHEN duplicate_of IS NULL THEN '{JobState.DONE}'"
-                f" ELSE '{JobState.DUPLICATE}' END, finished = ?, output = ?, faces = ?, timings = ?, notes = ?,"
-                f" error = NULL WHERE id = ? AND state IN {_ACTIVE}",
-                (now, os.fspath(output), faces, json.dumps(timings or {}), json.dumps(list(notes)), job_id),
+            row = conn.execute("SELECT duplicate_of FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            to = JobState.DONE if row is None or row[0] is None else JobState.DUPLICATE
+            return self._move(
+                conn,
+                job_id,
+                to,
+                ("finished", f"{faces} face(s) -> {os.fspath(output)}"),
+                sets={
+                    "finished": now,
+                    "output": os.fspath(output),
+                    "faces": faces,
+                    "timings": json.dumps(timings or {}),
+                    "notes": json.dumps(list(notes)),
+                    "error": None,
+                },
             )
-            if cur.rowcount:
-                self._event(conn, job_id, "finished", f"{faces} face(s) -> {os.fspath(output)}")
-            return cur.rowcount == 1
 
     def end_as_duplicate(self, job_id: int, note: str) -> bool:
         """End an active copy whose result already exists under its own name (it was dropped
         again under the same name): duplicate, no output of its own (durable)."""
         with self._write(durable=True) as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET state = '{JobState.DUPLICATE}', finished = ?, notes = ?, output = NULL"
-                f" WHERE id = ? AND state IN {_ACTIVE} AND duplicate_of IS NOT NULL",
-                (self._clock(), json.dumps([note]), job_id),
+            return self._move(
+                conn,
+                job_id,
+                JobState.DUPLICATE,
+                ("duplicate", note),
+                sets={"finished": self._clock(), "notes": json.dumps([note]), "output": None},
+                also="duplicate_of IS NOT NULL",
             )
-            if cur.rowcount:
-                self._event(conn, job_id, "duplicate", note)
-            return cur.rowcount == 1
 
     def fail(self, job_id: int, reason: str, kind: JobState = JobState.FAILED, *, ours: bool = False) -> bool:
         """End an active job as failed or unsupported with a reason for the user (durable).
@@ -613,15 +629,7 @@ class Journal:
         """
         if kind not in FAILURES:
             raise ValueError(f"kind must be failed or unsupported, not {kind!r}")
-        now = self._clock()
-        with self._write(durable=True) as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET state = ?, finished = ?, error = ?, fault = ? WHERE id = ? AND state IN {_ACTIVE}",
-                (kind, now, reason, _OURS if ours else None, job_id),
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, kind, reason)
-            return cur.rowcount == 1
+        return self.move(job_id, kind, reason, ours=ours)
 
     def ran_on(self, job_id: int, node: str) -> None:
         """Record the node whose worker ended this job (its result or its last crash)."""
@@ -641,16 +649,56 @@ class Journal:
                 self._event(conn, job_id, "retry", reason, worker)
             return cur.rowcount == 1
 
-    def requeue(self, job_id: int, reason: str) -> bool:
-        """Put a running job back in the queue (worker crashed, timed out, service stopping)."""
-        with self._write() as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET state = '{JobState.QUEUED}' WHERE id = ? AND state = '{JobState.RUNNING}'",
-                (job_id,),
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, "requeued", reason)
-            return cur.rowcount == 1
+    def move(self, job_id: int, to: JobState, reason: str, *, ours: bool = False) -> bool:
+        """Move a job to ``to`` for ``reason``, from any state the table (``states.TRANSITIONS``)
+        allows; False when the job is in none of them (it moved or ended another way).
+
+        queued: a running job goes back to the queue (worker crashed, timed out, service stopping).
+        gone: a queued job's file was deleted or moved away. failed, unsupported: an active job ends
+        with ``reason`` for the user (durable); ``ours``: gpen-watch or a library failed on the
+        photo, not the photo itself (``bug_failures``). A job ends done only with its output
+        (``finish``), or as a duplicate of a done one (``finish``, ``end_as_duplicate``).
+        """
+        to = JobState(to)  # a caller may hold the state's text ("unsupported")
+        if to == JobState.QUEUED:
+            with self._write() as conn:
+                return self._move(conn, job_id, to, ("requeued", reason))
+        if to == JobState.GONE:
+            with self._write() as conn:
+                sets: dict[str, object] = {"finished": self._clock(), "error": reason}
+                return self._move(conn, job_id, to, ("gone", reason), sets=sets)
+        if to in FAILURES:
+            with self._write(durable=True) as conn:
+                sets = {"finished": self._clock(), "error": reason, "fault": _OURS if ours else None}
+                return self._move(conn, job_id, to, (str(to), reason), sets=sets)
+        raise TransitionError(f"a job moves to {to} only with its output (Journal.finish)")
+
+    def _move(
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        to: JobState,
+        event: tuple[str, str],
+        *,
+        sets: Mapping[str, object] | None = None,
+        only_from: Iterable[JobState] | None = None,
+        also: str = "",
+        worker: str | None = None,
+    ) -> bool:
+        """The one statement that changes a job's state: to ``to`` from the states the table allows
+        (``only_from``: fewer of them), setting the columns of ``sets`` (names of ours, never user
+        text), where ``also`` (a further SQL condition of ours) holds; the ``event`` (kind, detail)
+        goes into its history. False when the job was in none of those states."""
+        frm = check_move(to, only_from)
+        columns = "".join(f", {name} = ?" for name in (sets or {}))
+        where = f" AND {also}" if also else ""
+        cur = conn.execute(
+            f"UPDATE jobs SET state = ?{columns} WHERE id = ? AND state IN {sql_in(frm)}{where}",
+            (to, *(sets or {}).values(), job_id),
+        )
+        if cur.rowcount:
+            self._event(conn, job_id, *event, worker)
+        return cur.rowcount == 1
 
     def requeue_running(self, reason: str, max_attempts: int | None = None) -> int:
         """Requeue every running job (at start-up: left running by a crash). Returns how many.
@@ -668,28 +716,12 @@ class Journal:
             for row in rows:
                 if max_attempts is not None and row["attempts"] >= max_attempts:
                     why = f"gave up after {row['attempts']} attempt(s); last: {reason}"
-                    conn.execute(
-                        f"UPDATE jobs SET state = '{JobState.FAILED}', finished = ?, error = ?, fault = NULL"
-                        " WHERE id = ?",
-                        (now, why, row["id"]),
-                    )
-                    self._event(conn, row["id"], "failed", why)
+                    sets = {"finished": now, "error": why, "fault": None}
+                    self._move(conn, row["id"], JobState.FAILED, ("failed", why), sets=sets)
                 else:
-                    conn.execute(f"UPDATE jobs SET state = '{JobState.QUEUED}' WHERE id = ?", (row["id"],))
-                    self._event(conn, row["id"], "requeued", reason)
+                    self._move(conn, row["id"], JobState.QUEUED, ("requeued", reason))
                     requeued += 1
             return requeued
-
-    def mark_gone(self, job_id: int, reason: str = "file disappeared before it was processed") -> bool:
-        """A queued job's file was deleted or moved away: end it as gone. No-op for other states."""
-        with self._write() as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET state = '{JobState.GONE}', finished = ?, error = ? WHERE id = ? AND state = '{JobState.QUEUED}'",
-                (self._clock(), reason, job_id),
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, "gone", reason)
-            return cur.rowcount == 1
 
     def set_original(self, job_id: int, action: Original, path: os.PathLike[str] | str | None = None) -> None:
         """Record what happened (or is about to happen) to the original file (durable)."""
