@@ -86,6 +86,9 @@ def failure_state(kind: str | None) -> JobState:
     return JobState.UNSUPPORTED if kind == JobState.UNSUPPORTED.value else JobState.FAILED
 
 
+# jobs.fault of a failure that was a bug of gpen-watch or a library, not the photo's (schema v4).
+FAULT_OURS = "ours"
+
 ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 # Ended jobs whose file was dealt with (a gone job's file was not: seeing it again is a new drop).
 SETTLED = (JobState.DONE, JobState.FAILED, JobState.UNSUPPORTED, JobState.DUPLICATE)
