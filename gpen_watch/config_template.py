@@ -22,7 +22,7 @@ NOTES: dict[str, str] = {
     "watch.polling": "Poll instead of OS events: needed for network shares (events miss remote writes).",
     "watch.poll_interval": "Seconds between two looks at the inbox when polling.",
     "watch.rescan_seconds": "Full rescan of the inboxes this often (s), for events that got lost.",
-    "restore.model": f"{registry.choices_text('gpen')}, or a .pth file.",
+    "restore.model": f"{registry.choices_text('face')}, or a .pth file.",
     "restore.detector": f"{registry.choices_text('detector')}.",
     "restore.use_parse": "Face-parsing mask for paste-back; false: a feathered one (faster on CPU).",
     "restore.parse_precision": "ParseNet's number format: auto (as restore.precision), fp32, bf16, or int8 (CPU only).",

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
-from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
+from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, model_label
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ModelKey:
 
     @property
     def model_name(self) -> str:
-        return self.model if self.model in GPEN_NAMES else Path(self.model).name
+        return model_label(self.model)
 
     @property
     def label(self) -> str:

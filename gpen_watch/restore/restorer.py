@@ -25,11 +25,10 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.modelstore.registry import GPEN_NAMES
+from gpen_watch.modelstore.registry import model_label
 from gpen_watch.restore import decode, memory, upscale
 from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
 from gpen_watch.restore.detect import Detector
@@ -107,7 +106,7 @@ class Restorer:
         self.io_threads = n_io
         self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
-        model = cfg.model if cfg.model in GPEN_NAMES else Path(cfg.model).name
+        model = model_label(cfg.model)
         mask = "face-parsing mask" if cfg.use_parse else "feathered mask"
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
