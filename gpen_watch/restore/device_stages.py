@@ -105,11 +105,6 @@ def upscale_photo(work: Work, models: ModelSets, step_unless_stopping: Callable[
     note_rss(work.result, "upscale")
 
 
-def queued_faces(ready: list[Work]) -> int:
-    """Faces of ``ready`` photos still waiting for the generator."""
-    return sum(w.pending for w in ready)
-
-
 def run_batch(ready: list[Work], models: ModelSets, step: Callable[[], None]) -> list[Work]:
     """Restore up to face_batch queued faces (taken from the oldest photos first) of photos
     whose model set is the oldest photo's: faces for different generators never share a pass.
