@@ -14,7 +14,7 @@ What it does to an image depends on the file name:
     raise     raises instead of returning a result
     slow      sleeps FAKE_SLOW seconds (default 1) first
     bad       returns a failed result ("not an image")
-    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode does
+    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
     anything else: copies the file to dst and reports one face.
 

@@ -622,7 +622,7 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     journal: Journal,
 ) -> None:
     """A local process or a remote node alike: the pool's policy reports the death, the service
-    records it (``work.on_event``), and `attempts` counts that try, as the failure file and
+    records it (``jobs.on_event``), and `attempts` counts that try, as the failure file and
     `max_attempts` do."""
     from gpen_watch.config import WorkerConfig, load
     from gpen_watch.dispatch import protocol as P
@@ -630,7 +630,7 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     from gpen_watch.dispatch.policy import FaultPolicy
     from gpen_watch.dispatch.tasks import Task
     from gpen_watch.restore.api import FileJob
-    from gpen_watch.service import work
+    from gpen_watch.service import jobs
     from gpen_watch.service.running import Running
 
     job_id = add(journal, "a.jpg").job.id
@@ -649,7 +649,7 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     policy.on_exit(0, "node 10.0.0.2 stopped answering; its photos are requeued", events, clean=False)
     run = Running(load(None), journal, None, None, threading.Event())  # type: ignore[arg-type]
     for ev in events:
-        work.on_event(run, ev)
+        jobs.on_event(run, ev)
     again = journal.get(job_id)
     assert again is not None
     assert (again.state, again.attempts) == ("running", 2)  # the pool runs it again: attempt 2

@@ -104,7 +104,7 @@ class RestorerActor:
         self._restorer = restorer
         self._model_sets: tuple[ModelKey, ...] = ()
         worker_main.report_model_sets(restorer, self)
-        self._inbox = worker_main.Inbox()
+        self._jobs = worker_main.JobQueue()
         self._threads_read = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="restorer").start()
 
@@ -132,7 +132,7 @@ class RestorerActor:
         done: Future[PhotoResult] = Future()
         with self._lock:
             self._waiting[key] = done
-        self._inbox.inbox.put(P.JobItem(key, self._scratch.job(key, photo)))
+        self._jobs.waiting.put(P.JobItem(key, self._scratch.job(key, photo)))
         return done.result()
 
     def close(self) -> None:
@@ -163,7 +163,7 @@ class RestorerActor:
         self._slot = replace(self._slot, threads=torch_threads(self._slot.threads))
         self._threads_read.set()
         try:
-            worker_main.serve(self, self._inbox, self._engine)
+            worker_main.serve(self, self._jobs, self._engine)
         except BaseException as exc:  # noqa: BLE001
             # As a local worker does: the process may be in a bad state (CUDA errors are sticky).
             # Exiting fails every call in flight; the service requeues them and starts a new actor.

@@ -98,7 +98,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(chan)]
     root.setLevel(args.log_level)
-    state = Inbox()
+    state = JobQueue()
     threading.Thread(
         target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
     ).start()
@@ -142,11 +142,11 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     flush_and_exit(0)
 
 
-class Inbox:
+class JobQueue:
     """Jobs received but not yet started, and whether a stop was asked for; shared by the threads."""
 
     def __init__(self) -> None:
-        self.inbox: queue.Queue[P.JobItem | object] = queue.Queue()
+        self.waiting: queue.Queue[P.JobItem | object] = queue.Queue()
         self.stopping = False
         self.busy = False
         # The restorer's count of finished device steps, once it is loaded (see P.Heartbeat).
@@ -158,14 +158,14 @@ class Inbox:
         items: list[P.JobItem] = []
         while True:
             try:
-                item = self.inbox.get_nowait()
+                item = self.waiting.get_nowait()
             except queue.Empty:
                 return items
             if isinstance(item, P.JobItem):
                 items.append(item)
 
 
-def serve(chan: Sender, state: Inbox, restorer: Engine) -> None:
+def serve(chan: Sender, state: JobQueue, restorer: Engine) -> None:
     """Restore jobs as they come until asked to stop: one restore_files call over a live source.
 
     The restorer reads ahead (to batch faces across images) before it yields a result, and jobs
@@ -181,7 +181,7 @@ def serve(chan: Sender, state: Inbox, restorer: Engine) -> None:
     def jobs() -> Iterator[FileJob | None]:
         while not state.stopping:
             try:
-                item = state.inbox.get_nowait()
+                item = state.waiting.get_nowait()
             except queue.Empty:
                 with lock:
                     held = outstanding[0] > 0
@@ -189,7 +189,7 @@ def serve(chan: Sender, state: Inbox, restorer: Engine) -> None:
                 if held:
                     yield None
                     continue
-                item = state.inbox.get()
+                item = state.waiting.get()
             if not isinstance(item, P.JobItem):  # _STOP
                 state.stopping = True
                 return
@@ -216,7 +216,7 @@ def serve(chan: Sender, state: Inbox, restorer: Engine) -> None:
     state.busy = False
 
 
-def _reader(conn: Connection, state: Inbox) -> None:
+def _reader(conn: Connection, state: JobQueue) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -224,10 +224,10 @@ def _reader(conn: Connection, state: Inbox) -> None:
             _parent_gone()
         if isinstance(msg, P.Jobs):
             for item in msg.items:
-                state.inbox.put(item)
+                state.waiting.put(item)
         elif isinstance(msg, P.Stop):
             state.stopping = True
-            state.inbox.put(_STOP)
+            state.waiting.put(_STOP)
             return
 
 
@@ -238,7 +238,7 @@ def _parent_gone() -> NoReturn:
     os._exit(0)
 
 
-def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
+def _heartbeat(chan: _Channel, state: JobQueue, every: float) -> None:
     while True:
         try:
             chan.send(P.Heartbeat(state.busy, state.progress(), restoring=state.restoring()))

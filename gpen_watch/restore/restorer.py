@@ -10,9 +10,9 @@ Faces of several photos share one generator batch; a photo is handed to the fini
 as all of its faces are back.
 
 This module holds the restorer's warm state and the device loop, which decides what each stage may
-hold (the memory budget, read-ahead, face batch). The stages themselves live beside it: decode.py,
+hold (the memory budget, read-ahead, face batch). The stages themselves live beside it: decode_stage.py,
 device_stages.py (detect and align, upscale, face batches) and finish.py; a photo in flight in
-work.py, face choice in faces.py, model loading in loader.py and modelsets.py.
+staged.py, face choice in faces.py, model loading in loader.py and modelsets.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
 from gpen_watch.modelstore.registry import model_label
-from gpen_watch.restore import decode, memory, upscale
+from gpen_watch.restore import decode_stage, memory, upscale
 from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
 from gpen_watch.restore.batching import Admission, BatchPolicy
 from gpen_watch.restore.detect import Detector
@@ -45,7 +45,7 @@ from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.finish import finish
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
-from gpen_watch.restore.work import Work
+from gpen_watch.restore.staged import StagedPhoto
 
 log = logging.getLogger(__name__)
 
@@ -203,15 +203,15 @@ class Restorer:
         also admitted only while the memory they need (decoded size, from the file's header) fits
         in ``photo_allowance`` beside the photos already held; one is always admitted.
         """
-        admission: Admission[Work] = Admission(
+        admission: Admission[StagedPhoto] = Admission(
             jobs,
             prefetch or self.read_ahead,
-            lambda job: decode.photo_cost(job, self.settings(job)),
+            lambda job: decode_stage.photo_cost(job, self.settings(job)),
             lambda: self.photo_allowance,
             lambda job, cost: self._decode_pool.submit(self._decode, job, cost),
         )
         decoding = admission.decoding
-        ready: list[Work] = []  # detected and aligned, faces waiting for the generator
+        ready: list[StagedPhoto] = []  # detected and aligned, faces waiting for the generator
         finishing: dict[Future[FileResult], int] = {}  # -> the photo's cost
 
         while not self._stopping.is_set():
@@ -256,7 +256,7 @@ class Restorer:
 
     # --- stages ---------------------------------------------------------------------------------
 
-    def _finish_later(self, work: Work) -> Future[FileResult]:
+    def _finish_later(self, work: StagedPhoto) -> Future[FileResult]:
         """Hand ``work`` to the finish pool: paste back, encode, write."""
         return self._finish_pool.submit(finish, work, work.cfg.smooth_below, self._stopping)
 
@@ -268,9 +268,9 @@ class Restorer:
         if now is not None and now.now_mb > self.memory_budget_mb:
             memory.give_back_free_memory()
 
-    def _decode(self, job: FileJob, cost: int = 0) -> Work:
-        """The decode stage (decode.py), run on the decode pool."""
-        return decode.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
+    def _decode(self, job: FileJob, cost: int = 0) -> StagedPhoto:
+        """The decode stage (decode_stage.py), run on the decode pool."""
+        return decode_stage.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
 
     def _step(self) -> None:
         """One more unit of device work done (read by the worker's heartbeat)."""

@@ -7,7 +7,7 @@ set the stop flag; each then wakes the loop through the pool's wake pipe.
 
 This module is the service's life (start, loop, stop) and its control commands; what exists only
 while it runs is ``running.Running``, and the loop's steps are ``intake`` (arrivals into the
-journal), ``work`` (claims, results) and ``report`` (the status).
+journal), ``jobs`` (claims, results) and ``report`` (the status).
 
 This process never imports torch (workers do): it stays small and starts fast, and a CUDA fault
 cannot take it down. ``status`` reports ``torch_loaded`` so tests can check.
@@ -32,7 +32,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, report, work
+from gpen_watch.service import control, intake, jobs, report
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -212,14 +212,14 @@ class Service:
         while not self._stop.is_set():
             intake.take_arrivals(run, self._arrivals)
             self._answer_requests(run)
-            work.feed(run)
+            jobs.feed(run)
             _watch_models(run)
             run.originals.retry(run.journal, self._stop)
             if run.cluster is not None:
                 run.cluster.poll()
             run.tp.busy(pool.in_flight() > 0)
             for event in pool.poll(self._tick(run)):
-                work.on_event(run, event)
+                jobs.on_event(run, event)
             stranded = pool.take_back_stranded()
             if stranded:
                 run.requeue(stranded, "no worker can run it: " + (pool.problem() or "no worker"))
@@ -245,7 +245,7 @@ class Service:
         while pool.alive() and time.monotonic() < (self._stop_deadline or deadline):
             self._answer_requests(run)
             for event in pool.poll(min(0.5, max(0.0, (self._stop_deadline or deadline) - time.monotonic()))):
-                work.on_event(run, event)
+                jobs.on_event(run, event)
         run.requeue(pool.kill_all(), STOPPED_EARLY)
         # Record what arrived meanwhile (queued for the next start).
         intake.take_arrivals(run, self._arrivals, limit=1 << 30)

@@ -66,7 +66,7 @@ def add(run: Running, a: Arrival) -> None:
             )
         else:
             log.info("%s: %s", a.path, added.message)
-        run.maybe_queued = True  # the copy is made when it is claimed (work.feed)
+        run.maybe_queued = True  # the copy is made when it is claimed (jobs.feed)
         return
     if not a.supported:
         why = f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
