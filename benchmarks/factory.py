@@ -13,14 +13,17 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmarks.engine import make_restorer
 from benchmarks.known_faces import FaceTable
 from benchmarks.photos import PhotoSet
 from benchmarks.stages import StageClock
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.api import Engine, FileJob, FileResult, ModelSetWatch
+
+if TYPE_CHECKING:
+    from gpen_watch.restore.restorer import Restorer
 
 FACTORY = "benchmarks.factory:bench_restorer"
 PHOTOS_ENV = "GPEN_BENCH_PHOTOS"  # the PhotoSet JSON
@@ -31,12 +34,21 @@ DETECT_REAL_ENV = "GPEN_BENCH_DETECT_REAL"  # "1": the detector's own faces (Run
 class _Measured:
     """A Restorer that writes one line per result (and its clocks so far) to its log."""
 
-    def __init__(self, restorer: Any, clock: StageClock, log: Path) -> None:
+    def __init__(self, restorer: Restorer, clock: StageClock, log: Path) -> None:
         self.restorer = restorer
         self.clock = clock
         self.log = log
+        # What it tells the worker (restore.api.Engine): nothing of the engine's own hints, as
+        # the pool's defaults are what the benchmark measures.
+        self.device_label = ""
+        self.read_ahead = 0
+        self.loaded = ""
+        self.memory_budget_mb = 0
+        self.models: ModelSetWatch | None = None
+        self.steps = 0
+        self.restoring = -1
 
-    def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
+    def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:
         for res in self.restorer.restore_files(jobs):
             line = {
                 "src": str(res.src),
@@ -51,11 +63,14 @@ class _Measured:
                 fh.write(json.dumps(line) + "\n")
             yield res
 
+    def stop(self) -> None:
+        self.restorer.stop()
+
     def close(self) -> None:
         self.restorer.close()
 
 
-def bench_restorer(cfg: RestoreConfig, device: str, threads: int | None = None) -> _Measured:
+def bench_restorer(cfg: RestoreConfig, device: str, threads: int | None = None) -> Engine:
     photos = PhotoSet.load(Path(os.environ[PHOTOS_ENV]))
     clock = StageClock()
     table = None if os.environ.get(DETECT_REAL_ENV) == "1" else FaceTable(photos.faces)

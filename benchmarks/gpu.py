@@ -194,6 +194,7 @@ def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
 
     from gpen_watch.restore.device import Placement
     from gpen_watch.restore.enhance import FaceEnhancer
+    from gpen_watch.restore.gpen_family import runner
     from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
 
     torch.manual_seed(0)
@@ -208,7 +209,9 @@ def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
             if not cl and precision != "bf16":
                 continue  # channels_last off only where it matters most, to save the budget
             place = Placement(torch.device(_device()), precision, cl)
-            enhancer = FaceEnhancer(copy.deepcopy(gpen), size, place, max(batches), copy.deepcopy(parser))
+            enhancer = FaceEnhancer(
+                runner(copy.deepcopy(gpen), place), place, max(batches), copy.deepcopy(parser)
+            )
             for batch in batches:
                 if budget.left() < 60:
                     rec.add(

@@ -22,6 +22,7 @@ from gpen_watch.restore import align, paste
 from gpen_watch.restore.detect import FaceDetector
 from gpen_watch.restore.device import Placement
 from gpen_watch.restore.enhance import FaceEnhancer
+from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,8 @@ def main() -> None:
     crops, affines = align.align_faces(img, lm, SIZE)
     torch.manual_seed(0)
     gpen = build_gpen(GPEN_CONFIGS["GPEN-BFR-256"])
-    enhancer = FaceEnhancer(gpen, SIZE, Placement(torch.device("cpu"), "fp32", False), 8)
+    place = Placement(torch.device("cpu"), "fp32", False)
+    enhancer = FaceEnhancer(runner(gpen, place), place, 8)
 
     marked = img.copy()
     for f in faces:

@@ -38,12 +38,13 @@ class UpstreamStyle:
         from gpen_watch.restore.detect import FaceDetector
         from gpen_watch.restore.device import Placement, resolve_device, set_threads
         from gpen_watch.restore.enhance import FaceEnhancer
+        from gpen_watch.restore.gpen_family import load_gpen, runner
 
         t0 = time.perf_counter()
         m = spec.models
         set_threads(spec.threads)
         dev = resolve_device(spec.device)
-        gpen = verify.load_gpen(m.gpen, model_dir=m.model_dir, device=str(dev), download=False)
+        gpen = load_gpen(m.gpen, model_dir=m.model_dir, device=str(dev), download=False)
         parser = verify.load_parser(m.model_dir, device=str(dev), download=False) if m.use_parse else None
         net = verify.load_detector(m.detector, m.model_dir, device=str(dev), download=False)
         photos = PhotoSet.load(spec.photo_set)
@@ -52,7 +53,8 @@ class UpstreamStyle:
         self.detector = KnownFaces(network, table)
         self.size = int(gpen.config.size)
         # Batch 1, fp32, no channels_last: the upstream scripts' setting.
-        self.enhancer = FaceEnhancer(gpen, self.size, Placement(dev, "fp32", False), 1, parser)
+        place = Placement(dev, "fp32", False)
+        self.enhancer = FaceEnhancer(runner(gpen, place), place, 1, parser)
         self.spec = spec
         restore = spec.restore_config()
         self.min_face, self.smooth_below = restore.min_face, restore.smooth_below

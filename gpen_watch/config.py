@@ -49,12 +49,12 @@ from gpen_watch.config_schema import (
 )
 from gpen_watch.config_toml import to_toml
 from gpen_watch.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
+from gpen_watch.modelstore.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
 
 __all__ = [
     "DETECTOR_NAMES",
+    "FACE_MODEL_NAMES",
     "GLOBAL_ONLY",
-    "GPEN_NAMES",
     "TEMPLATE_FIELDS",
     "UPSCALER_CONFIGS",
     "ClusterConfig",

@@ -60,7 +60,7 @@ DESCRIPTIONS: dict[str, Description] = {
         "Full rescan of the inboxes this often (s), for events that got lost."
     ),
     "restore.model": Description(
-        f"{registry.choices_text('gpen')}, or a .pth file.",
+        f"{registry.choices_text('face')}, or a .pth file.",
         "GPEN-BFR-256 is about 13x faster on a CPU (0.14 against 1.8 s a face on 2 cores) and restores "
         "at 256 px; GPEN-BFR-1024 is about 1.5x slower on a CPU and restores at 1024 px, for faces "
         "larger than 512 px in the photo ([models](models.md)).",

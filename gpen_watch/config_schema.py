@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from gpen_watch import paths
 from gpen_watch.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
+from gpen_watch.modelstore.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 # What "auto" becomes on a given device.
@@ -302,9 +302,9 @@ def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, 
     """(valid, setting, why not) for each restore.* and output.* setting."""
     return [
         (
-            r.model in GPEN_NAMES or r.model.endswith((".pth", ".pt")),
+            r.model in FACE_MODEL_NAMES or r.model.endswith((".pth", ".pt")),
             "restore.model",
-            f"must be one of {', '.join(GPEN_NAMES)} or a .pth file",
+            f"must be one of {', '.join(FACE_MODEL_NAMES)} or a .pth file",
         ),
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),

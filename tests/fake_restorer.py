@@ -15,7 +15,7 @@ What it does to an image depends on the file name:
     slow      sleeps FAKE_SLOW seconds (default 1) first, once it has created a file of the
               photo's name in the folder FAKE_SLOW_STARTED names (if set): it is on the photo
     bad       returns a failed result ("not an image")
-    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode does
+    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
     anything else: copies the file to dst and reports one face.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from gpen_watch.errors import ModelError
 from gpen_watch.imaging.reasons import decoder_bug
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch
 
 
 class FakeRestorer:
@@ -70,8 +70,13 @@ class FakeRestorer:
         self.read_ahead = int(os.environ.get("FAKE_READ_AHEAD", "0"))
         # What the real engine says it loaded, for the start-up log and status.
         self.loaded = f"fake model, fake detector, on {device}"
+        # It keeps no memory budget, no model sets and no progress counts (restore.api.Engine).
+        self.memory_budget_mb = 0
+        self.models: ModelSetWatch | None = None
+        self.steps = 0
+        self.restoring = -1
 
-    def restore_files(self, jobs: Iterable[FileJob]) -> Iterator[FileResult]:
+    def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:
         for job in jobs:
             if job is not None:  # a live source with nothing waiting (never while we hold none)
                 yield self._one(job)
@@ -122,6 +127,9 @@ class FakeRestorer:
             notes.append(f"torch={'torch' in sys.modules}")
         faces = 0 if "noface" in name else 1
         return FileResult(job.src, ok=True, dst=job.dst, faces=faces, notes=notes, timings={"restore": 0.001})
+
+    def stop(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

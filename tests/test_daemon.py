@@ -619,3 +619,15 @@ def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
     svc.stop()
     assert files(svc.inbox) == ["a.jpg"]
     assert files(svc.failed) == []
+
+
+def test_the_engine_choice_says_what_the_service_checks_not_the_factory_name() -> None:
+    from gpen_watch.dispatch.protocol import DEFAULT_FACTORY
+    from gpen_watch.service.daemon import engine_from_environ
+
+    real = engine_from_environ({})
+    assert (real.factory, real.model_files, real.header_rules) == (DEFAULT_FACTORY, True, True)
+    stand_in = engine_from_environ({"GPEN_WATCH_RESTORER": FAKE})
+    assert (stand_in.factory, stand_in.model_files, stand_in.header_rules) == (FAKE, False, False)
+    told = engine_from_environ({"GPEN_WATCH_RESTORER": FAKE, "GPEN_WATCH_HEADER_CHECKS": "1"})
+    assert (told.model_files, told.header_rules) == (False, True)

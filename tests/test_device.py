@@ -11,6 +11,7 @@ from conftest import TINY_GPEN
 from gpen_watch.errors import ConfigError, GpenWatchError
 from gpen_watch.restore import device
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
+from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen, resolve_precision
 
 MPS_OOM = (
@@ -82,9 +83,9 @@ def test_mps_out_of_memory_halves_the_face_batch_like_cuda() -> None:
     assert not device.is_out_of_memory(RuntimeError("shape mismatch"))
     torch.manual_seed(0)
     size = TINY_GPEN["size"]
-    enhancer = FaceEnhancer(
-        build_gpen(GPENConfig(**TINY_GPEN)), size, device.placement("cpu", "fp32", False), 4
-    )
+    place = device.placement("cpu", "fp32", False)
+    enhancer = FaceEnhancer(runner(build_gpen(GPENConfig(**TINY_GPEN)), place), place, 4)
+    assert enhancer.size == size
     real = enhancer._run
     seen: list[int] = []
 

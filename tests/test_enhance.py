@@ -10,6 +10,7 @@ from torch import nn
 
 from gpen_watch.restore.device import placement
 from gpen_watch.restore.enhance import PARSE_CLASSES, FaceEnhancer
+from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
 
 # A 512 x 512 parsing map cut into a 4 x 5 grid of cells; cell k holds class k (the 20th cell is
@@ -46,7 +47,12 @@ def test_parse_mask_keeps_upstreams_classes() -> None:
     torch.manual_seed(0)
     gpen = build_gpen(GPENConfig(**TINY_GPEN))
     size = TINY_GPEN["size"]
-    enhancer = FaceEnhancer(gpen, size, placement("cpu", "fp32", False), 2, parser=LabelMapParser())
+    enhancer = FaceEnhancer(
+        runner(gpen, placement("cpu", "fp32", False)),
+        placement("cpu", "fp32", False),
+        2,
+        parser=LabelMapParser(),
+    )
     crops = np.random.default_rng(0).integers(0, 256, (2, size, size, 3), dtype=np.uint8)
     _, masks = enhancer.enhance(crops)
     assert masks is not None
@@ -73,7 +79,10 @@ def test_parser_runs_one_face_at_a_time_on_cpu() -> None:
     size = TINY_GPEN["size"]
     parser = LabelMapParser()
     enhancer = FaceEnhancer(
-        build_gpen(GPENConfig(**TINY_GPEN)), size, placement("cpu", "fp32", False), 4, parser=parser
+        runner(build_gpen(GPENConfig(**TINY_GPEN)), placement("cpu", "fp32", False)),
+        placement("cpu", "fp32", False),
+        4,
+        parser=parser,
     )
     crops = np.random.default_rng(1).integers(0, 256, (6, size, size, 3), dtype=np.uint8)
     restored, masks = enhancer.enhance(crops)
@@ -87,7 +96,9 @@ def test_parser_runs_one_face_at_a_time_on_cpu() -> None:
 def _strength_enhancer(strength: float) -> FaceEnhancer:
     torch.manual_seed(0)
     gpen = build_gpen(GPENConfig(**TINY_GPEN))
-    return FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 4, strength=strength)
+    return FaceEnhancer(
+        runner(gpen, placement("cpu", "fp32", False)), placement("cpu", "fp32", False), 4, strength=strength
+    )
 
 
 def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
@@ -95,8 +106,9 @@ def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
     crops = np.random.default_rng(2).integers(0, 256, (3, size, size, 3), dtype=np.uint8)
     full, _ = _strength_enhancer(1.0).enhance(crops)
     default, _ = FaceEnhancer(
-        (torch.manual_seed(0), build_gpen(GPENConfig(**TINY_GPEN)))[1],
-        size,
+        runner(
+            (torch.manual_seed(0), build_gpen(GPENConfig(**TINY_GPEN)))[1], placement("cpu", "fp32", False)
+        ),
         placement("cpu", "fp32", False),
         4,
     ).enhance(crops)
@@ -109,3 +121,23 @@ def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
     # ...and 0.5 is the midpoint of the two, up to the one rounding of each.
     midpoint = (full.astype(np.float64) + crops) / 2
     assert np.abs(half - midpoint).max() <= 1.0
+
+
+def test_the_enhancer_runs_the_face_model_the_registry_family_loads(tiny_models) -> None:
+    from gpen_watch.errors import ModelError
+    from gpen_watch.modelstore.registry import FILE_FAMILY, FaceFamily, face_family
+    from gpen_watch.restore.face_model import family_impl, load_face_model
+
+    assert face_family("GPEN-BFR-512").kind == "gpen"
+    assert face_family(str(tiny_models.gpen)) is FILE_FAMILY  # a checkpoint file by its path
+    with pytest.raises(ModelError, match="not a face restoration model"):
+        face_family("ParseNet")
+    with pytest.raises(TypeError, match="not a face family"):
+        family_impl(FaceFamily("gpen", "GPEN", "gpen_watch.restore.gpen_model:GPEN"))
+    place = placement("cpu", "fp32", False)
+    model = load_face_model(str(tiny_models.gpen), None, place, download=False)
+    assert model.size == TINY_GPEN["size"]
+    size = model.size
+    crops = np.random.default_rng(4).integers(0, 256, (3, size, size, 3), dtype=np.uint8)
+    restored, masks = FaceEnhancer(model, place, 2).enhance(crops)
+    assert restored.shape == crops.shape and restored.dtype == np.uint8 and masks is None

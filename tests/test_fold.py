@@ -13,6 +13,7 @@ from torch import nn
 from gpen_watch.restore.device import placement
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.fold import drop_copy_ops, fold_batchnorm
+from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
 
 
@@ -94,7 +95,9 @@ def test_folding_refuses_a_model_in_training_mode() -> None:
 
 def test_parser_is_folded_and_channels_last_when_loaded() -> None:
     gpen = build_gpen(GPENConfig(**TINY_GPEN))
-    enhancer = FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 1, parser=_parsenet())
+    enhancer = FaceEnhancer(
+        runner(gpen, placement("cpu", "fp32", False)), placement("cpu", "fp32", False), 1, parser=_parsenet()
+    )
     assert enhancer.parser is not None
     assert _batchnorms(enhancer.parser) == 0
     conv = next(m for m in enhancer.parser.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3))

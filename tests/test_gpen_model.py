@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpen_watch.modelstore import verify
+from gpen_watch.restore import gpen_family
 from gpen_watch.restore.gpen_model import (
     GPEN_CONFIGS,
     MODULATION_MODES,
@@ -75,7 +75,7 @@ def test_a_custom_checkpoint_file_loads_through_the_model_store_with_its_inferre
 ) -> None:
     path = tmp_path / "fixture.pth"
     torch.save(ref["state_dict"], path)
-    model = verify.load_gpen(path)
+    model = gpen_family.load_gpen(path)
     with torch.no_grad():
         out = model(ref["input"])
     assert (out - ref["output"]).abs().max().item() <= 1e-4
@@ -169,7 +169,7 @@ def test_save_and_load_by_path(tmp_path: Path) -> None:
     model = _tiny_model()
     path = tmp_path / "tiny.pth"
     torch.save(model.state_dict(), path)
-    loaded = verify.load_gpen(path)
+    loaded = gpen_family.load_gpen(path)
     assert loaded.config == TINY
     x = _face_batch(1, TINY.size)
     with torch.no_grad():

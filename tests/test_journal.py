@@ -17,7 +17,8 @@ import pytest
 
 from gpen_watch.errors import GpenWatchError
 from gpen_watch.journal import Journal, hash_file, schema
-from gpen_watch.journal.states import ACTIVE, JobState, sql_in
+from gpen_watch.journal.journal import VANISHED
+from gpen_watch.journal.states import ACTIVE, TRANSITIONS, JobState, TransitionError, check_move, sql_in
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -341,13 +342,13 @@ def test_transitions_and_their_guards(journal: Journal) -> None:
     a, b, c, d = (add(journal, f"{n}.jpg").job.id for n in "abcd")
     assert journal.finish(a, "/out/a.jpg")  # queued -> done is allowed (a late result after a requeue)
     journal.claim_batch(3, "w")  # b, c, d
-    assert journal.requeue(b, "worker crashed")
-    assert not journal.requeue(b, "again")  # only running jobs are requeued
+    assert journal.move(b, JobState.QUEUED, "worker crashed")
+    assert not journal.move(b, JobState.QUEUED, "again")  # only running jobs are requeued
     assert journal.fail(c, "not a JPEG", kind="unsupported")
     assert not journal.fail(c, "twice")
     assert not journal.finish(c, "/out/c.jpg")  # ended jobs stay ended
-    assert journal.mark_gone(b)  # queued again, so it can go
-    assert not journal.mark_gone(d)  # running: the worker will find out
+    assert journal.move(b, JobState.GONE, VANISHED)  # queued again, so it can go
+    assert not journal.move(d, JobState.GONE, VANISHED)  # running: the worker will find out
     with pytest.raises(ValueError):
         journal.fail(d, "x", kind="oops")  # type: ignore[arg-type]
     states = {j: journal.get(j).state for j in (a, b, c, d)}  # type: ignore[union-attr]
@@ -359,7 +360,7 @@ def test_transitions_and_their_guards(journal: Journal) -> None:
 def test_requeue_running_after_crash_and_gives_up_after_max_attempts(journal: Journal) -> None:
     a, b = add(journal, "a.jpg").job.id, add(journal, "b.jpg").job.id
     journal.claim_batch(2, "w")
-    journal.requeue(b, "x")
+    journal.move(b, JobState.QUEUED, "x")
     journal.claim_batch(1, "w")  # b: attempt 2
     assert journal.requeue_running("service restarted", max_attempts=2) == 1
     assert journal.get(a).state == "queued"  # type: ignore[union-attr]
@@ -540,7 +541,7 @@ def test_sigkill_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
 
 def test_file_dropped_again_after_it_went_missing_is_a_new_job(journal: Journal) -> None:
     first = add(journal, "a.jpg")
-    assert journal.mark_gone(first.job.id)
+    assert journal.move(first.job.id, JobState.GONE, VANISHED)
     again = add(journal, "a.jpg")
     assert again.status == "new"
     assert again.job.id != first.job.id
@@ -621,7 +622,7 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     journal: Journal,
 ) -> None:
     """A local process or a remote node alike: the pool's policy reports the death, the service
-    records it (``work.on_event``), and `attempts` counts that try, as the failure file and
+    records it (``jobs.on_event``), and `attempts` counts that try, as the failure file and
     `max_attempts` do."""
     from gpen_watch.config import WorkerConfig, load
     from gpen_watch.dispatch import protocol as P
@@ -629,7 +630,7 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     from gpen_watch.dispatch.policy import FaultPolicy
     from gpen_watch.dispatch.tasks import Task
     from gpen_watch.restore.api import FileJob
-    from gpen_watch.service import work
+    from gpen_watch.service import jobs
     from gpen_watch.service.running import Running
 
     job_id = add(journal, "a.jpg").job.id
@@ -648,9 +649,37 @@ def test_a_worker_that_dies_while_restoring_a_job_charges_it_an_attempt_in_the_j
     policy.on_exit(0, "node 10.0.0.2 stopped answering; its photos are requeued", events, clean=False)
     run = Running(load(None), journal, None, None, threading.Event())  # type: ignore[arg-type]
     for ev in events:
-        work.on_event(run, ev)
+        jobs.on_event(run, ev)
     again = journal.get(job_id)
     assert again is not None
     assert (again.state, again.attempts) == ("running", 2)  # the pool runs it again: attempt 2
     assert journal.history(job_id)[-1].kind == "retry"
     assert not journal.charge_attempt(add(journal, "queued.jpg").job.id, "x")  # only a running job
+
+
+def test_the_transition_table_refuses_a_move_it_does_not_list() -> None:
+    with pytest.raises(TransitionError, match="from running to gone"):
+        check_move(JobState.GONE, [JobState.RUNNING])
+    with pytest.raises(TransitionError, match="from done to queued"):
+        check_move(JobState.QUEUED, [JobState.DONE])
+    # Nothing leaves an ended state, and each move's sources are what the table lists.
+    assert not any(TRANSITIONS[s] for s in (JobState.DONE, JobState.FAILED, JobState.GONE))
+    assert check_move(JobState.QUEUED) == (JobState.RUNNING,)
+    assert check_move(JobState.GONE) == (JobState.QUEUED,)
+    assert check_move(JobState.FAILED) == ACTIVE
+
+
+def test_journal_moves_a_job_only_along_the_table(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j.sqlite3") as journal:
+        job = journal.add(tmp_path / "a.jpg", tmp_path, "a.jpg", 3, 0.0, "aa").job
+        assert not journal.move(job.id, JobState.QUEUED, "not running: nothing to hand back")
+        assert journal.move(job.id, JobState.FAILED, "broken", ours=True)
+        assert journal.require(job.id).state == JobState.FAILED
+        assert journal.bug_failures() == 1
+        # Ended: no listed move leaves it, so none happens and its record stays.
+        assert not journal.move(job.id, JobState.GONE, VANISHED)
+        assert not journal.move(job.id, JobState.UNSUPPORTED, "again")
+        assert journal.require(job.id).error == "broken"
+        # A job is done only with its output: ``move`` refuses instead of writing a bare state.
+        with pytest.raises(TransitionError):
+            journal.move(job.id, JobState.DONE, "no output")

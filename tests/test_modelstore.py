@@ -31,6 +31,7 @@ from gpen_watch.errors import ModelError
 from gpen_watch.modelstore import registry, store, verify
 from gpen_watch.modelstore.download import DownloadError, download
 from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.restore.gpen_family import load_gpen
 
 DATA = Path(__file__).parent / "data"
 MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")
@@ -190,7 +191,7 @@ def test_registry_names_and_lookups() -> None:
 def test_config_names_are_all_registered() -> None:
     from gpen_watch import config
 
-    for name in registry.GPEN_NAMES:
+    for name in registry.FACE_MODEL_NAMES:
         assert registry.get_spec(name).kind == "gpen"
     for name in config.DETECTOR_NAMES:
         assert registry.detector_spec(name).kind == "detector"
@@ -598,14 +599,14 @@ def test_gpen_small_by_path(tmp_path: Path) -> None:
     ref = torch.load(DATA / "gpen_ref_s64.pt", map_location="cpu", weights_only=True)
     path = tmp_path / "tiny-gpen.pth"
     torch.save(ref["state_dict"], path)
-    model = verify.load_gpen(path)
+    model = load_gpen(path)
     assert not model.training
     assert_same_weights(model, ref["state_dict"])
     # Loaded through the store (meta build + adopted tensors), it still computes the reference output.
     with torch.no_grad():
         out = model(ref["input"])
     assert (out - ref["output"]).abs().max() <= 1e-4
-    assert_same_weights(verify.load_gpen(str(path)), ref["state_dict"])
+    assert_same_weights(load_gpen(str(path)), ref["state_dict"])
 
 
 def test_gpen_256_by_name(tmp_path: Path) -> None:
@@ -615,14 +616,14 @@ def test_gpen_256_by_name(tmp_path: Path) -> None:
     state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
     assert len(state) == 144
     torch.save(state, tmp_path / spec.filename)
-    model = verify.load_gpen("GPEN-BFR-256", tmp_path, download=False)
+    model = load_gpen("GPEN-BFR-256", tmp_path, download=False)
     assert not model.training
     assert_same_weights(model, state)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - 18.9) < 0.1
     # The 512 file must hold the 512 layout: the 256 weights under its name are rejected.
     os.replace(tmp_path / spec.filename, tmp_path / "GPEN-BFR-512.pth")
     with pytest.raises(ModelError, match=re.escape("GPEN-BFR-512.pth: does not match")):
-        verify.load_gpen("GPEN-BFR-512", tmp_path, download=False)
+        load_gpen("GPEN-BFR-512", tmp_path, download=False)
 
 
 def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
@@ -634,7 +635,7 @@ def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
     state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
     assert len(state) == 182
     torch.save(state, tmp_path / spec.filename)
-    model = verify.load_gpen("GPEN-BFR-1024", tmp_path, download=False)
+    model = load_gpen("GPEN-BFR-1024", tmp_path, download=False)
     assert model.config.size == 1024
     assert_same_weights(model, state)
     del model
@@ -642,23 +643,23 @@ def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
     # size under this name is refused, naming it.
     os.replace(tmp_path / spec.filename, tmp_path / "GPEN-BFR-2048.pth")
     with pytest.raises(ModelError, match=re.escape("GPEN-BFR-2048.pth: does not match")):
-        verify.load_gpen("GPEN-BFR-2048", tmp_path, download=False)
+        load_gpen("GPEN-BFR-2048", tmp_path, download=False)
 
 
 def test_gpen_by_path_rejects_other_models(tmp_path: Path) -> None:
     pytest.importorskip("gpen_watch.restore.gpen_model")
     save_random(MOBILE, tmp_path / "det.pth")
     with pytest.raises(ModelError, match=re.escape("det.pth")):
-        verify.load_gpen(tmp_path / "det.pth")
+        load_gpen(tmp_path / "det.pth")
     # The user's own file: that exact path is said to be missing, nothing about downloads.
     with pytest.raises(ModelError) as missing:
-        verify.load_gpen(tmp_path / "absent.pth")
+        load_gpen(tmp_path / "absent.pth")
     said = str(missing.value)
     assert said.startswith(f"{tmp_path / 'absent.pth'}: no such file (--model, restore.model); "), said
     assert "read from that exact path" in said
     assert "download" not in said
     with pytest.raises(ModelError, match="neither a GPEN model name"):
-        verify.load_gpen("GPEN-BFR-5l2")  # a mistyped name is no path
+        load_gpen("GPEN-BFR-5l2")  # a mistyped name is no path
 
 
 # --- `gpen-watch models` ------------------------------------------------------------------------

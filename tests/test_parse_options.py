@@ -18,6 +18,7 @@ from gpen_watch.restore import align
 from gpen_watch.restore.device import placement
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
+from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
 from gpen_watch.restore.quant import calibration_images, int8_backend, quantize_parser
 
@@ -84,7 +85,9 @@ def test_int8_calibration_is_the_same_on_every_load(parsers: tuple[nn.Module, nn
 def _enhancer(parser: nn.Module, **kw: object) -> FaceEnhancer:
     torch.manual_seed(0)
     gpen = build_gpen(GPENConfig(**TINY_GPEN))
-    return FaceEnhancer(gpen, TINY_GPEN["size"], placement("cpu", "fp32", False), 4, parser=parser, **kw)  # type: ignore[arg-type]
+    return FaceEnhancer(
+        runner(gpen, placement("cpu", "fp32", False)), placement("cpu", "fp32", False), 4, parser=parser, **kw
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Work skipped honestly: duplicate detections of one face and faces too small in the result."""
+"""StagedPhoto skipped honestly: duplicate detections of one face and faces too small in the result."""
 
 from __future__ import annotations
 

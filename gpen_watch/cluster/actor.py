@@ -22,7 +22,6 @@ import traceback
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
@@ -30,7 +29,7 @@ from gpen_watch.dispatch import worker_main
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot, usable_cores
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
 from gpen_watch.errors import ModelError
-from gpen_watch.restore.api import FileResult
+from gpen_watch.restore.api import Engine, FileResult, ModelKey
 from gpen_watch.tray.gpu import GpuSample, NvmlMonitor, ThrottledSampler
 
 log = logging.getLogger(__name__)
@@ -88,11 +87,11 @@ class RestorerActor:
         self._waiting: dict[int, Future[PhotoResult]] = {}
         self._lock = threading.Lock()
         self._fatal: P.Fatal | None = None
-        self._restorer: Any = None
+        self._restorer: Engine | None = None
         # Every GPU of this machine, not only the one Ray gave this actor: status shows the node.
         self._gpus = ThrottledSampler(NvmlMonitor(environ={}), every_s=GPU_SAMPLE_S)
         try:
-            self._restorer = worker_main.load_factory(factory)(restore, device, threads=threads)
+            restorer = worker_main.load_factory(factory)(restore, device, threads=threads)
         except ModelError as exc:
             self._fatal = P.Fatal(P.FatalKind.MODEL, str(exc))
             return
@@ -102,11 +101,18 @@ class RestorerActor:
             return
         # The model sets the restorer holds, as it last said (ModelSets); the service reads them
         # with each ping, since an actor only answers calls.
-        self._model_sets: tuple[Any, ...] = ()
-        worker_main.report_model_sets(self._restorer, self)
-        self._inbox = worker_main.Inbox()
+        self._restorer = restorer
+        self._model_sets: tuple[ModelKey, ...] = ()
+        worker_main.report_model_sets(restorer, self)
+        self._jobs = worker_main.JobQueue()
         self._threads_read = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="restorer").start()
+
+    @property
+    def _engine(self) -> Engine:
+        """The restorer, once it loaded (calls other than ``ready`` come only after a Ready)."""
+        assert self._restorer is not None, "the restorer did not start"
+        return self._restorer
 
     def ready(self) -> P.Ready | P.Fatal:
         if self._fatal is not None:
@@ -114,9 +120,9 @@ class RestorerActor:
         # The threads torch runs where the photos are computed (the restorer's thread), not
         # the number asked for: status shows what the node really does.
         self._threads_read.wait(_THREADS_WAIT_S)
-        return worker_main.ready_message(self._restorer, self._slot, os.getpid(), node=self._node)
+        return worker_main.ready_message(self._engine, self._slot, os.getpid(), node=self._node)
 
-    def ping(self) -> tuple[tuple[GpuSample, ...], tuple[Any, ...]]:
+    def ping(self) -> tuple[tuple[GpuSample, ...], tuple[ModelKey, ...]]:
         """Alive; with this machine's GPUs as NVML reads them (none without NVML), and the model
         sets the restorer holds now."""
         return self._gpus.sample(), self._model_sets
@@ -126,7 +132,7 @@ class RestorerActor:
         done: Future[PhotoResult] = Future()
         with self._lock:
             self._waiting[key] = done
-        self._inbox.inbox.put(P.JobItem(key, self._scratch.job(key, photo)))
+        self._jobs.waiting.put(P.JobItem(key, self._scratch.job(key, photo)))
         return done.result()
 
     def close(self) -> None:
@@ -157,14 +163,14 @@ class RestorerActor:
         self._slot = replace(self._slot, threads=torch_threads(self._slot.threads))
         self._threads_read.set()
         try:
-            worker_main.serve(self, self._inbox, self._restorer)
+            worker_main.serve(self, self._jobs, self._engine)
         except BaseException as exc:  # noqa: BLE001
             # As a local worker does: the process may be in a bad state (CUDA errors are sticky).
             # Exiting fails every call in flight; the service requeues them and starts a new actor.
             log.error("restorer failed: %s\n%s", exc, traceback.format_exc())
             kind = P.FatalKind.DEVICE if worker_main.is_device_error(exc) else P.FatalKind.CRASH
             with contextlib.suppress(Exception):
-                self._restorer.close()
+                self._engine.close()
             os._exit(P.EXIT_CODES[kind])
 
 

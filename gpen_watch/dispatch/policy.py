@@ -48,6 +48,7 @@ from gpen_watch.dispatch.records import (
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileResult
+from gpen_watch.restore.batching import in_flight
 
 log = logging.getLogger("gpen_watch.dispatch.pool")
 
@@ -57,8 +58,6 @@ MIN_OOM_SCALE = 0.25
 MAX_START_FAILURES = 3
 # Longest pause between restarts of a worker that keeps failing.
 MAX_BACKOFF = 30.0
-# Photos per worker before it has said how many it wants (and for restorers that never say).
-DEFAULT_IN_FLIGHT = 4
 
 
 class FaultPolicy:
@@ -154,7 +153,7 @@ class FaultPolicy:
     def in_flight_cap(self, w: WorkerRecord) -> int:
         """Photos to hand one worker at once: the configured number, else what its restorer asked
         for (a GPU worker wants enough one-face photos to fill a face batch), else a CPU-sized 4."""
-        return self._cfg.images_in_flight or w.read_ahead or DEFAULT_IN_FLIGHT
+        return in_flight(self._cfg.images_in_flight, w.read_ahead)
 
     def resume(self) -> None:
         """Hand out work again; give workers stopped by an error or retired another try."""

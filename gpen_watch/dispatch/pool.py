@@ -28,10 +28,11 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
 from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.dispatch.local import LocalWorker
-from gpen_watch.dispatch.policy import DEFAULT_IN_FLIGHT, MIN_OOM_SCALE, FaultPolicy
+from gpen_watch.dispatch.policy import MIN_OOM_SCALE, FaultPolicy
 from gpen_watch.dispatch.records import Action, Kill, Send, Spawn
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.dispatch.worker import Worker, describe_exit
+from gpen_watch.restore.batching import DEFAULT_IN_FLIGHT
 
 log = logging.getLogger(__name__)
 worker_log = logging.getLogger("gpen_watch.worker")

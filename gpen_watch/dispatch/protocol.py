@@ -131,3 +131,24 @@ EXIT_CODES = {FatalKind.MODEL: 3, FatalKind.DEVICE: 4, FatalKind.CRASH: 5}
 # Default factory for the restorer inside a worker: "module:attribute", called as
 # factory(restore_cfg, device, threads=threads). Tests and benchmarks substitute a fake one.
 DEFAULT_FACTORY = "gpen_watch.restore.restorer:Restorer"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """Which engine the workers load, and what the service may count on it to do.
+
+    The real engine (the default) loads the registry's model files and refuses the files that
+    ``imaging.reasons`` refuses from their header. A stand-in (tests, benchmarks: ``stand_in``)
+    brings its own models and restores any bytes, so the service checks neither for it unless
+    told to.
+    """
+
+    factory: str = DEFAULT_FACTORY
+    # The engine needs the model files in the model store: the service waits for them (ModelGate).
+    model_files: bool = True
+    # The engine refuses files from their header alone: the service sets those aside on arrival.
+    header_rules: bool = True
+
+    @classmethod
+    def stand_in(cls, factory: str, *, header_rules: bool = False) -> EngineChoice:
+        return cls(factory, model_files=False, header_rules=header_rules)

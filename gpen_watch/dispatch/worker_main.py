@@ -26,13 +26,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.errors import ModelError
-from gpen_watch.restore.api import FileJob
+from gpen_watch.restore.api import Engine, EngineFactory, FileJob, ModelKey
 from gpen_watch.streams import flush_and_exit
 
 _STOP = object()  # queue sentinel: the parent asked us to stop
@@ -98,7 +98,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(chan)]
     root.setLevel(args.log_level)
-    state = Inbox()
+    state = JobQueue()
     threading.Thread(
         target=_heartbeat, args=(chan, state, args.heartbeat_s), daemon=True, name="heartbeat"
     ).start()
@@ -116,10 +116,10 @@ def main(conn: Connection, args: WorkerArgs) -> None:
             start_failure_kind(exc, args.slot.device),
             f"could not start the restorer: {type(exc).__name__}: {exc}",
         )
-    # A stand-in restorer (tests, benchmarks) may keep no count; its photos then get the plain
-    # per-image timeout.
-    state.progress = lambda: int(getattr(restorer, "steps", 0))
-    state.restoring = lambda: int(getattr(restorer, "restoring", -1))
+    # A stand-in restorer (tests, benchmarks) may keep no count (0): its photos then get the
+    # plain per-image timeout.
+    state.progress = lambda: restorer.steps
+    state.restoring = lambda: restorer.restoring
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     report_model_sets(restorer, chan)
     try:
@@ -142,11 +142,11 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     flush_and_exit(0)
 
 
-class Inbox:
+class JobQueue:
     """Jobs received but not yet started, and whether a stop was asked for; shared by the threads."""
 
     def __init__(self) -> None:
-        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.waiting: queue.Queue[P.JobItem | object] = queue.Queue()
         self.stopping = False
         self.busy = False
         # The restorer's count of finished device steps, once it is loaded (see P.Heartbeat).
@@ -158,14 +158,14 @@ class Inbox:
         items: list[P.JobItem] = []
         while True:
             try:
-                item = self.inbox.get_nowait()
+                item = self.waiting.get_nowait()
             except queue.Empty:
                 return items
-            if item is not _STOP:
+            if isinstance(item, P.JobItem):
                 items.append(item)
 
 
-def serve(chan: Sender, state: Inbox, restorer: Any) -> None:
+def serve(chan: Sender, state: JobQueue, restorer: Engine) -> None:
     """Restore jobs as they come until asked to stop: one restore_files call over a live source.
 
     The restorer reads ahead (to batch faces across images) before it yields a result, and jobs
@@ -181,7 +181,7 @@ def serve(chan: Sender, state: Inbox, restorer: Any) -> None:
     def jobs() -> Iterator[FileJob | None]:
         while not state.stopping:
             try:
-                item = state.inbox.get_nowait()
+                item = state.waiting.get_nowait()
             except queue.Empty:
                 with lock:
                     held = outstanding[0] > 0
@@ -189,8 +189,8 @@ def serve(chan: Sender, state: Inbox, restorer: Any) -> None:
                 if held:
                     yield None
                     continue
-                item = state.inbox.get()
-            if item is _STOP:
+                item = state.waiting.get()
+            if not isinstance(item, P.JobItem):  # _STOP
                 state.stopping = True
                 return
             key, job = item.key, item.job
@@ -216,7 +216,7 @@ def serve(chan: Sender, state: Inbox, restorer: Any) -> None:
     state.busy = False
 
 
-def _reader(conn: Connection, state: Inbox) -> None:
+def _reader(conn: Connection, state: JobQueue) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -224,10 +224,10 @@ def _reader(conn: Connection, state: Inbox) -> None:
             _parent_gone()
         if isinstance(msg, P.Jobs):
             for item in msg.items:
-                state.inbox.put(item)
+                state.waiting.put(item)
         elif isinstance(msg, P.Stop):
             state.stopping = True
-            state.inbox.put(_STOP)
+            state.waiting.put(_STOP)
             return
 
 
@@ -238,7 +238,7 @@ def _parent_gone() -> NoReturn:
     os._exit(0)
 
 
-def _heartbeat(chan: _Channel, state: Inbox, every: float) -> None:
+def _heartbeat(chan: _Channel, state: JobQueue, every: float) -> None:
     while True:
         try:
             chan.send(P.Heartbeat(state.busy, state.progress(), restoring=state.restoring()))
@@ -260,28 +260,28 @@ def start_failure_kind(exc: BaseException, device: str) -> P.FatalKind:
     return P.FatalKind.CRASH
 
 
-def ready_message(restorer: Any, slot: WorkerSlot, pid: int | None, node: str = "") -> P.Ready:
+def ready_message(restorer: Engine, slot: WorkerSlot, pid: int | None, node: str = "") -> P.Ready:
     """What a worker tells the pool once its restorer is loaded (the restorer's own hints)."""
     return P.Ready(
         pid=pid,
         device=slot.device,
         threads=slot.threads,
-        device_label=str(getattr(restorer, "device_label", "") or ""),
-        read_ahead=int(getattr(restorer, "read_ahead", 0) or 0),
-        loaded=str(getattr(restorer, "loaded", "") or ""),
-        memory_budget_mb=int(getattr(restorer, "memory_budget_mb", 0) or 0),
+        device_label=restorer.device_label,
+        read_ahead=restorer.read_ahead,
+        loaded=restorer.loaded,
+        memory_budget_mb=restorer.memory_budget_mb,
         node=node,
     )
 
 
-def report_model_sets(restorer: Any, chan: Sender) -> None:
+def report_model_sets(restorer: Engine, chan: Sender) -> None:
     """Send the model sets the restorer holds now, and again whenever it loads or unloads one. A
-    stand-in restorer (tests, benchmarks) without ``models`` sends nothing."""
-    models = getattr(restorer, "models", None)
-    if models is None or not hasattr(models, "on_change"):
+    stand-in restorer (tests, benchmarks) without model sets (``models`` None) sends nothing."""
+    models = restorer.models
+    if models is None:
         return
 
-    def changed(loaded: list[Any]) -> None:
+    def changed(loaded: list[ModelKey]) -> None:
         with contextlib.suppress(Exception):  # the parent is gone: nobody to tell
             chan.send(P.ModelSets(tuple(loaded)))
 
@@ -289,10 +289,14 @@ def report_model_sets(restorer: Any, chan: Sender) -> None:
     changed(models.loaded)
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
+def load_factory(spec: str) -> EngineFactory:
+    """The engine factory that ``spec`` ("module:attr") names (``P.DEFAULT_FACTORY``, or a
+    stand-in's)."""
     module, _, attr = spec.partition(":")
-    result: Callable[..., Any] = getattr(importlib.import_module(module), attr)
-    return result
+    factory: EngineFactory | None = vars(importlib.import_module(module)).get(attr)
+    if not callable(factory):
+        raise ImportError(f"{spec}: module {module} has no engine factory {attr!r}")
+    return factory
 
 
 def is_device_error(exc: BaseException | str) -> bool:

@@ -1,4 +1,5 @@
-"""Named states of a job and of its original file, and the SQL that selects by them.
+"""Named states of a job and of its original file, the moves a job may make, and the SQL that
+selects by them.
 
 The journal stores both as text (``jobs.state``, ``jobs.original``); these enums are the only
 spelling of those texts in the code, and ``sql_in`` builds the ``IN (...)`` lists from them so a
@@ -25,6 +26,68 @@ class JobState(StrEnum):
     # The file vanished (or was replaced) before it was processed.
     GONE = "gone"
 
+
+# Every move a job can make, and only these: ``Journal`` moves a job through ``check_move`` (an
+# unlisted move is a bug of ours, refused before any SQL runs), and builds each move's
+# ``WHERE state IN (...)`` from the states listed here (``sources``).
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    # claimed; its file vanished or was replaced; ended before any worker saw it (a refusal on
+    # arrival, a copy of a done twin, the repeat of a twin's failure, recovery of a commit).
+    JobState.QUEUED: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.GONE,
+            JobState.DONE,
+            JobState.DUPLICATE,
+            JobState.FAILED,
+            JobState.UNSUPPORTED,
+        }
+    ),
+    # handed back (crash, timeout, stop, outbox trouble); ended with its result or failure.
+    JobState.RUNNING: frozenset(
+        {JobState.QUEUED, JobState.DONE, JobState.DUPLICATE, JobState.FAILED, JobState.UNSUPPORTED}
+    ),
+    # Ended: a job never leaves these (the same file dropped again is a new job).
+    JobState.DONE: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.UNSUPPORTED: frozenset(),
+    JobState.DUPLICATE: frozenset(),
+    JobState.GONE: frozenset(),
+}
+
+
+class TransitionError(ValueError):
+    """A move the table does not list: a bug of gpen-watch, never the user's."""
+
+
+def sources(to: JobState) -> tuple[JobState, ...]:
+    """The states a job may move to ``to`` from, in the enum's order."""
+    return tuple(s for s in JobState if to in TRANSITIONS[s])
+
+
+def check_move(to: JobState, only_from: Iterable[JobState] | None = None) -> tuple[JobState, ...]:
+    """The states ``Journal`` may move a job to ``to`` from: ``only_from`` (all of it listed in the
+    table), or every state the table allows. TransitionError for a move it does not list."""
+    allowed = sources(to)
+    if only_from is None:
+        if not allowed:
+            raise TransitionError(f"no job may move to {to}")
+        return allowed
+    wanted = tuple(only_from)
+    refused = [s for s in wanted if s not in allowed]
+    if refused or not wanted:
+        raise TransitionError(f"a job may not move from {', '.join(refused) or 'nowhere'} to {to}")
+    return wanted
+
+
+def failure_state(kind: str | None) -> JobState:
+    """How a job that got no output ends: unsupported when the reason's kind says the file is not a
+    photo gpen-watch can read (``ErrorKind.UNSUPPORTED``, a twin that ended so), else failed."""
+    return JobState.UNSUPPORTED if kind == JobState.UNSUPPORTED.value else JobState.FAILED
+
+
+# jobs.fault of a failure that was a bug of gpen-watch or a library, not the photo's (schema v4).
+FAULT_OURS = "ours"
 
 ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 # Ended jobs whose file was dealt with (a gone job's file was not: seeing it again is a new drop).

@@ -7,6 +7,7 @@ is immutable; lookups are pure functions over the ``MODELS`` tuple.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import Literal
 
@@ -276,10 +277,31 @@ DETECTOR_CONFIG_NAMES = MappingProxyType(
 
 PARSER_NAME = "ParseNet"
 
+
+@dataclass(frozen=True)
+class FaceFamily:
+    """A kind of face-restoration network that restore.model may name: its checkpoints are the
+    ``MODELS`` of kind ``kind``, and ``impl`` ("module:attribute", imported only where a model is
+    loaded) names its ``restore.face_model.FaceFamilyImpl``: how to build, check and load one, and
+    the ``FaceModel`` the enhancer runs. Adding a family is its module plus one entry here (and
+    its checkpoints' ``ModelSpec``s)."""
+
+    kind: ModelKind
+    label: str  # for messages: "a GPEN model name"
+    impl: str
+
+
+FACE_FAMILIES: tuple[FaceFamily, ...] = (
+    FaceFamily(kind="gpen", label="GPEN", impl="gpen_watch.restore.gpen_family:GPEN_FAMILY"),
+)
+# The family a checkpoint file named by its path (restore.model = "my-model.pth") is read as.
+FILE_FAMILY = FACE_FAMILIES[0]
+
 # Registry name -> generator shape, for every GPEN checkpoint gpen-watch knows.
 GPEN_CONFIGS = MappingProxyType({spec.name: spec.gpen for spec in MODELS if spec.gpen is not None})
-# What restore.model may name (besides a .pth file) and restore.detector may be.
-GPEN_NAMES = tuple(GPEN_CONFIGS)
+# What restore.model may name (besides a checkpoint file): the checkpoints of every face family.
+FACE_MODEL_NAMES = tuple(spec.name for spec in MODELS if spec.kind in {f.kind for f in FACE_FAMILIES})
+# What restore.detector may be.
 DETECTOR_NAMES = tuple(DETECTOR_CONFIG_NAMES)
 # Registry name -> upscaler shape; what restore.upscale_model may name (besides a .pth file).
 UPSCALER_CONFIGS = MappingProxyType({spec.name: spec.rrdb for spec in MODELS if spec.rrdb is not None})
@@ -288,11 +310,28 @@ UPSCALER_NAMES = tuple(UPSCALER_CONFIGS)
 DEFAULT_UPSCALERS = MappingProxyType({2: "RealESRNet-x2", 4: "RealESRNet-x4"})
 
 
-def choices_text(kind: Literal["gpen", "detector"]) -> str:
+def face_family(model: str) -> FaceFamily:
+    """The family restore.model = ``model`` belongs to: a registry name's, or for a file
+    ``FILE_FAMILY``."""
+    for spec in MODELS:
+        if spec.name.lower() == model.lower():
+            for family in FACE_FAMILIES:
+                if family.kind == spec.kind:
+                    return family
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a face restoration model")
+    return FILE_FAMILY
+
+
+def model_label(model: str) -> str:
+    """restore.model as the log and status name it: a registry name, or a file's name."""
+    return model if model in FACE_MODEL_NAMES else PurePath(model).name
+
+
+def choices_text(kind: Literal["face", "detector"]) -> str:
     """The names restore.model or restore.detector takes, each with how it differs, for help text:
     "GPEN-BFR-512 (512 px faces), GPEN-BFR-256 (...)"."""
-    if kind == "gpen":
-        named = [(name, get_spec(name)) for name in GPEN_NAMES]
+    if kind == "face":
+        named = [(name, get_spec(name)) for name in FACE_MODEL_NAMES]
     else:
         named = [(name, get_spec(name)) for name in DETECTOR_NAMES]
     return ", ".join(f"{name} ({spec.choice_note})" if spec.choice_note else name for name, spec in named)

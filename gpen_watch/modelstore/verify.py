@@ -16,7 +16,7 @@ import pickle
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -24,17 +24,23 @@ from torch import Tensor, nn
 from gpen_watch.errors import ModelError
 from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.registry import (
+    FACE_FAMILIES,
     UPSCALER_NAMES,
     ModelSpec,
+    face_family,
     get_spec,
-    model_names,
     parser_spec,
     spec_for_filename,
     upscaler_spec,
 )
 from gpen_watch.modelstore.store import ensure_model
-from gpen_watch.restore.gpen_model import GPEN, GPEN_CONFIGS, GPENConfig, build_gpen, infer_gpen_config
+
+if TYPE_CHECKING:
+    from gpen_watch.restore.face_model import FaceFamilyImpl
 from gpen_watch.restore.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
+
+# The registry kinds whose checkpoints are face models, built and loaded by their family.
+FACE_KINDS = frozenset(f.kind for f in FACE_FAMILIES)
 
 # Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema",
 # and upstream GPEN's training checkpoints hold {"g", "d", "g_ema", ...}, where "g_ema" is the
@@ -177,8 +183,8 @@ def load_weights(model: nn.Module, path: Path, name: str | None = None) -> nn.Mo
 
 def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Module:
     """``spec``'s architecture with random weights (nothing is downloaded)."""
-    if spec.kind == "gpen":
-        return build_gpen(GPEN_CONFIGS[spec.name]).to(device)
+    if spec.kind in FACE_KINDS:
+        return _face_family(spec).build(spec, device)
     if spec.kind == "detector":
         from facexlib.detection.retinaface import RetinaFace
 
@@ -197,66 +203,24 @@ def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Modul
     raise ModelError(f"model {spec.name}: unknown kind {spec.kind!r}")
 
 
+def _face_family(spec: ModelSpec) -> FaceFamilyImpl:
+    from gpen_watch.restore.face_model import family_impl
+
+    return family_impl(face_family(spec.name))
+
+
 def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "cpu") -> nn.Module:
     """Build ``spec``'s architecture and load ``path`` into it (checked), in eval mode."""
-    if spec.kind == "gpen":
-        return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
+    if spec.kind in FACE_KINDS:
+        return _face_family(spec).load_file(spec, path, device)
     if spec.kind == "upscaler" and spec.rrdb is not None:
         return _rrdb_from_file(path, spec.rrdb.scale, spec.name, device)
     return load_weights(build_model(spec, device), path, spec.name)
 
 
-def _gpen_from_state(
-    cfg: GPENConfig, state: dict[str, Tensor], path: Path, device: str | torch.device
-) -> GPEN:
-    """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
-    of the (up to 284 MB) weights in memory."""
-    with torch.device("meta"):
-        net = build_gpen(cfg)
-    check_state_dict(net, state, path)
-    # assign=True would also adopt the file's dtype; inference precision is chosen elsewhere (autocast).
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
-    net.load_state_dict(state, strict=True, assign=True)
-    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
-        # A tensor the state dict does not carry would be left without storage.
-        raise RuntimeError("GPEN has parameters or buffers outside its state dict; cannot load on meta")
-    return net.to(device).eval()
-
-
 def verify_file(spec: ModelSpec, path: Path) -> None:
     """Raise ModelError unless ``path`` loads cleanly into ``spec``'s architecture."""
     load_model_file(spec, path, "cpu")
-
-
-def load_gpen(
-    model: str | Path,
-    model_dir: Path | None = None,
-    device: str | torch.device = "cpu",
-    download: bool = True,
-) -> GPEN:
-    """A GPEN generator in eval mode.
-
-    ``model`` is a registry name ("GPEN-BFR-512"), whose fixed configuration is used, or a path to a
-    ``.pth`` file, whose configuration is inferred from its state dict (custom or small checkpoints).
-    """
-    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
-        spec = get_spec(model)
-        if spec.kind != "gpen":
-            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
-        path = ensure_model(spec, model_dir, download=download)
-        return _gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
-    path = Path(model).expanduser()
-    if not path.is_file():
-        gpen_names = [n for n in model_names() if "GPEN" in n]
-        raise ModelError(_not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
-    state = load_checkpoint(path)
-    try:
-        cfg = infer_gpen_config(state)
-    except ModelError:
-        raise
-    except Exception as exc:
-        raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
-    return _gpen_from_state(cfg, state, path, device)
 
 
 def load_detector(
@@ -300,7 +264,7 @@ def load_upscaler(
         path = Path(model).expanduser()
         if not path.is_file():
             raise ModelError(
-                _not_a_file(
+                not_a_file(
                     model, "--upscale-model, restore.upscale_model", UPSCALER_NAMES, "an upscaler name"
                 )
             )
@@ -337,7 +301,7 @@ def _rrdb_from_file(path: Path, factor: int, name: str | None, device: str | tor
     return net.to(device).eval()
 
 
-def _not_a_file(model: object, setting: str, names: Sequence[str], kind: str) -> str:
+def not_a_file(model: object, setting: str, names: Sequence[str], kind: str) -> str:
     """Why ``model`` names nothing: the user's own file that is not at its path (no download or
     cache folder would help it), or a name that is no model."""
     text = str(model)

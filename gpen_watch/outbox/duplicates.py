@@ -30,7 +30,7 @@ from gpen_watch.config import Config, inbox_config
 from gpen_watch.errors import OutputError
 from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
 from gpen_watch.journal.journal import Job, Journal, Twin
-from gpen_watch.journal.states import JobState
+from gpen_watch.journal.states import failure_state
 from gpen_watch.outbox import commit, durable, failed, naming
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
@@ -93,7 +93,7 @@ def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutco
 def repeat_failure(journal: Journal, twin: Twin, cfg: Config) -> OriginalOutcome | None:
     """End ``twin.job`` with ``twin.first``'s failure (same reason, same kind) and set it aside."""
     first = twin.first
-    kind = JobState.UNSUPPORTED if first.state == JobState.UNSUPPORTED else JobState.FAILED
+    kind = failure_state(first.state)
     reason = f"{first.error or 'unknown error'} (same content as {first.source}: not tried a second time)"
     return failed.fail(journal, twin.job.id, reason, cfg, kind=kind)
 

@@ -6,12 +6,14 @@ Kept free of torch imports so callers can type against it; `Restorer` itself liv
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.errors import ErrorKind
-from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
+from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, model_label
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class ModelKey:
 
     @property
     def model_name(self) -> str:
-        return self.model if self.model in GPEN_NAMES else Path(self.model).name
+        return model_label(self.model)
 
     @property
     def label(self) -> str:
@@ -94,3 +96,79 @@ class FileResult:
     # Format actually written ("JPEG", "PNG"...): a file's content, not its name, decides "same".
     format: str | None = None
     out_of_memory: bool = False
+
+
+class ModelSetWatch(Protocol):
+    """The model sets an engine holds now, and the hook it calls after each load and unload."""
+
+    @property
+    def loaded(self) -> list[ModelKey]:
+        """Least recently used first."""
+        ...
+
+    on_change: Callable[[list[ModelKey]], None] | None
+
+
+class Engine(Protocol):
+    """What a worker drives: ``restore.restorer.Restorer``, or a stand-in (tests, benchmarks).
+
+    The worker (``dispatch.worker_main``, ``cluster.actor``) reads the hints once it is loaded
+    (``device_label``, ``read_ahead``, ``loaded``, ``memory_budget_mb``, ``models``), the progress
+    counts with each heartbeat (``steps``, ``restoring``), and drives ``restore_files`` over a live
+    source until it is asked to stop.
+    """
+
+    @property
+    def device_label(self) -> str:
+        """What status and the tray show for its device ("Apple GPU (mps)"); "": say the slot's."""
+        ...
+
+    @property
+    def read_ahead(self) -> int:
+        """Photos worth handing it at once; 0: it says nothing and the pool picks."""
+        ...
+
+    @property
+    def loaded(self) -> str:
+        """What it loaded, said once at start ("GPEN-BFR-512 (512 px), retinaface, ...")."""
+        ...
+
+    @property
+    def memory_budget_mb(self) -> int:
+        """The memory it keeps within (restore.memory_mb resolved); 0: it keeps no budget."""
+        ...
+
+    @property
+    def models(self) -> ModelSetWatch | None:
+        """The model sets it holds, for the status; None: it has no sets to tell of."""
+        ...
+
+    @property
+    def steps(self) -> int:
+        """Units of device work finished so far (tells a slow photo from a hung one); 0: it
+        keeps no count, and its photos get the plain per-image timeout."""
+        ...
+
+    @property
+    def restoring(self) -> int:
+        """Photos past decoding and not yet handed back; -1: it keeps no count."""
+        ...
+
+    def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:
+        """Restore each job's file, yielding results as photos finish. ``jobs`` may be a live
+        source that yields None for "nothing right now" (see ``Restorer.restore_files``)."""
+        ...
+
+    def stop(self) -> None:
+        """Ask a running ``restore_files`` (on another thread) to end at its next step."""
+        ...
+
+    def close(self) -> None:
+        """Release its threads; called once, after the last ``restore_files``."""
+        ...
+
+
+class EngineFactory(Protocol):
+    """What ``dispatch.protocol.DEFAULT_FACTORY`` (or a stand-in's "module:attr") names."""
+
+    def __call__(self, cfg: RestoreConfig, device: str, *, threads: int | None = None) -> Engine: ...

@@ -1,7 +1,7 @@
 """The device loop's stages for photos in hand: find and align their faces, upscale the whole
 photo (restore.upscale), and run the generator over a batch of faces drawn from several photos.
 
-Plain functions over ``Work``; the loop (restorer.py) decides which photos each is given and when.
+Plain functions over ``StagedPhoto``; the loop (restorer.py) decides which photos each is given and when.
 ``step`` is called after each unit of device work, for the worker's heartbeat.
 """
 
@@ -21,13 +21,13 @@ from gpen_watch.restore.enhance import OutOfMemory
 from gpen_watch.restore.faces import plausible, select
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets
-from gpen_watch.restore.work import Work, note_rss
+from gpen_watch.restore.staged import StagedPhoto, note_rss
 
 log = logging.getLogger(__name__)
 
 
 def detect_and_align(
-    work: Work,
+    work: StagedPhoto,
     models: ModelSets,
     loader: Loader,
     device: torch.device,
@@ -72,7 +72,7 @@ def detect_and_align(
     step()
 
 
-def upscale_photo(work: Work, models: ModelSets, step_unless_stopping: Callable[[], bool]) -> None:
+def upscale_photo(work: StagedPhoto, models: ModelSets, step_unless_stopping: Callable[[], bool]) -> None:
     """restore.upscale: the whole photo is upscaled on the device once its faces are found and
     aligned at the decoded size; from here on the photo, its faces' boxes and the affines the
     restored faces are pasted back with are those of the upscaled photo.
@@ -105,18 +105,13 @@ def upscale_photo(work: Work, models: ModelSets, step_unless_stopping: Callable[
     note_rss(work.result, "upscale")
 
 
-def queued_faces(ready: list[Work]) -> int:
-    """Faces of ``ready`` photos still waiting for the generator."""
-    return sum(w.pending for w in ready)
-
-
-def run_batch(ready: list[Work], models: ModelSets, step: Callable[[], None]) -> list[Work]:
+def run_batch(ready: list[StagedPhoto], models: ModelSets, step: Callable[[], None]) -> list[StagedPhoto]:
     """Restore up to face_batch queued faces (taken from the oldest photos first) of photos
     whose model set is the oldest photo's: faces for different generators never share a pass.
     Returns the photos whose last face this pass restored (or that it failed)."""
     key = ready[0].models
     enhancer = models.get(key, {w.models for w in ready}).enhancer
-    take: list[tuple[Work, int, int]] = []  # (work, first face index, count)
+    take: list[tuple[StagedPhoto, int, int]] = []  # (work, first face index, count)
     room = enhancer.face_batch
     for work in ready:
         if room <= 0:

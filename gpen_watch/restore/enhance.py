@@ -12,8 +12,8 @@ from torch import nn
 
 from gpen_watch.config import ParsePrecision
 from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
+from gpen_watch.restore.face_model import FaceModel
 from gpen_watch.restore.fold import as_channels_last, drop_image_head, prepare_conv_net
-from gpen_watch.restore.gpen_model import GPEN, prepare_for_inference
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,12 @@ class OutOfMemory(RuntimeError):
 
 
 class FaceEnhancer:
-    """Runs GPEN (and optionally ParseNet) on (F, S, S, 3) BGR uint8 crops."""
+    """Runs a face model (``face_model.FaceModel``: GPEN today) and optionally ParseNet on
+    (F, S, S, 3) BGR uint8 crops."""
 
     def __init__(
         self,
-        gpen: GPEN,
-        size: int,
+        model: FaceModel,
         place: Placement,
         face_batch: int,
         parser: nn.Module | None = None,
@@ -51,12 +51,12 @@ class FaceEnhancer:
         parse_precision: ParsePrecision = "auto",
         parse_small_below: int = 0,
     ) -> None:
-        self.size = size
+        self.size = model.size
         # restore.strength: the share of the restored face in the crop that is pasted back.
         self.strength = strength
         self.place = place
         self.face_batch = max(1, face_batch)
-        self.gpen = prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
+        self.model = model
         # ``parser_ready``: one parser prepared once (``prepare_parser``, with the same
         # ``parse_precision``) and shared by the enhancers of several models.
         self.parse_precision = resolve_parse_precision(parse_precision, place)
@@ -113,19 +113,19 @@ class FaceEnhancer:
 
     def _parse_context(self) -> contextlib.AbstractContextManager[object]:
         # "auto" keeps the parser inside the generator's autocast, as before the setting existed.
-        return self.gpen.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
+        return self.model.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
 
     def _run(
         self, chunk: np.ndarray, strengths: np.ndarray | None = None, small: list[bool] | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """One chunk through GPEN (and ParseNet; ``small[i]``: face i is parsed at 256 px)."""
+        """One chunk through the face model (and ParseNet; ``small[i]``: face i is parsed at 256 px)."""
         dev = self.place.device
         small = small or [False] * len(chunk)
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
             # BGR uint8 (N,S,S,3) -> RGB float (N,3,S,S) in [-1, 1], as GPEN was trained.
             x = x.flip(-1).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-            y = self.gpen(x)  # fp32 out, whatever the autocast inside
+            y = self.model(x)  # fp32 out, whatever the autocast inside
             if self.parser is not None:
                 # On a CPU ParseNet's activations at 512 px take ~0.5 GB a face and a batch costs as
                 # much per face as one face at a time, so it parses one face per pass there

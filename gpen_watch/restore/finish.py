@@ -16,14 +16,14 @@ from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste
 from gpen_watch.restore.api import FileResult
-from gpen_watch.restore.work import Work, note_rss
+from gpen_watch.restore.staged import StagedPhoto, note_rss
 
 log = logging.getLogger(__name__)
 
 _STOPPED = "stopped before it was written"
 
 
-def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResult:
+def finish(work: StagedPhoto, smooth_below: int, stopping: threading.Event) -> FileResult:
     """Write ``work``'s result to its job's destination; the result says how that went.
 
     ``smooth_below``: restore.smooth_below. ``stopping``: set when the engine is asked to stop;
@@ -90,7 +90,7 @@ def finish(work: Work, smooth_below: int, stopping: threading.Event) -> FileResu
     return result
 
 
-def _paste_masks(work: Work) -> np.ndarray | None:
+def _paste_masks(work: StagedPhoto) -> np.ndarray | None:
     """Raw parse masks (paste_faces softens them), or None for its own feathered mask."""
     return np.concatenate(work.masks) if work.masks else None
 

@@ -11,6 +11,7 @@ from gpen_watch.restore import memory, upscale
 from gpen_watch.restore.detect import Detector, FaceDetector
 from gpen_watch.restore.device import Placement, auto_face_batch
 from gpen_watch.restore.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
+from gpen_watch.restore.face_model import load_face_model
 from gpen_watch.restore.fold import prepare_detector
 from gpen_watch.restore.modelsets import ModelKey, ModelSet, weights_mb
 
@@ -34,8 +35,8 @@ class Loader:
         from gpen_watch.modelstore import verify
 
         dev, cfg, place = self.place.device, self.cfg, self.place
-        gpen = verify.load_gpen(key.model, model_dir=cfg.model_dir, device=str(dev), download=self.download)
-        size = int(gpen.config.size)
+        face = load_face_model(key.model, cfg.model_dir, place, self.download)
+        size = face.size
         parser = None
         if key.use_parse:
             if self._parser is None:
@@ -43,12 +44,11 @@ class Loader:
                 self._parser = prepare_parser(raw, place, resolve_parse_precision(cfg.parse_precision, place))
             parser = self._parser
         batch = cfg.face_batch or auto_face_batch(size, place, parse=parser is not None)
-        mb = weights_mb(gpen)
+        mb = weights_mb(face.network)
         # restore.parse_precision and .parse_small_below are the worker's (global only): the
         # parser is one network shared by every set.
         enhancer = FaceEnhancer(
-            gpen,
-            size,
+            face,
             place,
             batch,
             parser,

@@ -20,7 +20,7 @@ def add_restore_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model",
         metavar="NAME|PATH",
-        help=f"{registry.choices_text('gpen')}, or a .pth file (default: {config.RestoreConfig.model})",
+        help=f"{registry.choices_text('face')}, or a .pth file (default: {config.RestoreConfig.model})",
     )
     group.add_argument(
         "--model-dir",

@@ -10,9 +10,9 @@ Faces of several photos share one generator batch; a photo is handed to the fini
 as all of its faces are back.
 
 This module holds the restorer's warm state and the device loop, which decides what each stage may
-hold (the memory budget, read-ahead, face batch). The stages themselves live beside it: decode.py,
+hold (the memory budget, read-ahead, face batch). The stages themselves live beside it: decode_stage.py,
 device_stages.py (detect and align, upscale, face batches) and finish.py; a photo in flight in
-work.py, face choice in faces.py, model loading in loader.py and modelsets.py.
+staged.py, face choice in faces.py, model loading in loader.py and modelsets.py.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.modelstore.registry import GPEN_NAMES
-from gpen_watch.restore import decode, memory, upscale
-from gpen_watch.restore.api import FileJob, FileResult
+from gpen_watch.modelstore.registry import model_label
+from gpen_watch.restore import decode_stage, memory, upscale
+from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
+from gpen_watch.restore.batching import Admission, BatchPolicy
 from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
     Placement,
@@ -40,16 +40,14 @@ from gpen_watch.restore.device import (
     set_threads,
     tune_malloc_for_inference,
 )
-from gpen_watch.restore.device_stages import detect_and_align, queued_faces, run_batch, upscale_photo
+from gpen_watch.restore.device_stages import detect_and_align, run_batch, upscale_photo
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.finish import finish
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
-from gpen_watch.restore.work import Work
+from gpen_watch.restore.staged import StagedPhoto
 
 log = logging.getLogger(__name__)
-
-_END = object()  # the job source is exhausted
 
 
 class Restorer:
@@ -106,7 +104,8 @@ class Restorer:
         self.io_threads = n_io
         self._decode_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-decode")
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
-        model = cfg.model if cfg.model in GPEN_NAMES else Path(cfg.model).name
+        self._batching = BatchPolicy(n_io, dev.type != "cpu", cfg.max_side, cfg.upscale)
+        model = model_label(cfg.model)
         mask = "face-parsing mask" if cfg.use_parse else "feathered mask"
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
@@ -170,13 +169,7 @@ class Restorer:
         enough one-face portraits to fill a face batch (capped at 32), but no more 12 MP photos
         than the memory budget holds (at least 1). ``restore_files`` also admits photos by their
         actual size, so larger ones lower this further as they come."""
-        n = max(4, 2 * self.io_threads)
-        if self.place.device.type != "cpu":
-            n = max(n, min(self.face_batch, 32))
-        fits = self.photo_allowance // (
-            memory.photo_bytes(4000, 3000, self.cfg.max_side) * self.cfg.upscale**2
-        )
-        return max(1, min(n, fits))
+        return self._batching.read_ahead(self.face_batch, self.photo_allowance)
 
     def stop(self) -> None:
         """Ask a running ``restore_files`` (on another thread) to end: it starts nothing new, writes
@@ -210,47 +203,30 @@ class Restorer:
         also admitted only while the memory they need (decoded size, from the file's header) fits
         in ``photo_allowance`` beside the photos already held; one is always admitted.
         """
-        prefetch = prefetch or self.read_ahead
-        todo = iter(jobs)
-        decoding: deque[Future[Work]] = deque()
-        ready: list[Work] = []  # detected and aligned, faces waiting for the generator
+        admission: Admission[StagedPhoto] = Admission(
+            jobs,
+            prefetch or self.read_ahead,
+            lambda job: decode_stage.photo_cost(job, self.settings(job)),
+            lambda: self.photo_allowance,
+            lambda job, cost: self._decode_pool.submit(self._decode, job, cost),
+        )
+        decoding = admission.decoding
+        ready: list[StagedPhoto] = []  # detected and aligned, faces waiting for the generator
         finishing: dict[Future[FileResult], int] = {}  # -> the photo's cost
-        exhausted = False
-        held = 0  # bytes of the photos in any stage
-        waiting: tuple[FileJob, int] | None = None  # taken from the source, not yet admitted
-
-        def refill() -> None:
-            nonlocal exhausted, held, waiting
-            while not exhausted and len(decoding) < prefetch:
-                if waiting is None:
-                    job = next(todo, _END)
-                    if job is _END:
-                        exhausted = True
-                        return
-                    if job is None:  # nothing waiting at the source now
-                        return
-                    assert isinstance(job, FileJob)
-                    waiting = (job, decode.photo_cost(job, self.settings(job)))
-                job, cost = waiting
-                if held and held + cost > self.photo_allowance:
-                    return  # over budget: wait for a photo to finish
-                waiting = None
-                held += cost
-                decoding.append(self._decode_pool.submit(self._decode, job, cost))
 
         while not self._stopping.is_set():
-            refill()
+            admission.refill()
             if not (decoding or ready or finishing):
-                if exhausted:
+                if admission.exhausted:
                     return
                 # A source that broke its contract (None with nothing held): do not spin hot.
                 time.sleep(0.01)
                 continue
             # Absorb decoded photos; wait for the next one only while a batch is not yet full.
-            while decoding and (decoding[0].done() or queued_faces(ready) < self.face_batch):
+            while self._batching.fill_batch(decoding, ready, self.face_batch):
                 work = decoding.popleft().result()
                 self.restoring += 1
-                refill()
+                admission.refill()
                 if work.image is not None:
                     busy = {w.models for w in ready}
                     detect_and_align(work, self.models, self._loader, self.place.device, busy, self._step)
@@ -269,10 +245,10 @@ class Restorer:
                 else:
                     # Only photos being finished: sleep until one is, but look at a live source
                     # now and then, so a photo that arrives meanwhile starts decoding at once.
-                    timeout = None if exhausted else 0.05
+                    timeout = None if admission.exhausted else 0.05
                 done, _ = wait(finishing, timeout=timeout, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    held -= finishing.pop(fut)
+                    admission.release(finishing.pop(fut))
                     result = fut.result()
                     self.restoring -= 1
                     self._keep_budget(result)
@@ -280,7 +256,7 @@ class Restorer:
 
     # --- stages ---------------------------------------------------------------------------------
 
-    def _finish_later(self, work: Work) -> Future[FileResult]:
+    def _finish_later(self, work: StagedPhoto) -> Future[FileResult]:
         """Hand ``work`` to the finish pool: paste back, encode, write."""
         return self._finish_pool.submit(finish, work, work.cfg.smooth_below, self._stopping)
 
@@ -292,9 +268,9 @@ class Restorer:
         if now is not None and now.now_mb > self.memory_budget_mb:
             memory.give_back_free_memory()
 
-    def _decode(self, job: FileJob, cost: int = 0) -> Work:
-        """The decode stage (decode.py), run on the decode pool."""
-        return decode.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
+    def _decode(self, job: FileJob, cost: int = 0) -> StagedPhoto:
+        """The decode stage (decode_stage.py), run on the decode pool."""
+        return decode_stage.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
 
     def _step(self) -> None:
         """One more unit of device work done (read by the worker's heartbeat)."""
@@ -304,3 +280,8 @@ class Restorer:
         """Called between tile batches: one more step done; True when the restorer is stopping."""
         self.steps += 1
         return self._stopping.is_set()
+
+
+if TYPE_CHECKING:
+    # What a worker drives (dispatch.worker_main): mypy holds the engine to that contract here.
+    _as_factory: EngineFactory = Restorer

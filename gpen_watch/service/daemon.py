@@ -7,7 +7,7 @@ set the stop flag; each then wakes the loop through the pool's wake pipe.
 
 This module is the service's life (start, loop, stop) and its control commands; what exists only
 while it runs is ``running.Running``, and the loop's steps are ``intake`` (arrivals into the
-journal), ``work`` (claims, results) and ``report`` (the status).
+journal), ``jobs`` (claims, results) and ``report`` (the status).
 
 This process never imports torch (workers do): it stays small and starts fast, and a CUDA fault
 cannot take it down. ``status`` reports ``torch_loaded`` so tests can check.
@@ -20,6 +20,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, report, work
+from gpen_watch.service import control, intake, jobs, report
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -41,11 +42,25 @@ log = logging.getLogger(__name__)
 
 # Longest sleep of the loop when nothing happens (deadlines inside the pool wake it earlier).
 IDLE_TICK_S = 5.0
+# Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a
+# stand-in (engine_from_environ).
+RESTORER_ENV = "GPEN_WATCH_RESTORER"
 # Files the engine would refuse from their header alone are set aside on arrival (intake.refusal).
-# Those rules are the real engine's: a stand-in restorer (tests' GPEN_WATCH_RESTORER) restores any
-# bytes, so it gets them only when this variable is "1".
+# Those rules are the real engine's: a stand-in restorer restores any bytes, so it gets them only
+# when this variable is "1".
 HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
 STOPPED_EARLY = "the service stopped before this job finished"
+
+
+REAL_ENGINE = P.EngineChoice()
+
+
+def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:
+    """The real engine, or the stand-in that ``GPEN_WATCH_RESTORER`` names (tests, benchmarks)."""
+    factory = environ.get(RESTORER_ENV, "")
+    if not factory:
+        return REAL_ENGINE
+    return P.EngineChoice.stand_in(factory, header_rules=environ.get(HEADER_CHECKS_ENV) == "1")
 
 
 class Service:
@@ -55,20 +70,16 @@ class Service:
         self,
         cfg: Config,
         *,
-        factory: str = P.DEFAULT_FACTORY,
+        engine: P.EngineChoice = REAL_ENGINE,
         child_env: dict[str, str] | None = None,
         stop_grace: float = 10.0,
         journal_path: Path | None = None,
-        check_models: bool | None = None,
     ) -> None:
         self.cfg = cfg
-        # The model files are the real engine's; a substitute restorer (tests, benchmarks) brings its own.
-        self.check_models = factory == P.DEFAULT_FACTORY if check_models is None else check_models
-        self.factory = factory
+        self.engine = engine
         self.child_env = child_env or {}
         self.stop_grace = stop_grace
         self.journal_path = journal_path
-        self._header_checks = factory == P.DEFAULT_FACTORY or os.environ.get(HEADER_CHECKS_ENV) == "1"
         self._arrivals: queue.Queue[Arrival | Path] = queue.Queue()
         self._requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
         self._stop = threading.Event()
@@ -135,21 +146,23 @@ class Service:
                         devices.resolve_slots(self.cfg.workers) if local else [],
                         self.cfg.restore,
                         self.cfg.workers,
-                        factory=self.factory,
+                        factory=self.engine.factory,
                         child_env=self.child_env,
                         log_level=logging.getLogger().getEffectiveLevel(),
                     )
                     gate = None
-                    if self.check_models:
+                    if self.engine.model_files:
                         profiles = inbox_profiles(self.cfg)
                         gate = ModelGate(self.cfg.restore, self._wake, profiles=profiles)
                     run = Running(
-                        self.cfg, journal, pool, gate, self._stop, header_checks=self._header_checks
+                        self.cfg, journal, pool, gate, self._stop, header_checks=self.engine.header_rules
                     )
                     if cluster.address:
                         from gpen_watch.cluster.membership import Membership
 
-                        run.cluster = Membership(self.cfg, pool, factory=self.factory, env=self.child_env)
+                        run.cluster = Membership(
+                            self.cfg, pool, factory=self.engine.factory, env=self.child_env
+                        )
                     self._run = run
                     try:
                         self._serve(run)
@@ -199,14 +212,14 @@ class Service:
         while not self._stop.is_set():
             intake.take_arrivals(run, self._arrivals)
             self._answer_requests(run)
-            work.feed(run)
+            jobs.feed(run)
             _watch_models(run)
             run.originals.retry(run.journal, self._stop)
             if run.cluster is not None:
                 run.cluster.poll()
             run.tp.busy(pool.in_flight() > 0)
             for event in pool.poll(self._tick(run)):
-                work.on_event(run, event)
+                jobs.on_event(run, event)
             stranded = pool.take_back_stranded()
             if stranded:
                 run.requeue(stranded, "no worker can run it: " + (pool.problem() or "no worker"))
@@ -232,7 +245,7 @@ class Service:
         while pool.alive() and time.monotonic() < (self._stop_deadline or deadline):
             self._answer_requests(run)
             for event in pool.poll(min(0.5, max(0.0, (self._stop_deadline or deadline) - time.monotonic()))):
-                work.on_event(run, event)
+                jobs.on_event(run, event)
         run.requeue(pool.kill_all(), STOPPED_EARLY)
         # Record what arrived meanwhile (queued for the next start).
         intake.take_arrivals(run, self._arrivals, limit=1 << 30)

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpen_watch.journal import hash_file
-from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import duplicates, failed
+from gpen_watch.journal.journal import VANISHED
+from gpen_watch.journal.states import JobState, failure_state
+from gpen_watch.outbox import duplicates
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival
 
@@ -39,7 +40,7 @@ def take_arrivals(
                 add(run, item)
             else:
                 for job in run.journal.active_for_source(item):
-                    if run.journal.mark_gone(job.id):
+                    if run.journal.move(job.id, JobState.GONE, VANISHED):
                         log.info("%s: removed from the inbox before it was processed", item)
         except Exception:
             log.exception("could not record %s", item)
@@ -65,19 +66,18 @@ def add(run: Running, a: Arrival) -> None:
             )
         else:
             log.info("%s: %s", a.path, added.message)
-        run.maybe_queued = True  # the copy is made when it is claimed (work.feed)
+        run.maybe_queued = True  # the copy is made when it is claimed (jobs.feed)
         return
     if not a.supported:
         why = f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
-        run.originals.note(failed.fail(journal, added.job.id, why, run.cfg, kind=JobState.UNSUPPORTED))
+        run.fail(added.job.id, why, JobState.UNSUPPORTED, counted=False)
         log.warning("%s: set aside: %s", a.path, why)
         return
     rejected = refusal(run, a.path)
     if rejected is not None:
         # What the worker would answer, wording and kind included, without waiting for one.
-        kind = JobState.UNSUPPORTED if rejected.kind == "unsupported" else JobState.FAILED
-        run.tp.failed += 1
-        run.originals.note(failed.fail(journal, added.job.id, rejected.reason, run.cfg, kind=kind))
+        kind = failure_state(rejected.kind)
+        run.fail(added.job.id, rejected.reason, kind)
         log.warning("%s: %s: %s", a.path, kind, rejected.reason)
         return
     run.maybe_queued = True

@@ -13,6 +13,7 @@ from typing import Any
 from gpen_watch import __version__, config
 from gpen_watch.outbox import naming
 from gpen_watch.restore.api import ModelKey
+from gpen_watch.service.jobs import node_name
 from gpen_watch.service.running import Running
 from gpen_watch.service.status import (
     ClusterStatus,
@@ -25,7 +26,6 @@ from gpen_watch.service.status import (
     nodes_of,
     to_json,
 )
-from gpen_watch.service.work import node_name
 
 # Failures listed in the status, newest first.
 RECENT_ERRORS = 5

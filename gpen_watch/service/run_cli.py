@@ -15,12 +15,8 @@ from typing import Any
 from gpen_watch import config, paths
 from gpen_watch.argtypes import seconds
 from gpen_watch.config_cli import add_config_option, add_set_option, set_overrides
-from gpen_watch.dispatch import protocol as P
 from gpen_watch.restore.options import add_restore_options, restore_overrides
 from gpen_watch.service.folders import check_service_folders
-
-# Development hook: the restorer factory workers load ("module:attr"); tests and benchmarks use a fake.
-RESTORER_ENV = "GPEN_WATCH_RESTORER"
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -116,15 +112,14 @@ def say_log_file(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpen_watch.service.daemon import Service
+    from gpen_watch.service.daemon import Service, engine_from_environ
 
     cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
     check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))
     say_log_file(log_path)
     log = logging.getLogger("gpen_watch.service")
-    factory = os.environ.get(RESTORER_ENV, P.DEFAULT_FACTORY)
-    service = Service(cfg, factory=factory, stop_grace=args.stop_grace)
+    service = Service(cfg, engine=engine_from_environ(os.environ), stop_grace=args.stop_grace)
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("%s received: stopping", signal.Signals(signum).name)

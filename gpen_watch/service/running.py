@@ -12,12 +12,16 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpen_watch.config import Config
 from gpen_watch.dispatch.pool import Pool, Task
 from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal import Journal
+from gpen_watch.journal.states import JobState
+from gpen_watch.outbox.failed import fail as fail_and_set_aside
+from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.service.throughput import ThroughputMeter
@@ -68,6 +72,36 @@ class Running:
         # the next claim takes it, or ends it as a duplicate of this one.
         self.maybe_queued = True
 
+    def ended(
+        self, original: OriginalOutcome | None, *, faces: int | None = None, failed: bool = False
+    ) -> None:
+        """What follows a job's end in the journal, wherever it ended: note what became of its
+        original (one its folder refused waits in the inbox and is retried), count it for the
+        status (``faces``: restored with that many; ``failed``: a failure), and wake the claim
+        (``job_ended``)."""
+        self.originals.note(original)
+        if faces is not None:
+            self.tp.record(faces)
+        if failed:
+            self.tp.failed += 1
+        self.job_ended()
+
+    def fail(
+        self,
+        job_id: int,
+        reason: str,
+        kind: JobState = JobState.FAILED,
+        *,
+        tmp: Path | None = None,
+        ours: bool = False,
+        counted: bool = True,
+    ) -> None:
+        """End a job as failed or unsupported: the journal, its record in failed/ and its original
+        (``outbox.failed.fail``), then ``ended``. ``counted``: in this run's failure count (a file
+        set aside for its type on arrival, or for its output name, is not)."""
+        outcome = fail_and_set_aside(self.journal, job_id, reason, self.cfg, kind=kind, tmp=tmp, ours=ours)
+        self.ended(outcome, failed=counted)
+
     def outbox_trouble(self, message: str) -> None:
         self.maybe_queued = True
         self.problem = f"outbox: {message}; retrying every {OUTBOX_RETRY_S:g} s"
@@ -78,6 +112,6 @@ class Running:
         self.maybe_queued = True
         for t in tasks:
             remove_quietly(t.job.dst)
-            self.journal.requeue(t.key, reason)
+            self.journal.move(t.key, JobState.QUEUED, reason)
         if tasks:
             log.info("%d job(s) handed back to the queue", len(tasks))

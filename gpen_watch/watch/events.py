@@ -1,4 +1,4 @@
-"""What the watcher passes around: the changes watchdog reports (turned into work items for the
+"""What the watcher passes around: the changes watchdog reports (turned into path changes for the
 settle thread, without any I/O on watchdog's threads) and the arrivals it reports once a file has
 settled."""
 
@@ -24,7 +24,9 @@ class Change(StrEnum):
 
 
 @dataclass(frozen=True)
-class WorkItem:
+class PathChange:
+    """A path the settle thread looks at again, and what happened to it."""
+
     change: Change
     path: Path
 
@@ -47,9 +49,9 @@ class Arrival:
 
 
 class Handler(FileSystemEventHandler):
-    """Turns watchdog events into work items for the settle thread (no I/O here)."""
+    """Turns watchdog events into path changes for the settle thread (no I/O here)."""
 
-    def __init__(self, put: Callable[[WorkItem], None]) -> None:
+    def __init__(self, put: Callable[[PathChange], None]) -> None:
         self._put = put
 
     def dispatch(self, event: FileSystemEvent) -> None:
@@ -59,14 +61,14 @@ class Handler(FileSystemEventHandler):
         src = Path(os.fsdecode(event.src_path))
         if event.event_type == "moved":
             dest = Path(os.fsdecode(event.dest_path))
-            self._put(WorkItem(Change.GONE, src))  # the old name is gone...
+            self._put(PathChange(Change.GONE, src))  # the old name is gone...
             self._put(
-                WorkItem(Change.DIR if event.is_directory else Change.PATH, dest)
+                PathChange(Change.DIR if event.is_directory else Change.PATH, dest)
             )  # ...the new one arrives
         elif event.event_type == "deleted":
-            self._put(WorkItem(Change.GONE, src))
+            self._put(PathChange(Change.GONE, src))
         elif event.is_directory:
             if event.event_type == "created":
-                self._put(WorkItem(Change.DIR, src))
+                self._put(PathChange(Change.DIR, src))
         else:
-            self._put(WorkItem(Change.PATH, src))
+            self._put(PathChange(Change.PATH, src))

@@ -30,7 +30,7 @@ from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserverVFS
 
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.watch.events import Arrival, Change, Handler, WorkItem
+from gpen_watch.watch.events import Arrival, Change, Handler, PathChange
 from gpen_watch.watch.filters import InboxFilter, supported_extensions
 from gpen_watch.watch.left_alone import LeftAlone, hidden_photo
 from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
@@ -230,7 +230,7 @@ class Watcher:
                 return inbox, flt, rel
         return None
 
-    def _handle(self, item: WorkItem) -> None:
+    def _handle(self, item: PathChange) -> None:
         path = item.path
         if item.change == Change.PATH:
             self._observe(path)
@@ -286,7 +286,7 @@ class Watcher:
         if check and os.path.lexists(path):
             # Late event: something is there again (recreated, or a rename onto it).
             if os.path.isdir(path) and not os.path.islink(path):
-                self._handle(WorkItem(Change.DIR, path))
+                self._handle(PathChange(Change.DIR, path))
             else:
                 self._observe(path)
             return

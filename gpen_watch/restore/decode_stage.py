@@ -19,7 +19,7 @@ from gpen_watch.imaging.save import output_choice
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.loader import Loader
-from gpen_watch.restore.work import Work, note_rss
+from gpen_watch.restore.staged import StagedPhoto, note_rss
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,14 @@ def max_side(job: FileJob, cfg: RestoreConfig) -> int:
     return max_side_for(job, cfg, max(w, h))
 
 
-def decode(job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Loader, cost: int = 0) -> Work:
+def decode(
+    job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Loader, cost: int = 0
+) -> StagedPhoto:
     """Read ``job``'s photo for settings ``cfg``; a file that cannot be read ends as a failed
-    ``Work`` whose result says why. ``loader``: where the detector's own shrunken copy is made,
+    ``StagedPhoto`` whose result says why. ``loader``: where the detector's own shrunken copy is made,
     when the device loop made that detector already."""
     result = FileResult(src=job.src, ok=False)
-    work = Work(job, result, cfg=cfg, cost=cost)
+    work = StagedPhoto(job, result, cfg=cfg, cost=cost)
     t0 = time.perf_counter()
     try:
         image = load_image(job.src, max_side=max_side(job, cfg), max_megapixels=max_megapixels)

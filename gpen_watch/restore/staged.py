@@ -16,7 +16,7 @@ from gpen_watch.restore.modelsets import ModelKey
 
 
 @dataclass
-class Work:
+class StagedPhoto:
     """One photo on its way through the stages."""
 
     job: FileJob

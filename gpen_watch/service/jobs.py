@@ -15,9 +15,9 @@ import time
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
 from gpen_watch.errors import ErrorKind, OutputError
 from gpen_watch.fsutil import remove_quietly
-from gpen_watch.journal.journal import Twin
-from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import commit, duplicates, failed
+from gpen_watch.journal.journal import VANISHED, Twin
+from gpen_watch.journal.states import JobState, failure_state
+from gpen_watch.outbox import commit, duplicates
 from gpen_watch.service.running import OUTBOX_RETRY_S, Running
 
 log = logging.getLogger(__name__)
@@ -48,9 +48,9 @@ def feed(run: Running) -> None:
     tasks: list[Task] = []
     for job in claimed:
         if not os.path.lexists(job.source):
-            journal.requeue(job.id, "file missing")
-            journal.mark_gone(job.id)
-            run.job_ended()
+            journal.move(job.id, JobState.QUEUED, "file missing")
+            journal.move(job.id, JobState.GONE, VANISHED)
+            run.ended(None)
             log.info("%s: gone from the inbox before it was processed", job.source)
             continue
         try:
@@ -66,10 +66,9 @@ def feed(run: Running) -> None:
 def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> None:
     if not _environmental(exc):
         # Something about this one file (its output name): it fails, the rest go on.
-        run.originals.note(failed.fail(run.journal, job_id, str(exc), run.cfg))
-        run.job_ended()
+        run.fail(job_id, str(exc), counted=False)
         return
-    run.journal.requeue(job_id, f"outbox: {exc}")
+    run.journal.move(job_id, JobState.QUEUED, f"outbox: {exc}")
     run.outbox_trouble(str(exc))
 
 
@@ -90,13 +89,12 @@ def _copy(run: Running, twin: Twin) -> bool:
         return True
     except Exception as exc:
         log.exception("%s: could not copy the result of %s", job.source, twin.first.source)
-        if run.journal.requeue(job.id, f"internal error: {exc}"):
+        if run.journal.move(job.id, JobState.QUEUED, f"internal error: {exc}"):
             run.hold_until = time.monotonic() + OUTBOX_RETRY_S
         return True
-    run.job_ended()
+    run.ended(outcome.original)
     if outcome.output is not None:
         log.info("%s: same content as %s; result %s", job.source, twin.first.source, outcome.output)
-        run.originals.note(outcome.original)
     return True
 
 
@@ -124,12 +122,10 @@ def _repeat(run: Running, twin: Twin) -> bool:
         outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
     except Exception as exc:
         log.exception("%s: could not record its failure", twin.job.source)
-        if run.journal.requeue(twin.job.id, f"internal error: {exc}"):
+        if run.journal.move(twin.job.id, JobState.QUEUED, f"internal error: {exc}"):
             run.hold_until = time.monotonic() + OUTBOX_RETRY_S
         return True
-    run.job_ended()
-    run.tp.failed += 1
-    run.originals.note(outcome)
+    run.ended(outcome, failed=True)
     log.warning(
         "%s: same content as %s, which failed: %s", twin.job.source, twin.first.source, twin.first.error
     )
@@ -139,7 +135,7 @@ def _repeat(run: Running, twin: Twin) -> bool:
 def on_event(run: Running, ev: PoolEvent) -> None:
     journal = run.journal
     if ev.kind in (DONE, GAVE_UP):
-        run.job_ended()
+        run.job_ended()  # before the bookkeeping, which may raise: a held twin may go now
     try:
         if ev.kind in (DONE, GAVE_UP):
             # Before the result is recorded, so the record the job ends with names where it ran.
@@ -147,9 +143,8 @@ def on_event(run: Running, ev: PoolEvent) -> None:
         if ev.kind == DONE:
             _on_result(run, ev)
         elif ev.kind == GAVE_UP:
-            run.tp.failed += 1
             log.error("%s: %s", ev.task.job.src, ev.message)
-            run.originals.note(failed.fail(journal, ev.task.key, ev.message, run.cfg, tmp=ev.task.job.dst))
+            run.fail(ev.task.key, ev.message, tmp=ev.task.job.dst)
         elif ev.kind == RETRY and ev.charged:
             journal.charge_attempt(ev.task.key, ev.message, ev.worker)
             log.warning("%s: %s", ev.task.job.src, ev.message)
@@ -160,13 +155,13 @@ def on_event(run: Running, ev: PoolEvent) -> None:
         # Disk full, outbox read-only or gone: the original stays in the inbox and the job
         # waits; new work is held back until the outbox takes writes again.
         remove_quietly(ev.task.job.dst)
-        if journal.requeue(ev.task.key, f"outbox: {exc}"):
+        if journal.move(ev.task.key, JobState.QUEUED, f"outbox: {exc}"):
             run.outbox_trouble(str(exc))
     except Exception as exc:
         # One job's bookkeeping must not stop the service; the job is retried later.
         log.exception("%s: could not record the result", ev.task.job.src)
         remove_quietly(ev.task.job.dst)
-        if journal.requeue(ev.task.key, f"internal error: {exc}"):
+        if journal.move(ev.task.key, JobState.QUEUED, f"internal error: {exc}"):
             run.maybe_queued = True
             run.hold_until = time.monotonic() + OUTBOX_RETRY_S
 
@@ -182,8 +177,7 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         outcome = commit.commit(journal, task.key, res, run.cfg)
         if outcome.output is None:
             return  # the job had already ended another way
-        run.originals.note(outcome.original)
-        run.tp.record(res.faces)
+        run.ended(outcome.original, faces=res.faces)
         notes = f" ({'; '.join(res.notes)})" if res.notes else ""
         if res.faces:
             log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
@@ -194,16 +188,12 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits
         # in the inbox, queued, and new work is held back until the outbox takes writes again.
         remove_quietly(res.dst or task.job.dst)
-        if journal.requeue(task.key, f"outbox: {res.error}"):
+        if journal.move(task.key, JobState.QUEUED, f"outbox: {res.error}"):
             run.outbox_trouble(res.error or "cannot write")
         return
-    kind = JobState.UNSUPPORTED if res.error_kind == ErrorKind.UNSUPPORTED else JobState.FAILED
+    kind = failure_state(res.error_kind)
     reason = res.error or "unknown error"
-    run.tp.failed += 1
-    ours = res.error_kind == ErrorKind.BUG
-    run.originals.note(
-        failed.fail(journal, task.key, reason, run.cfg, kind=kind, tmp=res.dst or task.job.dst, ours=ours)
-    )
+    run.fail(task.key, reason, kind, tmp=res.dst or task.job.dst, ours=res.error_kind == ErrorKind.BUG)
     log.warning("%s: %s: %s", task.job.src, kind, reason)
 
 

@@ -1,0 +1,152 @@
+"""What the journal answers without changing anything: a job, the jobs in a state, the outputs
+active jobs hold, the counts and recent failures the status shows, a job's history."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from gpen_watch.journal.connection import JournalConnection
+from gpen_watch.journal.records import Event, Job, job_from_row
+from gpen_watch.journal.states import (
+    ACTIVE,
+    FAILURES,
+    FAULT_OURS,
+    ORIGINAL_IN_PROGRESS,
+    SETTLED,
+    JobState,
+    Original,
+    sql_in,
+)
+
+# SQL fragments built from the named states (constants, never user text).
+_ACTIVE = sql_in(ACTIVE)
+_FAILURES = sql_in(FAILURES)
+
+
+class JournalQueries(JournalConnection):
+    """The journal's reads; ``Journal`` adds the writes."""
+
+    def output_reserved(self, output: os.PathLike[str] | str, exclude_job: int | None = None) -> bool:
+        """Whether an active job other than ``exclude_job`` has reserved ``output``."""
+        rows = self._read(
+            f"SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN {_ACTIVE} LIMIT 1",
+            (os.fspath(output), -1 if exclude_job is None else exclude_job),
+        )
+        return bool(rows)
+
+    def active_outputs(self) -> list[Path]:
+        """The output names that active jobs have reserved."""
+        rows = self._read(f"SELECT output FROM jobs WHERE state IN {_ACTIVE} AND output IS NOT NULL")
+        return [Path(r[0]) for r in rows]
+
+    def has_event(self, kind: str, detail: str) -> bool:
+        """Whether any job's history holds an event of ``kind`` with exactly ``detail``."""
+        return bool(self._read("SELECT 1 FROM events WHERE kind = ? AND detail = ? LIMIT 1", (kind, detail)))
+
+    def get(self, job_id: int) -> Job | None:
+        with self._lock:
+            return self._get(self._conn, job_id)
+
+    def require(self, job_id: int) -> Job:
+        """The job with this id; KeyError if there is none (a caller's bug, not a user's)."""
+        job = self.get(job_id)
+        if job is None:
+            raise KeyError(f"no job {job_id} in {self.path}")
+        return job
+
+    def jobs(self, state: str, limit: int | None = None) -> list[Job]:
+        """Jobs in ``state``, oldest first."""
+        if state not in tuple(JobState):
+            raise ValueError(f"unknown state {state!r}")
+        rows = self._read(
+            "SELECT * FROM jobs WHERE state = ? ORDER BY id LIMIT ?", (state, -1 if limit is None else limit)
+        )
+        return [job_from_row(r) for r in rows]
+
+    def active_for_source(self, source: os.PathLike[str] | str) -> list[Job]:
+        """Queued or running jobs for this inbox path (the watcher saw the file disappear)."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE source = ? AND state IN {_ACTIVE} ORDER BY id",
+            (os.fspath(source),),
+        )
+        return [job_from_row(r) for r in rows]
+
+    def committing(self) -> list[Job]:
+        """Active jobs that recorded a commit token (their output may already be published)."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state IN {_ACTIVE} AND commit_ino IS NOT NULL ORDER BY id"
+        )
+        return [job_from_row(r) for r in rows]
+
+    def pending_originals(self) -> list[Job]:
+        """Ended jobs whose original still has to be archived/kept/deleted/set aside (recovery)."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state IN {sql_in(SETTLED)}"
+            f" AND (original IS NULL OR original IN {sql_in(ORIGINAL_IN_PROGRESS)}) ORDER BY id"
+        )
+        return [job_from_row(r) for r in rows]
+
+    def waiting_originals(self) -> list[Job]:
+        """Ended jobs whose original waits in the inbox for its folder to take it, oldest first."""
+        return [
+            job_from_row(r)
+            for r in self._read(f"SELECT * FROM jobs WHERE original = '{Original.WAITING}' ORDER BY id")
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state (every state present, zero when none)."""
+        result = {str(state): 0 for state in JobState}
+        for row in self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
+            result[row[0]] = row[1]
+        return result
+
+    def bug_failures(self) -> int:
+        """Failed jobs that failed because of a bug in gpen-watch or a library (``fail(ours=True)``)."""
+        row = self._read(
+            f"SELECT COUNT(*) FROM jobs WHERE state = '{JobState.FAILED}' AND fault = '{FAULT_OURS}'"
+        )
+        return int(row[0][0])
+
+    def recent_errors(self, n: int = 10) -> list[Job]:
+        """The last ``n`` failed or unsupported jobs, newest first."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state IN {_FAILURES} ORDER BY finished DESC, id DESC LIMIT ?",
+            (n,),
+        )
+        return [job_from_row(r) for r in rows]
+
+    def done_since(self, since: float) -> tuple[int, int]:
+        """(images, faces) finished since ``since`` (epoch seconds)."""
+        row = self._read(
+            f"SELECT COUNT(*), COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
+            (since,),
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def done_today(self) -> int:
+        """Images finished since local midnight."""
+        return self.done_since(self._midnight())[0]
+
+    def today(self) -> tuple[int, int, int]:
+        """(images with restored faces, images without a face, faces) finished since local midnight:
+        a photo without a face is done (copied to the outbox) but has had nothing restored."""
+        row = self._read(
+            "SELECT COALESCE(SUM(faces > 0), 0), COALESCE(SUM(COALESCE(faces, 0) = 0), 0),"
+            f" COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
+            (self._midnight(),),
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def _midnight(self) -> float:
+        now = datetime.fromtimestamp(self._clock())
+        return now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+    def history(self, job_id: int) -> list[Event]:
+        rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+        return [Event(r["job_id"], r["time"], r["kind"], r["worker"], r["detail"]) for r in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's own check ("ok" when healthy)."""
+        return str(self._read("PRAGMA integrity_check")[0][0])

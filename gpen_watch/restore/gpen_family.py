@@ -1,0 +1,94 @@
+"""The GPEN family (``registry.FACE_FAMILIES``): GPEN generators built, checked and loaded from
+the registry's checkpoints or from a file, and run by the enhancer as a ``GPENRunner``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from gpen_watch.errors import ModelError
+from gpen_watch.modelstore.registry import GPEN_CONFIGS, ModelSpec, get_spec, model_names
+from gpen_watch.modelstore.store import ensure_model
+from gpen_watch.modelstore.verify import check_state_dict, load_checkpoint, not_a_file
+from gpen_watch.restore.device import Placement
+from gpen_watch.restore.face_model import FaceFamilyImpl
+from gpen_watch.restore.gpen_model import (
+    GPEN,
+    GPENConfig,
+    GPENRunner,
+    build_gpen,
+    infer_gpen_config,
+    prepare_for_inference,
+)
+
+
+class GPENFamily:
+    """``FaceFamilyImpl`` for GPEN checkpoints (registry kind "gpen")."""
+
+    def build(self, spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Module:
+        return build_gpen(GPEN_CONFIGS[spec.name]).to(device)
+
+    def load_file(self, spec: ModelSpec, path: Path, device: str | torch.device = "cpu") -> nn.Module:
+        return gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
+
+    def load(self, model: str, model_dir: Path | None, place: Placement, download: bool) -> GPENRunner:
+        gpen = load_gpen(model, model_dir=model_dir, device=str(place.device), download=download)
+        return runner(gpen, place)
+
+
+GPEN_FAMILY: FaceFamilyImpl = GPENFamily()
+
+
+def runner(gpen: GPEN, place: Placement) -> GPENRunner:
+    """``gpen`` ready for the enhancer on ``place`` (its device, precision and memory format)."""
+    return prepare_for_inference(gpen, place.device, place.precision, place.channels_last)
+
+
+def gpen_from_state(
+    cfg: GPENConfig, state: dict[str, Tensor], path: Path, device: str | torch.device
+) -> GPEN:
+    """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
+    of the (up to 284 MB) weights in memory."""
+    with torch.device("meta"):
+        net = build_gpen(cfg)
+    check_state_dict(net, state, path)
+    # assign=True would also adopt the file's dtype; inference precision is chosen elsewhere (autocast).
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    net.load_state_dict(state, strict=True, assign=True)
+    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
+        # A tensor the state dict does not carry would be left without storage.
+        raise RuntimeError("GPEN has parameters or buffers outside its state dict; cannot load on meta")
+    return net.to(device).eval()
+
+
+def load_gpen(
+    model: str | Path,
+    model_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    download: bool = True,
+) -> GPEN:
+    """A GPEN generator in eval mode.
+
+    ``model`` is a registry name ("GPEN-BFR-512"), whose fixed configuration is used, or a path to a
+    ``.pth`` file, whose configuration is inferred from its state dict (custom or small checkpoints).
+    """
+    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
+        spec = get_spec(model)
+        if spec.kind != "gpen":
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
+        path = ensure_model(spec, model_dir, download=download)
+        return gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        gpen_names = [n for n in model_names() if "GPEN" in n]
+        raise ModelError(not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
+    state = load_checkpoint(path)
+    try:
+        cfg = infer_gpen_config(state)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
+    return gpen_from_state(cfg, state, path, device)
