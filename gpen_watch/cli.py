@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from gpen_watch import __version__
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.streams import flush_and_exit, silence
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.streams import flush_and_exit, silence
 
 # command -> (module, help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {

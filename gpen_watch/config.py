@@ -21,6 +21,7 @@ config_cli.py.
 
 from __future__ import annotations
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config_parse import load, set_value
 from gpen_watch.config_schema import (
     GLOBAL_ONLY,
@@ -48,7 +49,6 @@ from gpen_watch.config_schema import (
     short_path,
 )
 from gpen_watch.config_toml import to_toml
-from gpen_watch.errors import ConfigError
 from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
 
 __all__ = [

@@ -15,9 +15,9 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Literal
 
-from gpen_watch import paths
-from gpen_watch.errors import ConfigError
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
+from gpen_watch.platform import paths
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 # What "auto" becomes on a given device.

@@ -204,7 +204,7 @@ def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
 
 def test_restore_takes_set_as_run_does_and_it_wins_over_the_named_options(tmp_path: Path) -> None:
     from gpen_watch import config
-    from gpen_watch.errors import ConfigError
+    from gpen_watch.base.errors import ConfigError
     from gpen_watch.restore import cli as restore_cli
 
     parser = cli.build_parser()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control, control_cli
 from gpen_watch.service.status import Status
 

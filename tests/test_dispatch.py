@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import RestoreConfig, WorkerConfig
 from gpen_watch.dispatch import devices, pool
 from gpen_watch.dispatch.devices import GpuInfo, WorkerSlot
-from gpen_watch.errors import ConfigError
 from gpen_watch.restore.api import FileJob
 
 FAKE = "fake_restorer:FakeRestorer"

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
-from gpen_watch import paths
 from gpen_watch.modelstore import registry
+from gpen_watch.platform import paths
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 

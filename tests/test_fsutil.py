@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch import fsutil
+from gpen_watch.base import fsutil
 
 
 def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.journal import Journal, hash_file, schema
 from gpen_watch.journal.states import ACTIVE, JobState, sql_in
 

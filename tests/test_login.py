@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch import paths
 from gpen_watch.cli import main
-from gpen_watch.platform import current, linux_login, macos_login, module_name, windows_login
+from gpen_watch.platform import current, linux_login, macos_login, module_name, paths, windows_login
 from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import MARKER, NODE, STALE, LoginError, LoginOptions
 

@@ -26,11 +26,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_watch import cli, paths
-from gpen_watch.errors import ModelError
+from gpen_watch import cli
+from gpen_watch.base.errors import ModelError
 from gpen_watch.modelstore import registry, store, verify
 from gpen_watch.modelstore.download import DownloadError, download
 from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.platform import paths
 
 DATA = Path(__file__).parent / "data"
 MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")

@@ -10,8 +10,8 @@ import pytest
 from test_outbox import Env
 
 from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.errors import ConfigError
 from gpen_watch.journal import hash_file
 from gpen_watch.outbox import commit
 from gpen_watch.restore.api import FileResult

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import pytest
 from test_tray_gpu import FakeNvml
 
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.errors import GpenWatchError
 from gpen_watch.platform.login_common import LoginOptions, LoginResult
 from gpen_watch.service.status import Status
 from gpen_watch.tray import app as tray_app

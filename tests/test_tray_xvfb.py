@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import model, xmenu, xorg

@@ -25,7 +25,7 @@ from test_daemon import Service
 from test_restorer import KnownFaces
 
 from gpen_watch import config
-from gpen_watch.errors import ConfigError, ModelError
+from gpen_watch.base.errors import ConfigError, ModelError
 from gpen_watch.modelstore import needs, registry, verify
 from gpen_watch.restore.api import FileJob
 from gpen_watch.restore.device import Placement

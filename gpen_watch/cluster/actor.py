@@ -24,12 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpen_watch.base.errors import ModelError
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot, usable_cores
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
-from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import FileResult
 from gpen_watch.tray.gpu import GpuSample, NvmlMonitor, ThrottledSampler
 

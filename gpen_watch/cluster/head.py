@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 
-from gpen_watch.errors import ClusterError
+from gpen_watch.base.errors import ClusterError
 
 # The custom Ray resource a node offers when its CPU may restore photos (`cluster join --cpu`).
 CPU_RESOURCE = "gpen_watch_cpu"

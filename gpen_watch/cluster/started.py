@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 
 RECORD_NAME = "ray-node.json"
 KEEPER_NAME = "ray-keeper.json"

@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import WorkerConfig
-from gpen_watch.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

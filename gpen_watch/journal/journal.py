@@ -33,9 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from gpen_watch import paths
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.journal import schema
 from gpen_watch.journal.states import (
     ACTIVE,
@@ -47,6 +46,7 @@ from gpen_watch.journal.states import (
     Original,
     sql_in,
 )
+from gpen_watch.platform import paths
 
 HASH_CHUNK = 1 << 20
 # SQL fragments built from the named states (constants, never user text).

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
 from gpen_watch.restore.gpen_config import GPENConfig
 from gpen_watch.restore.rrdbnet_config import RRDBConfig
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
 from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.registry import (
     UPSCALER_NAMES,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpen_watch.base.errors import ErrorKind
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind
 from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Precision, ResolvedPrecision
-from gpen_watch.errors import ConfigError, GpenWatchError
 from gpen_watch.restore.gpen_model import resolve_precision
 
 log = logging.getLogger(__name__)

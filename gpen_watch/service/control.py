@@ -34,9 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from gpen_watch import __version__, paths
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.fsutil import write_text_atomic
+from gpen_watch import __version__
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.fsutil import write_text_atomic
+from gpen_watch.platform import paths
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config
 from gpen_watch.dispatch.pool import Pool, Task
-from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal import Journal
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpen_watch import paths
 from gpen_watch import platform as platforms
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config
-from gpen_watch.errors import GpenWatchError
 from gpen_watch.outbox.naming import failed_root
+from gpen_watch.platform import paths
 from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.service.status import Status

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import gpen_watch
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 
 from . import inputs
