@@ -15,8 +15,8 @@ each module importing only those below it:
 - ``config_parse``: reading TOML, converting values, command-line overrides;
 - ``config_toml``: writing a config back as TOML.
 
-The notes written into a new config file are in config_template.py; the ``config`` command is in
-config_cli.py.
+The notes written into a new config file are in config_template.py; the ``config`` command is
+gpen_watch.cli.config.
 """
 
 from __future__ import annotations

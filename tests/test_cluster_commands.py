@@ -14,7 +14,7 @@ import pytest
 
 from gpen_watch import cli
 from gpen_watch.base.errors import ClusterError
-from gpen_watch.cluster import cli as cluster_cli
+from gpen_watch.cli import cluster as cluster_cli
 from gpen_watch.cluster import started, token
 
 pytestmark = pytest.mark.skipif(not started.supported(), reason="the node's record needs Linux's /proc")

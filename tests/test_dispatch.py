@@ -439,7 +439,7 @@ def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     import cv2
     from conftest import tiny_restore_config
 
-    from gpen_watch.service.control_cli import format_status
+    from gpen_watch.cli.control import format_status
     from gpen_watch.service.status import Status
 
     cfg = tiny_restore_config(tiny_models, memory_mb=3000)

@@ -93,7 +93,7 @@ def test_the_service_and_its_pool_import_ray_only_in_cluster_mode() -> None:
     code = (
         "import sys\n"
         "import gpen_watch.cli, gpen_watch.service.daemon, gpen_watch.dispatch.pool\n"
-        "import gpen_watch.cluster.membership, gpen_watch.cluster.cli\n"
+        "import gpen_watch.cluster.membership, gpen_watch.cli.cluster\n"
         "gpen_watch.cli.build_parser()\n"
         "print(sorted(m for m in ('ray', 'torch', 'cv2') if m in sys.modules))\n"
     )

@@ -199,7 +199,7 @@ def test_config_names_are_all_registered() -> None:
 
 def test_light_modules_do_not_import_torch() -> None:
     code = (
-        "import sys, gpen_watch.modelstore.store, gpen_watch.modelstore.cli, gpen_watch.modelstore.needs,"
+        "import sys, gpen_watch.modelstore.store, gpen_watch.cli.models, gpen_watch.modelstore.needs,"
         " gpen_watch.modelstore.fetcher, gpen_watch.service.model_gate;"
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

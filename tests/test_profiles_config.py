@@ -349,7 +349,7 @@ def test_inbox_on_the_command_line_keeps_the_profile_the_file_gives_that_folder(
     isolated_user_dirs: Path, tmp_path: Path
 ) -> None:
     from gpen_watch import cli
-    from gpen_watch.service import run_cli
+    from gpen_watch.cli import run as run_cli
 
     phone = Path.home() / "Phone"
     phone.mkdir(parents=True)

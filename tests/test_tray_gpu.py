@@ -115,7 +115,7 @@ def test_real_nvml_never_raises() -> None:
 
 def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
     code = (
-        "import sys, gpen_watch.tray.app, gpen_watch.tray.gpu, gpen_watch.service.login_cli, gpen_watch.platform; "
+        "import sys, gpen_watch.tray.app, gpen_watch.tray.gpu, gpen_watch.cli.service, gpen_watch.platform; "
         "from gpen_watch.tray.gpu import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
         "print(sorted(n for n in ('torch', 'numpy', 'cv2') if n in sys.modules))"
     )

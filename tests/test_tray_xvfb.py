@@ -41,12 +41,12 @@ from Xlib.ext import xtest  # noqa: E402
 
 TESTS_DIR = Path(__file__).parent
 
-# What `gpen-watch run` does once run_cli hands the service to the tray (see gpen_watch/tray/app.py).
+# What `gpen-watch run` does once gpen_watch.cli.run hands the service to the tray (see gpen_watch/tray/app.py).
 DRIVER = """
 import argparse, faulthandler, os, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks when it hangs
 from gpen_watch import config
-from gpen_watch.service import run_cli
+from gpen_watch.cli import run as run_cli
 from gpen_watch.service.daemon import Service
 from gpen_watch.tray import backend
 from gpen_watch.tray.app import run_with_tray
@@ -57,7 +57,7 @@ args = parser.parse_args(sys.argv[1:])
 cfg = config.load(args.config, run_cli.overrides(args))
 log_path = run_cli.setup_logging(True)
 service = Service(cfg, factory=os.environ["GPEN_WATCH_RESTORER"], stop_grace=args.stop_grace)
-for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as run_cli does
+for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as gpen_watch.cli.run does
     signal.signal(signum, lambda *_: service.request_stop())
 sys.exit(run_with_tray(service, cfg, log_path=log_path))
 """

@@ -1,6 +1,6 @@
 """Reaching the cluster's head before Ray is handed its address, and what a node offers gpen-watch.
 
-Shared by the service's bridge (``bridge_main``) and the commands (``cli``).
+Shared by the service's bridge (``bridge_main``) and the commands (gpen_watch.cli.cluster).
 """
 
 from __future__ import annotations

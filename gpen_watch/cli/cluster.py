@@ -19,10 +19,10 @@ from typing import Any
 
 from gpen_watch import config
 from gpen_watch.base.errors import ClusterError
+from gpen_watch.cli.config import add_config_option
 from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli, ray_failure
-from gpen_watch.config_cli import add_config_option
 from gpen_watch.dispatch.devices import GpuSample
 from gpen_watch.tray.model import gpu_line
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gpen_watch import config
 from gpen_watch.base.errors import GpenWatchError, ModelError
+from gpen_watch.cli.config import add_config_option
 from gpen_watch.config import RestoreConfig
-from gpen_watch.config_cli import add_config_option
 from gpen_watch.modelstore import needs, registry, store
 from gpen_watch.modelstore.registry import ModelSpec
 from gpen_watch.platform import paths
