@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpen_watch import config
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.config_template import commented_toml
+from gpen_watch.config.template import commented_toml
 from gpen_watch.platform import paths
 
 

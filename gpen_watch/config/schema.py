@@ -1,8 +1,8 @@
 """The settings of gpen-watch as typed dataclasses, with their defaults, an inbox's profile
 resolved over the global settings (``inbox_config``), and which values are valid (``_validate``).
 
-The lowest of the config modules: config_parse fills these from TOML and the command line,
-config_toml writes them back, and ``gpen_watch.config`` is the one public face of all three.
+The lowest of the config modules: ``parse`` fills these from TOML and the command line,
+``toml`` writes them back, and ``gpen_watch.config`` is the one public face of all three.
 """
 
 from __future__ import annotations

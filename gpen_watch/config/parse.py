@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.config_schema import (
+from gpen_watch.config.schema import (
     _PROFILE_SECTIONS,
     GLOBAL_ONLY,
     Config,
