@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpen_watch.modelstore import verify
+from gpen_watch.restore import verify
 from gpen_watch.restore.gpen_model import (
     GPEN_CONFIGS,
     MODULATION_MODES,

@@ -28,10 +28,12 @@ import torch
 
 from gpen_watch import cli
 from gpen_watch.base.errors import ModelError
-from gpen_watch.modelstore import registry, store, verify
+from gpen_watch.catalog import registry
+from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DownloadError, download
-from gpen_watch.modelstore.registry import ModelSpec
 from gpen_watch.platform import paths
+from gpen_watch.restore import verify
 
 DATA = Path(__file__).parent / "data"
 MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")

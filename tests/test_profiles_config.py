@@ -213,7 +213,8 @@ def test_the_model_gate_needs_every_model_an_inbox_names_and_says_which_inbox(
     (they would fail on that inbox's first photo) and the message names the inbox."""
     import torch
 
-    from gpen_watch.modelstore import needs, registry
+    from gpen_watch.catalog import registry
+    from gpen_watch.modelstore import needs
     from gpen_watch.service.model_gate import GateState, ModelGate
 
     models = tmp_path / "models"
@@ -306,7 +307,7 @@ def test_models_fetch_and_list_include_the_models_an_inbox_names(
 
     import torch
 
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     models = tmp_path / "models"
     models.mkdir()

@@ -22,6 +22,7 @@ gpen_watch.cli.config.
 from __future__ import annotations
 
 from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
 from gpen_watch.config.parse import load, set_value
 from gpen_watch.config.schema import (
     GLOBAL_ONLY,
@@ -49,7 +50,6 @@ from gpen_watch.config.schema import (
     short_path,
 )
 from gpen_watch.config.toml import to_toml
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
 
 __all__ = [
     "DETECTOR_NAMES",

@@ -16,7 +16,7 @@ from string import Formatter
 from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
+from gpen_watch.catalog.registry import DETECTOR_NAMES, GPEN_NAMES, UPSCALER_CONFIGS
 from gpen_watch.platform import paths
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]

@@ -6,8 +6,8 @@ who removes a leading "# " from any line still has a valid file.
 
 from __future__ import annotations
 
+from gpen_watch.catalog import registry
 from gpen_watch.config import Config, to_toml
-from gpen_watch.modelstore import registry
 
 # One line per setting, for the file; README.md's "Configuration" table says the same at length.
 NOTES: dict[str, str] = {

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpen_watch.base.errors import ErrorKind
+from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, GPEN_NAMES
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, GPEN_NAMES
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gpen_watch.catalog.gpen_config import GPENConfig
+from gpen_watch.catalog.registry import GPEN_CONFIGS
 from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.modelstore.registry import GPEN_CONFIGS
-from gpen_watch.restore.gpen_config import GPENConfig
 from gpen_watch.restore.gpen_ops import (
     LRELU_GAIN,
     LRELU_SLOPE,

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from gpen_watch.catalog.registry import GPEN_NAMES
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.modelstore.registry import GPEN_NAMES
 from gpen_watch.restore import decode, memory, upscale
 from gpen_watch.restore.api import FileJob, FileResult
 from gpen_watch.restore.detect import Detector

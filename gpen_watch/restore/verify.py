@@ -22,8 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.modelstore.registry import (
+from gpen_watch.catalog.registry import (
     UPSCALER_NAMES,
     ModelSpec,
     get_spec,
@@ -32,6 +31,7 @@ from gpen_watch.modelstore.registry import (
     spec_for_filename,
     upscaler_spec,
 )
+from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.store import ensure_model
 from gpen_watch.restore.gpen_model import GPEN, GPEN_CONFIGS, GPENConfig, build_gpen, infer_gpen_config
 from gpen_watch.restore.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
