@@ -30,7 +30,8 @@ from gpen_watch.cli.control import format_status
 from gpen_watch.cluster import token
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import pool
-from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.journal import Journal
 from gpen_watch.restore.api import FileJob
 from gpen_watch.service.status import Status

@@ -14,7 +14,9 @@ import pytest
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import RestoreConfig, WorkerConfig
 from gpen_watch.dispatch import devices, pool
-from gpen_watch.dispatch.devices import GpuInfo, WorkerSlot
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.gpu import nvml
+from gpen_watch.gpu.nvml import GpuInfo
 from gpen_watch.restore.api import FileJob
 
 FAKE = "fake_restorer:FakeRestorer"
@@ -69,7 +71,7 @@ def test_explicit_devices_and_user_visibility() -> None:
 
 
 def test_list_gpus_never_raises() -> None:
-    gpus = devices.list_gpus()  # no driver here: [], on a GPU machine: the GPUs
+    gpus = nvml.list_gpus()  # no driver here: [], on a GPU machine: the GPUs
     assert isinstance(gpus, list)
 
 

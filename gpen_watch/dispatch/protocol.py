@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpen_watch.base.strenum import StrEnum
-from gpen_watch.dispatch.devices import GpuSample
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.restore.api import FileJob, FileResult, ModelKey
 
 
