@@ -35,7 +35,7 @@ def make_restorer(
     With ``clock``, the detector network's wall time is summed into it ("detector"); the engine
     reports every other stage, pre-scale and generator ("restore") included, in its results.
     """
-    from gpen_watch.modelstore import verify
+    from gpen_watch.restore import verify
     from gpen_watch.restore.detect import FaceDetector
     from gpen_watch.restore.device import resolve_device
     from gpen_watch.restore.fold import prepare_detector

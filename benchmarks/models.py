@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.restore.gpen_config import GPENConfig
+from gpen_watch.catalog.gpen_config import GPENConfig
 
 # A GPEN small enough for the benchmark's own test: size 64, 1/16 of the channels.
 TINY_GPEN = GPENConfig(size=64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.0625)
@@ -43,7 +43,7 @@ def write_models(
     file instead of a random R50."""
     import torch
 
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
     from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int)
         import torch
         from facexlib.parsing.parsenet import ParseNet
 
-        from gpen_watch.modelstore import registry
+        from gpen_watch.catalog import registry
 
         torch.save(
             ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),

@@ -32,7 +32,7 @@ _UPSTREAM_NAMES = {"detector": "RetinaFace-R50.pth", "parser": "ParseNet-latest.
 
 def write_upstream_weights(models: BenchModels, checkout: Path, base: Path) -> None:
     """The benchmark's model files again, under ``base/weights`` with upstream's names."""
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     if not models.use_parse or models.detector != "retinaface_resnet50":
         raise BenchError("the real-upstream modes need --parse and RetinaFace-R50: upstream always runs both")

@@ -31,9 +31,9 @@ def _per_megapixel(
     """Wall seconds and CPU seconds (this process, all its threads) per input megapixel, medians."""
     import numpy as np
 
+    from gpen_watch.catalog.rrdbnet_config import RRDBConfig
     from gpen_watch.restore.device import placement, set_threads, tune_malloc_for_inference
     from gpen_watch.restore.rrdbnet import build_rrdbnet
-    from gpen_watch.restore.rrdbnet_config import RRDBConfig
     from gpen_watch.restore.upscale import Upscaler
 
     set_threads(threads)
@@ -58,10 +58,10 @@ def _child_memory(scale: int, side: int) -> dict[str, float]:
     import numpy as np
     import torch
 
+    from gpen_watch.catalog.rrdbnet_config import RRDBConfig
     from gpen_watch.restore import memory
     from gpen_watch.restore.device import Placement, set_threads, tune_malloc_for_inference
     from gpen_watch.restore.rrdbnet import build_rrdbnet
-    from gpen_watch.restore.rrdbnet_config import RRDBConfig
     from gpen_watch.restore.upscale import Upscaler
 
     set_threads(2)

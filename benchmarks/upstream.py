@@ -34,7 +34,7 @@ class UpstreamStyle:
     """Models loaded once; ``restore`` handles one photo the upstream way."""
 
     def __init__(self, spec: RunSpec) -> None:
-        from gpen_watch.modelstore import verify
+        from gpen_watch.restore import verify
         from gpen_watch.restore.detect import FaceDetector
         from gpen_watch.restore.device import Placement, resolve_device, set_threads
         from gpen_watch.restore.enhance import FaceEnhancer

@@ -148,7 +148,7 @@ def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
     import torch
     from facexlib.detection.retinaface import RetinaFace
 
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
     from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
 from gpen_watch.imaging.reasons import decoder_bug
 from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 
 TESTS_DIR = Path(__file__).resolve().parent

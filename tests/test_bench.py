@@ -204,7 +204,7 @@ def test_detect_real_mode_reports_the_faces_the_real_detector_finds(tmp_path: Pa
     from benchmarks.photos import SHARED_DETECTOR, PhotoSet, find_shared
     from benchmarks.spec import RunSpec
     from gpen_watch.imaging.load import load_image
-    from gpen_watch.modelstore import verify
+    from gpen_watch.restore import verify
     from gpen_watch.restore.detect import FaceDetector
 
     weights, photo = find_shared(SHARED_DETECTOR), find_solvay()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpen_watch import cli
-from gpen_watch.service import control, run_cli
+from gpen_watch.cli import run as run_cli
+from gpen_watch.service import control
 
 # Commands that print without a running service, and with one (the status reply comes from a real
 # control server in this process).
@@ -193,7 +194,7 @@ def test_run_restore_options_become_settings(tmp_path: Path) -> None:
 
 
 def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
-    from gpen_watch.restore import cli as restore_cli
+    from gpen_watch.cli import restore as restore_cli
 
     parser = cli.build_parser()
     flags = ["--detector", "retinaface_mobile0.25", "--no-parse", "--face-batch", "4", "--max-side", "0"]
@@ -205,8 +206,8 @@ def test_restore_and_run_parse_restore_options_the_same(tmp_path: Path) -> None:
 
 def test_restore_takes_set_as_run_does_and_it_wins_over_the_named_options(tmp_path: Path) -> None:
     from gpen_watch import config
-    from gpen_watch.errors import ConfigError
-    from gpen_watch.restore import cli as restore_cli
+    from gpen_watch.base.errors import ConfigError
+    from gpen_watch.cli import restore as restore_cli
 
     parser = cli.build_parser()
     flags = [
@@ -248,7 +249,7 @@ def test_restore_set_is_checked_before_any_model_loads(tmp_path: Path) -> None:
 
 def test_strength_and_face_choice_options_become_settings_for_restore_and_run(tmp_path: Path) -> None:
     from gpen_watch import config
-    from gpen_watch.restore import cli as restore_cli
+    from gpen_watch.cli import restore as restore_cli
 
     parser = cli.build_parser()
     flags = ["--strength", "0.8", "--faces", "largest", "--max-faces", "3"]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from gpen_watch import cli, paths
+from gpen_watch import cli
+from gpen_watch.platform import paths
 
 # (command line, what the sentence must say); "F" is a file, "D" an empty folder, "I" a folder
 # with one photo, "BAD" a config that is not TOML, "UTF" one that is not UTF-8, all in the cwd.

@@ -24,15 +24,16 @@ from conftest import TinyModels, assert_same_up_to_rounding, tiny_restore_config
 from service_harness import ServiceProcess, finished, real_engine_args, write_atomic
 
 from gpen_watch import config
-from gpen_watch.cluster import cli as cluster_cli
+from gpen_watch.base.errors import ClusterError, ConfigError
+from gpen_watch.cli import cluster as cluster_cli
+from gpen_watch.cli.control import format_status
 from gpen_watch.cluster import token
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import pool
-from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
-from gpen_watch.errors import ClusterError, ConfigError
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.journal import Journal
 from gpen_watch.restore.api import FileJob
-from gpen_watch.service.control_cli import format_status
 from gpen_watch.service.status import Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gpen_watch import cli
-from gpen_watch.cluster import cli as cluster_cli
+from gpen_watch.base.errors import ClusterError
+from gpen_watch.cli import cluster as cluster_cli
 from gpen_watch.cluster import started, token
-from gpen_watch.errors import ClusterError
 
 pytestmark = pytest.mark.skipif(not started.supported(), reason="the node's record needs Linux's /proc")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import netns
 import pytest
 
+from gpen_watch.base.errors import ClusterError
 from gpen_watch.cluster import raylib, stay, token
-from gpen_watch.errors import ClusterError
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 SKIP = netns.skip_reason()

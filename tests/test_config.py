@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch import config, paths
+from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.errors import ConfigError
+from gpen_watch.platform import paths
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpen_watch import config_docs
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.config_template import commented_toml
+from gpen_watch.config.template import commented_toml
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS_PAGE = REPO / "docs" / "settings.md"
@@ -35,7 +35,7 @@ def test_every_setting_of_the_schema_has_one_description_and_no_description_name
 def test_the_settings_page_holds_exactly_the_table_the_schema_renders() -> None:
     page = SETTINGS_PAGE.read_text(encoding="utf-8")
     assert config_docs.with_table(page) == page, (
-        "docs/settings.md's table differs from the schema's: run `python -m gpen_watch.config_docs --write`"
+        "docs/settings.md's table differs from the schema's: run `python -m gpen_watch.config.docs --write`"
     )
     table = page.split(config_docs.BEGIN, 1)[1].split(config_docs.END, 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| `")]

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from gpen_watch import paths
-from gpen_watch.service import control, control_cli
+from gpen_watch.cli import control as control_cli
+from gpen_watch.platform import paths
+from gpen_watch.service import control
 from gpen_watch.service.status import Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")

@@ -24,8 +24,8 @@ import tmpfs
 from PIL import Image
 from service_harness import ServiceProcess, finished, real_engine_args, services_fixture, write_atomic
 
-from gpen_watch import paths
 from gpen_watch.journal import Journal
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image, PngImagePlugin
 
-from gpen_watch.errors import ErrorKind
+from gpen_watch.base.errors import ErrorKind
 from gpen_watch.imaging.errors import BrokenImageError, DecoderBugError, UnsupportedFormatError
 from gpen_watch.imaging.identify import open_file, ran_out
 from gpen_watch.imaging.load import header_refusal, load_image

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import TINY_GPEN
 
-from gpen_watch.errors import ConfigError, GpenWatchError
+from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.restore import device
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
 from gpen_watch.restore.gpen_family import runner

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import RestoreConfig, WorkerConfig
 from gpen_watch.dispatch import devices, pool
-from gpen_watch.dispatch.devices import GpuInfo, WorkerSlot
-from gpen_watch.errors import ConfigError
+from gpen_watch.dispatch.devices import WorkerSlot
+from gpen_watch.gpu import nvml
+from gpen_watch.gpu.nvml import GpuInfo
 from gpen_watch.restore.api import FileJob
 
 FAKE = "fake_restorer:FakeRestorer"
@@ -69,7 +71,7 @@ def test_explicit_devices_and_user_visibility() -> None:
 
 
 def test_list_gpus_never_raises() -> None:
-    gpus = devices.list_gpus()  # no driver here: [], on a GPU machine: the GPUs
+    gpus = nvml.list_gpus()  # no driver here: [], on a GPU machine: the GPUs
     assert isinstance(gpus, list)
 
 
@@ -444,7 +446,7 @@ def test_status_shows_a_real_workers_memory_per_stage_and_budget(
     import cv2
     from conftest import tiny_restore_config
 
-    from gpen_watch.service.control_cli import format_status
+    from gpen_watch.cli.control import format_status
     from gpen_watch.service.status import Status
 
     cfg = tiny_restore_config(tiny_models, memory_mb=3000)

@@ -124,8 +124,8 @@ def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
 
 
 def test_the_enhancer_runs_the_face_model_the_registry_family_loads(tiny_models) -> None:
-    from gpen_watch.errors import ModelError
-    from gpen_watch.modelstore.registry import FILE_FAMILY, FaceFamily, face_family
+    from gpen_watch.base.errors import ModelError
+    from gpen_watch.catalog.registry import FILE_FAMILY, FaceFamily, face_family
     from gpen_watch.restore.face_model import family_impl, load_face_model
 
     assert face_family("GPEN-BFR-512").kind == "gpen"

@@ -94,7 +94,7 @@ def _broken_detector_models(folder: Path) -> TinyModels:
     import torch
     from facexlib.detection.retinaface import RetinaFace
 
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     models = make_tiny_models(folder)
     spec = registry.detector_spec("retinaface_mobile0.25")

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
-from gpen_watch import paths
-from gpen_watch.modelstore import registry
+from gpen_watch.catalog import registry
+from gpen_watch.platform import paths
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -65,7 +65,7 @@ def gpen256_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """GPEN-BFR-256's real architecture with random weights, as the bytes of a .pth file."""
     import torch
 
-    from gpen_watch.modelstore import verify
+    from gpen_watch.restore import verify
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("gpen256") / GPEN256.filename

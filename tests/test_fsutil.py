@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch import fsutil
+from gpen_watch.base import fsutil
 
 
 def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,8 +76,8 @@ def test_restore_writes_its_results_where_there_are_no_hard_links(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `gpen-watch restore photos/ -o /media/card/`: it reported "cannot write" for every photo.
+    from gpen_watch.cli.restore import _commit
     from gpen_watch.restore.api import FileResult
-    from gpen_watch.restore.cli import _commit
 
     no_hard_links(monkeypatch)
     tmp, final = tmp_path / ".a.jpg.gpen-tmp-1", tmp_path / "a.jpg"

@@ -20,7 +20,7 @@ from matplotlib import cbook
 from PIL import Image, ImageCms, ImageFile, JpegImagePlugin
 from skimage import data
 
-from gpen_watch.errors import InputError, OutboxUnavailable, OutputError
+from gpen_watch.base.errors import InputError, OutboxUnavailable, OutputError
 from gpen_watch.imaging import load as load_mod
 from gpen_watch.imaging.errors import (
     BrokenImageError,

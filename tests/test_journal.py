@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.journal import Journal, hash_file, schema
 from gpen_watch.journal.journal import VANISHED
 from gpen_watch.journal.states import ACTIVE, TRANSITIONS, JobState, TransitionError, check_move, sql_in

@@ -1,4 +1,5 @@
-"""The package's shape: imports between gpen_watch's modules form no cycle, and the parent's stages
+"""The package's shape: imports between gpen_watch's modules form no cycle (the layers between its
+packages are import-linter's contract in pyproject.toml), and the parent's stages
 load no imaging or ML library until they have a photo to look at."""
 
 from __future__ import annotations
@@ -93,9 +94,34 @@ def test_the_service_and_its_pool_import_ray_only_in_cluster_mode() -> None:
     code = (
         "import sys\n"
         "import gpen_watch.cli, gpen_watch.service.daemon, gpen_watch.dispatch.pool\n"
-        "import gpen_watch.cluster.membership, gpen_watch.cluster.cli\n"
+        "import gpen_watch.cluster.membership, gpen_watch.cli.cluster\n"
         "gpen_watch.cli.build_parser()\n"
         "print(sorted(m for m in ('ray', 'torch', 'cv2') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_package_root_holds_at_most_six_modules() -> None:
+    # Everything else has a package that says what it is (base/, platform/, config/, cli/, ...).
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 6, root
+
+
+def test_only_the_platform_package_asks_which_os_it_runs_on() -> None:
+    # Every OS difference is behind gpen_watch.platform (its Platform classes, paths, filelock), so
+    # a new OS is a new module there rather than a hunt through the code.
+    platform_dir = PACKAGE / "platform"
+    asking = []
+    for path in PACKAGE.rglob("*.py"):
+        if platform_dir in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "platform"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ):
+                asking.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert asking == []

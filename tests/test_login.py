@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpen_watch import paths
 from gpen_watch.cli import main
-from gpen_watch.platform import current, linux_login, macos_login, module_name, windows_login
+from gpen_watch.platform import current, linux_login, macos_login, module_name, paths, windows_login
 from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import MARKER, NODE, STALE, LoginError, LoginOptions
 
@@ -332,6 +331,29 @@ def test_platform_modules_by_name() -> None:
         platform = current(plat)  # instantiating checks that it implements all of Platform
         assert isinstance(platform, Platform)
         assert platform.login is login, plat
+
+
+def test_every_platform_says_each_difference_the_interface_declares() -> None:
+    # The ABC checks the methods; the class attributes (read by the tray, the cluster, the restorer
+    # and the status) are checked here, so an OS module that leaves one out fails in a test rather
+    # than with an AttributeError on that OS.
+    declared = [n for n in Platform.__annotations__ if n not in ("name", "login")]
+    assert {"x11_desktop", "procfs", "libc", "maxrss_unit"} <= set(declared)
+    for plat in ("linux", "darwin", "win32"):
+        cls = type(current(plat))
+        assert all(hasattr(cls, n) for n in declared), (plat, [n for n in declared if not hasattr(cls, n)])
+    assert [current(p).x11_desktop for p in ("linux", "freebsd14", "darwin", "win32")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    # ru_maxrss: KiB on Linux, bytes on macOS.
+    assert (current("linux").maxrss_unit, current("darwin").maxrss_unit) == (1024, 1)
+    assert current("darwin").libc is None and current("win32").libc is None
+    assert not current("darwin").procfs and not current("win32").procfs
+    if sys.platform.startswith("linux"):
+        assert current().procfs and current().libc == "libc.so.6"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI acts on this machine's platform")

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_watch import paths
+from gpen_watch.catalog import registry
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import needs, registry
+from gpen_watch.modelstore import needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch, FetchProgress
+from gpen_watch.platform import paths
 from gpen_watch.service import model_gate
 from gpen_watch.service.model_gate import GateState, ModelGate
 

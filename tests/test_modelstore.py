@@ -26,11 +26,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_watch import cli, paths
-from gpen_watch.errors import ModelError
-from gpen_watch.modelstore import registry, store, verify
+from gpen_watch import cli
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog import registry
+from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DownloadError, download
-from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.platform import paths
+from gpen_watch.restore import verify
 from gpen_watch.restore.gpen_family import load_gpen
 
 DATA = Path(__file__).parent / "data"
@@ -199,7 +202,7 @@ def test_config_names_are_all_registered() -> None:
 
 def test_light_modules_do_not_import_torch() -> None:
     code = (
-        "import sys, gpen_watch.modelstore.store, gpen_watch.modelstore.cli, gpen_watch.modelstore.needs,"
+        "import sys, gpen_watch.modelstore.store, gpen_watch.cli.models, gpen_watch.modelstore.needs,"
         " gpen_watch.modelstore.fetcher, gpen_watch.service.model_gate;"
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

@@ -19,8 +19,8 @@ import pytest
 import tmpfs
 from service_harness import ServiceProcess
 
-from gpen_watch import paths
 from gpen_watch.journal import Journal
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals, sockets and permissions")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from gpen_watch.base.errors import ConfigError, OutputError
+from gpen_watch.base.fsutil import FOLDER_REFUSES
 from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
-from gpen_watch.errors import ConfigError, OutputError
-from gpen_watch.fsutil import FOLDER_REFUSES
 from gpen_watch.journal import Journal, hash_file
 from gpen_watch.journal.journal import Twin
 from gpen_watch.journal.states import Original

@@ -12,8 +12,8 @@ from conftest import TINY_GPEN
 from test_enhance import LabelMapParser
 from torch import nn
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import Config, load
-from gpen_watch.errors import ConfigError
 from gpen_watch.restore import align
 from gpen_watch.restore.device import placement
 from gpen_watch.restore.enhance import FaceEnhancer

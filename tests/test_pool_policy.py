@@ -13,10 +13,11 @@ import pytest
 
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
+from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.dispatch.policy import FaultPolicy
 from gpen_watch.dispatch.records import Kill, Send, Spawn, WorkerState
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.restore.api import FileJob, FileResult
 
 

@@ -10,8 +10,8 @@ import pytest
 from test_outbox import Env
 
 from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.errors import ConfigError
 from gpen_watch.journal import hash_file
 from gpen_watch.outbox import commit
 from gpen_watch.restore.api import FileResult
@@ -213,7 +213,8 @@ def test_the_model_gate_needs_every_model_an_inbox_names_and_says_which_inbox(
     (they would fail on that inbox's first photo) and the message names the inbox."""
     import torch
 
-    from gpen_watch.modelstore import needs, registry
+    from gpen_watch.catalog import registry
+    from gpen_watch.modelstore import needs
     from gpen_watch.service.model_gate import GateState, ModelGate
 
     models = tmp_path / "models"
@@ -306,7 +307,7 @@ def test_models_fetch_and_list_include_the_models_an_inbox_names(
 
     import torch
 
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     models = tmp_path / "models"
     models.mkdir()
@@ -349,7 +350,7 @@ def test_inbox_on_the_command_line_keeps_the_profile_the_file_gives_that_folder(
     isolated_user_dirs: Path, tmp_path: Path
 ) -> None:
     from gpen_watch import cli
-    from gpen_watch.service import run_cli
+    from gpen_watch.cli import run as run_cli
 
     phone = Path.home() / "Phone"
     phone.mkdir(parents=True)

@@ -64,7 +64,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def real_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     """The tiny random GPEN, and the real MobileNet detector as the store's file for it."""
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     models = make_tiny_models(tmp_path_factory.mktemp("real-models"))
     shutil.copyfile(
@@ -84,7 +84,7 @@ def restorer(real_models: TinyModels, home: Path) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def detector(real_models: TinyModels) -> FaceDetector:
     """The project's detector at its default settings, loaded from the store as the engine does."""
-    from gpen_watch.modelstore import verify
+    from gpen_watch.restore import verify
     from gpen_watch.restore.fold import prepare_detector
 
     cpu = torch.device("cpu")

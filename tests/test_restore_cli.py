@@ -292,8 +292,8 @@ def test_a_closed_pipe_does_not_cut_the_batch_short(
 
 def test_summary_lists_the_prescale_stage() -> None:
     """Pre-scaling is timed apart from decoding now; the summary keeps showing that time."""
+    from gpen_watch.cli.restore import summary
     from gpen_watch.restore.api import FileResult
-    from gpen_watch.restore.cli import summary
 
     res = FileResult(
         src=Path("big.jpg"), ok=True, faces=1, timings={"decode": 0.2, "prescale": 0.4, "restore": 1.0}
@@ -362,8 +362,8 @@ def test_a_second_run_skips_results_whose_name_follows_the_content(
 
 def test_the_summary_says_restored_only_of_faces() -> None:
     """Ten photos done and none with a face: nothing was restored, and the first line says so."""
+    from gpen_watch.cli.restore import summary
     from gpen_watch.restore.api import FileResult
-    from gpen_watch.restore.cli import summary
 
     no_face = [FileResult(src=Path(f"{i}.jpg"), ok=True, faces=0) for i in range(10)]
     failed = [(Path(f"bad{i}.jpg"), "damaged") for i in range(3)]

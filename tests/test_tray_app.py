@@ -12,17 +12,17 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
-from test_tray_gpu import FakeNvml
+from test_gpu_nvml import FakeNvml
 
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.gpu.nvml import NvmlMonitor
 from gpen_watch.platform.login_common import LoginOptions, LoginResult
 from gpen_watch.service.status import Status
 from gpen_watch.tray import app as tray_app
 from gpen_watch.tray import model
 from gpen_watch.tray.app import TrayApp, run_with_tray
 from gpen_watch.tray.base import Backend
-from gpen_watch.tray.gpu import NvmlMonitor
 
 # --- stand-ins -------------------------------------------------------------------------------------
 
@@ -512,7 +512,7 @@ def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None
     st = {"ok": True, "queue": {"queued": 1}, "workers": [{"device": "cuda:0"}]}
 
     def view(util: int, queued: int = 1) -> model.TrayView:
-        from gpen_watch.tray.gpu import GpuSample
+        from gpen_watch.gpu.nvml import GpuSample
 
         return model.view_from_status(
             Status.from_json({**st, "queue": {"queued": queued}}), [GpuSample(0, "A", util, 1, 2**30, 40)]

@@ -31,7 +31,7 @@ from test_tray_xvfb import (
     grab,
 )
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 from gpen_watch.tray import glib, model
 

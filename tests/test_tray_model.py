@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.service.status import Status
 from gpen_watch.tray import icon, model
-from gpen_watch.tray.gpu import GpuSample
 from gpen_watch.tray.notices import NoticeTracker, batch_message, problem_kind
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 from gpen_watch.tray import icon as icons
 from gpen_watch.tray import model, xmenu, xorg
@@ -41,7 +41,7 @@ from Xlib.ext import xtest  # noqa: E402
 
 TESTS_DIR = Path(__file__).parent
 
-# What `gpen-watch run` does once run_cli hands the service to the tray (see gpen_watch/tray/app.py).
+# What `gpen-watch run` does once gpen_watch.cli.run hands the service to the tray (see gpen_watch/tray/app.py).
 DRIVER = """
 import argparse, faulthandler, os, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks when it hangs

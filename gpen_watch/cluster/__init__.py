@@ -7,6 +7,6 @@ bridge process (``bridge``, its child side ``bridge_main``, messages in ``link``
 driver, so a head that goes away ends the bridge, not the service. In the bridge, ``remote`` is
 one remote worker's Ray side and ``actor`` the warm restorer on the node. ``token`` and
 ``raylib`` set Ray up (token authentication on, imported only where Ray runs), ``head`` probes
-the head before Ray is given its address, ``cli`` wraps Ray's commands (`gpen-watch cluster
-head/join/status/leave`) and ``started`` remembers the Ray node they started, for `leave`.
+the head before Ray is given its address, and ``started`` remembers the Ray node `gpen-watch
+cluster head/join` started, for `leave` (the commands are gpen_watch.cli.cluster).
 """

@@ -23,14 +23,14 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
+from gpen_watch.base.errors import ModelError
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch import worker_main
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot, usable_cores
 from gpen_watch.dispatch.payload import PhotoJob, PhotoResult, Scratch
-from gpen_watch.errors import ModelError
+from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.restore.api import Engine, FileResult, ModelKey
-from gpen_watch.tray.gpu import GpuSample, NvmlMonitor, ThrottledSampler
 
 log = logging.getLogger(__name__)
 

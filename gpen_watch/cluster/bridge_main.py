@@ -22,12 +22,12 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from gpen_watch.base.errors import ClusterError
 from gpen_watch.cluster import link, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray
 from gpen_watch.cluster.remote import RayWorker
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.errors import ClusterError
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """Reaching the cluster's head before Ray is handed its address, and what a node offers gpen-watch.
 
-Shared by the service's bridge (``bridge_main``) and the commands (``cli``).
+Shared by the service's bridge (``bridge_main``) and the commands (gpen_watch.cli.cluster).
 """
 
 from __future__ import annotations
 
 import socket
 
-from gpen_watch.errors import ClusterError
+from gpen_watch.base.errors import ClusterError
 
 # The custom Ray resource a node offers when its CPU may restore photos (`cluster join --cpu`).
 CPU_RESOURCE = "gpen_watch_cpu"

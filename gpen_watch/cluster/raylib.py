@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.errors import ClusterError
+from gpen_watch.base.errors import ClusterError
 
 INSTALL_HINT = "install it with `pip install 'gpen-watch[cluster]'` (Ray 2.60)"
 

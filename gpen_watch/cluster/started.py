@@ -19,12 +19,12 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpen_watch import paths
+from gpen_watch import platform as platforms
+from gpen_watch.platform import paths
 
 RECORD_NAME = "ray-node.json"
 KEEPER_NAME = "ray-keeper.json"
@@ -57,7 +57,7 @@ class Running:
 
 
 def supported() -> bool:
-    return sys.platform.startswith("linux") and _PROC.is_dir()
+    return platforms.current().procfs and _PROC.is_dir()
 
 
 def record_path() -> Path:

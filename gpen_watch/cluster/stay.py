@@ -29,11 +29,11 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from gpen_watch import paths
+from gpen_watch.base.errors import ClusterError
 from gpen_watch.cluster import started, token
 from gpen_watch.cluster.head import reach_head
 from gpen_watch.cluster.raylib import ray_cli, ray_failure
-from gpen_watch.errors import ClusterError
+from gpen_watch.platform import paths
 
 LOG_NAME = "ray-node.log"
 # Waits between tries while the head does not answer or `ray start` fails: doubling, capped.

@@ -13,9 +13,9 @@ import secrets
 import stat
 from pathlib import Path
 
-from gpen_watch import paths
+from gpen_watch.base.errors import ClusterError
 from gpen_watch.config import ClusterConfig
-from gpen_watch.errors import ClusterError
+from gpen_watch.platform import paths
 
 TOKEN_NAME = "ray-token"
 

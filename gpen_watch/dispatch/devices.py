@@ -1,47 +1,24 @@
 """Which restorer workers to start, and on which device, without importing torch.
 
 The parent process must stay small and never import torch, so GPUs are listed through NVML
-(nvidia-ml-py), which only needs the driver. No driver, no NVML, no GPU: an empty list, never an
+(nvidia-ml-py, gpen_watch.gpu.nvml), which only needs the driver. No driver, no NVML, no GPU: an empty list, never an
 exception. Each worker is then pinned to its GPU through CUDA_VISIBLE_DEVICES in its environment, so
 inside the worker the GPU is always "cuda:0".
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import WorkerConfig
-from gpen_watch.errors import ConfigError
-
-log = logging.getLogger(__name__)
+from gpen_watch.gpu.nvml import GpuInfo, list_gpus, visible_gpus
 
 # Thread-count variables of the BLAS/OpenMP runtimes torch, numpy and OpenCV may use. Set in the
 # child's environment before it imports them, so N workers on C cores never run N*C threads.
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int  # NVML index, which is the CUDA index under CUDA_DEVICE_ORDER=PCI_BUS_ID
-    name: str
-    uuid: str
-    memory_total: int  # bytes
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU's readings through NVML (the tray's GPU lines; a remote node's, in its heartbeats)."""
-
-    index: int
-    name: str
-    util_percent: int | None = None  # None: the GPU does not report it (or the call failed)
-    mem_used: int | None = None  # bytes
-    mem_total: int | None = None
-    temp_c: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,62 +39,12 @@ class WorkerSlot:
     node: str = ""
 
 
-def list_gpus() -> list[GpuInfo]:
-    """NVIDIA GPUs through NVML; [] when there is no driver or NVML fails in any way."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        log.debug("no NVIDIA GPU: %s", exc)
-        return []
-    gpus: list[GpuInfo] = []
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append(
-                GpuInfo(
-                    i,
-                    _text(pynvml.nvmlDeviceGetName(h)),
-                    _text(pynvml.nvmlDeviceGetUUID(h)),
-                    int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                )
-            )
-    except Exception as exc:  # noqa: BLE001
-        # A GPU that fell off the bus makes NVML calls fail: use what was listed before it.
-        log.warning("listing GPUs through NVML failed after %d: %s", len(gpus), exc)
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    return gpus
-
-
 def usable_cores() -> int:
     """Cores this process may run on (affinity and cgroup-limited containers included where visible)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS, Windows
         return max(1, os.cpu_count() or 1)
-
-
-def visible_gpus(gpus: list[GpuInfo], environ: Mapping[str, str]) -> list[GpuInfo]:
-    """Honour a CUDA_VISIBLE_DEVICES the user set for the service itself (NVML ignores it)."""
-    spec = environ.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        return gpus
-    keep: list[GpuInfo] = []
-    for item in (s.strip() for s in spec.split(",")):
-        if not item:
-            continue
-        if item.lstrip("-").isdigit():
-            if int(item) < 0:
-                break  # CUDA stops at the first invalid index
-            keep += [g for g in gpus if g.index == int(item)]
-        else:
-            keep += [g for g in gpus if g.uuid == item or g.uuid.startswith(item)]
-    return keep
 
 
 def resolve_slots(
@@ -182,7 +109,3 @@ def resolve_slots(
 
 def _thread_env(threads: int) -> dict[str, str]:
     return {var: str(threads) for var in THREAD_ENV_VARS}
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

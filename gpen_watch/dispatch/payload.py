@@ -19,8 +19,8 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpen_watch.base.errors import ErrorKind
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileJob, FileResult
 
 # The engine's output inside a scratch folder; the format comes from the job, not this name.

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpen_watch.base.errors import ErrorKind
 from gpen_watch.config import WorkerConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import WorkerSlot
@@ -46,7 +47,6 @@ from gpen_watch.dispatch.records import (
     WorkerState,
 )
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
-from gpen_watch.errors import ErrorKind
 from gpen_watch.restore.api import FileResult
 from gpen_watch.restore.batching import in_flight
 

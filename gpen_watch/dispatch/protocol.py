@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpen_watch.dispatch.devices import GpuSample
+from gpen_watch.base.strenum import StrEnum
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.restore.api import FileJob, FileResult, ModelKey
-from gpen_watch.strenum import StrEnum
 
 
 class FatalKind(StrEnum):

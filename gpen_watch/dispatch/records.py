@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpen_watch.base.strenum import StrEnum
 from gpen_watch.dispatch import protocol as P
-from gpen_watch.dispatch.devices import GpuSample, WorkerSlot
+from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.dispatch.tasks import Task
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.restore.api import ModelKey
-from gpen_watch.strenum import StrEnum
 
 
 class WorkerState(StrEnum):

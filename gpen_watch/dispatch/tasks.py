@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpen_watch.base.strenum import StrEnum
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.strenum import StrEnum
 
 
 @dataclass

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import NoReturn, Protocol
 
+from gpen_watch.base.errors import ModelError
+from gpen_watch.base.streams import flush_and_exit
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import WorkerSlot
-from gpen_watch.errors import ModelError
 from gpen_watch.restore.api import Engine, EngineFactory, FileJob, ModelKey
-from gpen_watch.streams import flush_and_exit
 
 _STOP = object()  # queue sentinel: the parent asked us to stop
 

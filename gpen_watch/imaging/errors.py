@@ -3,7 +3,7 @@ sentence the user reads (the file, what is wrong, what they can do)."""
 
 from __future__ import annotations
 
-from gpen_watch.errors import ErrorKind, InputError
+from gpen_watch.base.errors import ErrorKind, InputError
 
 
 class ImageInputError(InputError):

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from PIL import Image
 
-from gpen_watch.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
+from gpen_watch.base.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
 from gpen_watch.imaging.errors import (
     EmptyFileError,
     ImageInputError,

@@ -25,7 +25,7 @@ from typing import IO
 import numpy as np
 from PIL import Image
 
-from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.imaging.decode import (
     apply_orientation,
     decode_pixels,

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 from PIL import Image, TiffImagePlugin
 
-from gpen_watch.errors import OutputError
+from gpen_watch.base.errors import OutputError
 from gpen_watch.imaging.formats import TAG_EXIF_IFD, TAG_GPS_IFD
 
 

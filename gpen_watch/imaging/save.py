@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpen_watch.errors import OutboxUnavailable, OutputError
-from gpen_watch.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
+from gpen_watch.base.errors import OutboxUnavailable, OutputError
+from gpen_watch.base.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
 from gpen_watch.imaging.encode import check_pixels, encode
 from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, open_unchanged

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpen_watch import paths
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.journal import schema
 from gpen_watch.journal.records import Job, job_from_row
+from gpen_watch.platform import paths
 
 
 def default_path() -> Path:

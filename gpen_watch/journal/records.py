@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.journal.states import JobState, Original
 
 HASH_CHUNK = 1 << 20

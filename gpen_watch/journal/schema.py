@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.base.errors import GpenWatchError
 
 # The job states version 1 allows (gpen_watch.journal.states.JobState names them). Spelt out here
 # because a migration is history: a new state is a new migration, never an edit of this one.

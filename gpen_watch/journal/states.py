@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpen_watch.strenum import StrEnum
+from gpen_watch.base.strenum import StrEnum
 
 
 class JobState(StrEnum):

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.registry import ModelSpec, mb
 from gpen_watch.modelstore import needs, store
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError
-from gpen_watch.modelstore.registry import ModelSpec, mb
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Torch-free, for the service's parent process and the ``models`` CLI: a file is judged by a stat and
 its container's header and directory (a ``.pth`` is a zip archive, or a legacy pickle stream), never
-by loading it. Loading, and the architecture check, belong to the workers (``verify``).
+by loading it. Loading, and the architecture check, belong to the workers (gpen_watch.restore.verify).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpen_watch.catalog import registry
+from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import registry, store
-from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.modelstore import store
 
 # torch.save's zip format, and the legacy format (a pickle, protocol 2 and up, starts with PROTO).
 _ZIP_MAGIC = b"PK\x03\x04"

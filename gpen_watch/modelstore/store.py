@@ -17,10 +17,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpen_watch import paths
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
-from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.platform import paths
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpen_watch.base.errors import OutputError
+from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config, inbox_config, profile_note
-from gpen_watch.errors import OutputError
-from gpen_watch.fsutil import remove_quietly
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.outbox import durable, folders, naming

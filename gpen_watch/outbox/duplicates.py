@@ -26,9 +26,9 @@ import shutil
 import stat
 from pathlib import Path
 
+from gpen_watch.base.errors import OutputError
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
 from gpen_watch.config import Config, inbox_config
-from gpen_watch.errors import OutputError
-from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
 from gpen_watch.journal.journal import Job, Journal, Twin
 from gpen_watch.journal.states import failure_state
 from gpen_watch.outbox import commit, durable, failed, naming

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from gpen_watch.fsutil import O_NOFOLLOW, link_no_clobber, remove_quietly, write_text_atomic
+from gpen_watch.base.fsutil import O_NOFOLLOW, link_no_clobber, remove_quietly, write_text_atomic
 from gpen_watch.outbox.naming import TMP_MARK, candidates
 
 

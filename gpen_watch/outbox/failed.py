@@ -15,9 +15,9 @@ import logging
 import os
 from pathlib import Path
 
+from gpen_watch.base.errors import OutputError
+from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config
-from gpen_watch.errors import OutputError
-from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, JobState, Original
 from gpen_watch.outbox import durable, folders, naming

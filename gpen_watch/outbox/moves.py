@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpen_watch.errors import OutputError
-from gpen_watch.fsutil import FOLDER_REFUSES
+from gpen_watch.base.errors import OutputError
+from gpen_watch.base.fsutil import FOLDER_REFUSES
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import Original
 from gpen_watch.outbox import durable, naming

@@ -21,8 +21,8 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.config import Config, InboxConfig, check_name_template, inbox_config
-from gpen_watch.errors import ConfigError, OutputError
 from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
 
 # A final name leaves room for the temp name around it (".<name>.gpen-tmp-<job id>") and for

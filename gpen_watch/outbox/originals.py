@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpen_watch.base.errors import OutputError
 from gpen_watch.config import Config, inbox_config
-from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal, hash_file
 from gpen_watch.journal.states import ORIGINAL_FINAL, SUCCEEDED, Original
 from gpen_watch.outbox import durable, failed, naming

@@ -24,8 +24,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpen_watch.base.errors import OutputError
 from gpen_watch.config import Config
-from gpen_watch.errors import OutputError
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import JobState, Original
 from gpen_watch.outbox import durable, naming

@@ -26,9 +26,9 @@ def module_name(platform: str = sys.platform) -> str:
     return "linux"
 
 
-def current(platform: str = sys.platform) -> Platform:
-    """The platform of this system (or of ``platform``, in tests)."""
-    module = importlib.import_module(f"{__name__}.{module_name(platform)}")
+def current(platform: str | None = None) -> Platform:
+    """The platform of this system (or of ``platform``, a ``sys.platform`` value, in tests)."""
+    module = importlib.import_module(f"{__name__}.{module_name(platform or sys.platform)}")
     found = [
         c
         for c in vars(module).values()

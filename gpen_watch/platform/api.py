@@ -30,6 +30,17 @@ class Platform(ABC):
     #: ``sys.platform`` families this class serves, for ``gpen_watch.platform.current``.
     name: ClassVar[str]
     login: ClassVar[LoginService]
+    #: The desktop is X11 or Wayland: a tray needs a display, and gpen-watch picks pystray's
+    #: backend itself (``tray.glib.choose``) rather than leaving it to pystray.
+    x11_desktop: ClassVar[bool]
+    #: Linux's /proc, with each process's status and command line (the Ray processes `gpen-watch
+    #: cluster leave` looks for).
+    procfs: ClassVar[bool]
+    #: The C library whose allocator a restorer tunes and trims (glibc's ``mallopt`` and
+    #: ``malloc_trim``, through ctypes), by the name ctypes loads it; None where there is none.
+    libc: ClassVar[str | None]
+    #: Bytes in one unit of ``resource.getrusage``'s ``ru_maxrss`` (KiB on Linux, bytes on macOS).
+    maxrss_unit: ClassVar[int]
 
     @abstractmethod
     def open_path(self, path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,6 +15,11 @@ from gpen_watch.platform.api import LoginService, Platform
 class LinuxPlatform(Platform):
     name = "linux"
     login: ClassVar[LoginService] = linux_login
+    x11_desktop = True
+    # The BSDs share this class: their /proc (where mounted) and C library are not Linux's.
+    procfs = sys.platform.startswith("linux")
+    libc: ClassVar[str | None] = "libc.so.6" if sys.platform.startswith("linux") else None
+    maxrss_unit = 1024
 
     def open_path(self, path: Path) -> None:
         """Show a folder in the file manager or open a file with its default application."""

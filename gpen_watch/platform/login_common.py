@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.fsutil import write_text_atomic
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.platform import resources
 
 # Written into every file install makes; uninstall removes only files that carry it, so a file the

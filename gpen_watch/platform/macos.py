@@ -17,6 +17,10 @@ def applescript_string(text: str) -> str:
 class MacPlatform(Platform):
     name = "macos"
     login: ClassVar[LoginService] = macos_login
+    x11_desktop = False
+    procfs = False
+    libc: ClassVar[str | None] = None
+    maxrss_unit = 1
 
     def open_path(self, path: Path) -> None:
         """Show a folder in Finder or open a file with its default application."""

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from gpen_watch import paths
+from gpen_watch.platform import paths
 from gpen_watch.platform.login_common import (
     SERVICE,
     STALE,

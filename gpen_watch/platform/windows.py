@@ -13,6 +13,10 @@ from gpen_watch.platform.api import LoginService, Platform
 class WindowsPlatform(Platform):
     name = "windows"
     login: ClassVar[LoginService] = windows_login
+    x11_desktop = False
+    procfs = False
+    libc: ClassVar[str | None] = None
+    maxrss_unit = 1024  # unused: Windows has no resource module
 
     def open_path(self, path: Path) -> None:
         """Show a folder in Explorer or open a file with its default application."""

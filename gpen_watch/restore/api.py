@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from gpen_watch.base.errors import ErrorKind
+from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, model_label
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind
-from gpen_watch.modelstore.registry import DEFAULT_UPSCALERS, model_label
 
 
 @dataclass(frozen=True)

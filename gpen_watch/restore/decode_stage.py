@@ -10,8 +10,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from gpen_watch.base.errors import InputError
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import InputError
 from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.reasons import decoder_bug

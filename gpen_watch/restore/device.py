@@ -5,13 +5,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import sys
 from dataclasses import dataclass
 
 import torch
 
+from gpen_watch import platform as platforms
+from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Precision, ResolvedPrecision
-from gpen_watch.errors import ConfigError, GpenWatchError
 from gpen_watch.restore.gpen_model import resolve_precision
 
 log = logging.getLogger(__name__)
@@ -161,10 +161,11 @@ def tune_malloc_for_inference() -> bool:
     if _malloc_tuned is not None:
         return _malloc_tuned
     _malloc_tuned = False
-    if not sys.platform.startswith("linux") or any(v in os.environ for v in _USER_MALLOC_ENV):
+    name = platforms.current().libc
+    if name is None or any(v in os.environ for v in _USER_MALLOC_ENV):
         return False
     try:
-        libc = ctypes.CDLL("libc.so.6")
+        libc = ctypes.CDLL(name)
         if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: different allocator
             return False
         ok = libc.mallopt(_M_MMAP_MAX, 0) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from gpen_watch.errors import ModelError
+from gpen_watch.base.errors import ModelError
 from gpen_watch.restore import align, upscale
 from gpen_watch.restore.device import free_cached_memory, is_out_of_memory
 from gpen_watch.restore.enhance import OutOfMemory

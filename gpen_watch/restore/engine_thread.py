@@ -153,7 +153,7 @@ def abandon(state: RunState, signum: int, say: Callable[[str], None]) -> NoRetur
 
 def remove_temps(jobs: list[FileJob]) -> int:
     """Delete each job's temp result and the image writer's own temp beside it; how many."""
-    from gpen_watch.fsutil import remove_quietly
+    from gpen_watch.base.fsutil import remove_quietly
 
     removed = 0
     for job in jobs:

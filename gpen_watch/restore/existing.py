@@ -13,7 +13,7 @@ from collections.abc import Collection
 from itertools import product
 from pathlib import Path
 
-from gpen_watch.errors import InputError
+from gpen_watch.base.errors import InputError
 
 
 def result_names(src: Path, dst: Path, out_format: str) -> list[Path]:

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.modelstore.registry import FaceFamily, ModelSpec, face_family
+from gpen_watch.catalog.registry import FaceFamily, ModelSpec, face_family
 from gpen_watch.restore.device import Placement
 
 

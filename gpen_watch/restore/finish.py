@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from gpen_watch.errors import ErrorKind, GpenWatchError, OutboxUnavailable
+from gpen_watch.base.errors import ErrorKind, GpenWatchError, OutboxUnavailable
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste

@@ -8,10 +8,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.errors import ModelError
-from gpen_watch.modelstore.registry import GPEN_CONFIGS, ModelSpec, get_spec, model_names
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec, get_spec, model_names
 from gpen_watch.modelstore.store import ensure_model
-from gpen_watch.modelstore.verify import check_state_dict, load_checkpoint, not_a_file
 from gpen_watch.restore.device import Placement
 from gpen_watch.restore.face_model import FaceFamilyImpl
 from gpen_watch.restore.gpen_model import (
@@ -22,6 +21,7 @@ from gpen_watch.restore.gpen_model import (
     infer_gpen_config,
     prepare_for_inference,
 )
+from gpen_watch.restore.verify import check_state_dict, load_checkpoint, not_a_file
 
 
 class GPENFamily:

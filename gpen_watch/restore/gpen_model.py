@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gpen_watch.catalog.gpen_config import GPENConfig
+from gpen_watch.catalog.registry import GPEN_CONFIGS
 from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.modelstore.registry import GPEN_CONFIGS
 from gpen_watch.restore.gpen_blocks import (
     BLUR_TAPS,
     DEFAULT_MODULATION,
@@ -36,7 +37,6 @@ from gpen_watch.restore.gpen_blocks import (
     ToRGB,
     iter_modulated_convs,
 )
-from gpen_watch.restore.gpen_config import GPENConfig
 
 # ---------------------------------------------------------------------------------------------------
 # The generator

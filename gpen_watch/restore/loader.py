@@ -32,7 +32,7 @@ class Loader:
         self._parser: nn.Module | None = None  # loaded with the first set that uses it
 
     def model_set(self, key: ModelKey) -> ModelSet:
-        from gpen_watch.modelstore import verify
+        from gpen_watch.restore import verify
 
         dev, cfg, place = self.place.device, self.cfg, self.place
         face = load_face_model(key.model, cfg.model_dir, place, self.download)
@@ -76,7 +76,7 @@ class Loader:
             return found
         net = self._detector_nets.get(cfg.detector)
         if net is None:
-            from gpen_watch.modelstore import verify
+            from gpen_watch.restore import verify
 
             dev = str(self.place.device)
             net = prepare_detector(

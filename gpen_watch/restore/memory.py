@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpen_watch import platform as platforms
 
 # Bytes a decoded 8-bit BGR photo takes per pixel, and how many such frames one photo holds at its
 # busiest moment: the decoded frame, the decoder's or encoder's own copy while it works, and the
@@ -91,10 +92,11 @@ def give_back_free_memory() -> bool:
     With the allocator tuned for inference (no trimming), memory freed by a photo stays resident;
     a restorer over its budget calls this between photos.
     """
-    if not sys.platform.startswith("linux"):
+    name = platforms.current().libc
+    if name is None:
         return False
     try:
-        libc = ctypes.CDLL("libc.so.6")
+        libc = ctypes.CDLL(name)
         return bool(libc.malloc_trim(0))
     except (OSError, AttributeError):
         return False

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
+from gpen_watch.catalog.registry import model_label
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.modelstore.registry import model_label
 from gpen_watch.restore import decode_stage, memory, upscale
 from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
 from gpen_watch.restore.batching import Admission, BatchPolicy

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.restore.rrdbnet_config import RRDBConfig
 
 LRELU_SLOPE = 0.2
 # ESRGAN scales every residual branch down before adding it, which keeps the deep trunk stable.

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpen_watch.base.errors import ErrorKind
 from gpen_watch.config import RestoreConfig
-from gpen_watch.errors import ErrorKind
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult

@@ -28,15 +28,16 @@ import secrets
 import selectors
 import socket
 import stat
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from gpen_watch import __version__, paths
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.fsutil import write_text_atomic
+from gpen_watch import __version__
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.fsutil import write_text_atomic
+from gpen_watch.platform import paths
+from gpen_watch.platform.filelock import lock_file, unlock_file
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class InstanceLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         f = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open (and locked) until release()
         try:
-            _lock_file(f)
+            lock_file(f)
         except OSError:
             f.seek(0)
             owner = f.read().strip().splitlines()
@@ -99,7 +100,7 @@ class InstanceLock:
             with contextlib.suppress(OSError):
                 self._file.seek(0)
                 self._file.truncate()
-                _unlock_file(self._file)
+                unlock_file(self._file)
             self._file.close()
             self._file = None
 
@@ -108,30 +109,6 @@ class InstanceLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import msvcrt
-
-    # The lock covers one byte far past the pid text, so others can still read the pid.
-    _LOCK_OFFSET = 1 << 20
-
-    def _lock_file(f: IO[str]) -> None:
-        f.seek(_LOCK_OFFSET)
-        msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
-
-    def _unlock_file(f: IO[str]) -> None:
-        f.seek(_LOCK_OFFSET)
-        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _lock_file(f: IO[str]) -> None:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-    def _unlock_file(f: IO[str]) -> None:
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import logging
 import os
 from pathlib import Path
 
+from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.config import Config
-from gpen_watch.errors import ConfigError, OutputError
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import os
 import socket
 import time
 
+from gpen_watch.base.errors import ErrorKind, OutputError
+from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
-from gpen_watch.errors import ErrorKind, OutputError
-from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal.journal import VANISHED, Twin
 from gpen_watch.journal.states import JobState, failure_state
 from gpen_watch.outbox import commit, duplicates

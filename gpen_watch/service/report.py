@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import __version__, config
+from gpen_watch import platform as platforms
 from gpen_watch.outbox import naming
 from gpen_watch.restore.api import ModelKey
 from gpen_watch.service.jobs import node_name
@@ -147,5 +148,4 @@ def rss_mb() -> tuple[float | None, float | None]:
     except ImportError:  # Windows
         return None, None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # kB on Linux, bytes on macOS.
-    return None, round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)
+    return None, round(peak * platforms.current().maxrss_unit / (1 << 20), 1)

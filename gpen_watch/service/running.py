@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config
 from gpen_watch.dispatch.pool import Pool, Task
-from gpen_watch.fsutil import remove_quietly
 from gpen_watch.journal import Journal
 from gpen_watch.journal.states import JobState
 from gpen_watch.outbox.failed import fail as fail_and_set_aside

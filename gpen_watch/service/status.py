@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gpen_watch.dispatch.devices import GpuSample
+from gpen_watch.gpu.nvml import GpuSample
 
 T = TypeVar("T")
 

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpen_watch import paths
 from gpen_watch import platform as platforms
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config
-from gpen_watch.errors import GpenWatchError
+from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor
 from gpen_watch.outbox.naming import failed_root
+from gpen_watch.platform import paths
 from gpen_watch.platform.api import Platform
 from gpen_watch.platform.login_common import LoginOptions
 from gpen_watch.service.status import Status
@@ -32,7 +33,6 @@ from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
 from gpen_watch.tray.backend import load
 from gpen_watch.tray.base import Backend, Hooks, TrayUnavailable
-from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
 from gpen_watch.tray.notices import Notice, NoticeTracker
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import MutableMapping
 from types import ModuleType
 
+from gpen_watch import platform as platforms
 from gpen_watch.tray.base import Backend, TrayUnavailable
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,7 @@ def load(
 ) -> Backend:
     """Choose and import a backend, and check it can show an icon; raises TrayUnavailable otherwise."""
     environ = os.environ if environ is None else environ
-    platform = platform or sys.platform
-    x11 = platform not in ("darwin", "win32", "cygwin")
+    x11 = platforms.current(platform).x11_desktop
     wait_s = TRAY_WAIT_S if tray_wait_s is None else tray_wait_s
     if x11 and not environ.get("DISPLAY") and not environ.get("WAYLAND_DISPLAY"):
         raise TrayUnavailable("no display (DISPLAY and WAYLAND_DISPLAY are not set)")

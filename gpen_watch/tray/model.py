@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.service.status import NodeStatus, Status
-from gpen_watch.tray.gpu import GpuSample
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
 # them (models loading, images in flight finishing after Quit).

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from watchdog.events import FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent, FileSystemEventHandler
 
+from gpen_watch.base.strenum import StrEnum
 from gpen_watch.config import InboxConfig
-from gpen_watch.strenum import StrEnum
 
 
 class Change(StrEnum):

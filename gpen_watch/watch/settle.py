@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gpen_watch.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 
 # How long a file must stay empty (0 bytes) and unchanged before it is taken (and, being empty,
 # set aside as unsupported). A copy tool creates its file before it writes anything: Explorer and

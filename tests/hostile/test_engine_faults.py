@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(
     services: Any, tiny_models: Any, tmp_path: Path
 ) -> None:
-    from gpen_watch.modelstore import registry
+    from gpen_watch.catalog import registry
 
     model_dir = tmp_path / "models"
     shutil.copytree(tiny_models.model_dir, model_dir)

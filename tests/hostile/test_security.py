@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 import gpen_watch
-from gpen_watch import config, paths
-from gpen_watch.errors import ConfigError
+from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.platform import paths
 from gpen_watch.service import control
 
 from . import inputs

@@ -1,8 +1,8 @@
 """The settings of gpen-watch as typed dataclasses, with their defaults, an inbox's profile
 resolved over the global settings (``inbox_config``), and which values are valid (``_validate``).
 
-The lowest of the config modules: config_parse fills these from TOML and the command line,
-config_toml writes them back, and ``gpen_watch.config`` is the one public face of all three.
+The lowest of the config modules: ``parse`` fills these from TOML and the command line,
+``toml`` writes them back, and ``gpen_watch.config`` is the one public face of all three.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Literal
 
-from gpen_watch import paths
-from gpen_watch.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.platform import paths
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 # What "auto" becomes on a given device.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpen_watch.strenum import StrEnum
+from gpen_watch.base.strenum import StrEnum
 
 
 class ErrorKind(StrEnum):

@@ -10,12 +10,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from gpen_watch import config, paths
+from gpen_watch import config
+from gpen_watch.base.errors import GpenWatchError, ModelError
+from gpen_watch.catalog import registry
+from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.cli.config import add_config_option
 from gpen_watch.config import RestoreConfig
-from gpen_watch.config_cli import add_config_option
-from gpen_watch.errors import GpenWatchError, ModelError
-from gpen_watch.modelstore import needs, registry, store
-from gpen_watch.modelstore.registry import ModelSpec
+from gpen_watch.modelstore import needs, store
+from gpen_watch.platform import paths
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -146,7 +148,7 @@ def _fetch(
 def _check_download(spec: ModelSpec, path: Path) -> None:
     """Load a fresh download once: the only check of the unpinned files (pinned ones were checked
     against their size and sha256 as they downloaded)."""
-    from gpen_watch.modelstore.verify import verify_file
+    from gpen_watch.restore.verify import verify_file
 
     try:
         verify_file(spec, path)
@@ -164,7 +166,7 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
         # Said before torch is imported: that import alone takes seconds.
         folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
         raise ModelError(f"no model files present in {folders}; run `gpen-watch models fetch`")
-    from gpen_watch.modelstore.verify import verify_file
+    from gpen_watch.restore.verify import verify_file
 
     failures: list[str] = []
     for spec in specs:

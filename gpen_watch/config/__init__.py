@@ -7,22 +7,24 @@ them, and the command line overrides single settings by dotted name (``restore.f
 An inbox may carry its own restore.* and output.* settings (its profile); ``inbox_config`` is the
 one place they are resolved over the global ones.
 
-This module is the configuration's one public face: callers write ``from gpen_watch import config;
+This package is the configuration's one public face: callers write ``from gpen_watch import config;
 config.load(...)`` or ``from gpen_watch.config import RestoreConfig``. The work is split by job,
 each module importing only those below it:
 
-- ``config_schema``: the dataclasses, their defaults, profile resolution and validation;
-- ``config_parse``: reading TOML, converting values, command-line overrides;
-- ``config_toml``: writing a config back as TOML.
+- ``schema``: the dataclasses, their defaults, profile resolution and validation;
+- ``parse``: reading TOML, converting values, command-line overrides;
+- ``toml``: writing a config back as TOML.
 
-The notes written into a new config file are in config_template.py; the ``config`` command is in
-config_cli.py.
+The notes written into a new config file are in ``template``; the ``config`` command is
+gpen_watch.cli.config.
 """
 
 from __future__ import annotations
 
-from gpen_watch.config_parse import load, set_value
-from gpen_watch.config_schema import (
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.parse import load, set_value
+from gpen_watch.config.schema import (
     GLOBAL_ONLY,
     TEMPLATE_FIELDS,
     ClusterConfig,
@@ -47,9 +49,7 @@ from gpen_watch.config_schema import (
     profile_note,
     short_path,
 )
-from gpen_watch.config_toml import to_toml
-from gpen_watch.errors import ConfigError
-from gpen_watch.modelstore.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.toml import to_toml
 
 __all__ = [
     "DETECTOR_NAMES",

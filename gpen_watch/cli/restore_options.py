@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config
-from gpen_watch.modelstore import registry
+from gpen_watch.catalog import registry
 
 
 def add_restore_options(parser: argparse.ArgumentParser) -> None:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import config
+from gpen_watch.base.errors import ClusterError
+from gpen_watch.cli.config import add_config_option
 from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli, ray_failure
-from gpen_watch.config_cli import add_config_option
-from gpen_watch.dispatch.devices import GpuSample
-from gpen_watch.errors import ClusterError
+from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.tray.model import gpu_line
 
 DEFAULT_PORT = 6379
@@ -296,7 +296,7 @@ GPU_READ_S = 10.0
 
 def read_gpus() -> tuple[GpuSample, ...]:
     """Every GPU of the machine this runs on, as NVML reads them there (a Ray task on each node)."""
-    from gpen_watch.tray.gpu import NvmlMonitor
+    from gpen_watch.gpu.nvml import NvmlMonitor
 
     return tuple(NvmlMonitor(environ={}).sample())
 

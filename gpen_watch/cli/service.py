@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def node_problem(node: list[str]) -> str | None:
     """Why ``node`` is not a `gpen-watch cluster head|join` command line a login can run; None if it is."""
-    from gpen_watch.cluster import cli as cluster_cli
+    from gpen_watch.cli import cluster as cluster_cli
 
     if not node or node[0] not in ("head", "join"):
         return (

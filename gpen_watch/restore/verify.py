@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.errors import ModelError
-from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.modelstore.registry import (
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.registry import (
     FACE_FAMILIES,
     UPSCALER_NAMES,
     ModelSpec,
@@ -33,6 +32,7 @@ from gpen_watch.modelstore.registry import (
     spec_for_filename,
     upscaler_spec,
 )
+from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.store import ensure_model
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import Literal
 
-from gpen_watch.errors import ModelError
-from gpen_watch.restore.gpen_config import GPENConfig
-from gpen_watch.restore.rrdbnet_config import RRDBConfig
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.gpen_config import GPENConfig
+from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 
 ModelKind = Literal["gpen", "detector", "parser", "upscaler"]
 

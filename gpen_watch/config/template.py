@@ -7,7 +7,7 @@ who removes a leading "# " from any line still has a valid file.
 from __future__ import annotations
 
 from gpen_watch.config import Config, to_toml
-from gpen_watch.config_docs import notes
+from gpen_watch.config.docs import notes
 
 # One line per setting, from the one description of each (config_docs.DESCRIPTIONS).
 NOTES: dict[str, str] = notes()

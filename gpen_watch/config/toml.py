@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.config_schema import Config
+from gpen_watch.config.schema import Config
 
 
 def to_toml(cfg: Config, notes: Mapping[str, str] | None = None, header: str = "") -> str:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from gpen_watch.tray.gpu import GpuSample, NvmlMonitor
+from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor
 
 
 class NotSupported(Exception):
@@ -115,8 +115,8 @@ def test_real_nvml_never_raises() -> None:
 
 def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
     code = (
-        "import sys, gpen_watch.tray.app, gpen_watch.tray.gpu, gpen_watch.service.login_cli, gpen_watch.platform; "
-        "from gpen_watch.tray.gpu import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
+        "import sys, gpen_watch.tray.app, gpen_watch.gpu.nvml, gpen_watch.cli.service, gpen_watch.platform; "
+        "from gpen_watch.gpu.nvml import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
         "print(sorted(n for n in ('torch', 'numpy', 'cv2') if n in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -124,7 +124,7 @@ def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
 
 
 def test_a_cluster_actor_reads_nvml_at_most_every_few_seconds_through_the_same_monitor() -> None:
-    from gpen_watch.tray.gpu import ThrottledSampler
+    from gpen_watch.gpu.nvml import ThrottledSampler
 
     now = [0.0]
     nv = FakeNvml(["NVIDIA RTX 4090"])

@@ -1,7 +1,9 @@
-"""GPU status for the tray menu, read through NVML (nvidia-ml-py) in the parent process.
+"""NVIDIA GPUs read through NVML (nvidia-ml-py), without torch: which GPUs there are (``list_gpus``,
+for the worker slots), which of them the service may use (``visible_gpus``), and each one's
+readings (``NvmlMonitor``, for the tray menu and ``gpen-watch status``).
 
-NVML needs only the driver: no torch, no CUDA context, no GPU memory. It is opened once and kept
-open while the tray polls (about once a second); opening it per sample costs tens of
+NVML needs only the driver: no torch, no CUDA context, no GPU memory. The monitor is opened once and
+kept open while the tray polls (about once a second); opening it per sample costs tens of
 milliseconds. No driver, no library, no GPU: an empty list, and the menu says CPU mode. A cluster
 node's actor reads its own machine's GPUs the same way (``ThrottledSampler``) and sends them with
 its heartbeats.
@@ -15,13 +17,80 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from gpen_watch.dispatch.devices import GpuInfo, GpuSample, visible_gpus
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GpuSample", "NvmlMonitor", "ThrottledSampler"]
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int  # NVML index, which is the CUDA index under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    name: str
+    uuid: str
+    memory_total: int  # bytes
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU's readings through NVML (the tray's GPU lines; a remote node's, in its heartbeats)."""
+
+    index: int
+    name: str
+    util_percent: int | None = None  # None: the GPU does not report it (or the call failed)
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None
+    temp_c: int | None = None
+
+
+def list_gpus() -> list[GpuInfo]:
+    """NVIDIA GPUs through NVML; [] when there is no driver or NVML fails in any way."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        log.debug("no NVIDIA GPU: %s", exc)
+        return []
+    gpus: list[GpuInfo] = []
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append(
+                GpuInfo(
+                    i,
+                    _text(pynvml.nvmlDeviceGetName(h)),
+                    _text(pynvml.nvmlDeviceGetUUID(h)),
+                    int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                )
+            )
+    except Exception as exc:  # noqa: BLE001
+        # A GPU that fell off the bus makes NVML calls fail: use what was listed before it.
+        log.warning("listing GPUs through NVML failed after %d: %s", len(gpus), exc)
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return gpus
+
+
+def visible_gpus(gpus: list[GpuInfo], environ: Mapping[str, str]) -> list[GpuInfo]:
+    """Honour a CUDA_VISIBLE_DEVICES the user set for the service itself (NVML ignores it)."""
+    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return gpus
+    keep: list[GpuInfo] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if item.lstrip("-").isdigit():
+            if int(item) < 0:
+                break  # CUDA stops at the first invalid index
+            keep += [g for g in gpus if g.index == int(item)]
+        else:
+            keep += [g for g in gpus if g.uuid == item or g.uuid.startswith(item)]
+    return keep
 
 
 class NvmlMonitor:
@@ -107,10 +176,6 @@ def _try(read: Any) -> Any:
         return None
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class ThrottledSampler:
     """An NvmlMonitor read at most every ``every_s``, from any thread: a remote node's actor
     answers each heartbeat ping with its GPUs, and NVML need not be asked that often."""
@@ -131,3 +196,7 @@ class ThrottledSampler:
             if self._at is None or now - self._at >= self._every_s:
                 self._last, self._at = tuple(self._monitor.sample()), now
             return self._last
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

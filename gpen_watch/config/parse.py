@@ -13,8 +13,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from gpen_watch import paths
-from gpen_watch.config_schema import (
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.config.schema import (
     _PROFILE_SECTIONS,
     GLOBAL_ONLY,
     Config,
@@ -25,7 +25,7 @@ from gpen_watch.config_schema import (
     inbox_label,
     short_path,
 )
-from gpen_watch.errors import ConfigError
+from gpen_watch.platform import paths
 
 if sys.version_info >= (3, 11):
     import tomllib

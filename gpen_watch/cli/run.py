@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpen_watch import config, paths
-from gpen_watch.argtypes import seconds
-from gpen_watch.config_cli import add_config_option, add_set_option, set_overrides
-from gpen_watch.restore.options import add_restore_options, restore_overrides
+from gpen_watch import config
+from gpen_watch.cli.argtypes import seconds
+from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
+from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
+from gpen_watch.platform import paths
 from gpen_watch.service.folders import check_service_folders
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpen_watch import config, paths
-from gpen_watch.config_template import commented_toml
-from gpen_watch.errors import ConfigError
+from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.config.template import commented_toml
+from gpen_watch.platform import paths
 
 
 def add_config_option(parser: argparse.ArgumentParser, what: str = "", default: object = None) -> None:

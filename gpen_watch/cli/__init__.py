@@ -1,7 +1,9 @@
 """`gpen-watch` command line.
 
-Each command's parser and handler live with the stage they belong to; this module only wires them
-up, and imports the handler lazily so `gpen-watch status` never pays for torch.
+The top layer: one module here per command group (``restore``, ``run``, ``control`` for
+status/pause/resume/stop, ``models``, ``config``, ``service``, ``cluster``), each with
+``add_arguments(parser, command)`` and ``run(args)``. This module only wires them up, and imports
+the handler lazily so `gpen-watch status` never pays for torch.
 """
 
 from __future__ import annotations
@@ -15,21 +17,21 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from gpen_watch import __version__
-from gpen_watch.errors import GpenWatchError
-from gpen_watch.streams import flush_and_exit, silence
+from gpen_watch.base.errors import GpenWatchError
+from gpen_watch.base.streams import flush_and_exit, silence
 
 # command -> (module, help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "restore": ("gpen_watch.restore.cli", "restore faces in photos once and exit"),
-    "run": ("gpen_watch.service.run_cli", "run the watch service (inbox -> outbox)"),
-    "status": ("gpen_watch.service.control_cli", "show the running service's queue and workers"),
-    "pause": ("gpen_watch.service.control_cli", "stop starting new work (work in flight finishes)"),
-    "resume": ("gpen_watch.service.control_cli", "resume after pause"),
-    "stop": ("gpen_watch.service.control_cli", "stop the running service gracefully"),
-    "models": ("gpen_watch.modelstore.cli", "list, fetch, verify model weights"),
-    "config": ("gpen_watch.config_cli", "show or create the config file"),
-    "service": ("gpen_watch.service.login_cli", "install or remove start at login"),
-    "cluster": ("gpen_watch.cluster.cli", "use the GPUs of other machines through a Ray cluster"),
+    "restore": ("gpen_watch.cli.restore", "restore faces in photos once and exit"),
+    "run": ("gpen_watch.cli.run", "run the watch service (inbox -> outbox)"),
+    "status": ("gpen_watch.cli.control", "show the running service's queue and workers"),
+    "pause": ("gpen_watch.cli.control", "stop starting new work (work in flight finishes)"),
+    "resume": ("gpen_watch.cli.control", "resume after pause"),
+    "stop": ("gpen_watch.cli.control", "stop the running service gracefully"),
+    "models": ("gpen_watch.cli.models", "list, fetch, verify model weights"),
+    "config": ("gpen_watch.cli.config", "show or create the config file"),
+    "service": ("gpen_watch.cli.service", "install or remove start at login"),
+    "cluster": ("gpen_watch.cli.cluster", "use the GPUs of other machines through a Ray cluster"),
 }
 
 

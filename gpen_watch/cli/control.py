@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from gpen_watch.argtypes import seconds
+from gpen_watch.cli.argtypes import seconds
 from gpen_watch.service import control
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
