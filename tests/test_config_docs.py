@@ -1,4 +1,4 @@
-"""Each setting is described once: the schema says which settings exist, ``config_docs`` what they
+"""Each setting is described once: the schema says which settings exist, ``config.docs`` what they
 mean, and both ``config init``'s notes and docs/settings.md's table come from there."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gpen_watch import config_docs
 from gpen_watch.config import Config, InboxConfig
+from gpen_watch.config import docs as config_docs
 from gpen_watch.config.template import commented_toml
 
 REPO = Path(__file__).resolve().parents[1]

@@ -46,7 +46,7 @@ DRIVER = """
 import argparse, faulthandler, os, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks when it hangs
 from gpen_watch import config
-from gpen_watch.service import run_cli
+from gpen_watch.cli import run as run_cli
 from gpen_watch.service.daemon import Service, engine_from_environ
 from gpen_watch.tray import backend
 from gpen_watch.tray.app import run_with_tray
@@ -57,7 +57,7 @@ args = parser.parse_args(sys.argv[1:])
 cfg = config.load(args.config, run_cli.overrides(args))
 log_path = run_cli.setup_logging(True)
 service = Service(cfg, engine=engine_from_environ(os.environ), stop_grace=args.stop_grace)
-for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as run_cli does
+for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as gpen_watch.cli.run does
     signal.signal(signum, lambda *_: service.request_stop())
 sys.exit(run_with_tray(service, cfg, log_path=log_path))
 """

@@ -1,7 +1,7 @@
 """What each setting means, written once: ``config init``'s notes and the settings table of
 docs/settings.md both come from ``DESCRIPTIONS``.
 
-The schema (config_schema) says which settings exist and their defaults; this module only says
+The schema (config.schema) says which settings exist and their defaults; this module only says
 what they mean. A test holds the two to the same names, and docs/settings.md to what
 ``settings_table`` renders, so neither can drift. ``python -m gpen_watch.config.docs`` prints the
 table; ``--write`` puts it into docs/settings.md between its markers.

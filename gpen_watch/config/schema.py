@@ -366,8 +366,31 @@ def _valid_device(dev: str) -> bool:
     return kind == "cuda" and index.isdigit()
 
 
-# The fields output.name_template may use (outbox.naming fills them in).
-TEMPLATE_FIELDS = ("stem", "ext", "name", "date", "model")
+@dataclass(frozen=True)
+class NameSource:
+    """What a result's name is made from: the input's file name, the output's extension (with its
+    dot), the day and the model."""
+
+    name: str
+    ext: str
+    date: str
+    model: str
+
+
+def name_fields(src: NameSource) -> dict[str, str]:
+    """The fields output.name_template may use and their values for one result. A new field is one
+    entry here (and its line in the setting's description); the check below and outbox.naming's
+    rendering both read this."""
+    return {
+        "stem": os.path.splitext(src.name)[0],
+        "ext": src.ext,
+        "name": src.name,
+        "date": src.date,
+        "model": src.model,
+    }
+
+
+TEMPLATE_FIELDS = tuple(name_fields(NameSource("", "", "", "")))
 
 
 def check_name_template(template: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gpen_watch.config import Config, to_toml
 from gpen_watch.config.docs import notes
 
-# One line per setting, from the one description of each (config_docs.DESCRIPTIONS).
+# One line per setting, from the one description of each (config/docs.py: DESCRIPTIONS).
 NOTES: dict[str, str] = notes()
 
 HEADER = """\

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gpen_watch.base.errors import ConfigError, OutputError
-from gpen_watch.config import Config, InboxConfig, check_name_template, inbox_config
+from gpen_watch.config import Config, InboxConfig, NameSource, check_name_template, inbox_config, name_fields
 from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
 
 # A final name leaves room for the temp name around it (".<name>.gpen-tmp-<job id>") and for
@@ -150,16 +150,9 @@ def render_name(
     input file name as it is, {date} YYYY-MM-DD, {model} model name.
     """
     check_name_template(template)
-    stem, src_ext = os.path.splitext(src_name)
-    ext = output_suffix(src_ext, fmt)
-    fields = {
-        "stem": stem,
-        "ext": ext,
-        "name": src_name,
-        "date": (today or dt.date.today()).isoformat(),
-        "model": model,
-    }
-    rendered = template.format(**fields)
+    ext = output_suffix(os.path.splitext(src_name)[1], fmt)
+    source = NameSource(src_name, ext, (today or dt.date.today()).isoformat(), model)
+    rendered = template.format(**name_fields(source))
     return truncate_name(sanitize_component(rendered, fallback="output" + ext))
 
 

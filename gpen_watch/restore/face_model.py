@@ -1,7 +1,7 @@
 """What the enhancer runs on a batch of aligned crops, whatever the network (``FaceModel``), and
 what a model family provides to make one (``FaceFamilyImpl``).
 
-A family is named in the registry (``modelstore.registry.FACE_FAMILIES``: its checkpoints' kind and
+A family is named in the registry (``catalog.registry.FACE_FAMILIES``: its checkpoints' kind and
 the "module:attribute" of its implementation); ``family_impl`` imports that implementation where a
 model is loaded (workers, ``models verify``), never in the service's parent process.
 """
