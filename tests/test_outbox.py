@@ -21,7 +21,7 @@ from gpen_watch.base.fsutil import FOLDER_REFUSES
 from gpen_watch.config import Config, InboxConfig, OutputConfig, WatchConfig
 from gpen_watch.journal import Journal, hash_file
 from gpen_watch.journal.journal import Twin
-from gpen_watch.journal.states import Original
+from gpen_watch.journal.states import JobState, Original
 from gpen_watch.outbox import commit, duplicates, durable, failed, moves, naming, originals, recovery
 from gpen_watch.restore.api import FileResult
 
@@ -1005,3 +1005,85 @@ def test_parent_side_modules_do_not_import_torch() -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     ).stdout
     assert "torch" not in out, out
+
+
+_CRASHING_SET_ASIDE = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from pathlib import Path
+    from gpen_watch.config import Config, InboxConfig, WatchConfig
+    from gpen_watch.journal import Journal
+    from gpen_watch.journal.states import JobState
+    from gpen_watch.outbox import durable, failed
+
+    args = json.loads(sys.argv[1])
+    kill_at = args["kill_at"]
+    calls = 0
+
+    def crashing(fn):
+        def wrapper(*a, **kw):
+            global calls
+            calls += 1
+            if calls == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fn(*a, **kw)
+        return wrapper
+
+    for name in ("link", "unlink", "rename", "replace"):
+        setattr(os, name, crashing(getattr(os, name)))
+    for name in ("fsync_file", "fsync_dir", "write_text_durably"):
+        setattr(durable, name, crashing(getattr(durable, name)))
+    for name in ("fail", "set_original"):
+        setattr(Journal, name, crashing(getattr(Journal, name)))
+
+    cfg = Config(watch=WatchConfig(inboxes=[InboxConfig(Path(args["inbox"]))], outbox=Path(args["outbox"])))
+    j = Journal.open(args["journal"])
+    failed.fail(j, args["job"], "not a photo: a text file", cfg, kind=JobState.UNSUPPORTED)
+    print("completed", calls, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_at_every_step_of_setting_a_failure_aside_leaves_it_with_its_error_file(
+    tmp_path: Path,
+) -> None:
+    """A real process is killed before each step of ending a job as unsupported in turn; after the
+    restart's recovery the original is in failed/ once, with its error file beside it."""
+    kill_at = 1
+    while True:
+        e = Env(tmp_path / f"k{kill_at}")
+        job_id = e.drop("sub/notes.txt", b"a note")
+        assert [j.id for j in e.journal.claim_batch(1, "w0").jobs] == [job_id]
+        e.journal.close()
+        args = {
+            "kill_at": kill_at,
+            "inbox": str(e.inbox),
+            "outbox": str(e.outbox),
+            "journal": str(e.root / "state" / "journal.sqlite3"),
+            "job": job_id,
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", _CRASHING_SET_ASIDE, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            timeout=60,
+        )
+        completed = proc.returncode == 0
+        assert completed or proc.returncode == -signal.SIGKILL, proc.stderr
+        e.journal = Journal.open(e.root / "state" / "journal.sqlite3")
+        recovery.recover(e.journal, e.cfg)
+        if e.journal.require(job_id).state == JobState.QUEUED:  # killed before the journal knew
+            assert [j.id for j in e.journal.claim_batch(1, "w0").jobs] == [job_id]
+            failed.fail(e.journal, job_id, "not a photo: a text file", e.cfg, kind=JobState.UNSUPPORTED)
+        job = e.journal.require(job_id)
+        assert (job.state, job.original) == (JobState.UNSUPPORTED, "set-aside"), f"killed at step {kill_at}"
+        assert e.files(e.failed) == ["sub/notes.txt", "sub/notes.txt.error.txt"], f"killed at step {kill_at}"
+        assert "Reason:   not a photo: a text file" in (e.failed / "sub" / "notes.txt.error.txt").read_text()
+        assert e.files(e.inbox) == []
+        e.journal.close()
+        if completed:
+            break
+        kill_at += 1
+    assert kill_at > 5  # every step was interrupted once

@@ -70,18 +70,27 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     def error_file_taken(p: Path) -> bool:
         return os.path.lexists(error_file(p))
 
+    def write_beside(dest: Path) -> None:
+        # Before the journal says "set aside": a crash in between leaves "setting aside", which
+        # the restart finishes, this file included.
+        _write_error_file(journal, job, error_file(dest), f"moved here as {dest.name}", directory, root)
+
     outcome = move_original(
-        journal, job, directory, root, Original.SETTING_ASIDE, Original.SET_ASIDE, taken=error_file_taken
+        journal,
+        job,
+        directory,
+        root,
+        Original.SETTING_ASIDE,
+        Original.SET_ASIDE,
+        taken=error_file_taken,
+        arrived=write_beside,
     )
-    if outcome.action == Original.WAITING:
-        # The error file goes beside the original once failed/ takes it, under the name it gets
-        # then; one written now (if it could be) would name a file that is not there.
+    if outcome.action in (Original.WAITING, Original.SET_ASIDE):
+        # Waiting: the error file goes beside the original once failed/ takes it, under the name
+        # it gets then. Set aside: it was written beside it before the move was recorded.
         return outcome
     job = journal.require(job_id)
-    if outcome.action == Original.SET_ASIDE and outcome.path is not None:
-        where = f"moved here as {outcome.path.name}"
-        target = error_file(outcome.path)
-    elif outcome.action in (Original.LEFT, Original.MISSING):
+    if outcome.action in (Original.LEFT, Original.MISSING):
         if outcome.action == Original.LEFT:
             where = f"left in the inbox at {job.source} ({outcome.detail})"
         else:
@@ -89,13 +98,19 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
         target = naming.free_name(directory, naming.truncate_name(job.source.name) + ERROR_SUFFIX)
     else:  # replaced: the inbox now holds a different file, which has a job of its own
         return outcome
+    _write_error_file(journal, job, target, where, directory, root)
+    return outcome
+
+
+def _write_error_file(
+    journal: Journal, job: Job, target: Path, where: str, directory: Path, root: Path
+) -> None:
     try:
         naming.ensure_dir(directory, root)
         durable.write_text_durably(target, error_text(job, where), job.id)
     except (OSError, OutputError) as exc:
         log.warning("%s: could not write %s: %s", job.source, target, exc)
         journal.log_event(job.id, "error-file", f"could not write {target}: {exc}")
-    return outcome
 
 
 def fail(

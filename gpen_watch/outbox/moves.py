@@ -50,7 +50,14 @@ def source_state(job: Job) -> str:
     return "same"
 
 
-def resume_move(journal: Journal, job: Job, marker: Original, action: Original) -> OriginalOutcome | None:
+# Called with the original's new path once it is there, before the journal records the move as
+# done: what must sit beside it (failed/'s error file) is then redone after a crash, with the move.
+Arrived = Callable[[Path], None]
+
+
+def resume_move(
+    journal: Journal, job: Job, marker: Original, action: Original, arrived: Arrived | None = None
+) -> OriginalOutcome | None:
     """Finish a move that a crash interrupted (journal says ``marker`` with its destination)."""
     if job.original != marker or job.original_path is None:
         return None
@@ -60,6 +67,8 @@ def resume_move(journal: Journal, job: Job, marker: Original, action: Original) 
             os.unlink(src)  # linked into place, old name not yet removed
             durable.fsync_dir(src.parent)
         if not os.path.lexists(src):
+            if arrived is not None:
+                arrived(dest)
             journal.set_original(job.id, action, dest)
             return OriginalOutcome(action, dest)
     return None
@@ -73,15 +82,17 @@ def move_original(
     marker: Original,
     action: Original,
     taken: Callable[[Path], bool] | None = None,
+    arrived: Arrived | None = None,
 ) -> OriginalOutcome:
     """Move the original into ``directory`` (under ``root``) collision-safe, recording before and after.
 
-    ``taken`` rules out further names (failed/ also needs ``<name>.error.txt`` free). If the file
+    ``taken`` rules out further names (failed/ also needs ``<name>.error.txt`` free); ``arrived``
+    is called with the new path before the move is recorded as done. If the file
     cannot be moved it stays where it is: "waiting" when the destination refused it for a reason
     that can clear (``FOLDER_REFUSES``: ``retry_waiting`` tries again), otherwise "left" with the
     reason (a read-only inbox the original cannot leave, a name the folder cannot hold).
     """
-    resumed = resume_move(journal, job, marker, action)
+    resumed = resume_move(journal, job, marker, action, arrived)
     if resumed is not None:
         return resumed
     state = source_state(job)
@@ -110,6 +121,8 @@ def move_original(
         journal.log_event(job.id, "original-left", why)
         log.warning("%s: %s; left in place", job.source, why)
         return OriginalOutcome(Original.LEFT, job.source, why)
+    if arrived is not None:
+        arrived(dest)
     journal.set_original(job.id, action, dest)
     return OriginalOutcome(action, dest)
 
