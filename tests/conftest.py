@@ -26,8 +26,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The README's command runs neither slow nor stress tests (docs/testing.md); CI runs the slow
-    ones after it (--runslow -m slow); the stress loops run by hand (--runslow -m stress)."""
+    """The README's command runs neither slow nor stress tests (docs/testing.md); CI runs them after
+    it, the slow ones first (--runslow -m slow), then the soak loops (--runslow -m stress)."""
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="slow test: run with --runslow (docs/testing.md)")
