@@ -450,14 +450,15 @@ def test_a_foreign_file_at_the_final_name_is_not_mistaken_for_our_output(env: En
     assert not result.dst.exists()
 
 
-_CRASHING_COMMIT = textwrap.dedent(
+# The start of a script that SIGKILLs its own process at the kill_at-th call of whatever it wraps
+# with crashing(): a real crash before each file-system or journal step in turn.
+_CRASH_AT_STEP = textwrap.dedent(
     """
     import json, os, signal, sys
     from pathlib import Path
     from gpen_watch.config import Config, InboxConfig, WatchConfig
     from gpen_watch.journal import Journal
-    from gpen_watch.outbox import commit, durable
-    from gpen_watch.restore.api import FileResult
+    from gpen_watch.outbox import durable
 
     args = json.loads(sys.argv[1])
     kill_at = args["kill_at"]
@@ -474,6 +475,14 @@ _CRASHING_COMMIT = textwrap.dedent(
 
     for name in ("link", "unlink", "rename", "replace"):
         setattr(os, name, crashing(getattr(os, name)))
+    """
+)
+
+_CRASHING_COMMIT = _CRASH_AT_STEP + textwrap.dedent(
+    """
+    from gpen_watch.outbox import commit
+    from gpen_watch.restore.api import FileResult
+
     for name in ("fsync_file", "fsync_dir"):
         setattr(durable, name, crashing(getattr(durable, name)))
     for name in ("begin_commit", "finish", "set_original"):
@@ -1007,30 +1016,11 @@ def test_parent_side_modules_do_not_import_torch() -> None:
     assert "torch" not in out, out
 
 
-_CRASHING_SET_ASIDE = textwrap.dedent(
+_CRASHING_SET_ASIDE = _CRASH_AT_STEP + textwrap.dedent(
     """
-    import json, os, signal, sys
-    from pathlib import Path
-    from gpen_watch.config import Config, InboxConfig, WatchConfig
-    from gpen_watch.journal import Journal
     from gpen_watch.journal.states import JobState
-    from gpen_watch.outbox import durable, failed
+    from gpen_watch.outbox import failed
 
-    args = json.loads(sys.argv[1])
-    kill_at = args["kill_at"]
-    calls = 0
-
-    def crashing(fn):
-        def wrapper(*a, **kw):
-            global calls
-            calls += 1
-            if calls == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return fn(*a, **kw)
-        return wrapper
-
-    for name in ("link", "unlink", "rename", "replace"):
-        setattr(os, name, crashing(getattr(os, name)))
     for name in ("fsync_file", "fsync_dir", "write_text_durably"):
         setattr(durable, name, crashing(getattr(durable, name)))
     for name in ("fail", "set_original"):
