@@ -2,7 +2,9 @@
 resolved over the global settings (``inbox_config``), and which values are valid (``_validate``).
 
 The lowest of the config modules: ``parse`` fills these from TOML and the command line,
-``toml`` writes them back, and ``gpen_watch.config`` is the one public face of all three.
+``toml`` writes them back, and ``gpen_watch.config`` is the one public face of all three. It is
+over 400 lines because the settings, their defaults and their checks are read together: a check
+kept beside its dataclass is the one place a new setting is added.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ job (``states.TRANSITIONS``) is made here, by ``Journal._move``.
 
 The package holds the rest: the records it hands out (``records``), the connection and its
 durability rules (``connection``), the reads (``queries``), the named states and the moves a job
-may make (``states``) and the schema (``schema``).
+may make (``states``) and the schema (``schema``). It stays one module of about 500 lines because
+every write is one short transaction around ``_move``; split by kind, the rule that only ``_move``
+changes a state would live in several files.
 """
 
 from __future__ import annotations
