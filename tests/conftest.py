@@ -7,9 +7,11 @@ and load them through the same model store users go through.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,19 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def heavy_modules_after(code: str, heavy: tuple[str, ...]) -> list[str]:
+    """Which of the ``heavy`` modules (torch, cv2, ray...) a fresh interpreter has imported once it
+    has run ``code``: how a test holds a light process to staying light."""
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    return list(ast.literal_eval(out.stdout.strip()))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

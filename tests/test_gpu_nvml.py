@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
+
+from conftest import heavy_modules_after
 
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor
 
@@ -115,12 +115,10 @@ def test_real_nvml_never_raises() -> None:
 
 def test_tray_modules_do_not_import_torch_numpy_or_cv2() -> None:
     code = (
-        "import sys, gpen_watch.tray.app, gpen_watch.gpu.nvml, gpen_watch.cli.service, gpen_watch.platform; "
-        "from gpen_watch.gpu.nvml import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close(); "
-        "print(sorted(n for n in ('torch', 'numpy', 'cv2') if n in sys.modules))"
+        "import gpen_watch.tray.app, gpen_watch.gpu.nvml, gpen_watch.cli.service, gpen_watch.platform; "
+        "from gpen_watch.gpu.nvml import NvmlMonitor; m = NvmlMonitor(); m.sample(); m.close()"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_modules_after(code, ("torch", "numpy", "cv2")) == []
 
 
 def test_a_cluster_actor_reads_nvml_at_most_every_few_seconds_through_the_same_monitor() -> None:

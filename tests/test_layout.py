@@ -5,9 +5,9 @@ load no imaging or ML library until they have a photo to look at."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
+
+from conftest import heavy_modules_after
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpen_watch"
 
@@ -76,30 +76,24 @@ def test_no_import_cycle_between_gpen_watch_modules() -> None:
 def test_the_watcher_journal_and_outbox_need_neither_torch_nor_pillow_nor_opencv() -> None:
     # The parent imported Pillow and OpenCV at start just to learn the extensions and suffixes.
     code = (
-        "import sys\n"
         "import gpen_watch.watch.watcher, gpen_watch.journal, gpen_watch.outbox.recovery\n"
         "import gpen_watch.service.control, gpen_watch.modelstore.needs\n"
         "from gpen_watch.watch.filters import supported_extensions\n"
         "from gpen_watch.outbox.commit import output_name\n"
         "assert '.jpg' in supported_extensions() and output_name('a.jpg', 'PNG') == 'a.png'\n"
-        "print(sorted(m for m in ('torch', 'cv2', 'PIL', 'numpy') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_modules_after(code, ("torch", "cv2", "PIL", "numpy")) == []
 
 
 def test_the_service_and_its_pool_import_ray_only_in_cluster_mode() -> None:
     # Ray (hundreds of MB, its own threads) is for cluster.address users only; the cluster package
     # itself imports it lazily, when it connects.
     code = (
-        "import sys\n"
         "import gpen_watch.cli, gpen_watch.service.daemon, gpen_watch.dispatch.pool\n"
         "import gpen_watch.cluster.membership, gpen_watch.cli.cluster\n"
         "gpen_watch.cli.build_parser()\n"
-        "print(sorted(m for m in ('ray', 'torch', 'cv2') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_modules_after(code, ("ray", "torch", "cv2")) == []
 
 
 def test_the_package_root_holds_at_most_six_modules() -> None:
