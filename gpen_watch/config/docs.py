@@ -206,6 +206,21 @@ DESCRIPTIONS: dict[str, Description] = {
     "cluster.mb_in_flight": Description(
         "Photo bytes in flight per remote worker (MB); more wait on this machine."
     ),
+    "dashboard.enabled": Description(
+        "Serve the dashboard, a local web page of the queue, the workers and every result.",
+        "`gpen-watch dashboard` opens it ([dashboard](dashboard.md)).",
+    ),
+    "dashboard.port": Description(
+        "The dashboard's port (4736 spells GPEN on a phone keypad); 0: any free port.",
+    ),
+    "dashboard.address": Description(
+        "The address it listens on; anything but loopback shows your photos to the network.",
+        "Any other address lets every machine that can reach it try the token: see "
+        "[dashboard](dashboard.md#from-another-machine).",
+    ),
+    "dashboard.views_mb": Description(
+        "MB kept for the newest photos' before/after previews and face crops; 0 keeps none.",
+    ),
 }
 
 

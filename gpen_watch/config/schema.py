@@ -10,6 +10,7 @@ kept beside its dataclass is the one place a new setting is added.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import typing
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
 FaceChoice = Literal["all", "largest", "center"]
 # The number format ParseNet runs in; "auto" follows restore.precision. int8 is for CPUs only.
 ParsePrecision = Literal["auto", "fp32", "bf16", "int8"]
+
+
+DASHBOARD_PORT = 4736
 
 
 def default_inbox() -> Path:
@@ -168,12 +172,26 @@ class ClusterConfig:
 
 
 @dataclass
+class DashboardConfig:
+    """The local web page of the running service (docs/dashboard.md)."""
+
+    enabled: bool = True
+    # 4736 spells GPEN on a phone keypad; 0 takes any free port (the URL is in `dashboard --url`).
+    port: int = DASHBOARD_PORT
+    # Loopback only unless changed on purpose: any other address shows the photos to the network.
+    address: str = "127.0.0.1"
+    # The before/after previews and face crops kept for the newest photos, in MB in all.
+    views_mb: int = 500
+
+
+@dataclass
 class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     restore: RestoreConfig = field(default_factory=RestoreConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     workers: WorkerConfig = field(default_factory=WorkerConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
 
     def validate(self) -> Config:
         _validate(self)
@@ -278,6 +296,13 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             'must be empty (off), "auto" or host:port (the Ray head, e.g. 192.168.1.10:6379)',
         ),
         (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
+        (0 <= cfg.dashboard.port <= 65535, "dashboard.port", "must be 0 (any free port) to 65535"),
+        (
+            _valid_bind_address(cfg.dashboard.address),
+            "dashboard.address",
+            'must be an IP address of this machine, such as 127.0.0.1 (loopback only) or "::1"',
+        ),
+        (cfg.dashboard.views_mb >= 0, "dashboard.views_mb", "must be 0 (keep none) or more"),
     ]
     for ok, name, reason in checks:
         if not ok:
@@ -359,6 +384,14 @@ def _valid_cluster_address(address: str) -> bool:
         return True
     host, sep, port = address.rpartition(":")
     return bool(sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+
+
+def _valid_bind_address(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
 
 
 def _valid_device(dev: str) -> bool:
