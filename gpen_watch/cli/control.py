@@ -150,6 +150,10 @@ def format_status(s: Status) -> str:
         lines.append(f"failed: {s.failed}")
     if s.log_file:
         lines.append(f"log: {s.log_file}")
+    if s.dashboard:
+        lines.append(f"dashboard: {s.dashboard} (`gpen-watch dashboard` opens it)")
+    elif s.dashboard_problem:
+        lines.append(f"dashboard: none ({s.dashboard_problem})")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpen_watch import config
 from gpen_watch.cli.argtypes import seconds
@@ -18,6 +18,9 @@ from gpen_watch.cli.config import add_config_option, add_set_option, set_overrid
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
 from gpen_watch.platform import paths
 from gpen_watch.service.folders import check_service_folders
+
+if TYPE_CHECKING:
+    from gpen_watch.service.daemon import Service
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -131,9 +134,19 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, on_signal)  # terminal closed
     log.debug("logging to %s", log_path)
-    if args.no_tray:
-        return service.run()
-    # Imported here: pystray and Pillow are loaded only when there is a tray to draw.
-    from gpen_watch.tray.app import run_with_tray
+    with _dashboard_beside(service):
+        if args.no_tray:
+            return service.run()
+        # Imported here: pystray and Pillow are loaded only when there is a tray to draw.
+        from gpen_watch.tray.app import run_with_tray
 
-    return run_with_tray(service, cfg, log_path=log_path)
+        return run_with_tray(service, cfg, log_path=log_path)
+
+
+def _dashboard_beside(service: Service) -> contextlib.AbstractContextManager[object]:
+    if not service.cfg.dashboard.enabled:
+        return contextlib.nullcontext()
+    # Imported only when it is on: aiohttp and Jinja stay out of a service without a page.
+    from gpen_watch.dashboard.server import ServedBeside
+
+    return ServedBeside(service)

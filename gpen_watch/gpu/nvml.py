@@ -42,6 +42,18 @@ class GpuSample:
     mem_total: int | None = None
     temp_c: int | None = None
 
+    @property
+    def readings(self) -> str:
+        """ "87%, 12.3/139.8 GiB, 64 °C"; what the GPU does not report is left out."""
+        parts = []
+        if self.util_percent is not None:
+            parts.append(f"{self.util_percent}%")
+        if self.mem_used is not None and self.mem_total:
+            parts.append(f"{self.mem_used / 2**30:.1f}/{self.mem_total / 2**30:.1f} GiB")
+        if self.temp_c is not None:
+            parts.append(f"{self.temp_c} °C")
+        return ", ".join(parts) or "no readings"
+
 
 def list_gpus() -> list[GpuInfo]:
     """NVIDIA GPUs through NVML; [] when there is no driver or NVML fails in any way."""

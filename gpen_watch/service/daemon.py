@@ -30,7 +30,7 @@ from gpen_watch.config import Config, inbox_profiles
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
-from gpen_watch.journal import Journal
+from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
 from gpen_watch.service import control, intake, jobs, report
 from gpen_watch.service.folders import prepare_service_folders
@@ -88,6 +88,13 @@ class Service:
         # Set while run() runs; other threads read it only to wake the loop.
         self._run: Running | None = None
         self.ready = threading.Event()  # set once everything is up (tests, tray)
+        # Where the dashboard serves, or why it does not (it runs beside the service: cli.run).
+        self.dashboard_url = ""
+        self.dashboard_problem: str | None = None
+
+    @property
+    def journal_file(self) -> Path:
+        return self.journal_path or default_path()
 
     # --- thread-safe entry points ---------------------------------------------------------------
 
@@ -264,7 +271,10 @@ class Service:
             except queue.Empty:
                 return
             try:
-                fut.set_result(_command(run, request["cmd"]))
+                reply = _command(run, request["cmd"])
+                if request["cmd"] == "status":
+                    reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
+                fut.set_result(reply)
             except Exception as exc:
                 log.exception("control command failed")
                 fut.set_result({"ok": False, "error": f"{type(exc).__name__}: {exc}"})

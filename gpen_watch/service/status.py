@@ -232,6 +232,9 @@ class Status:
     outbox: str = ""
     failed: str = ""
     log_file: str = ""  # where the service logs ("" for one that logs to no file)
+    # The dashboard's URL (without its login token), or "" and why not.
+    dashboard: str = ""
+    dashboard_problem: str | None = None
     # The parent must stay free of torch; tests assert on this.
     torch_loaded: bool = False
     # Only cluster mode imports Ray, once it connects (tests/test_cluster.py checks).

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import threading
 import time
+import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpen_watch import platform as platforms
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config
+from gpen_watch.dashboard import access
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor
 from gpen_watch.outbox.naming import failed_root
 from gpen_watch.platform import paths
@@ -347,6 +349,7 @@ class TrayApp:
             "open_failed": lambda: self._open(failed_root(self.cfg.watch.outbox)),
             "open_log": lambda: self._open(self.log_path if self.log_path.exists() else self.log_path.parent),
             "toggle_login": self._toggle_login,
+            "open_dashboard": self._open_dashboard,
         }
         if name == "quit":
             self.quit()
@@ -381,6 +384,12 @@ class TrayApp:
             for line in result.messages:
                 log.info("start at login: %s", line)
         self._kick.set()
+
+    def _open_dashboard(self) -> None:
+        url = access.login_url(self._view.dashboard) if self._view.dashboard else None
+        if url is None or not webbrowser.open(url):
+            where = self._view.dashboard or "the dashboard is off"
+            self._notify(Notice("gpen-watch", f"cannot open a browser; run `gpen-watch dashboard` ({where})"))
 
     def _open(self, path: Path) -> None:
         try:

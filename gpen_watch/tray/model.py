@@ -64,6 +64,8 @@ class TrayView:
     login_enabled: bool = False
     # Cluster nodes whose workers the service drives, each listed with its GPUs under its host.
     nodes: tuple[NodeStatus, ...] = ()
+    # The dashboard's URL (no token), "" when the service serves none.
+    dashboard: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ def view_from_status(
         cpu_mode=cpu_mode,
         login_enabled=login_enabled,
         nodes=tuple(n for n in status.nodes if not n.local),
+        dashboard=status.dashboard,
     )
 
 
@@ -180,15 +183,8 @@ def title(view: TrayView) -> str:
 
 
 def gpu_line(g: GpuSample) -> str:
-    """ "NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C" (readings the GPU does not give are left out)."""
-    parts = []
-    if g.util_percent is not None:
-        parts.append(f"{g.util_percent}%")
-    if g.mem_used is not None and g.mem_total:
-        parts.append(f"{g.mem_used / 2**30:.1f}/{g.mem_total / 2**30:.1f} GiB")
-    if g.temp_c is not None:
-        parts.append(f"{g.temp_c} °C")
-    return _clip(f"{g.name}: {', '.join(parts) or 'no readings'}", MAX_LINE)
+    """ "NVIDIA H200: 87%, 12.3/139.8 GiB, 64 °C"."""
+    return _clip(f"{g.name}: {g.readings}", MAX_LINE)
 
 
 def summary_lines(view: TrayView) -> list[str]:
@@ -243,6 +239,8 @@ def menu(
     entries += node_entries(view.nodes)
     entries.append(SEPARATOR)
     entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=click_pauses))
+    if view.dashboard:
+        entries.append(Entry("Open dashboard", "open_dashboard"))
     entries.append(SEPARATOR)
     if len(inbox_names) == 1:
         entries.append(Entry("Open inbox", "open_inbox:0"))

@@ -1,0 +1,50 @@
+"""`gpen-watch dashboard [--url]`: open the running service's dashboard, or print its login URL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import webbrowser
+
+from gpen_watch.dashboard import access
+from gpen_watch.service import control
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument(
+        "--url",
+        action="store_true",
+        help="print the URL with its login token, and nothing else (for scripts)",
+    )
+
+
+def login_url() -> str:
+    """The running service's dashboard URL with its token; GpenWatchError saying why there is none."""
+    reply = control.request("status")
+    if not reply.get("ok"):
+        raise control.ControlError(f"the service did not answer: {reply.get('error', 'refused')}")
+    url = str(reply.get("dashboard") or "")
+    if not url:
+        why = reply.get("dashboard_problem") or "it is off in the settings (dashboard.enabled = false)"
+        raise control.ControlError(f"the running service has no dashboard: {why}")
+    signed = access.login_url(url)
+    if signed is None:
+        raise control.ControlError(f"{access.token_path()}: no dashboard login token to read")
+    return signed
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        url = login_url()
+    except control.ControlError as exc:
+        print(f"gpen-watch dashboard: {exc}", file=sys.stderr)
+        return 1
+    if args.url:
+        print(url)
+        return 0
+    plain = url.partition("?")[0]
+    if webbrowser.open(url):
+        print(f"opened the dashboard ({plain}) in your browser")
+        return 0
+    print(f"no browser to open here; open this link (it signs you in): {url}")
+    return 0

@@ -1,0 +1,115 @@
+"""The one gate every request passes: Host, login, same-origin for changes, and the headers that
+keep the page from being framed, sniffed or leaking its URL (``access`` has the rules and why)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlencode
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from gpen_watch.dashboard import access
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Scripts and styles come from /static only; no inline code, no other site, no framing.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+_NOT_SIGNED_IN = (
+    "Not signed in. Open the dashboard with `gpen-watch dashboard` (or the tray's Open dashboard): "
+    "its link carries the login token."
+)
+
+
+def guard(origin: access.Origin, token: str) -> Middleware:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await _checked(request, handler, origin, token)
+        except web.HTTPException as exc:
+            response = exc
+        _harden(response)
+        return response
+
+    return middleware
+
+
+async def _checked(
+    request: web.Request, handler: Handler, origin: access.Origin, token: str
+) -> web.StreamResponse:
+    host = request.headers.get("Host")
+    if not origin.host_allowed(host):
+        # DNS rebinding: a foreign name pointing at this port. Say nothing more.
+        log.warning("dashboard: refused a request for host %r", host)
+        raise _plain(web.HTTPMisdirectedRequest, "This server answers only to its own address.")
+    given = request.query.get("token")
+    if given is not None:
+        if request.method not in SAFE_METHODS or not access.token_matches(token, given):
+            raise _plain(web.HTTPForbidden, "That login token is not this service's. " + _NOT_SIGNED_IN)
+        return _sign_in(request, token)
+    if not _signed_in(request, token):
+        if request.headers.get("Authorization", "").startswith("Bearer "):
+            raise _plain(web.HTTPForbidden, "That token is not this service's.")
+        raise _plain(web.HTTPUnauthorized, _NOT_SIGNED_IN)
+    if request.method not in SAFE_METHODS and not _same_origin(request, origin, host or ""):
+        log.warning("dashboard: refused a cross-site %s %s", request.method, request.path)
+        raise _plain(web.HTTPForbidden, "Changes are accepted only from the dashboard's own page.")
+    return await handler(request)
+
+
+def _signed_in(request: web.Request, token: str) -> bool:
+    bearer = request.headers.get("Authorization", "")
+    if bearer.startswith("Bearer "):
+        return access.token_matches(token, bearer[len("Bearer ") :].strip())
+    cookie = request.cookies.get(access.COOKIE)
+    return cookie is not None and access.session_valid(token, cookie)
+
+
+def _same_origin(request: web.Request, origin: access.Origin, host: str) -> bool:
+    sent = request.headers.get("Origin")
+    if sent is not None:
+        return origin.origin_allowed(sent, host)
+    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+        return False
+    return request.headers.get(access.CSRF_HEADER) == "1"
+
+
+def _sign_in(request: web.Request, token: str) -> web.StreamResponse:
+    """Trade the URL's token for a session cookie and send the browser to the URL without it."""
+    rest = [(k, v) for k, v in request.query.items() if k != "token"]
+    target = request.path + (f"?{urlencode(rest)}" if rest else "")
+    response = web.HTTPSeeOther(location=target)
+    response.set_cookie(
+        access.COOKIE,
+        access.make_session(token),
+        max_age=access.SESSION_S,
+        httponly=True,
+        samesite="Strict",
+        path="/",
+    )
+    return response
+
+
+def _plain(kind: type[web.HTTPException], text: str) -> web.HTTPException:
+    return kind(text=text + "\n", content_type="text/plain")
+
+
+def _harden(response: web.StreamResponse) -> None:
+    if response.prepared:  # a live stream sent its headers already (set in live.py)
+        return
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy", CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    # The first URL carries the token: never send it on as a referrer.
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+    headers.setdefault("Cross-Origin-Resource-Policy", "same-origin")
+    headers.setdefault("Cache-Control", "no-store")

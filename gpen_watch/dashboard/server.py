@@ -1,0 +1,164 @@
+"""The dashboard's web server: aiohttp on its own thread and event loop, beside the service.
+
+It starts once the service is ready (its journal exists), serves until the service ends, and is a
+guest: a port already taken or a journal it cannot read is logged and shown in the status, and the
+service runs on without a page. It reads the journal through its own read-only connection and asks
+the service for everything else through ``control``, the handler of the control channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from pathlib import Path
+
+from aiohttp import web
+
+from gpen_watch.config import Config
+from gpen_watch.dashboard import access, live
+from gpen_watch.dashboard.guard import guard
+from gpen_watch.dashboard.render import environment
+from gpen_watch.dashboard.site import Control, Site
+from gpen_watch.journal.browse import JournalBrowser
+from gpen_watch.service.daemon import Service
+from gpen_watch.service.views import views_root
+
+log = logging.getLogger(__name__)
+
+# Requests are small: a command has no body, a settings form a few kB.
+MAX_BODY = 64 << 10
+
+
+class Dashboard:
+    """``start()`` binds and serves on a thread; ``close()`` stops it. ``url`` once started."""
+
+    def __init__(
+        self, cfg: Config, control: Control, journal_path: Path, token_path: Path | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.control = control
+        self.journal_path = journal_path
+        self.token_path = token_path
+        self.url = ""
+        self.problem: str | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: asyncio.Event | None = None
+        self._started = threading.Event()
+
+    def start(self, timeout: float = 30.0) -> bool:
+        """Serve; False (and ``problem``) when it cannot."""
+        d = self.cfg.dashboard
+        try:
+            sock = _bind(d.address, d.port)
+        except OSError as exc:
+            self.problem = (
+                f"the dashboard cannot listen on {d.address}:{d.port} ({exc.strerror or exc}); "
+                "another program may use that port: set dashboard.port (0 takes any free port)"
+            )
+            log.warning("%s", self.problem)
+            return False
+        origin = access.Origin(d.address, sock.getsockname()[1])
+        self._thread = threading.Thread(
+            target=self._serve, args=(sock, origin), name="dashboard", daemon=True
+        )
+        self._thread.start()
+        self._started.wait(timeout)
+        if self.url:
+            log.info("dashboard at %s (`gpen-watch dashboard` opens it)", self.url)
+        return bool(self.url)
+
+    def close(self, timeout: float = 5.0) -> None:
+        loop, closing = self._loop, self._closing
+        if loop is not None and closing is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # its loop already stopped
+                loop.call_soon_threadsafe(closing.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _serve(self, sock: socket.socket, origin: access.Origin) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(sock, origin))
+        except Exception as exc:
+            self.problem = f"the dashboard stopped: {type(exc).__name__}: {exc}"
+            log.exception("dashboard failed")
+        finally:
+            self._started.set()
+            loop.close()
+
+    async def _main(self, sock: socket.socket, origin: access.Origin) -> None:
+        closing = self._closing = asyncio.Event()
+        token = access.load_or_create_token(self.token_path)
+        journal = JournalBrowser.open(self.journal_path)
+        try:
+            site = Site(self.cfg, self.control, journal, views_root(self.journal_path), environment())
+            app = web.Application(middlewares=[guard(origin, token)], client_max_size=MAX_BODY)
+            app.add_routes(site.routes() + live.routes(site, closing))
+            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+            self.url = origin.url
+            self._started.set()
+            try:
+                await closing.wait()
+            finally:
+                await runner.cleanup()
+        finally:
+            journal.close()
+
+
+def _bind(address: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # Not SO_REUSEADDR's Windows meaning (another process could take the port): POSIX only,
+        # where it just lets a restart bind while old connections linger in TIME_WAIT.
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(64)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class ServedBeside:
+    """The dashboard of a service that runs in this process: started once the service is ready,
+    closed with it (``with ServedBeside(service):`` around ``service.run()``)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.dashboard: Dashboard | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._start, name="dashboard-start", daemon=True)
+
+    def __enter__(self) -> ServedBeside:
+        if self.service.cfg.dashboard.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(10.0)
+        if self.dashboard is not None:
+            self.dashboard.close()
+
+    def _start(self) -> None:
+        while not self.service.ready.wait(0.2):
+            if self._done.is_set():
+                return
+        s = self.service
+        dashboard = Dashboard(s.cfg, s.control, s.journal_file)
+        if dashboard.start():
+            s.dashboard_url = dashboard.url
+        s.dashboard_problem = dashboard.problem
+        self.dashboard = dashboard

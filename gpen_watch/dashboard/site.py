@@ -1,0 +1,306 @@
+"""The dashboard's pages and API: what each URL shows, read from the journal page by page, the
+service's status, and each photo's views.
+
+Every URL names things by journal id and by names from fixed lists (``views.Picture``,
+``views.Side``); no part of a request becomes a path. Pause and resume go through the service's
+control handler, the very function the CLI's control channel calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from gpen_watch.config import Config, short_path
+from gpen_watch.dashboard import views
+from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
+from gpen_watch.journal.browse import JournalBrowser, Keyset, next_key
+from gpen_watch.journal.records import Job
+from gpen_watch.journal.states import JobState
+from gpen_watch.platform import resources
+from gpen_watch.service.status import Status
+
+log = logging.getLogger(__name__)
+
+Control = Callable[[dict[str, Any]], dict[str, Any]]
+
+STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".png": "image/png", ".svg": "image/svg+xml"}
+# A status is shared by every page and stream that asks within this long.
+STATUS_FRESH_S = 0.5
+PAGE_SIZE = 48
+
+
+@dataclass
+class Site:
+    cfg: Config
+    control: Control
+    journal: JournalBrowser
+    views_root: Path
+    templates: jinja2.Environment
+    gpus: ThrottledSampler = field(default_factory=lambda: ThrottledSampler(NvmlMonitor(), every_s=2.0))
+    static: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    _status: tuple[float, Status | None, str | None] = (0.0, None, None)
+    _status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        # Read once: a request names a key of this table, never a file.
+        for item in resources.resource("dashboard", "static").iterdir():
+            kind = STATIC_TYPES.get(Path(item.name).suffix)
+            if kind is not None:
+                self.static[item.name] = (item.read_bytes(), kind)
+        self.static["icon.png"] = (resources.require(*resources.ICON).read_bytes(), "image/png")
+
+    def routes(self) -> list[web.AbstractRouteDef]:
+        photo = r"/photo/{id:\d{1,18}}"
+        return [
+            web.get("/", self.overview_page),
+            web.get("/activity", self.activity_page),
+            web.get("/results", self.results_page),
+            web.get("/failed", self.failed_page),
+            web.get(photo, self.photo_page),
+            web.get(photo + r"/{picture:before|after|thumb}.jpg", self.picture),
+            web.get(photo + r"/faces/{index:\d{1,4}}/{side:before|after}.png", self.face),
+            web.get("/static/{name}", self.static_file),
+            web.get("/api/status", self.api_status),
+            web.get("/api/results", self.api_results),
+            web.get(r"/api/photo/{id:\d{1,18}}", self.api_photo),
+            web.post("/api/pause", self.api_pause),
+            web.post("/api/resume", self.api_resume),
+        ]
+
+    # --- service ------------------------------------------------------------------------------
+
+    async def status(self) -> tuple[Status | None, str | None]:
+        """The service's status (cached briefly), or None and why not."""
+        async with self._status_lock:
+            at, status, problem = self._status
+            if time.monotonic() - at < STATUS_FRESH_S:
+                return status, problem
+            reply = await self._call({"cmd": "status"})
+            if reply.get("ok"):
+                status, problem = Status.from_json(reply), None
+            else:
+                status, problem = None, str(reply.get("error") or "the service did not answer")
+            self._status = (time.monotonic(), status, problem)
+            return status, problem
+
+    async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        # The control handler waits for the service loop: keep it off the event loop.
+        return await asyncio.get_running_loop().run_in_executor(None, self.control, request)
+
+    async def local_gpus(self) -> tuple[GpuSample, ...]:
+        return await asyncio.get_running_loop().run_in_executor(None, self.gpus.sample)
+
+    # --- pages --------------------------------------------------------------------------------
+
+    def page(self, template: str, **context: Any) -> web.Response:
+        return web.Response(text=self.render(template, **context), content_type="text/html", charset="utf-8")
+
+    def render(self, template: str, **context: Any) -> str:
+        return self.templates.get_template(template).render(**context)
+
+    async def overview_context(self) -> dict[str, Any]:
+        status, problem = await self.status()
+        inboxes = [str(i.path) for i in self.cfg.watch.inboxes]
+        counts = self.journal.inbox_counts(inboxes)
+        tp = status.throughput if status else None
+        depth = status.queue.depth if status else 0
+        eta = depth / tp.images_per_s if tp and tp.images_per_s > 0 and depth else None
+        return {
+            "status": status,
+            "problem": problem,
+            "inboxes": [(short_path(Path(c.inbox)), c) for c in counts],
+            "eta_s": eta,
+            "local_gpus": await self.local_gpus(),
+            "models_missing": [
+                f for f in (status.models.files if status and status.models else ()) if f.state != "ok"
+            ],
+        }
+
+    async def overview_page(self, request: web.Request) -> web.Response:
+        return self.page(
+            "overview.html", nav="overview", live="/live/overview", **await self.overview_context()
+        )
+
+    def activity_context(self, before: int | None) -> dict[str, Any]:
+        rows = self.journal.activity(before, limit=PAGE_SIZE)
+        more = rows[-1].id if len(rows) == PAGE_SIZE else None
+        return {"rows": rows, "more": more, "first_page": before is None}
+
+    async def activity_page(self, request: web.Request) -> web.Response:
+        before = _int_param(request, "before")
+        return self.page(
+            "activity.html",
+            nav="activity",
+            live="/live/activity" if before is None else "",
+            **self.activity_context(before),
+        )
+
+    def results_context(self, before: Keyset | None) -> dict[str, Any]:
+        jobs = self.journal.results(before, limit=PAGE_SIZE)
+        key = next_key(jobs) if len(jobs) == PAGE_SIZE else None
+        return {"jobs": jobs, "more": key.token if key else None, "first_page": before is None}
+
+    async def results_page(self, request: web.Request) -> web.Response:
+        before = _key_param(request)
+        return self.page(
+            "results.html",
+            nav="results",
+            live="/live/results" if before is None else "",
+            **self.results_context(before),
+        )
+
+    def failed_context(self, before: Keyset | None) -> dict[str, Any]:
+        jobs = self.journal.failures(before, limit=PAGE_SIZE)
+        key = next_key(jobs) if len(jobs) == PAGE_SIZE else None
+        return {"jobs": jobs, "more": key.token if key else None, "first_page": before is None}
+
+    async def failed_page(self, request: web.Request) -> web.Response:
+        before = _key_param(request)
+        return self.page(
+            "failed.html",
+            nav="failed",
+            live="/live/failed" if before is None else "",
+            **self.failed_context(before),
+        )
+
+    def photo_context(self, job_id: int) -> dict[str, Any]:
+        job = self.journal.get(job_id)
+        if job is None:
+            raise web.HTTPNotFound(text=f"No photo {job_id} in the journal.\n")
+        return {
+            "job": job,
+            "name": job.rel.name,
+            "views": views.photo_views(self.views_root, job_id),
+            "history": self.journal.events_of(job_id),
+            "inbox": short_path(job.inbox),
+        }
+
+    async def photo_page(self, request: web.Request) -> web.Response:
+        job_id = int(request.match_info["id"])
+        context = self.photo_context(job_id)
+        return self.page("photo.html", nav="results", live=f"/live/photo/{job_id}", **context)
+
+    # --- files --------------------------------------------------------------------------------
+
+    async def picture(self, request: web.Request) -> web.StreamResponse:
+        path = views.picture_file(
+            self.views_root, int(request.match_info["id"]), views.Picture(request.match_info["picture"])
+        )
+        return _image(path, "image/jpeg")
+
+    async def face(self, request: web.Request) -> web.StreamResponse:
+        path = views.face_file(
+            self.views_root,
+            int(request.match_info["id"]),
+            request.match_info["index"],
+            views.Side(request.match_info["side"]),
+        )
+        return _image(path, "image/png")
+
+    async def static_file(self, request: web.Request) -> web.Response:
+        found = self.static.get(request.match_info["name"])
+        if found is None:
+            raise web.HTTPNotFound()
+        body, kind = found
+        return web.Response(body=body, content_type=kind, headers={"Cache-Control": "private, max-age=300"})
+
+    # --- API ----------------------------------------------------------------------------------
+
+    async def api_status(self, request: web.Request) -> web.Response:
+        status, problem = await self.status()
+        if status is None:
+            return web.json_response({"ok": False, "error": problem}, status=503)
+        return web.json_response({"ok": True, **status.to_json()})
+
+    async def api_results(self, request: web.Request) -> web.Response:
+        jobs = self.journal.results(_key_param(request), limit=_int_param(request, "limit") or PAGE_SIZE)
+        key = next_key(jobs)
+        return web.json_response({"photos": [job_json(j) for j in jobs], "next": key.token if key else None})
+
+    async def api_photo(self, request: web.Request) -> web.Response:
+        context = self.photo_context(int(request.match_info["id"]))
+        photo_views = context["views"]
+        return web.json_response(
+            {
+                "photo": job_json(context["job"]),
+                "faces": [
+                    {"index": f.index, "restored": f.restored, "reason": f.reason}
+                    for f in (photo_views.faces if photo_views else ())
+                ],
+                "history": [{"time": e.time, "kind": e.kind, "detail": e.detail} for e in context["history"]],
+            }
+        )
+
+    async def api_pause(self, request: web.Request) -> web.Response:
+        return await self._command(request, "pause")
+
+    async def api_resume(self, request: web.Request) -> web.Response:
+        return await self._command(request, "resume")
+
+    async def _command(self, request: web.Request, cmd: str) -> web.Response:
+        await _small_body(request)
+        reply = await self._call({"cmd": cmd})
+        self._status = (0.0, None, None)  # the next page shows the change
+        return web.json_response(reply, status=200 if reply.get("ok") else 503)
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "name": job.rel.name,
+        "state": str(job.state),
+        "inbox": str(job.inbox),
+        "output": str(job.output) if job.output and job.state == JobState.DONE else None,
+        "faces": job.faces,
+        "notes": job.notes,
+        "error": job.error,
+        "node": job.node,
+        "finished": job.finished,
+    }
+
+
+def _image(path: Path | None, kind: str) -> web.StreamResponse:
+    if path is None:
+        raise web.HTTPNotFound(text="No such picture (views are kept for the newest photos only).\n")
+    return web.FileResponse(path, headers={"Content-Type": kind, "Cache-Control": "private, max-age=60"})
+
+
+def _int_param(request: web.Request, name: str) -> int | None:
+    text = request.query.get(name)
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 18:
+        raise web.HTTPBadRequest(text=f"{name} must be a number.\n")
+    return int(text)
+
+
+def _key_param(request: web.Request) -> Keyset | None:
+    text = request.query.get("before")
+    if text is None:
+        return None
+    key = Keyset.parse(text)
+    if key is None:
+        raise web.HTTPBadRequest(text="before must be a page key from this dashboard.\n")
+    return key
+
+
+async def _small_body(request: web.Request) -> None:
+    """The commands take no arguments: a body, if any, must be small JSON (or a form)."""
+    if request.content_length and request.content_length > 4096:
+        raise web.HTTPRequestEntityTooLarge(max_size=4096, actual_size=request.content_length)
+    body = await request.read()
+    if body and request.content_type == "application/json":
+        try:
+            json.loads(body)
+        except ValueError:
+            raise web.HTTPBadRequest(text="The body is not JSON.\n") from None

@@ -1,0 +1,72 @@
+// The dashboard's only script: live updates over Server-Sent Events, the before/after slider,
+// face boxes on the preview, and Pause/Resume without a page load. Every page works without it
+// (forms post, links navigate); this makes it live.
+"use strict";
+
+const CSRF = { "X-GPEN-Watch": "1" };
+
+function setConn(state, text) {
+  const el = document.getElementById("conn");
+  if (el) { el.dataset.liveState = state; el.textContent = text; }
+}
+
+function enhance(root) {
+  root.querySelectorAll("form[data-command]").forEach((form) => {
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const button = form.querySelector("button");
+      if (button) button.disabled = true;
+      try {
+        const r = await fetch(form.action, { method: "POST", headers: CSRF, credentials: "same-origin" });
+        if (!r.ok) setConn("bad", "the service refused: " + r.status);
+      } catch (e) {
+        setConn("bad", "cannot reach the service");
+      }
+    });
+  });
+  root.querySelectorAll("[data-compare]").forEach((frame) => {
+    const figure = frame.closest("figure");
+    const range = figure.querySelector("[data-compare-range]");
+    const clip = frame.querySelector(".before-clip");
+    const after = frame.querySelector("img.after");
+    const show = () => { clip.style.width = range.value + "%"; };
+    range.addEventListener("input", show);
+    show();
+    const place = () => {
+      const w = after.naturalWidth || after.width, h = after.naturalHeight || after.height;
+      frame.querySelectorAll("[data-box]").forEach((box) => {
+        const [x0, y0, x1, y1] = box.dataset.box.split(",").map(Number);
+        box.style.left = (100 * x0 / w) + "%";
+        box.style.top = (100 * y0 / h) + "%";
+        box.style.width = (100 * (x1 - x0) / w) + "%";
+        box.style.height = (100 * (y1 - y0) / h) + "%";
+      });
+    };
+    if (after.complete) place(); else after.addEventListener("load", place);
+    // The original keeps the frame's full width under its clip, so the two line up.
+    const size = () => { frame.querySelector("img.before").style.width = frame.clientWidth + "px"; };
+    size();
+    window.addEventListener("resize", size);
+  });
+}
+
+function live() {
+  const main = document.getElementById("live");
+  const url = main && main.dataset.live;
+  if (!url) { setConn("static", ""); return; }
+  const source = new EventSource(url);
+  source.addEventListener("open", () => setConn("ok", "live"));
+  source.addEventListener("error", () => setConn("bad", "reconnecting…"));
+  source.addEventListener("page", (ev) => {
+    // Keep the slider where the person left it.
+    const range = main.querySelector("[data-compare-range]");
+    const kept = range ? range.value : null;
+    main.innerHTML = ev.data;
+    const again = main.querySelector("[data-compare-range]");
+    if (again && kept !== null) again.value = kept;
+    enhance(main);
+    setConn("ok", "live");
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => { enhance(document); live(); });

@@ -1,0 +1,160 @@
+"""The journal read page by page, for the dashboard: per-inbox counts, the activity, the results and
+the failures, newest first.
+
+Every read here is a bounded query on an index (``jobs_state``, ``jobs_finished``, the events' own
+key), never a whole-table load: with a hundred thousand jobs a page costs what a page of twenty
+costs. Pages are keyset pages (``before``: the last row of the previous page), which stay cheap and
+stable while new rows arrive at the top. The dashboard opens its own read-only connection (WAL lets
+it read beside the service's writes).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpen_watch.journal.connection import connect, default_path
+from gpen_watch.journal.queries import JournalQueries
+from gpen_watch.journal.records import Event, Job, job_from_row
+from gpen_watch.journal.states import FAILURES, JobState, sql_in
+
+_FAILURES = sql_in(FAILURES)
+# Most rows one page may ask for.
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class InboxCounts:
+    inbox: str
+    waiting: int = 0
+    running: int = 0
+    done_today: int = 0
+    failed: int = 0  # set aside (failed or unsupported), ever
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One event of the journal with the job it is about."""
+
+    id: int
+    time: float
+    kind: str
+    detail: str | None
+    job_id: int
+    name: str  # the file's name as it was dropped
+    state: JobState  # the job's state now
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """Where a page of jobs ordered by finish time ends: pass it back as ``before``."""
+
+    finished: float
+    id: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.finished!r}:{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Keyset | None:
+        """None for anything that is not a key this module wrote (the dashboard's URLs carry it)."""
+        when, sep, job_id = text.partition(":")
+        if not sep or not job_id.isdigit() or len(text) > 64:
+            return None
+        try:
+            finished = float(when)
+        except ValueError:
+            return None
+        return cls(finished, int(job_id)) if math.isfinite(finished) else None
+
+
+class JournalBrowser(JournalQueries):
+    """A read-only view of a journal file (the service keeps writing it)."""
+
+    @classmethod
+    def open(cls, path: os.PathLike[str] | str | None = None) -> JournalBrowser:
+        path = Path(path) if path is not None else default_path()
+        return cls(connect(path, readonly=True), path)
+
+    def inbox_counts(self, inboxes: list[str]) -> list[InboxCounts]:
+        """Counts for each of ``inboxes`` (in that order), and for any other inbox the journal
+        still has waiting or failed photos of (one removed from the settings)."""
+        waiting: dict[str, dict[str, int]] = {}
+        for row in self._read(
+            f"SELECT inbox, state, COUNT(*) FROM jobs WHERE state IN {sql_in((JobState.QUEUED, JobState.RUNNING))}"
+            " GROUP BY inbox, state"
+        ):
+            waiting.setdefault(row[0], {})[row[1]] = row[2]
+        failed = {
+            row[0]: row[1]
+            for row in self._read(
+                f"SELECT inbox, COUNT(*) FROM jobs WHERE state IN {_FAILURES} GROUP BY inbox"
+            )
+        }
+        done = {
+            row[0]: row[1]
+            for row in self._read(
+                f"SELECT inbox, COUNT(*) FROM jobs WHERE finished >= ? AND state = '{JobState.DONE}'"
+                " GROUP BY inbox",
+                (self._midnight(),),
+            )
+        }
+        names = list(dict.fromkeys([*inboxes, *sorted(set(waiting) | set(failed))]))
+        return [
+            InboxCounts(
+                name,
+                waiting.get(name, {}).get(JobState.QUEUED, 0),
+                waiting.get(name, {}).get(JobState.RUNNING, 0),
+                done.get(name, 0),
+                failed.get(name, 0),
+            )
+            for name in names
+        ]
+
+    def activity(self, before: int | None = None, limit: int = 50) -> list[Activity]:
+        """Events newest first, those with an id below ``before`` when given."""
+        rows = self._read(
+            "SELECT e.id, e.time, e.kind, e.detail, e.job_id, j.rel, j.state FROM events AS e"
+            " JOIN jobs AS j ON j.id = e.job_id WHERE e.id < ? ORDER BY e.id DESC LIMIT ?",
+            (before if before is not None else 1 << 62, _bounded(limit)),
+        )
+        return [Activity(r[0], r[1], r[2], r[3], r[4], Path(r[5]).name, JobState(r[6])) for r in rows]
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0: none): a page whose data changed has a newer one."""
+        return int(self._read("SELECT COALESCE(MAX(id), 0) FROM events")[0][0])
+
+    def results(self, before: Keyset | None = None, limit: int = 48) -> list[Job]:
+        """Done jobs, the last finished first."""
+        return self._finished_page(f"= '{JobState.DONE}'", before, limit)
+
+    def failures(self, before: Keyset | None = None, limit: int = 50) -> list[Job]:
+        """Failed and unsupported jobs (set aside), the last first."""
+        return self._finished_page(f"IN {_FAILURES}", before, limit)
+
+    def events_of(self, job_id: int) -> list[Event]:
+        return self.history(job_id)
+
+    def _finished_page(self, state_sql: str, before: Keyset | None, limit: int) -> list[Job]:
+        # (finished, id) as one key; the range on finished alone lets its index serve the order.
+        key = before or Keyset(float("inf"), 0)
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state {state_sql} AND finished IS NOT NULL"
+            " AND finished <= ? AND (finished < ? OR id < ?) ORDER BY finished DESC, id DESC LIMIT ?",
+            (key.finished, key.finished, key.id, _bounded(limit)),
+        )
+        return [job_from_row(r) for r in rows]
+
+
+def next_key(page: list[Job]) -> Keyset | None:
+    """The ``before`` of the page after ``page`` (None: it was the last)."""
+    if not page or page[-1].finished is None:
+        return None
+    return Keyset(page[-1].finished, page[-1].id)
+
+
+def _bounded(limit: int) -> int:
+    return max(1, min(int(limit), MAX_PAGE))
