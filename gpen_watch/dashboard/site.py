@@ -120,6 +120,8 @@ class Site:
             "problem": problem,
             "inboxes": [(short_path(Path(c.inbox)), c) for c in counts],
             "eta_s": eta,
+            # A start time, not an uptime: the page changes only when something happened.
+            "started": time.time() - status.uptime_s if status else None,
             "local_gpus": await self.local_gpus(),
             "models_missing": [
                 f for f in (status.models.files if status and status.models else ()) if f.state != "ok"

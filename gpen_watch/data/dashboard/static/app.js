@@ -50,6 +50,15 @@ function enhance(root) {
   });
 }
 
+// What identifies a control across a re-render: its link, its form's action, or its role.
+function focusKey(el) {
+  if (!el || !document.getElementById("live").contains(el)) return null;
+  if (el.tagName === "A") return "a " + el.getAttribute("href");
+  if (el.tagName === "BUTTON") return "button " + (el.form ? el.form.getAttribute("action") : el.textContent);
+  if (el.matches("[data-compare-range]")) return "range";
+  return null;
+}
+
 function live() {
   const main = document.getElementById("live");
   const url = main && main.dataset.live;
@@ -58,13 +67,18 @@ function live() {
   source.addEventListener("open", () => setConn("ok", "live"));
   source.addEventListener("error", () => setConn("bad", "reconnecting…"));
   source.addEventListener("page", (ev) => {
-    // Keep the slider where the person left it.
+    // Keep the slider where the person left it, and the keyboard focus where it was.
     const range = main.querySelector("[data-compare-range]");
     const kept = range ? range.value : null;
+    const focus = focusKey(document.activeElement);
     main.innerHTML = ev.data;
     const again = main.querySelector("[data-compare-range]");
     if (again && kept !== null) again.value = kept;
     enhance(main);
+    if (focus) {
+      const el = Array.from(main.querySelectorAll("a, button, input")).find((e) => focusKey(e) === focus);
+      if (el) el.focus({ preventScroll: true });
+    }
     setConn("ok", "live");
   });
 }

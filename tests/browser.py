@@ -1,0 +1,59 @@
+"""Headless Chromium for the dashboard's browser tests: Debian's `chromium` driven through its own
+`chromedriver` (the same version, so Selenium never downloads a driver).
+
+Where they are missing the tests skip, except in CI (``CI`` set), which installs both (.ci/run)
+and must run every browser test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> tuple[str, str] | None:
+    browser = next((p for p in map(shutil.which, CHROMIUM) if p), None)
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def require_chromium() -> tuple[str, str]:
+    found = find_chromium()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests: install chromium and chromium-driver")
+        pytest.skip("chromium and chromedriver are not installed (apt install chromium chromium-driver)")
+    return found
+
+
+@contextmanager
+def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    browser, driver_path = require_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+        "--force-device-scale-factor=1",
+        "--no-first-run",
+        "--disable-background-networking",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.set_page_load_timeout(30)
+        yield driver
+    finally:
+        driver.quit()
