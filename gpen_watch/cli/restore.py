@@ -14,11 +14,11 @@ from typing import Any, TextIO
 
 from gpen_watch import config
 from gpen_watch.base.errors import ErrorKind, InputError, OutputError
-from gpen_watch.base.fsutil import publish_file
 from gpen_watch.base.streams import silence
 from gpen_watch.cli.argtypes import positive_int
 from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
+from gpen_watch.platform.files import publish_file
 from gpen_watch.restore import engine_thread
 from gpen_watch.restore.api import FileJob, FileResult
 
