@@ -9,7 +9,7 @@ import torch
 from conftest import TINY_GPEN
 
 from gpen_watch.base.errors import ConfigError, GpenWatchError
-from gpen_watch.restore import device
+from gpen_watch.restore import batching, device
 from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
 from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen, resolve_precision
@@ -71,10 +71,27 @@ def test_face_batch_on_apples_gpu_follows_metals_working_set(
     monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 20 << 30, raising=False)
     monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 4 << 30, raising=False)
     # Half of the 16 GB left, at 330 MB a 512 px face in fp32, as on CUDA.
-    assert device.auto_face_batch(512, place) == (8 << 30) // (330 << 20)
-    assert device.auto_face_batch(512, place, parse=True) == (8 << 30) // (330 << 20)
+    assert batching.auto_face_batch(512, place) == (8 << 30) // (330 << 20)
+    assert batching.auto_face_batch(512, place, parse=True) == (8 << 30) // (330 << 20)
     monkeypatch.delattr(torch.mps, "recommended_max_memory")
-    assert device.auto_face_batch(512, place) == 4  # a torch that cannot tell
+    assert batching.auto_face_batch(512, place) == 4  # a torch that cannot tell
+
+
+def test_face_batch_on_cuda_fills_half_the_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No CUDA here: the free-memory reading (device.free_memory) is the edge replaced.
+    monkeypatch.setattr(device, "free_memory", lambda dev: 16 << 30)
+    fp32 = device.Placement(torch.device("cuda"), "fp32", channels_last=True)
+    fp16 = device.Placement(torch.device("cuda"), "fp16", channels_last=True)
+    # Half of 16 GB at 330 MB a 512 px face in fp32, half that in fp16; a 2048 px face takes 16x.
+    assert batching.auto_face_batch(512, fp32) == (8 << 30) // (330 << 20) == 24
+    assert batching.auto_face_batch(512, fp16) == (8 << 30) // (165 << 20) == 49
+    assert batching.auto_face_batch(2048, fp32) == 1
+    monkeypatch.setattr(device, "free_memory", lambda dev: 1 << 40)
+    assert batching.auto_face_batch(256, fp16) == batching.MAX_FACE_BATCH
+    cpu = device.placement("cpu", "fp32", False)
+    assert (batching.auto_face_batch(512, cpu), batching.auto_face_batch(512, cpu, parse=True)) == (4, 1)
+    # After an out-of-memory: half, down to one face; then nothing smaller is left to try.
+    assert [batching.after_out_of_memory(n) for n in (64, 5, 2, 1)] == [32, 2, 1, None]
 
 
 def test_mps_out_of_memory_halves_the_face_batch_like_cuda() -> None:

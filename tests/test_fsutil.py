@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpen_watch.base import fsutil
+from gpen_watch.platform import files
 
 
 def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,7 +30,7 @@ def test_publish_gives_the_file_its_name_and_leaves_no_temp(
         no_hard_links(monkeypatch)
     tmp, dst = tmp_path / ".a.jpg.tmp", tmp_path / "a.jpg"
     tmp.write_bytes(b"result")
-    fsutil.publish_file(tmp, dst)
+    files.publish_file(tmp, dst)
     assert dst.read_bytes() == b"result"
     assert not tmp.exists()
 
@@ -44,7 +45,7 @@ def test_publish_never_replaces_a_file_that_is_there(
     tmp.write_bytes(b"result")
     dst.write_bytes(b"the user's own file")
     with pytest.raises(FileExistsError):
-        fsutil.publish_file(tmp, dst)
+        files.publish_file(tmp, dst)
     assert dst.read_bytes() == b"the user's own file"
     assert tmp.read_bytes() == b"result"  # left for the caller to discard
 
@@ -53,7 +54,7 @@ def test_publish_with_overwrite_replaces(tmp_path: Path) -> None:
     tmp, dst = tmp_path / ".a.jpg.tmp", tmp_path / "a.jpg"
     tmp.write_bytes(b"new")
     dst.write_bytes(b"old")
-    fsutil.publish_file(tmp, dst, overwrite=True)
+    files.publish_file(tmp, dst, overwrite=True)
     assert dst.read_bytes() == b"new"
     assert not tmp.exists()
 
@@ -68,7 +69,7 @@ def test_other_link_errors_are_not_taken_for_a_missing_feature(
     tmp = tmp_path / ".a.jpg.tmp"
     tmp.write_bytes(b"result")
     with pytest.raises(OSError, match="No space"):
-        fsutil.publish_file(tmp, tmp_path / "a.jpg")
+        files.publish_file(tmp, tmp_path / "a.jpg")
     assert not (tmp_path / "a.jpg").exists()
 
 

@@ -102,20 +102,50 @@ def test_the_package_root_holds_at_most_six_modules() -> None:
     assert len(root) <= 6, root
 
 
-def test_only_the_platform_package_asks_which_os_it_runs_on() -> None:
-    # Every OS difference is behind gpen_watch.platform (its Platform classes, paths, filelock), so
-    # a new OS is a new module there rather than a hunt through the code.
-    platform_dir = PACKAGE / "platform"
-    asking = []
-    for path in PACKAGE.rglob("*.py"):
-        if platform_dir in path.parents:
+# The ways Python code asks which OS it runs on: sys.platform, os.name, and the platform module's
+# system(), uname(), win32_ver(), mac_ver() (plus `from sys import platform` and the like).
+_ASKING_ATTRS = {("sys", "platform"), ("os", "name")} | {
+    ("platform", f) for f in ("system", "uname", "win32_ver", "mac_ver", "platform")
+}
+
+
+def asks_which_os(source: str) -> list[int]:
+    """Lines of ``source`` that read sys.platform, os.name or platform.system() and their kin."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            asked = [(node.value.id, node.attr)]
+        elif isinstance(node, ast.ImportFrom):
+            asked = [(node.module or "", a.name) for a in node.names]
+        else:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == "platform"
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "sys"
-            ):
-                asking.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+        if any(pair in _ASKING_ATTRS for pair in asked):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_os_question_finder_finds_each_way_of_asking() -> None:
+    source = (
+        "import os, sys, platform\n"
+        "a = sys.platform == 'win32'\n"
+        "b = os.name == 'nt'\n"
+        "c = platform.system()\n"
+        "from sys import platform as p\n"
+        "from os import name\n"
+        "from platform import system\n"
+        "d = os.sep, sys.version_info, os.path.join('a', 'b'), obj.name, platforms.current().libc\n"
+    )
+    assert asks_which_os(source) == [2, 3, 4, 5, 6, 7]
+
+
+def test_only_the_platform_package_asks_which_os_it_runs_on() -> None:
+    # Every OS difference is behind gpen_watch.platform (its Platform classes, paths, filelock,
+    # files), so a new OS is a new module there rather than a hunt through the code.
+    platform_dir = PACKAGE / "platform"
+    asking = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if platform_dir not in path.parents
+        for line in asks_which_os(path.read_text(encoding="utf-8"))
+    ]
     assert asking == []

@@ -338,7 +338,9 @@ def test_every_platform_says_each_difference_the_interface_declares() -> None:
     # and the status) are checked here, so an OS module that leaves one out fails in a test rather
     # than with an AttributeError on that OS.
     declared = [n for n in Platform.__annotations__ if n not in ("name", "login")]
-    assert {"x11_desktop", "procfs", "libc", "maxrss_unit"} <= set(declared)
+    assert {"x11_desktop", "procfs", "libc", "maxrss_unit", "posix_permissions", "unix_sockets"} <= set(
+        declared
+    )
     for plat in ("linux", "darwin", "win32"):
         cls = type(current(plat))
         assert all(hasattr(cls, n) for n in declared), (plat, [n for n in declared if not hasattr(cls, n)])
@@ -352,6 +354,14 @@ def test_every_platform_says_each_difference_the_interface_declares() -> None:
     assert (current("linux").maxrss_unit, current("darwin").maxrss_unit) == (1024, 1)
     assert current("darwin").libc is None and current("win32").libc is None
     assert not current("darwin").procfs and not current("win32").procfs
+    # File modes mean privacy, and the control channel is a Unix socket, on POSIX systems only.
+    assert [
+        (current(p).posix_permissions, current(p).unix_sockets) for p in ("linux", "darwin", "win32")
+    ] == [
+        (True, True),
+        (True, True),
+        (False, False),
+    ]
     if sys.platform.startswith("linux"):
         assert current().procfs and current().libc == "libc.so.6"
 

@@ -121,6 +121,25 @@ def test_names_can_never_leave_the_folder(src: str, tmp_path: Path) -> None:
     assert out.parent == tmp_path
 
 
+def test_names_follow_the_rules_of_the_os_they_are_written_on() -> None:
+    # Windows' rules (platform.windows) are checked anywhere through its Platform object.
+    from gpen_watch.platform import current
+
+    windows, linux = current("win32"), current("linux")
+    cases = {
+        'a<b>:c"d|e?f*.jpg': ("a_b__c_d_e_f_.jpg", 'a<b>:c"d|e?f*.jpg'),
+        "nul.jpg": ("_nul.jpg", "nul.jpg"),
+        "COM1": ("_COM1", "COM1"),
+        "com10.jpg": ("com10.jpg", "com10.jpg"),
+        "photo. . ": ("photo", "photo. . "),
+        "..": ("_", "_"),
+    }
+    for raw, (on_windows, on_linux) in cases.items():
+        assert naming.sanitize_component(raw, platform=windows) == on_windows, raw
+        assert naming.sanitize_component(raw, platform=linux) == on_linux, raw
+    assert naming.sanitize_component(" . ", fallback="output.jpg", platform=windows) == "output.jpg"
+
+
 def test_injected_template_fields_are_refused() -> None:
     from gpen_watch import config
 

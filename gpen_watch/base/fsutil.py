@@ -1,6 +1,7 @@
 """Small file-system helpers and constants shared by the stages that read users' files and write
 their own atomically: one home for each, so the watcher, the journal, the loader and the outbox
-cannot drift apart."""
+cannot drift apart. The calls whose rules differ between operating systems (flushing to disk,
+linking without replacing) are in ``gpen_watch.platform.files``."""
 
 from __future__ import annotations
 
@@ -24,76 +25,10 @@ FOLDER_REFUSES = frozenset(
 )
 
 
-def fsync_dir_quietly(folder: Path) -> None:
-    """Make a rename in ``folder`` durable where the platform allows it; never raises.
-
-    Best effort on purpose: the file itself is already flushed, and folders cannot be opened for
-    flushing on Windows (NTFS journals its metadata). ``outbox.durable.fsync_dir`` is the strict
-    variant for the outbox's commit steps, where a failed flush must stop the commit.
-    """
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def remove_quietly(path: os.PathLike[str] | str) -> None:
     """Remove a file of ours (a temp, a copy being undone) if it is there; never raises."""
     with contextlib.suppress(OSError):
         os.unlink(path)
-
-
-# errno values meaning "this file system (or policy) does not do hard links here" (FAT, exFAT,
-# some network shares); Windows reports them as winerror 1 or 50.
-_NO_LINKS = frozenset(
-    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS, errno.EINVAL}
-)
-
-
-def _no_links(exc: OSError) -> bool:
-    return exc.errno in _NO_LINKS or getattr(exc, "winerror", None) in (1, 50)
-
-
-def link_no_clobber(src: os.PathLike[str] | str, dst: os.PathLike[str] | str) -> bool:
-    """Give the file ``src`` the name ``dst`` as well, never replacing a file there
-    (FileExistsError). True: ``dst`` is a second link and ``src`` still exists (remove it once
-    ``dst`` is durable). False: the file system has no hard links, so ``src`` was renamed to
-    ``dst`` after checking the name is free (a small window elsewhere than on Windows, whose
-    rename refuses by itself)."""
-    try:
-        os.link(src, dst)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if not _no_links(exc):
-            raise
-        if os.name != "nt" and os.path.lexists(dst):
-            raise FileExistsError(errno.EEXIST, "file exists", os.fspath(dst)) from None
-        os.rename(src, dst)
-        return False
-    return True
-
-
-def publish_file(
-    tmp: os.PathLike[str] | str, dst: os.PathLike[str] | str, *, overwrite: bool = False
-) -> None:
-    """Give a finished temp file its final name in one step, so a reader sees all of it or none.
-
-    With ``overwrite`` an existing ``dst`` is replaced; without, it never is (FileExistsError,
-    ``tmp`` left for the caller). Afterwards only ``dst`` names the file."""
-    if overwrite:
-        os.replace(tmp, dst)
-        return
-    if link_no_clobber(tmp, dst):
-        remove_quietly(tmp)
 
 
 def write_text_atomic(

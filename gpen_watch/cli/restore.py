@@ -14,12 +14,12 @@ from typing import Any, TextIO
 
 from gpen_watch import config
 from gpen_watch.base.errors import ErrorKind, InputError, OutputError
-from gpen_watch.base.fsutil import publish_file
 from gpen_watch.base.streams import silence
+from gpen_watch.cli import engine_thread
 from gpen_watch.cli.argtypes import positive_int
 from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
-from gpen_watch.restore import engine_thread
+from gpen_watch.platform.files import publish_file
 from gpen_watch.restore.api import FileJob, FileResult
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
         for folder in folders:
             _make_folder(folder)
 
-    engine = state.engine = engine_thread.Engine(cfg, args, jobs, make_folders)
+    engine = state.engine = engine_thread.EngineThread(cfg, args, jobs, make_folders)
     load_seconds = _restore(engine, jobs, final, results, args)
     elapsed = time.perf_counter() - engine.images_started
     failures = [(p, r) for p, r in problems] + [(r.src, r.error or "") for r in results if not r.ok]
@@ -132,7 +132,7 @@ def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned],
 
 
 def _restore(
-    engine: engine_thread.Engine,
+    engine: engine_thread.EngineThread,
     jobs: list[FileJob],
     final: dict[Path, Path],
     results: list[FileResult],

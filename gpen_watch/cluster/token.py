@@ -13,6 +13,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from gpen_watch import platform as platforms
 from gpen_watch.base.errors import ClusterError
 from gpen_watch.config import ClusterConfig
 from gpen_watch.platform import paths
@@ -49,7 +50,7 @@ def check_token(path: Path) -> None:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ClusterError(f"{path}: cannot read the cluster token ({exc})") from None
-    if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if platforms.current().posix_permissions and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ClusterError(
             f"{path}: the cluster token is readable by other users (mode {stat.S_IMODE(st.st_mode):o}); "
             f"run `chmod 600 {path}`"

@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from gpen_watch.base.errors import OutboxUnavailable, OutputError
-from gpen_watch.base.fsutil import FOLDER_REFUSES, fsync_dir_quietly, publish_file, remove_quietly
+from gpen_watch.base.fsutil import FOLDER_REFUSES, remove_quietly
 from gpen_watch.imaging.encode import check_pixels, encode
 from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, open_unchanged
 from gpen_watch.imaging.output_rule import OutputChoice, choose_output
+from gpen_watch.platform.files import fsync_dir_quietly, publish_file
 
 
 def output_choice(image: LoadedImage, requested: str = "same", jpeg_quality: int = 95) -> OutputChoice:

@@ -22,7 +22,7 @@ from typing import BinaryIO, Literal
 
 from gpen_watch import __version__
 from gpen_watch.base.errors import ModelError
-from gpen_watch.base.fsutil import fsync_dir_quietly
+from gpen_watch.platform.files import fsync_dir_quietly
 
 CHUNK = 1 << 20
 DEFAULT_TIMEOUT = 60.0

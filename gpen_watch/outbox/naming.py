@@ -21,9 +21,11 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from gpen_watch import platform as platforms
 from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.config import Config, InboxConfig, NameSource, check_name_template, inbox_config, name_fields
 from gpen_watch.imaging.formats import EXPLICIT_FORMATS, OUTPUT_SUFFIXES
+from gpen_watch.platform.api import Platform
 
 # A final name leaves room for the temp name around it (".<name>.gpen-tmp-<job id>") and for
 # "<name>.error.txt" within the 255-byte limit of common file systems.
@@ -33,17 +35,6 @@ TMP_MARK = ".gpen-tmp-"
 # The worker's temp output, and the image writer's own temp beside it while it writes that one
 # (imaging.save: ".<dst name>.tmp-<8 hex>"), which a killed worker can leave behind.
 _TMP_RE = re.compile(r"^\..+\.gpen-tmp-(\d+)(?:\.tmp-[0-9a-f]{8})?$", re.DOTALL)
-
-_WINDOWS_RESERVED = {
-    "con",
-    "prn",
-    "aux",
-    "nul",
-    *(f"com{i}" for i in range(1, 10)),
-    *(f"lpt{i}" for i in range(1, 10)),
-}
-_WINDOWS_BAD = set('<>:"|?*')
-
 
 # --- folders ------------------------------------------------------------------------------------
 
@@ -97,31 +88,22 @@ def output_suffix(src_suffix: str, fmt: str) -> str:
         raise ConfigError(f"output.format: unknown format {fmt!r}") from None
 
 
-def sanitize_component(name: str, fallback: str = "_") -> str:
+def sanitize_component(name: str, fallback: str = "_", *, platform: Platform | None = None) -> str:
     """Make ``name`` a single harmless path component.
 
     Separators, NUL and control characters become "_"; leading dots and spaces are dropped (a name
-    may not be "..", hidden, or look like our temp files); Windows-invalid characters and device
-    names are defused on Windows.
+    may not be "..", hidden, or look like our temp files); characters and names this OS forbids
+    (Windows: ``<>:"|?*``, device names) are defused too.
     """
+    here = platform or platforms.current()
     name = unicodedata.normalize("NFC", name)
     out = []
     for ch in name:
-        if (
-            ch in ("/", "\\", "\0")
-            or ord(ch) < 32
-            or ord(ch) == 127
-            or (os.name == "nt" and ch in _WINDOWS_BAD)
-        ):
+        if ch in ("/", "\\", "\0") or ord(ch) < 32 or ord(ch) == 127 or ch in here.name_forbidden:
             out.append("_")
         else:
             out.append(ch)
-    clean = "".join(out).lstrip(". ")
-    if os.name == "nt":
-        clean = clean.rstrip(". ")
-        if clean.split(".")[0].lower() in _WINDOWS_RESERVED:
-            clean = "_" + clean
-    return clean or fallback
+    return here.defuse_name("".join(out).lstrip(". ")) or fallback
 
 
 def truncate_name(name: str, limit: int = MAX_NAME_BYTES) -> str:

@@ -41,6 +41,16 @@ class Platform(ABC):
     libc: ClassVar[str | None]
     #: Bytes in one unit of ``resource.getrusage``'s ``ru_maxrss`` (KiB on Linux, bytes on macOS).
     maxrss_unit: ClassVar[int]
+    #: File modes and owners say who may read a file (a 0600 file, a 0700 folder owned by the
+    #: user is private), so the control channel and the cluster token check them; False where
+    #: access lists do that instead and the modes Python reports are a guess (Windows).
+    posix_permissions: ClassVar[bool]
+    #: The control channel can be a Unix domain socket in the private runtime folder, which the
+    #: kernel already keeps from other users; else it is loopback TCP, guarded by the secret alone.
+    unix_sockets: ClassVar[bool]
+    #: Characters a file name may not hold here, beyond the separators, NUL and control characters
+    #: no OS allows (``outbox.naming.sanitize_component`` replaces them with "_").
+    name_forbidden: ClassVar[frozenset[str]]
 
     @abstractmethod
     def open_path(self, path: Path) -> None:
@@ -49,6 +59,11 @@ class Platform(ABC):
     @abstractmethod
     def notify(self, title: str, message: str) -> bool:
         """A desktop notification when the tray backend cannot show one; False if there is no way."""
+
+    def defuse_name(self, name: str) -> str:
+        """``name`` (one component, already without separators and leading dots and spaces) made
+        a name this OS will store as given; unchanged where every such name is fine."""
+        return name
 
     def install_login(self, options: LoginOptions) -> LoginResult:
         """Start gpen-watch (or, with ``options.node``, this machine's cluster node) at login."""

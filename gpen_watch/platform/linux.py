@@ -20,6 +20,9 @@ class LinuxPlatform(Platform):
     procfs = sys.platform.startswith("linux")
     libc: ClassVar[str | None] = "libc.so.6" if sys.platform.startswith("linux") else None
     maxrss_unit = 1024
+    posix_permissions = True
+    unix_sockets = True
+    name_forbidden: ClassVar[frozenset[str]] = frozenset()
 
     def open_path(self, path: Path) -> None:
         """Show a folder in the file manager or open a file with its default application."""

@@ -21,6 +21,9 @@ class MacPlatform(Platform):
     procfs = False
     libc: ClassVar[str | None] = None
     maxrss_unit = 1
+    posix_permissions = True
+    unix_sockets = True
+    name_forbidden: ClassVar[frozenset[str]] = frozenset()
 
     def open_path(self, path: Path) -> None:
         """Show a folder in Finder or open a file with its default application."""

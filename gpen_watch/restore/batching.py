@@ -2,10 +2,13 @@
 restorer takes ahead of its device loop (by count and by memory), and when the device loop waits
 for more faces before a generator pass.
 
+The face batch (faces per generator pass) is here too: its size from the device's free memory
+(``auto_face_batch``, which the loader asks unless restore.face_batch is set) and the smaller one
+to retry with after the device ran out of memory (``after_out_of_memory``, which the enhancer asks).
+
 Torch-free: the pool (in the service's parent process) asks ``in_flight``; the restorer
-(``restore.restorer``) drives its stages through ``Admission`` and ``BatchPolicy``. The face batch
-itself (faces per generator pass) is sized from the device's memory by ``device.auto_face_batch``
-and lowered after an out-of-memory by ``enhance.FaceEnhancer``.
+(``restore.restorer``) drives its stages through ``Admission`` and ``BatchPolicy``. Only
+``auto_face_batch`` reads the device (through ``device.free_memory``), in a restorer.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob
+
+if TYPE_CHECKING:
+    from gpen_watch.restore.device import Placement
 
 # Photos handed to one worker at once when neither the settings nor its restorer say (a CPU's).
 DEFAULT_IN_FLIGHT = 4
@@ -25,6 +31,11 @@ DEFAULT_IN_FLIGHT = 4
 MAX_GPU_READ_AHEAD = 32
 # The photo the budget is sized by: 12 MP.
 _SIZING_PHOTO = (4000, 3000)
+# Rough activation memory of one face through the generator, fp32, measured as the growth of peak
+# allocated memory per extra face in a batch; half precision needs about half.
+_BYTES_PER_FACE_FP32 = {256: 80 << 20, 512: 330 << 20, 1024: 1320 << 20}
+# Faces per generator pass, at most, however much memory is free.
+MAX_FACE_BATCH = 64
 
 T = TypeVar("T")
 
@@ -67,6 +78,39 @@ class BatchPolicy:
         """Whether the device loop takes the next decoded photo before a generator pass: it is
         done already, or the faces waiting do not yet fill a batch (then it waits for it)."""
         return bool(decoding) and (decoding[0].done() or queued_faces(ready) < face_batch)
+
+
+def auto_face_batch(size: int, place: Placement, parse: bool = False) -> int:
+    """Faces per forward: a few on CPU (more only adds latency), as many as half the free memory holds on GPU.
+
+    On Apple's GPU "free" is Metal's recommended working set less what the process holds (shared
+    with the CPU, so half of it is the same margin as on CUDA); 4 where torch cannot tell.
+
+    On a CPU with ParseNet, one: ParseNet's pass costs ~15x the generator's there, so batching the
+    generator gains ~1 % in time, while with the allocator tuned for inference the two networks'
+    activations at batch 4 held ~1 GB more at the peak than at batch 1 (docs/benchmarks.md, "Memory").
+    """
+    if place.device.type not in ("cuda", "mps"):
+        return 1 if parse else 4
+    # torch, so only here: a restorer sizing its batch, never the service's parent process.
+    from gpen_watch.restore.device import free_memory
+
+    free = free_memory(place.device)
+    if free is None:
+        return 4
+    per_face = _BYTES_PER_FACE_FP32.get(size, _BYTES_PER_FACE_FP32[512] * (size / 512) ** 2)
+    if place.half:
+        per_face //= 2
+    return int(max(1, min(MAX_FACE_BATCH, (free // 2) // per_face)))
+
+
+def after_out_of_memory(face_batch: int) -> int | None:
+    """The face batch to retry with after a pass of ``face_batch`` faces ran out of device memory:
+    half of it; None when even one face did not fit. The enhancer keeps the smaller batch for the
+    rest of the worker's life: memory rarely comes back."""
+    if face_batch <= 1:
+        return None
+    return max(1, face_batch // 2)
 
 
 def queued_faces(ready: Sequence[HasPendingFaces]) -> int:

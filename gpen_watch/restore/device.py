@@ -1,4 +1,5 @@
-"""Choosing the torch device, precision, thread count and face batch size for one worker."""
+"""Choosing the torch device, precision and thread count for one worker, and what its memory holds
+(the face batch is sized from it by ``batching.auto_face_batch``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,6 @@ from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.restore.gpen_model import resolve_precision
 
 log = logging.getLogger(__name__)
-
-# Rough activation memory of one face through the generator, fp32, measured as the growth of peak
-# allocated memory per extra face in a batch; half precision needs about half.
-_BYTES_PER_FACE_FP32 = {256: 80 << 20, 512: 330 << 20, 1024: 1320 << 20}
 
 
 @dataclass(frozen=True)
@@ -101,28 +98,18 @@ def set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def auto_face_batch(size: int, place: Placement, parse: bool = False) -> int:
-    """Faces per forward: a few on CPU (more only adds latency), as many as half the free memory holds on GPU.
+def free_memory(device: torch.device) -> int | None:
+    """Bytes the device has free for this process's work, for sizing the face batch
+    (``batching.auto_face_batch``); None on a CPU, or where torch cannot tell.
 
-    On Apple's GPU "free" is Metal's recommended working set less what the process holds (shared
-    with the CPU, so half of it is the same margin as on CUDA); 4 where torch cannot tell.
-
-    On a CPU with ParseNet, one: ParseNet's pass costs ~15x the generator's there, so batching the
-    generator gains ~1 % in time, while with the allocator tuned for inference the two networks'
-    activations at batch 4 held ~1 GB more at the peak than at batch 1 (docs/benchmarks.md, "Memory").
-    """
-    if place.device.type == "mps":
-        free = _mps_free_bytes()
-        if free is None:
-            return 4
-    elif place.device.type != "cuda":
-        return 1 if parse else 4
-    else:
-        free, _total = torch.cuda.mem_get_info(place.device)
-    per_face = _BYTES_PER_FACE_FP32.get(size, _BYTES_PER_FACE_FP32[512] * (size / 512) ** 2)
-    if place.half:
-        per_face //= 2
-    return int(max(1, min(64, (free // 2) // per_face)))
+    On Apple's GPU "free" is Metal's recommended working set less what the process holds (its
+    memory is shared with the CPU)."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type == "mps":
+        return _mps_free_bytes()
+    return None
 
 
 def _mps_free_bytes() -> int | None:

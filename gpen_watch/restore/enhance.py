@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpen_watch.config import ParsePrecision
+from gpen_watch.restore.batching import after_out_of_memory
 from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
 from gpen_watch.restore.face_model import FaceModel
 from gpen_watch.restore.fold import as_channels_last, drop_image_head, prepare_conv_net
@@ -91,10 +92,10 @@ class FaceEnhancer:
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 if not is_out_of_memory(exc):
                     raise
-                if self.face_batch == 1:
+                smaller = after_out_of_memory(self.face_batch)
+                if smaller is None:
                     raise OutOfMemory(str(exc)) from exc
-                # Keep the smaller batch for the rest of this worker's life: memory rarely comes back.
-                self.face_batch = max(1, self.face_batch // 2)
+                self.face_batch = smaller
                 log.warning("out of GPU memory; face batch lowered to %d", self.face_batch)
                 free_cached_memory(self.place.device)
                 continue

@@ -8,8 +8,9 @@ from torch import nn
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore import memory, upscale
+from gpen_watch.restore.batching import auto_face_batch
 from gpen_watch.restore.detect import Detector, FaceDetector
-from gpen_watch.restore.device import Placement, auto_face_batch
+from gpen_watch.restore.device import Placement
 from gpen_watch.restore.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
 from gpen_watch.restore.face_model import load_face_model
 from gpen_watch.restore.fold import prepare_detector

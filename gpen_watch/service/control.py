@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpen_watch import __version__
+from gpen_watch import platform as platforms
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.platform import paths
@@ -118,7 +119,7 @@ def private_dir(path: Path | None = None) -> Path:
     """The runtime folder, created 0700 and checked to be ours and private."""
     path = path or paths.runtime_dir()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.name == "posix":
+    if platforms.current().posix_permissions:
         st = path.stat()
         if st.st_uid != os.getuid():
             raise ControlError(f"{path}: owned by another user (uid {st.st_uid}); refusing to use it")
@@ -155,7 +156,7 @@ class ControlServer:
         """Bind and listen. Call only while holding the instance lock: a stale socket is removed."""
         folder = private_dir(self.dir)
         secret_path = folder / SECRET_NAME
-        if hasattr(socket, "AF_UNIX") and os.name == "posix":
+        if hasattr(socket, "AF_UNIX") and platforms.current().unix_sockets:
             sock_path = folder / SOCKET_NAME
             if len(str(sock_path)) > MAX_SOCKET_PATH:
                 raise ControlError(

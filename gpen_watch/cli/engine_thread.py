@@ -57,8 +57,9 @@ class stop_signals:
             signal.signal(s, handler)
 
 
-class Engine:
-    """The Restorer and its pipeline on a thread of their own; results come back on a queue."""
+class EngineThread:
+    """The Restorer (the ``restore.api.Engine`` of this command) and its pipeline on a thread of
+    their own; results come back on a queue."""
 
     def __init__(
         self,
@@ -126,7 +127,7 @@ class RunState:
     outdir: Path | None = None
     jobs: list[FileJob] = field(default_factory=list)
     results: list[FileResult] = field(default_factory=list)
-    engine: Engine | None = None
+    engine: EngineThread | None = None
 
 
 def abandon(state: RunState, signum: int, say: Callable[[str], None]) -> NoReturn:
