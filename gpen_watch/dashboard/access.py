@@ -25,13 +25,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import os
 import secrets
 import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpen_watch import platform as platforms
 from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.platform import paths
 
@@ -53,7 +53,7 @@ def load_or_create_token(path: Path | None = None) -> str:
     try:
         st = path.stat()
         text = path.read_text(encoding="ascii").strip()
-        private = os.name != "posix" or not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+        private = not platforms.current().posix_permissions or not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO)
         if private and valid_token_text(text):
             return text
     except (OSError, UnicodeDecodeError):

@@ -23,7 +23,7 @@ from aiohttp import web
 from gpen_watch.config import Config, short_path
 from gpen_watch.dashboard import views
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
-from gpen_watch.journal.browse import JournalBrowser, Keyset, next_key
+from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
 from gpen_watch.journal.records import Job
 from gpen_watch.journal.states import JobState
 from gpen_watch.platform import resources
@@ -50,6 +50,7 @@ class Site:
     static: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     _status: tuple[float, Status | None, str | None] = (0.0, None, None)
     _status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _counts: tuple[tuple[int, str], list[InboxCounts]] | None = None
 
     def __post_init__(self) -> None:
         # Read once: a request names a key of this table, never a file.
@@ -110,8 +111,7 @@ class Site:
 
     async def overview_context(self) -> dict[str, Any]:
         status, problem = await self.status()
-        inboxes = [str(i.path) for i in self.cfg.watch.inboxes]
-        counts = self.journal.inbox_counts(inboxes)
+        counts = self.inbox_counts()
         tp = status.throughput if status else None
         depth = status.queue.depth if status else 0
         eta = depth / tp.images_per_s if tp and tp.images_per_s > 0 and depth else None
@@ -127,6 +127,15 @@ class Site:
                 f for f in (status.models.files if status and status.models else ()) if f.state != "ok"
             ],
         }
+
+    def inbox_counts(self) -> list[InboxCounts]:
+        """Counted again only when the journal has a new event (or the day changed): an open
+        overview asks every second, and most seconds nothing happened."""
+        key = (self.journal.last_event_id(), time.strftime("%Y%m%d"))
+        if self._counts is None or self._counts[0] != key:
+            inboxes = [str(i.path) for i in self.cfg.watch.inboxes]
+            self._counts = (key, self.journal.inbox_counts(inboxes))
+        return self._counts[1]
 
     async def overview_page(self, request: web.Request) -> web.Response:
         return self.page(

@@ -89,7 +89,13 @@ _V4 = """
 ALTER TABLE jobs ADD COLUMN fault TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# Version 5: the jobs of one state by finish time, newest first, for the dashboard's Results and
+# Failed pages: a page of them reads its rows off this index instead of sorting every done job.
+_V5 = """
+CREATE INDEX jobs_state_finished ON jobs(state, finished);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 VERSION = len(MIGRATIONS)
 
 
