@@ -17,6 +17,8 @@ What it does to an image depends on the file name:
     bad       returns a failed result ("not an image")
     bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
+    fixable   fails ("a part is missing") while the file FAKE_BROKEN_WHILE names exists, as a
+              missing model or program would; restored once it is gone
     anything else: copies the file to dst and reports one face.
 
 FAKE_LOAD in the environment changes start-up: "model_error" raises ModelError (with
@@ -117,6 +119,8 @@ class FakeRestorer:
             time.sleep(float(os.environ.get("FAKE_SLOW", "1")))
         if "bad" in name:
             return FileResult(job.src, ok=False, error="not an image", error_kind="unsupported")
+        if "fixable" in name and (broken := os.environ.get("FAKE_BROKEN_WHILE")) and Path(broken).exists():
+            return FileResult(job.src, ok=False, error=f"a part is missing ({broken})", error_kind="failed")
         if "bugged" in name:
             bug = decoder_bug(job.src, TypeError("expected str, bytes or os.PathLike object, not int"))
             return FileResult(job.src, ok=False, error=bug.reason, error_kind=bug.kind)

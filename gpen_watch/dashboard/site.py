@@ -76,6 +76,8 @@ class Site:
             web.get(r"/api/photo/{id:\d{1,18}}", self.api_photo),
             web.post("/api/pause", self.api_pause),
             web.post("/api/resume", self.api_resume),
+            web.post(r"/api/retry/{id:\d{1,18}}", self.api_retry),
+            web.post(r"/api/dismiss/{id:\d{1,18}}", self.api_dismiss),
         ]
 
     # --- service ------------------------------------------------------------------------------
@@ -258,11 +260,20 @@ class Site:
     async def api_resume(self, request: web.Request) -> web.Response:
         return await self._command(request, "resume")
 
-    async def _command(self, request: web.Request, cmd: str) -> web.Response:
+    async def api_retry(self, request: web.Request) -> web.Response:
+        return await self._command(request, "retry", target=request.match_info["id"])
+
+    async def api_dismiss(self, request: web.Request) -> web.Response:
+        return await self._command(request, "dismiss", id=int(request.match_info["id"]))
+
+    async def _command(self, request: web.Request, cmd: str, **fields: Any) -> web.Response:
         await _small_body(request)
-        reply = await self._call({"cmd": cmd})
+        reply = await self._call({"cmd": cmd, **fields})
         self._status = (0.0, None, None)  # the next page shows the change
-        return web.json_response(reply, status=200 if reply.get("ok") else 503)
+        # A refusal is the user's to read (409: this photo cannot be retried now); 503 only when
+        # the service could not answer at all.
+        status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in ("retry", "dismiss") else 503
+        return web.json_response(reply, status=status)
 
 
 def job_json(job: Job) -> dict[str, Any]:

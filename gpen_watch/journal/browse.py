@@ -91,7 +91,7 @@ class JournalBrowser(JournalQueries):
         failed = {
             row[0]: row[1]
             for row in self._read(
-                f"SELECT inbox, COUNT(*) FROM jobs WHERE state IN {sql_in(FAILURES)} GROUP BY inbox"
+                f"SELECT inbox, COUNT(*) FROM jobs WHERE state IN {sql_in(FAILURES)} AND hidden IS NULL GROUP BY inbox"
             )
         }
         done = {
@@ -132,13 +132,16 @@ class JournalBrowser(JournalQueries):
         return self._finished_page((JobState.DONE,), before, limit)
 
     def failures(self, before: Keyset | None = None, limit: int = 50) -> list[Job]:
-        """Failed and unsupported jobs (set aside), the last first."""
-        return self._finished_page(FAILURES, before, limit)
+        """Failed and unsupported jobs (set aside) still shown (not retried or dismissed), the
+        last first."""
+        return self._finished_page(FAILURES, before, limit, shown_only=True)
 
     def events_of(self, job_id: int) -> list[Event]:
         return self.history(job_id)
 
-    def _finished_page(self, states: Iterable[JobState], before: Keyset | None, limit: int) -> list[Job]:
+    def _finished_page(
+        self, states: Iterable[JobState], before: Keyset | None, limit: int, shown_only: bool = False
+    ) -> list[Job]:
         # One bounded read per state off the (state, finished) index, merged here: an IN list
         # would make SQLite sort every row of those states. (finished, id) is the key; the range
         # on finished alone lets the index serve the order (id is its rowid tail).
@@ -148,7 +151,9 @@ class JournalBrowser(JournalQueries):
         for state in states:
             rows += self._read(
                 "SELECT * FROM jobs INDEXED BY jobs_state_finished WHERE state = ? AND finished <= ?"
-                " AND (finished < ? OR id < ?) ORDER BY finished DESC, id DESC LIMIT ?",
+                " AND (finished < ? OR id < ?)"
+                + (" AND hidden IS NULL" if shown_only else "")
+                + " ORDER BY finished DESC, id DESC LIMIT ?",
                 (str(state), key.finished, key.finished, key.id, n),
             )
         rows.sort(key=lambda r: (r["finished"], r["id"]), reverse=True)

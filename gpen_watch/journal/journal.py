@@ -35,6 +35,7 @@ from gpen_watch.journal.states import (
     FAULT_OURS,
     ORIGINAL_IN_PLACE,
     SETTLED,
+    Hidden,
     JobState,
     Original,
     TransitionError,
@@ -479,6 +480,17 @@ class Journal(JournalQueries):
                 "UPDATE jobs SET original = ?, original_path = ? WHERE id = ?", (action, where, job_id)
             )
             self._event(conn, job_id, "original", action + (f": {where}" if where else ""))
+
+    def hide(self, job_id: int, why: Hidden, detail: str) -> bool:
+        """Take a failure off the Failed page (or move it on from RETRIED); False if it is no
+        failure (a retry or dismissal of a job that did not fail is refused by its caller)."""
+        with self._write(durable=True) as conn:
+            cur = conn.execute(
+                f"UPDATE jobs SET hidden = ? WHERE id = ? AND state IN {_FAILURES}", (str(why), job_id)
+            )
+            if cur.rowcount:
+                self._event(conn, job_id, str(why), detail)
+            return cur.rowcount == 1
 
     def log_event(self, job_id: int, kind: str, detail: str | None = None, worker: str | None = None) -> None:
         """Add a free-form history entry (e.g. "oom: retrying at scale 0.5")."""

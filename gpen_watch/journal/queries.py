@@ -15,6 +15,7 @@ from gpen_watch.journal.states import (
     FAULT_OURS,
     ORIGINAL_IN_PROGRESS,
     SETTLED,
+    Hidden,
     JobState,
     Original,
     sql_in,
@@ -142,6 +143,40 @@ class JournalQueries(JournalConnection):
     def _midnight(self) -> float:
         now = datetime.fromtimestamp(self._clock())
         return now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+    def failures_shown(self, limit: int = 10_000) -> list[Job]:
+        """Failures still on the Failed page (not retried or dismissed), oldest first."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state IN {_FAILURES} AND hidden IS NULL ORDER BY id LIMIT ?", (limit,)
+        )
+        return [job_from_row(r) for r in rows]
+
+    def retried(self, source: os.PathLike[str] | str) -> list[Job]:
+        """Failures of the file at ``source`` sent back to its inbox whose old error file is still
+        to go (``outbox.retry``)."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE source = ? AND hidden = '{Hidden.RETRIED}' ORDER BY id",
+            (os.fspath(source),),
+        )
+        return [job_from_row(r) for r in rows]
+
+    def named(self, name: str, states: tuple[JobState, ...], limit: int = 50) -> list[Job]:
+        """Jobs in ``states`` whose file is called ``name`` as the user sees it (the name it was
+        dropped as, its result's, or its set-aside copy's), or, for an absolute path, whose
+        original, result or set-aside copy is that file; newest first."""
+        args: tuple[str, ...]
+        if os.path.isabs(name):
+            where, args = "(source = ? OR output = ? OR original_path = ?)", (name, name, name)
+        else:
+            # A file name inside any folder: LIKE with its wildcards escaped.
+            like = "%" + os.sep + name.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+            where = "(rel = ? OR rel LIKE ? ESCAPE '!' OR output LIKE ? ESCAPE '!' OR original_path LIKE ? ESCAPE '!')"
+            args = (name, like, like, like)
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE state IN {sql_in(states)} AND {where} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [job_from_row(r) for r in rows]
 
     def history(self, job_id: int) -> list[Event]:
         rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
-from gpen_watch.journal.states import JobState, Original
+from gpen_watch.journal.states import Hidden, JobState, Original
 
 HASH_CHUNK = 1 << 20
 
@@ -64,6 +64,8 @@ class Job:
     original_path: Path | None
     # Where a worker restored it, or last tried to (schema version 3): None when no worker did.
     node: str | None = None
+    # Off the Failed page, and why (schema version 6); None for every job still shown there.
+    hidden: Hidden | None = None
 
 
 @dataclass(frozen=True)
@@ -156,4 +158,5 @@ def job_from_row(row: sqlite3.Row) -> Job:
         original=None if row["original"] is None else Original(row["original"]),
         original_path=_path(row["original_path"]),
         node=row["node"],
+        hidden=None if row["hidden"] is None else Hidden(row["hidden"]),
     )

@@ -95,7 +95,14 @@ _V5 = """
 CREATE INDEX jobs_state_finished ON jobs(state, finished);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+# Version 6: a failure the user sent through again ('retried': its file is back in its inbox and
+# its old error file goes once the new try ends; 'retry-ended': it went) or took off the Failed
+# page ('dismissed'). NULL: a failure still shown, and every other job.
+_V6 = """
+ALTER TABLE jobs ADD COLUMN hidden TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 VERSION = len(MIGRATIONS)
 
 

@@ -118,6 +118,17 @@ class Original(StrEnum):
     WAITING = "waiting"
 
 
+class Hidden(StrEnum):
+    """Why a failure is no longer on the Failed page (``jobs.hidden``; NULL: it is)."""
+
+    # Sent through again: its file went back to its inbox, and its old error file in failed/ goes
+    # once the new try has ended (``outbox.retry``).
+    RETRIED = "retried"
+    RETRY_ENDED = "retry-ended"
+    # The user took it off the page; its file and error file stay in failed/.
+    DISMISSED = "dismissed"
+
+
 ORIGINAL_IN_PROGRESS = (Original.ARCHIVING, Original.DELETING, Original.SETTING_ASIDE)
 ORIGINAL_FINAL = (
     Original.ARCHIVED,

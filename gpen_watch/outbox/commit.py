@@ -34,7 +34,7 @@ from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config, inbox_config, profile_note
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
-from gpen_watch.outbox import durable, folders, naming
+from gpen_watch.outbox import durable, failed, folders, naming
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
 from gpen_watch.restore.api import FileJob, FileResult
@@ -182,4 +182,6 @@ def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> Co
             remove_quietly(result.dst)
         return CommitOutcome(None)
     journal.finish(job_id, final, result.faces, result.timings, result.notes)
-    return CommitOutcome(final, dispose_original(journal, job_id, cfg))
+    outcome = CommitOutcome(final, dispose_original(journal, job_id, cfg))
+    failed.clear_retried(journal, journal.require(job_id))  # a retried failure's old error file
+    return outcome

@@ -19,7 +19,7 @@ from gpen_watch.base.errors import OutputError
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config
 from gpen_watch.journal.journal import Job, Journal
-from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, JobState, Original
+from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, Hidden, JobState, Original
 from gpen_watch.outbox import durable, folders, naming
 from gpen_watch.outbox.moves import OriginalOutcome, move_original
 
@@ -56,8 +56,29 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     """Move a failed/unsupported job's original to failed/ and write its error file. Idempotent.
 
     The journal records "setting-aside" with the destination before the move, so a crash in
-    between is finished by ``commit.recover`` (which calls this again).
+    between is finished by ``commit.recover`` (which calls this again). Once it is set aside (or
+    left, or missing), earlier failures of the same file that were retried lose their old error
+    files (``clear_retried``).
     """
+    outcome = _set_aside(journal, job_id, cfg)
+    if outcome.action != Original.WAITING:
+        clear_retried(journal, journal.require(job_id))
+    return outcome
+
+
+def clear_retried(journal: Journal, job: Job) -> None:
+    """After a job of ``job``'s file ended: remove the error files its retried failures left in
+    failed/ (``outbox.retry``), unless this very job's error file now has that name."""
+    own = error_file(job.original_path) if job.original_path is not None else None
+    for old in journal.retried(job.source):
+        if old.id == job.id:
+            continue
+        if old.original_path is not None and error_file(old.original_path) != own:
+            remove_quietly(error_file(old.original_path))
+        journal.hide(old.id, Hidden.RETRY_ENDED, f"tried again as job {job.id} ({job.state})")
+
+
+def _set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     job = journal.require(job_id)
     if job.state not in FAILURES:
         raise ValueError(f"job {job_id} is {job.state}; only failed or unsupported jobs are set aside")
@@ -67,8 +88,11 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     root = naming.failed_root(naming.outbox_root(cfg, inbox))
     directory = naming.mirror_dir(root, job.rel.parent)
 
+    # The error file of an earlier failure of this file, retried: this failure's replaces it.
+    stale = {error_file(old.original_path) for old in journal.retried(job.source) if old.original_path}
+
     def error_file_taken(p: Path) -> bool:
-        return os.path.lexists(error_file(p))
+        return os.path.lexists(error_file(p)) and error_file(p) not in stale
 
     def write_beside(dest: Path) -> None:
         # Before the journal says "set aside": a crash in between leaves "setting aside", which

@@ -32,7 +32,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, report
+from gpen_watch.service import control, intake, jobs, report, retries
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -53,6 +53,8 @@ STOPPED_EARLY = "the service stopped before this job finished"
 
 
 REAL_ENGINE = P.EngineChoice()
+# Control commands the service loop answers (``ping`` and ``stop`` are answered at once).
+QUEUED_COMMANDS = ("status", "pause", "resume", "retry", "dismiss")
 
 
 def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:
@@ -123,7 +125,7 @@ class Service:
         if cmd == "stop":
             self.request_stop()
             return {"ok": True, "pid": os.getpid()}
-        if cmd not in ("status", "pause", "resume"):
+        if cmd not in QUEUED_COMMANDS:
             return {"ok": False, "error": f"unknown command {cmd!r}; use status, pause, resume or stop"}
         if self._closed.is_set():
             return {"ok": False, "error": "the service is stopping"}
@@ -271,7 +273,7 @@ class Service:
             except queue.Empty:
                 return
             try:
-                reply = _command(run, request["cmd"])
+                reply = _command(run, request)
                 if request["cmd"] == "status":
                     reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
                 fut.set_result(reply)
@@ -327,7 +329,14 @@ def _stop_watcher(run: Running) -> None:
         run.watcher = None
 
 
-def _command(run: Running, cmd: str) -> dict[str, Any]:
+def _command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    cmd = request["cmd"]
+    if cmd == "retry":
+        reply = retries.retry_command(run, request)
+        run.maybe_queued = True
+        return reply
+    if cmd == "dismiss":
+        return retries.dismiss_command(run, request)
     pool = run.pool
     if cmd == "pause":
         run.paused = True

@@ -10,6 +10,18 @@ function setConn(state, text) {
   if (el) { el.dataset.liveState = state; el.textContent = text; }
 }
 
+// A refusal's sentence, next to the button that asked.
+function showError(form, text) {
+  let note = form.parentElement.querySelector(".refused");
+  if (!note) {
+    note = document.createElement("p");
+    note.className = "refused banner bad";
+    note.setAttribute("role", "alert");
+    form.parentElement.appendChild(note);
+  }
+  note.textContent = text;
+}
+
 function enhance(root) {
   root.querySelectorAll("form[data-command]").forEach((form) => {
     form.addEventListener("submit", async (ev) => {
@@ -18,7 +30,12 @@ function enhance(root) {
       if (button) button.disabled = true;
       try {
         const r = await fetch(form.action, { method: "POST", headers: CSRF, credentials: "same-origin" });
-        if (!r.ok) setConn("bad", "the service refused: " + r.status);
+        if (!r.ok) {
+          let why = "the service refused (" + r.status + ")";
+          try { why = (await r.json()).error || why; } catch (e) { /* not JSON */ }
+          showError(form, why);
+          if (button) button.disabled = false;
+        }
       } catch (e) {
         setConn("bad", "cannot reach the service");
       }

@@ -1,0 +1,49 @@
+"""`gpen-watch retry NAME_OR_ID | --all`: send a file set aside in failed/ through again."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from gpen_watch.service import control
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "target",
+        nargs="?",
+        metavar="NAME_OR_ID",
+        help="the file's name as it was dropped (or as failed/ holds it), or its id from the Failed page",
+    )
+    which.add_argument("--all", action="store_true", help="every file on the Failed page")
+
+
+def run(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"all": True} if args.all else {"target": args.target}
+    try:
+        reply = control.request("retry", **fields)
+    except control.ControlError as exc:
+        print(f"gpen-watch retry: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"gpen-watch retry: {reply.get('error', 'refused')}", file=sys.stderr)
+        for m in reply.get("matches", []):
+            print(
+                f"  {m['id']:>8}  {m['name']}  (failed {_when(m['finished'])} in {m['inbox']}: {m['reason']})",
+                file=sys.stderr,
+            )
+        return 1
+    for path in reply["sent"]:
+        print(f"sent back to {path}; it is restored again as a new photo")
+    for line in reply["refused"]:
+        print(line, file=sys.stderr)
+    if args.all and not reply["sent"] and not reply["refused"]:
+        print("nothing to retry: the Failed page is empty")
+    return 0 if not reply["refused"] else 1
+
+
+def _when(epoch: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "?"

@@ -1,0 +1,67 @@
+"""The service's retry and dismiss commands: which failure a name or id means, and the outcome
+as a control reply (`gpen-watch retry`, the dashboard's Failed page)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.journal.journal import Job
+from gpen_watch.journal.states import FAILURES, Hidden
+from gpen_watch.outbox import retry
+from gpen_watch.service.running import Running
+
+log = logging.getLogger(__name__)
+
+
+def matches_json(jobs: list[Job]) -> list[dict[str, Any]]:
+    """The candidates of an ambiguous name, for the CLI to list with their ids."""
+    return [
+        {"id": j.id, "name": j.rel.name, "inbox": str(j.inbox), "finished": j.finished, "reason": j.error}
+        for j in jobs
+    ]
+
+
+def failures_named(run: Running, target: str) -> list[Job]:
+    """The failures ``target`` names: an id, or a file name (or path) as the user sees it."""
+    if target.isdigit():
+        job = run.journal.get(int(target))
+        return [job] if job is not None and job.state in FAILURES else []
+    return [j for j in run.journal.named(target, FAILURES) if j.hidden in (None, Hidden.DISMISSED)]
+
+
+def retry_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    inboxes = [Path(i.path) for i in run.cfg.watch.inboxes]
+    if request.get("all"):
+        jobs = [j for j in run.journal.failures_shown() if j.original_path is not None]
+        sent, refused = [], []
+        for job in jobs:
+            try:
+                sent.append(str(retry.send_back(run.journal, job.id, inboxes)))
+            except retry.RetryRefused as exc:
+                refused.append(str(exc))
+        return {"ok": True, "sent": sent, "refused": refused}
+    target = str(request.get("target", ""))
+    found = failures_named(run, target)
+    if not found:
+        return {"ok": False, "error": f"no failed photo is called {target!r}; the Failed page lists them"}
+    if len(found) > 1:
+        return {
+            "ok": False,
+            "error": f"{len(found)} failed photos are called {target!r}; give the id of the one you mean",
+            "matches": matches_json(found),
+        }
+    try:
+        where = retry.send_back(run.journal, found[0].id, inboxes)
+    except retry.RetryRefused as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True, "sent": [str(where)], "refused": []}
+
+
+def dismiss_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        retry.dismiss(run.journal, int(request.get("id", -1)))
+    except (retry.RetryRefused, ValueError, TypeError) as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True}
