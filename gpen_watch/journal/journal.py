@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gpen_watch.journal.connection import connect, default_path
-from gpen_watch.journal.queries import JournalQueries
 from gpen_watch.journal.records import (
     AddResult,
     Claim,
@@ -29,13 +28,13 @@ from gpen_watch.journal.records import (
     hash_file,
     job_from_row,
 )
+from gpen_watch.journal.requests import UserRequests
 from gpen_watch.journal.states import (
     ACTIVE,
     FAILURES,
     FAULT_OURS,
     ORIGINAL_IN_PLACE,
     SETTLED,
-    Hidden,
     JobState,
     Original,
     TransitionError,
@@ -53,7 +52,7 @@ _FAILURES = sql_in(FAILURES)
 VANISHED = "file disappeared before it was processed"
 
 
-class Journal(JournalQueries):
+class Journal(UserRequests):
     """The job journal. Open with ``Journal.open(path)``; close with ``close()`` or ``with``."""
 
     @classmethod
@@ -142,13 +141,6 @@ class Journal(JournalQueries):
             self._event(conn, job_id, "added", f"{size} bytes, sha256 {sha256[:12]}")
             return AddResult("new", self._added(conn, job_id), None, "", superseded)
 
-    def _added(self, conn: sqlite3.Connection, job_id: int) -> Job:
-        job = self._get(conn, job_id)
-        assert job is not None, "a job just inserted is there"
-        return job
-
-    # --- running ------------------------------------------------------------------------------
-
     @staticmethod
     def _done_with(conn: sqlite3.Connection, sha256: str, size: int) -> sqlite3.Row | None:
         """The first done job with this content, if any (what a drop of it duplicates)."""
@@ -160,17 +152,21 @@ class Journal(JournalQueries):
 
     @staticmethod
     def _queued_rows(conn: sqlite3.Connection, n: int) -> Iterator[sqlite3.Row]:
-        """Queued jobs oldest first, fetched a page at a time (the caller may update between pages)."""
-        last, page = 0, max(4 * n, 64)
-        while True:
-            rows = conn.execute(
-                f"SELECT * FROM jobs WHERE state = '{JobState.QUEUED}' AND id > ? ORDER BY id LIMIT ?",
-                (last, page),
-            ).fetchall()
-            yield from rows
-            if len(rows) < page:
-                return
-            last = rows[-1]["id"]
+        """Queued jobs, redos first (someone is waiting for each), then the rest oldest first,
+        fetched a page at a time (the caller may update between pages)."""
+        for redo in (True, False):
+            last, page = 0, max(4 * n, 64)
+            which = "IS NOT NULL" if redo else "IS NULL"
+            while True:
+                rows = conn.execute(
+                    f"SELECT * FROM jobs WHERE state = '{JobState.QUEUED}' AND id > ? AND redo_of {which}"
+                    " ORDER BY id LIMIT ?",
+                    (last, page),
+                ).fetchall()
+                yield from rows
+                if len(rows) < page:
+                    break
+                last = rows[-1]["id"]
 
     @staticmethod
     def _failed_first(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
@@ -217,6 +213,12 @@ class Journal(JournalQueries):
                 content = (row["sha256"], row["size"])
                 if content in busy:
                     held += 1
+                    continue
+                if row["redo_of"] is not None:
+                    # Restored again on purpose: never a copy of the result it replaces. Two
+                    # redos of one photo run one after the other (busy), the later one last.
+                    busy.add(content)
+                    ids.append(row["id"])
                     continue
                 done = self._done_with(conn, row["sha256"], row["size"])
                 first = done if done is not None else self._failed_first(conn, row)
@@ -480,17 +482,6 @@ class Journal(JournalQueries):
                 "UPDATE jobs SET original = ?, original_path = ? WHERE id = ?", (action, where, job_id)
             )
             self._event(conn, job_id, "original", action + (f": {where}" if where else ""))
-
-    def hide(self, job_id: int, why: Hidden, detail: str) -> bool:
-        """Take a failure off the Failed page (or move it on from RETRIED); False if it is no
-        failure (a retry or dismissal of a job that did not fail is refused by its caller)."""
-        with self._write(durable=True) as conn:
-            cur = conn.execute(
-                f"UPDATE jobs SET hidden = ? WHERE id = ? AND state IN {_FAILURES}", (str(why), job_id)
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, str(why), detail)
-            return cur.rowcount == 1
 
     def log_event(self, job_id: int, kind: str, detail: str | None = None, worker: str | None = None) -> None:
         """Add a free-form history entry (e.g. "oom: retrying at scale 0.5")."""

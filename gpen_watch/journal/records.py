@@ -11,7 +11,7 @@ import sqlite3
 import stat as stat_mod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.journal.states import Hidden, JobState, Original
@@ -66,6 +66,14 @@ class Job:
     node: str | None = None
     # Off the Failed page, and why (schema version 6); None for every job still shown there.
     hidden: Hidden | None = None
+    # A redo (schema version 7): the job whose result it replaces, and what it changes (dotted
+    # setting names, and "face_ids"); None and {} for every other job.
+    redo_of: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_redo(self) -> bool:
+        return self.redo_of is not None
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,15 @@ class Claim:
     held: int
 
 
+def describe_settings(settings: dict[str, Any]) -> str:
+    """A redo's settings for the history: "restore.strength=0.5, faces 0, 2"."""
+    parts = [f"{k}={v}" for k, v in sorted(settings.items()) if k != "face_ids"]
+    if "face_ids" in settings:
+        ids = settings["face_ids"]
+        parts.append("faces " + ", ".join(map(str, ids)) if ids else "no face restored")
+    return ", ".join(parts) or "the inbox's settings"
+
+
 def duplicate_message(done: sqlite3.Row) -> str:
     return f"same content as {done['source']}: its result {done['output']} is copied under this name"
 
@@ -159,4 +176,6 @@ def job_from_row(row: sqlite3.Row) -> Job:
         original_path=_path(row["original_path"]),
         node=row["node"],
         hidden=None if row["hidden"] is None else Hidden(row["hidden"]),
+        redo_of=row["redo_of"],
+        settings=json.loads(row["settings"]) if row["settings"] else {},
     )

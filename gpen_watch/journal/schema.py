@@ -102,7 +102,17 @@ _V6 = """
 ALTER TABLE jobs ADD COLUMN hidden TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# Version 7: a redo (`gpen-watch redo`, a photo's page): a new job that restores a done job's
+# original again with other settings and replaces its result. ``redo_of`` names the job whose
+# result it replaces; ``settings`` holds what it changes, as JSON: dotted setting names, and
+# "face_ids" for the faces picked on the page. NULL for every other job.
+_V7 = """
+ALTER TABLE jobs ADD COLUMN redo_of INTEGER REFERENCES jobs(id);
+ALTER TABLE jobs ADD COLUMN settings TEXT;
+CREATE INDEX jobs_redo ON jobs(redo_of);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 VERSION = len(MIGRATIONS)
 
 
