@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config, inbox_config, profile_note
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
-from gpen_watch.outbox import durable, failed, folders, naming
+from gpen_watch.outbox import durable, failed, folders, naming, redo
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
 from gpen_watch.restore.api import FileJob, FileResult
@@ -86,14 +87,14 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
     job = journal.require(job_id)
     # The settings of the inbox the photo came from; the global ones if it is no longer configured.
     inbox = naming.find_inbox(cfg, job.inbox)
-    own = inbox_config(cfg, inbox)
+    own = inbox_config(cfg, inbox) if not job.is_redo else redo.redo_config(cfg, job, job.settings)
     return FileJob(
         src=job.source,
         dst=tmp,
         format=own.output.format,
         jpeg_quality=own.output.jpeg_quality,
         scale=scale,
-        restore=own.restore if inbox.restore else None,
+        restore=own.restore if inbox.restore or job.is_redo else None,
         note=profile_note(cfg, inbox),
     )
 
@@ -154,8 +155,11 @@ def place_output(
     def record(dst: Path) -> bool:
         return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes)
 
+    if job.is_redo and (name or final.name) == final.name:
+        return _replace_output(tmp, final, record)
+
     try:
-        return durable.place(
+        placed = durable.place(
             tmp,
             final.parent,
             name or final.name,
@@ -164,6 +168,26 @@ def place_output(
         )
     except OSError as exc:
         raise OutputError(f"{final}: cannot move the result into place: {exc.strerror or exc}") from exc
+    if job.is_redo and placed is not None and placed != final:
+        # Redone in another format, so under another name: the first result goes once the new
+        # one is in place, leaving one result for the photo.
+        remove_quietly(final)
+        durable.fsync_dir(final.parent)
+    return placed
+
+
+def _replace_output(tmp: Path, final: Path, record: Callable[[Path], bool]) -> Path | None:
+    """A redo's result over the first one, in one rename: a reader sees the old file or the new
+    one, never neither. The commit token is recorded first, so after a crash recovery knows the
+    final file for ours by its inode (``recovery._resume_commit``)."""
+    if not record(final):
+        return None
+    try:
+        os.replace(tmp, final)
+        durable.fsync_dir(final.parent)
+    except OSError as exc:
+        raise OutputError(f"{final}: cannot put the new result in place: {exc.strerror or exc}") from exc
+    return final
 
 
 # --- all steps ----------------------------------------------------------------------------------

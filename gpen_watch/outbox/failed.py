@@ -80,6 +80,11 @@ def clear_retried(journal: Journal, job: Job) -> None:
 
 def _set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     job = journal.require(job_id)
+    if job.is_redo:
+        # A redo that failed: its original is the archived (or kept) one, and the first result
+        # stays; the photo's page and the Failed page say why. Nothing moves into failed/.
+        journal.set_original(job.id, Original.KEPT, job.source)
+        return OriginalOutcome(Original.KEPT, job.source)
     if job.state not in FAILURES:
         raise ValueError(f"job {job_id} is {job.state}; only failed or unsupported jobs are set aside")
     if job.original is not None and job.original in ORIGINAL_FINAL:

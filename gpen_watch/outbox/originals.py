@@ -41,6 +41,9 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
         return OriginalOutcome(job.original, job.original_path)
     if job.state not in SUCCEEDED:
         raise ValueError(f"job {job_id} is {job.state}; originals are handled only after success")
+    if job.is_redo:  # restored again from where the first run left it: it stays there
+        journal.set_original(job.id, Original.KEPT, job.source)
+        return OriginalOutcome(Original.KEPT, job.source)
     inbox = naming.find_inbox(cfg, job.inbox)
     policy = inbox_config(cfg, inbox).output.originals
     # A waiting original waits for the archive (only moves wait): that move is what is retried.

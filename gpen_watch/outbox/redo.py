@@ -1,0 +1,75 @@
+"""Restoring a done photo again with other settings: which original it starts from, which
+settings it may change, and what they are for its inbox.
+
+A redo is a job of its own (``Journal.add_redo``) that reads the original where the first run left
+it (archived, or kept in the inbox), restores it with the redo's settings over its inbox's, and
+replaces the first result at the same outbox name in one rename (``commit.place_output``): there
+is never a second file beside it, nor a moment with neither. Its original stays where it is.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from gpen_watch.base.errors import ConfigError, GpenWatchError
+from gpen_watch.config import Config, inbox_config, set_value
+from gpen_watch.journal.journal import Job, hash_file
+from gpen_watch.journal.states import JobState, Original
+from gpen_watch.outbox import naming
+
+# The settings a redo may change (the options `gpen-watch redo` takes), and "face_ids": the faces
+# to restore, by the numbers the photo's page shows (empty: none, the original's own pixels).
+REDO_SETTINGS = ("restore.strength", "restore.model", "restore.faces", "restore.upscale", "output.format")
+FACE_IDS = "face_ids"
+
+
+class RedoRefused(GpenWatchError):
+    """This photo cannot be restored again now; the message says why and what to do."""
+
+
+def original_of(job: Job) -> Path:
+    """The original a redo of the done ``job`` restores, checked to be the very file it restored."""
+    name = job.rel.name
+    if job.state != JobState.DONE:
+        raise RedoRefused(f"{name}: only a restored photo can be redone (this one is {job.state})")
+    if job.original == Original.DELETED:
+        raise RedoRefused(
+            f"{name}: its original was deleted after it was restored (output.originals = delete), "
+            "so nothing can be redone; drop the original into an inbox again to restore it anew"
+        )
+    if job.original == Original.ARCHIVED and job.original_path is not None:
+        path = job.original_path
+    elif job.original in (Original.KEPT, Original.LEFT):
+        path = job.original_path or job.source
+    else:
+        raise RedoRefused(f"{name}: its original is not kept anywhere gpen-watch knows ({job.original})")
+    if not path.is_file():
+        raise RedoRefused(f"{name}: its original is no longer at {path} (moved or deleted); nothing to redo")
+    if os.path.getsize(path) != job.size or hash_file(path) != job.sha256:
+        raise RedoRefused(f"{name}: {path} has changed since it was restored; drop it into an inbox instead")
+    return path
+
+
+def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The redo's settings, refused with the same sentence `--set` gives for a bad value."""
+    for key in settings:
+        if key not in (*REDO_SETTINGS, FACE_IDS):
+            raise ConfigError(f"{key}: a redo changes only {', '.join(REDO_SETTINGS)} and the faces")
+    ids = settings.get(FACE_IDS)
+    if ids is not None and (
+        not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < 10_000 for i in ids)
+    ):
+        raise ConfigError("face ids must be face numbers as the photo's page shows them (0, 1, 2 ...)")
+    return settings
+
+
+def redo_config(cfg: Config, job: Job, settings: dict[str, Any]) -> Config:
+    """The settings of ``job``'s inbox with the redo's on top, checked like the TOML file's."""
+    own = copy.deepcopy(inbox_config(cfg, naming.find_inbox(cfg, job.inbox)))
+    for key, value in check_settings(settings).items():
+        if key != FACE_IDS:
+            set_value(own, key, value)
+    return own.validate()
