@@ -121,6 +121,7 @@ def format_status(s: Status) -> str:
             f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}{extra}"
         )
         lines.append(line)
+        lines += [f"             {p.text}" for p in w.photos]
         if w.loaded:
             lines.append(f"             {w.loaded}")
         if w.model_sets:

@@ -31,11 +31,13 @@ from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal
+from gpen_watch.journal.connection import default_path
 from gpen_watch.outbox import recovery
 from gpen_watch.service import control, intake, jobs, report
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
+from gpen_watch.service.views import ViewsKeeper
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 log = logging.getLogger(__name__)
@@ -157,6 +159,7 @@ class Service:
                     run = Running(
                         self.cfg, journal, pool, gate, self._stop, header_checks=self.engine.header_rules
                     )
+                    run.views = ViewsKeeper.for_config(self.cfg, self.journal_path or default_path())
                     if cluster.address:
                         from gpen_watch.cluster.membership import Membership
 

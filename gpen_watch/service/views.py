@@ -1,0 +1,112 @@
+"""Where each photo's views live (the previews and face crops the dashboard shows), and keeping
+them within dashboard.views_mb.
+
+The workers write a job's views (restore/views.py, or a remote worker's through
+dispatch.payload.unpack) into ``views_dir(root, job_id)`` while they hold the pixels; the service
+only names the folder, and after each commit drops the oldest jobs' views beyond the limit. Sizes
+are counted once at start and then per committed job, never by walking the whole tree per photo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+
+from gpen_watch.config import Config
+
+log = logging.getLogger(__name__)
+
+# The folder beside the journal's SQLite file that holds one folder of views per job.
+VIEWS_FOLDER = "views"
+
+
+def views_root(journal_path: Path) -> Path:
+    """The views folder of the journal at ``journal_path``: beside its SQLite file."""
+    return Path(journal_path).parent / VIEWS_FOLDER
+
+
+def views_dir(root: Path, job_id: int) -> Path:
+    """The folder of job ``job_id``'s views under ``root``: named by the job id alone, so that a
+    request naming a job can never reach another path. ValueError for anything but a job id."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        raise ValueError(f"not a job id: {job_id!r}")
+    return root / str(job_id)
+
+
+class ViewsKeeper:
+    """The views of the newest jobs, kept within ``limit_bytes`` (dashboard.views_mb)."""
+
+    def __init__(self, root: Path, limit_bytes: int) -> None:
+        self.root = root
+        self.limit_bytes = limit_bytes
+        # Job id -> bytes of its views, oldest first.
+        self._sizes: OrderedDict[int, int] = OrderedDict()
+        self.total = 0
+        root.mkdir(parents=True, exist_ok=True)
+        self._scan()
+        self._prune()
+
+    @classmethod
+    def for_config(cls, cfg: Config, journal_path: Path) -> ViewsKeeper | None:
+        """The keeper the settings ask for; None when no views are written (dashboard.enabled
+        false, or dashboard.views_mb 0)."""
+        if not cfg.dashboard.enabled or cfg.dashboard.views_mb <= 0:
+            return None
+        root = views_root(journal_path)
+        try:
+            return cls(root, cfg.dashboard.views_mb << 20)
+        except OSError as exc:  # the views are extras: the photos are restored without them
+            log.warning("no photo views this run: cannot use %s (%s)", root, exc.strerror or exc)
+            return None
+
+    def folder(self, job_id: int) -> Path:
+        """Where the worker writes job ``job_id``'s views (FileJob.views)."""
+        return views_dir(self.root, job_id)
+
+    def kept(self, job_id: int) -> None:
+        """Job ``job_id`` is committed: count its views (if the worker wrote any) and drop the
+        oldest jobs' views beyond the limit."""
+        size = _tree_size(self.folder(job_id))
+        self.total -= self._sizes.pop(job_id, 0)
+        if size:
+            self._sizes[job_id] = size
+            self.total += size
+        self._prune()
+
+    def _scan(self) -> None:
+        """Count what earlier runs left, oldest first, and remove the temp folders of a worker
+        killed while writing (a dot name: no service reads them)."""
+        found: list[tuple[float, int, int]] = []
+        for entry in os.scandir(self.root):
+            if entry.name.startswith("."):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name.isdigit() and entry.is_dir(follow_symlinks=False):
+                found.append((entry.stat().st_mtime, int(entry.name), _tree_size(Path(entry.path))))
+        for _mtime, job_id, size in sorted(found):
+            self._sizes[job_id] = size
+            self.total += size
+
+    def _prune(self) -> None:
+        while self.total > self.limit_bytes and self._sizes:
+            job_id, size = self._sizes.popitem(last=False)
+            self.total -= size
+            shutil.rmtree(self.folder(job_id), ignore_errors=True)
+            log.debug("views of job %d dropped to stay within %d MB", job_id, self.limit_bytes >> 20)
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when there is none); one photo's views are a few
+    dozen files at most."""
+    total = 0
+    try:
+        for dirpath, _dirs, files in os.walk(folder):
+            for name in files:
+                with contextlib.suppress(OSError):  # removed meanwhile
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+    except OSError:
+        return 0
+    return total
