@@ -133,3 +133,18 @@ def test_status_prints_one_line_per_photo_under_its_worker(photo: PhotoStatus, l
     at = next(i for i, text in enumerate(lines) if text.lstrip().startswith("cpu#0"))
     assert lines[at + 1] == f"             {line}"
     assert lines[at + 2].lstrip().startswith("cpu#1")
+
+
+def test_photos_waiting_their_turn_share_one_line() -> None:
+    photos = (
+        PhotoStatus(1, "a.jpg", "restoring", 1, 2),
+        PhotoStatus(2, "b.jpg", "waiting"),
+        PhotoStatus(3, "c.jpg", "waiting"),
+        PhotoStatus(4, "d.jpg", "decoding"),
+    )
+    worker = WorkerStatus(name="cuda:0", device="GPU", state="busy", in_flight=4, photos=photos)
+    assert control_cli.photo_lines(worker) == [
+        "a.jpg: restoring faces 1 of 2",
+        "d.jpg: reading the file",
+        "2 more photos waiting their turn",
+    ]

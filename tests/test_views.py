@@ -182,3 +182,13 @@ def test_a_detection_that_cannot_be_a_face_says_why() -> None:
     ((face, reason),) = left_out
     assert face is broken
     assert reason.startswith("cannot be a face in this photo (")
+
+
+@pytest.mark.slow
+def test_the_views_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import views as bench
+
+    assert bench.main(["--rounds", "1", "--faces", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 faces restored" in out
+    assert "views cost: +" in out

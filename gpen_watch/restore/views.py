@@ -93,9 +93,17 @@ def _fit(w: int, h: int, side: int) -> tuple[int, int]:
 
 
 def _resize(bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    if (bgr.shape[1], bgr.shape[0]) == size:
+    """Shrunk to ``size`` by INTER_AREA (each target pixel the average of its source pixels: no
+    aliasing). OpenCV's area shrink is fast only by whole factors: a large shrink goes by the
+    largest whole factor first (the same averages within rounding), then the rest of the way."""
+    h, w = bgr.shape[:2]
+    if (w, h) == size:
         return bgr
-    # INTER_AREA: the average of each target pixel's source pixels, no aliasing when shrinking.
+    whole = min(w // size[0], h // size[1])
+    if whole >= 2:
+        bgr = cv2.resize(bgr, (w // whole, h // whole), interpolation=cv2.INTER_AREA)
+        if (bgr.shape[1], bgr.shape[0]) == size:
+            return bgr
     out: np.ndarray = cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
     return out
 
@@ -109,12 +117,15 @@ def _to_8bit(pixels: np.ndarray) -> np.ndarray:
 
 def _jpeg(bgr: np.ndarray, icc: bytes | None) -> bytes:
     """sRGB 8-bit JPEG: pixels in another colour space (their ICC profile) converted first."""
-    im = Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1]))
-    if icc:
-        im = _to_srgb(im, icc)
-    buf = io.BytesIO()
-    im.save(buf, "JPEG", quality=JPEG_QUALITY)
-    return buf.getvalue()
+    if not icc:
+        ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:
+            raise ValueError("JPEG encoding failed")
+        return bytes(buf.tobytes())
+    im = _to_srgb(Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])), icc)
+    out = io.BytesIO()
+    im.save(out, "JPEG", quality=JPEG_QUALITY)
+    return out.getvalue()
 
 
 def _to_srgb(im: Image.Image, icc: bytes) -> Image.Image:
