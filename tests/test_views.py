@@ -192,3 +192,31 @@ def test_the_views_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "2 faces restored" in out
     assert "views cost: +" in out
+
+
+def test_a_detection_without_numbers_gets_an_empty_box_and_no_crop(tmp_path: Path) -> None:
+    from gpen_watch.imaging.load import load_image
+    from gpen_watch.restore.api import FileResult
+    from gpen_watch.restore.staged import StagedPhoto
+    from gpen_watch.restore.views import view_files
+
+    src = tmp_path / "grey.png"
+    cv2.imwrite(str(src), np.full((40, 60, 3), 90, np.uint8))
+    broken = _face(10, 10, 20)
+    broken.box[:] = np.nan
+    work = StagedPhoto(FileJob(src, tmp_path / "out.png"), FileResult(src, False))
+    work.image = load_image(src)
+    work.shown = [(broken, "cannot be a face in this photo (face box is not finite)")]
+    files = view_files(work, work.image.pixels)
+    meta = json.loads(files["faces.json"])
+    assert meta["faces"] == [
+        {
+            "index": 0,
+            "box": [0.0, 0.0, 0.0, 0.0],
+            "score": 0.99,
+            "restored": False,
+            "reason": "cannot be a face in this photo (face box is not finite)",
+        }
+    ]
+    assert not [name for name in files if name.startswith("faces/")]
+    assert (meta["width"], meta["height"]) == (60, 40)  # never enlarged

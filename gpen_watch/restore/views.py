@@ -74,7 +74,7 @@ def view_files(work: StagedPhoto, after: np.ndarray) -> dict[str, bytes]:
             {
                 "index": i,
                 # A detection that cannot be a face may hold no numbers at all (a broken checkpoint).
-                "box": [round(v * scale, 1) for v in box] if all(map(np.isfinite, box)) else None,
+                "box": [round(v * scale, 1) for v in box] if all(map(np.isfinite, box)) else [0.0] * 4,
                 "score": round(float(face.score), 4) if np.isfinite(face.score) else None,
                 "restored": reason is None,
                 "reason": reason,

@@ -30,8 +30,7 @@ from gpen_watch.config import Config, inbox_profiles
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
-from gpen_watch.journal import Journal
-from gpen_watch.journal.connection import default_path
+from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
 from gpen_watch.service import control, intake, jobs, report
 from gpen_watch.service.folders import prepare_service_folders

@@ -31,8 +31,9 @@ def views_root(journal_path: Path) -> Path:
 
 def views_dir(root: Path, job_id: int) -> Path:
     """The folder of job ``job_id``'s views under ``root``: named by the job id alone, so that a
-    request naming a job can never reach another path. ValueError for anything but a job id."""
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+    request naming a job can never reach another path (a number that is no job's names a folder
+    that does not exist). ValueError for anything but an int."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise ValueError(f"not a job id: {job_id!r}")
     return root / str(job_id)
 
