@@ -48,12 +48,17 @@ def test_views_of_the_newest_photos_are_kept_within_the_limit(
     job = max(kept)
     meta = json.loads((views_dir(root, job) / "faces.json").read_text())
     assert [f["restored"] for f in meta["faces"]] == [True]
+    # The same photo dropped again gets a copy of the result, and of its views.
+    drop(svc.inbox, "p3-again.jpg", photos[3])
+    svc.wait_done(5)
+    again = _kept(root)
+    assert sorted(again.values()) == sorted([photos[3], photos[3]])  # p2's dropped for room
     # The status names the photo a worker is on, and how far it is, as `gpen-watch status` prints it.
     drop(svc.inbox, "IMG_0001 slow.jpg", b"slow photo")
     s = svc.wait(lambda s: any(w["photos"] for w in s["workers"]), what="a photo in the status")
     assert "IMG_0001 slow.jpg: restoring faces 0 of 1" in control_cli.format_status(Status.from_json(s))
     assert s["torch_loaded"] is False
-    svc.wait_done(5)
+    svc.wait_done(6)
 
 
 @pytest.mark.slow

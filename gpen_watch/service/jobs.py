@@ -97,6 +97,8 @@ def _copy(run: Running, twin: Twin) -> bool:
         return True
     run.ended(outcome.original)
     if outcome.output is not None:
+        if run.views is not None:
+            run.views.copied(job.id, twin.first.id)
         log.info("%s: same content as %s; result %s", job.source, twin.first.source, outcome.output)
     return True
 

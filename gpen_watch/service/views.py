@@ -16,6 +16,7 @@ import shutil
 from collections import OrderedDict
 from pathlib import Path
 
+from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.config import Config
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,22 @@ class ViewsKeeper:
             self._sizes[job_id] = size
             self.total += size
         self._prune()
+
+    def copied(self, job_id: int, first_id: int) -> None:
+        """Job ``job_id`` got a copy of job ``first_id``'s result (the same photo dropped again):
+        it gets a copy of that job's views too, if they are still kept."""
+        source = self.folder(first_id)
+        if first_id not in self._sizes or not source.is_dir():
+            return
+        try:
+            files = {
+                p.relative_to(source).as_posix(): p.read_bytes() for p in source.rglob("*") if p.is_file()
+            }
+            replace_folder(self.folder(job_id), files)
+        except OSError as exc:  # pruned meanwhile, or the disk refused: the copy has no views
+            log.debug("views of job %d not copied to job %d: %s", first_id, job_id, exc)
+            return
+        self.kept(job_id)
 
     def _scan(self) -> None:
         """Count what earlier runs left, oldest first, and remove the temp folders of a worker
