@@ -14,9 +14,10 @@ import pytest
 from test_daemon import Service, drop, services
 
 from gpen_watch.cli import control as control_cli
+from gpen_watch.journal import Journal
 from gpen_watch.journal.connection import default_path
 from gpen_watch.service.status import Status
-from gpen_watch.service.views import ViewsKeeper, views_dir, views_root
+from gpen_watch.service.views import ViewsKeeper, ended_well_in, views_dir, views_root
 
 __all__ = ["services"]
 
@@ -59,6 +60,11 @@ def test_views_of_the_newest_photos_are_kept_within_the_limit(
     assert "IMG_0001 slow.jpg: restoring faces 0 of 1" in control_cli.format_status(Status.from_json(s))
     assert s["torch_loaded"] is False
     svc.wait_done(6)
+    kept = _kept(root)
+    # A restart keeps the views of the jobs the journal has as done.
+    assert svc.stop() == 0
+    svc.start()
+    assert _kept(root) == kept
 
 
 @pytest.mark.slow
@@ -97,3 +103,20 @@ def test_the_keeper_counts_what_earlier_runs_left_and_drops_the_oldest(tmp_path:
     assert sorted(p.name for p in root.iterdir()) == ["2", "5"]
     keeper.kept(6)  # a job whose worker wrote no views
     assert keeper.total == 700
+
+
+def test_views_of_jobs_the_journal_has_not_as_done_go_at_start(tmp_path: Path) -> None:
+    """A journal started afresh numbers its jobs from 1 again: views an earlier journal's jobs
+    left must not be shown as the new jobs'."""
+    root = tmp_path / "views"
+    for job in (1, 2):
+        (root / str(job)).mkdir(parents=True)
+        (root / str(job) / "after.jpg").write_bytes(b"old")
+    with Journal.open(tmp_path / "journal.sqlite3") as journal:
+        photo = tmp_path / "a.jpg"
+        photo.write_bytes(b"a")
+        added = journal.add(photo, tmp_path, "a.jpg", 1, photo.stat().st_mtime, "0" * 64)
+        keeper = ViewsKeeper(root, 1 << 20, ended_well_in(journal))
+        assert added.job is not None and added.job.state == "queued"
+    assert list(root.iterdir()) == []
+    assert keeper.total == 0

@@ -158,7 +158,7 @@ class Service:
                     run = Running(
                         self.cfg, journal, pool, gate, self._stop, header_checks=self.engine.header_rules
                     )
-                    run.views = ViewsKeeper.for_config(self.cfg, self.journal_path or default_path())
+                    run.views = ViewsKeeper.for_config(self.cfg, self.journal_path or default_path(), journal)
                     if cluster.address:
                         from gpen_watch.cluster.membership import Membership
 

@@ -14,10 +14,13 @@ import logging
 import os
 import shutil
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.config import Config
+from gpen_watch.journal import Journal
+from gpen_watch.journal.states import JobState
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +45,27 @@ def views_dir(root: Path, job_id: int) -> Path:
 class ViewsKeeper:
     """The views of the newest jobs, kept within ``limit_bytes`` (dashboard.views_mb)."""
 
-    def __init__(self, root: Path, limit_bytes: int) -> None:
+    def __init__(self, root: Path, limit_bytes: int, ended_well: Callable[[int], bool] | None = None) -> None:
+        """``ended_well``: whether the journal has job N as done; what earlier runs left for any
+        other job goes (a journal started afresh numbers its jobs from 1 again)."""
         self.root = root
         self.limit_bytes = limit_bytes
         # Job id -> bytes of its views, oldest first.
         self._sizes: OrderedDict[int, int] = OrderedDict()
         self.total = 0
         root.mkdir(parents=True, exist_ok=True)
-        self._scan()
+        self._scan(ended_well or (lambda _job_id: True))
         self._prune()
 
     @classmethod
-    def for_config(cls, cfg: Config, journal_path: Path) -> ViewsKeeper | None:
-        """The keeper the settings ask for; None when no views are written (dashboard.enabled
-        false, or dashboard.views_mb 0)."""
+    def for_config(cls, cfg: Config, journal_path: Path, journal: Journal) -> ViewsKeeper | None:
+        """The keeper the settings ask for, for the journal at ``journal_path``; None when no
+        views are written (dashboard.enabled false, or dashboard.views_mb 0)."""
         if not cfg.dashboard.enabled or cfg.dashboard.views_mb <= 0:
             return None
         root = views_root(journal_path)
         try:
-            return cls(root, cfg.dashboard.views_mb << 20)
+            return cls(root, cfg.dashboard.views_mb << 20, ended_well_in(journal))
         except OSError as exc:  # the views are extras: the photos are restored without them
             log.warning("no photo views this run: cannot use %s (%s)", root, exc.strerror or exc)
             return None
@@ -95,12 +100,12 @@ class ViewsKeeper:
             return
         self.kept(job_id)
 
-    def _scan(self) -> None:
-        """Count what earlier runs left, oldest first, and remove the temp folders of a worker
-        killed while writing (a dot name: no service reads them)."""
+    def _scan(self, ended_well: Callable[[int], bool]) -> None:
+        """Count what earlier runs left, oldest first; remove the temp folders of a worker killed
+        while writing (a dot name: no service reads them) and the views of jobs not done."""
         found: list[tuple[float, int, int]] = []
         for entry in os.scandir(self.root):
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") or (entry.name.isdigit() and not ended_well(int(entry.name))):
                 shutil.rmtree(entry.path, ignore_errors=True)
             elif entry.name.isdigit() and entry.is_dir(follow_symlinks=False):
                 found.append((entry.stat().st_mtime, int(entry.name), _tree_size(Path(entry.path))))
@@ -114,6 +119,16 @@ class ViewsKeeper:
             self.total -= size
             shutil.rmtree(self.folder(job_id), ignore_errors=True)
             log.debug("views of job %d dropped to stay within %d MB", job_id, self.limit_bytes >> 20)
+
+
+def ended_well_in(journal: Journal) -> Callable[[int], bool]:
+    """Whether ``journal`` has a job as done (restored, or a copy of a done one's result)."""
+
+    def ended_well(job_id: int) -> bool:
+        job = journal.get(job_id)
+        return job is not None and job.state in (JobState.DONE, JobState.DUPLICATE)
+
+    return ended_well
 
 
 def _tree_size(folder: Path) -> int:
