@@ -20,7 +20,7 @@ from benchmarks.known_faces import FaceTable
 from benchmarks.photos import PhotoSet
 from benchmarks.stages import StageClock
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore.api import Engine, FileJob, FileResult, ModelSetWatch
+from gpen_watch.restore.api import Engine, FileJob, FileResult, ModelSetWatch, PhotoProgress
 
 if TYPE_CHECKING:
     from gpen_watch.restore.restorer import Restorer
@@ -47,6 +47,10 @@ class _Measured:
         self.models: ModelSetWatch | None = None
         self.steps = 0
         self.restoring = -1
+
+    @property
+    def progress(self) -> tuple[PhotoProgress, ...]:
+        return self.restorer.progress
 
     def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:
         for res in self.restorer.restore_files(jobs):

@@ -13,7 +13,8 @@ What it does to an image depends on the file name:
     oom1      reports out of memory unless scale <= 0.5
     raise     raises instead of returning a result
     slow      sleeps FAKE_SLOW seconds (default 1) first, once it has created a file of the
-              photo's name in the folder FAKE_SLOW_STARTED names (if set): it is on the photo
+              photo's name in the folder FAKE_SLOW_STARTED names (if set): it is on the photo;
+              meanwhile its progress says "restoring faces 0 of 1"
     bad       returns a failed result ("not an image")
     bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
@@ -28,10 +29,15 @@ creates the file FAKE_LOAD_STARTED names, if set, to say it is loading). FAKE_LO
 carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
 photos it asks the pool to hand it at once. FAKE_DEVICE names the device a slot's "auto" resolves
 to (default cpu).
+
+A photo that ends well and whose job names a views folder gets a views set written there with the
+engine's helper (base.fsutil.replace_folder): after.jpg holds the original's bytes, faces.json says
+one face (none for "noface"); before.jpg, thumb.jpg and face crops are left out.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -41,8 +47,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
+from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.imaging.reasons import decoder_bug
-from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch
+from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch, PhotoProgress, Stage
 
 
 class FakeRestorer:
@@ -77,11 +84,18 @@ class FakeRestorer:
         self.models: ModelSetWatch | None = None
         self.steps = 0
         self.restoring = -1
+        # The photo it is on (restore.api.Engine.progress); it holds one at a time.
+        self.progress: tuple[PhotoProgress, ...] = ()
 
     def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:
         for job in jobs:
             if job is not None:  # a live source with nothing waiting (never while we hold none)
-                yield self._one(job)
+                self.progress = (PhotoProgress(str(job.src), Stage.DETECTING),)
+                result = self._one(job)
+                self.progress = ()
+                if result.ok and job.views is not None:
+                    _write_views(job, result.faces)
+                yield result
 
     def _one(self, job: FileJob) -> FileResult:
         name = job.src.name
@@ -114,6 +128,7 @@ class FakeRestorer:
         if "raise" in name:
             raise ValueError("restorer blew up")
         if "slow" in name:
+            self.progress = (PhotoProgress(str(job.src), Stage.RESTORING, 0, 1),)
             if started := os.environ.get("FAKE_SLOW_STARTED"):
                 (Path(started) / name).touch()
             time.sleep(float(os.environ.get("FAKE_SLOW", "1")))
@@ -137,3 +152,10 @@ class FakeRestorer:
 
     def close(self) -> None:
         pass
+
+
+def _write_views(job: FileJob, faces: int) -> None:
+    assert job.views is not None
+    shown = [{"index": 0, "box": [0, 0, 1, 1], "score": 0.9, "restored": True, "reason": None}]
+    meta = {"width": 1, "height": 1, "source_width": 1, "source_height": 1, "faces": shown[:faces]}
+    replace_folder(job.views, {"after.jpg": job.src.read_bytes(), "faces.json": json.dumps(meta).encode()})

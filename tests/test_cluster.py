@@ -7,6 +7,7 @@ is not installed. The first test needs neither: a head that cannot be reached.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -33,8 +34,10 @@ from gpen_watch.dispatch import pool
 from gpen_watch.dispatch.devices import WorkerSlot
 from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.journal import Journal
+from gpen_watch.journal.connection import default_path
 from gpen_watch.restore.api import FileJob
 from gpen_watch.service.status import Status
+from gpen_watch.service.views import views_dir, views_root
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -225,6 +228,12 @@ def test_photos_are_restored_by_the_remote_node_as_by_a_local_worker(
         with Journal.open() as journal:
             (job,) = journal.jobs("done")
         assert job.node == node
+        # Its views were written there and sent back with the result, into the job's own folder.
+        views = views_dir(views_root(default_path()), job.id)
+        assert json.loads((views / "faces.json").read_text())["faces"][0]["restored"] is True
+        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces/0.after.png"} <= {
+            p.relative_to(views).as_posix() for p in views.rglob("*")
+        }
         (entry,) = [n for n in s["nodes"] if not n["local"]]
         # No NVML there: no GPU readings, and its one worker is its CPU (`cluster join --cpu`).
         assert (entry["name"], entry["up"], entry["done"], entry["gpus"]) == (node, True, 1, [])

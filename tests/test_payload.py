@@ -34,8 +34,13 @@ def test_a_photo_sent_as_bytes_comes_back_bit_identical_to_the_path_job(
     by_path.mkdir()
     by_bytes.mkdir()
     cfg = tiny_restore_config(tiny_models)
-    path_jobs = [FileJob(p, by_path / f".{p.name}.tmp", "same", 90) for p in photos]
-    byte_jobs = [FileJob(p, by_bytes / f".{p.name}.tmp", "same", 90) for p in photos]
+    path_jobs = [
+        FileJob(p, by_path / f".{p.name}.tmp", "same", 90, views=by_path / f"{p.stem}.views") for p in photos
+    ]
+    byte_jobs = [
+        FileJob(p, by_bytes / f".{p.name}.tmp", "same", 90, views=by_bytes / f"{p.stem}.views")
+        for p in photos
+    ]
     scratch = payload.Scratch(tmp_path / "scratch")
     with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
         local = {res.src: res for res in r.restore_files(path_jobs)}
@@ -53,6 +58,18 @@ def test_a_photo_sent_as_bytes_comes_back_bit_identical_to_the_path_job(
         assert res.notes == want.notes
         # Bit for bit: one restorer in one process, the same two faces in one batch both times.
         assert job.dst.read_bytes() == Path(str(want.dst)).read_bytes()
+        # The views, written on the remote side and sent back, are the local worker's.
+        assert job.views is not None
+        local_views = by_path / f"{job.src.stem}.views"
+        got = {
+            p.relative_to(job.views).as_posix(): p.read_bytes() for p in job.views.rglob("*") if p.is_file()
+        }
+        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces.json", "faces/0.after.png"} <= set(got)
+        assert got == {
+            p.relative_to(local_views).as_posix(): p.read_bytes()
+            for p in local_views.rglob("*")
+            if p.is_file()
+        }
     assert list(scratch.root.iterdir()) == []  # every job's folder is gone once its result is read
     scratch.close()
     assert not scratch.root.exists()
@@ -75,6 +92,27 @@ def test_unpack_never_overwrites_and_reports_the_outbox_not_the_photo(tmp_path: 
     placed = payload.unpack(done, job)
     assert (placed.ok, placed.faces, placed.dst) == (True, 2, job.dst)
     assert job.dst.read_bytes() == b"new bytes"
+
+
+def test_views_from_the_network_stay_in_the_jobs_views_folder(tmp_path: Path) -> None:
+    job = FileJob(tmp_path / "a.jpg", tmp_path / ".a.jpg.tmp", views=tmp_path / "views" / "3")
+    assert payload.pack(_written(job)).views
+    assert not payload.pack(FileJob(job.src, job.dst)).views
+    ok = FileResult(Path("a.jpg"), True, faces=1, format="JPEG")
+    evil = payload.PhotoResult(ok, b"out", {"after.jpg": b"a", "../../evil.jpg": b"x"})
+    res = payload.unpack(evil, job)
+    assert (res.ok, res.dst) == (True, job.dst)  # the photo is done; only its views are refused
+    assert not (tmp_path / "evil.jpg").exists()
+    assert not job.views.exists()
+    fine = payload.PhotoResult(ok, b"out", {"after.jpg": b"a", "faces/0.before.png": b"b"})
+    os.unlink(job.dst)
+    payload.unpack(fine, job)
+    assert (job.views / "faces" / "0.before.png").read_bytes() == b"b"
+
+
+def _written(job: FileJob) -> FileJob:
+    job.src.write_bytes(b"photo")
+    return job
 
 
 def test_a_failed_remote_result_keeps_its_reason_and_writes_nothing(tmp_path: Path) -> None:

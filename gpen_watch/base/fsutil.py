@@ -9,7 +9,9 @@ import contextlib
 import errno
 import os
 import secrets
-from pathlib import Path
+import shutil
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 # Opening a file someone dropped: never follow a symlink swapped in after an lstat, never block (a
 # FIFO would wait for a writer), binary on Windows. Callers still check what they opened (fstat).
@@ -58,3 +60,43 @@ def write_text_atomic(
     except BaseException:
         remove_quietly(tmp)
         raise
+
+
+def safe_relative(name: str) -> PurePosixPath:
+    """``name`` as a path inside some folder ("faces/0.before.png"); ValueError for a name that
+    could leave it (absolute, "..", a drive) or names nothing."""
+    rel = PurePosixPath(name)
+    if (
+        not name
+        or rel.is_absolute()
+        or "\\" in name
+        or ":" in name
+        or any(p in ("", ".", "..") for p in rel.parts)
+    ):
+        raise ValueError(f"not a plain relative file name: {name!r}")
+    return rel
+
+
+def replace_folder(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Make ``folder`` hold exactly ``files`` (relative names, "/" between folders), replacing
+    what it held. Written into a hidden temp folder beside it and renamed into place, so a reader
+    sees the old set, for a moment none, or all of the new one, never part of one. Names that
+    could leave the folder raise ValueError before anything is written."""
+    names = [(safe_relative(name), data) for name, data in files.items()]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tag = secrets.token_hex(4)
+    tmp = folder.with_name(f".{folder.name}.tmp-{tag}")
+    old = folder.with_name(f".{folder.name}.old-{tag}")
+    try:
+        tmp.mkdir()
+        for rel, data in names:
+            path = tmp.joinpath(*rel.parts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -121,6 +121,7 @@ def format_status(s: Status) -> str:
             f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}{extra}"
         )
         lines.append(line)
+        lines += [f"             {text}" for text in photo_lines(w)]
         if w.loaded:
             lines.append(f"             {w.loaded}")
         if w.model_sets:
@@ -155,6 +156,17 @@ def format_status(s: Status) -> str:
     elif s.dashboard_problem:
         lines.append(f"dashboard: none ({s.dashboard_problem})")
     return "\n".join(lines)
+
+
+def photo_lines(w: WorkerStatus) -> list[str]:
+    """One line per photo a worker is on; the photos it holds ahead, waiting their turn, in one
+    line when there are several (a worker on a GPU reads a dozen ahead)."""
+    waiting = [p for p in w.photos if p.stage == "waiting"]
+    shown = [p for p in w.photos if p.stage != "waiting" or len(waiting) == 1]
+    lines = [p.text for p in shown]
+    if len(waiting) > 1:
+        lines.append(f"{len(waiting)} more photos waiting their turn")
+    return lines
 
 
 def queue_line(q: QueueStatus, workers: int) -> str:

@@ -122,10 +122,14 @@ class RestorerActor:
         self._threads_read.wait(_THREADS_WAIT_S)
         return worker_main.ready_message(self._engine, self._slot, os.getpid(), node=self._node)
 
-    def ping(self) -> tuple[tuple[GpuSample, ...], tuple[ModelKey, ...]]:
-        """Alive; with this machine's GPUs as NVML reads them (none without NVML), and the model
-        sets the restorer holds now."""
-        return self._gpus.sample(), self._model_sets
+    def ping(self) -> tuple[tuple[GpuSample, ...], tuple[ModelKey, ...], tuple[P.PhotoAt, ...]]:
+        """Alive; with this machine's GPUs as NVML reads them (none without NVML), the model
+        sets the restorer holds now, and where each photo it holds is."""
+        return (
+            self._gpus.sample(),
+            self._model_sets,
+            worker_main.photos_at(self._engine.progress, self._jobs),
+        )
 
     def restore(self, key: int, photo: PhotoJob) -> PhotoResult:
         """Restore one photo; returns when it is done (other calls run meanwhile)."""

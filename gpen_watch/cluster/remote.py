@@ -205,8 +205,8 @@ class RayWorker:
                 done, _ = r_.wait(waiting, num_returns=len(waiting), timeout=0)
             for ref in done:
                 if ref is ping:
-                    gpus, sets = r_.get(ping)  # raises once the actor is gone
-                    out.send(P.Heartbeat(bool(flights), gpus=tuple(gpus or ())))
+                    gpus, sets, photos = r_.get(ping)  # raises once the actor is gone
+                    out.send(P.Heartbeat(bool(flights), gpus=tuple(gpus or ()), photos=tuple(photos)))
                     if sets != model_sets:
                         model_sets = tuple(sets)
                         out.send(P.ModelSets(model_sets))

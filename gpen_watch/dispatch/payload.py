@@ -14,17 +14,23 @@ saves two copies of every photo through a pipe (docs/benchmarks.md has the figur
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpen_watch.base.errors import ErrorKind
+from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.api import FileJob, FileResult
 
+log = logging.getLogger(__name__)
+
 # The engine's output inside a scratch folder; the format comes from the job, not this name.
 _OUT_NAME = "out.tmp"
+# The engine's views folder inside a scratch folder.
+_VIEWS_NAME = "views"
 
 
 @dataclass(frozen=True)
@@ -36,19 +42,31 @@ class PhotoJob:
     scale: float = 1.0
     # The photo's inbox profile (FileJob.restore): a remote worker restores it with those settings.
     restore: RestoreConfig | None = None
+    # Whether the service wants the photo's views (FileJob.views): sent back in PhotoResult.views.
+    views: bool = False
 
 
 @dataclass
 class PhotoResult:
     result: FileResult  # src is Path(name); dst is None
     data: bytes | None = None  # the encoded output, when result.ok
+    # The photo's views by their names in the views folder ("faces/0.before.png"), when asked for.
+    views: dict[str, bytes] = field(default_factory=dict)
 
 
 def pack(job: FileJob) -> PhotoJob:
     """Read the original; OSError when it cannot be read (see ``unreadable``)."""
     with open(job.src, "rb") as f:
         data = f.read()
-    return PhotoJob(Path(job.src).name, data, job.format, job.jpeg_quality, job.scale, job.restore)
+    return PhotoJob(
+        Path(job.src).name,
+        data,
+        job.format,
+        job.jpeg_quality,
+        job.scale,
+        job.restore,
+        views=job.views is not None,
+    )
 
 
 def unreadable(job: FileJob, exc: OSError) -> FileResult:
@@ -94,6 +112,11 @@ def unpack(out: PhotoResult, job: FileJob) -> FileResult:
         )
         return res
     res.dst = job.dst
+    if job.views is not None and out.views:
+        try:
+            replace_folder(job.views, out.views)
+        except (OSError, ValueError) as exc:  # the views are extras: the photo is done without them
+            log.warning("%s: could not write its views to %s: %s", job.src, job.views, exc)
     return res
 
 
@@ -115,7 +138,13 @@ class Scratch:
         src.write_bytes(photo.data)
         self._names[src] = photo.name
         return FileJob(
-            src, folder / _OUT_NAME, photo.format, photo.jpeg_quality, photo.scale, restore=photo.restore
+            src,
+            folder / _OUT_NAME,
+            photo.format,
+            photo.jpeg_quality,
+            photo.scale,
+            restore=photo.restore,
+            views=folder / _VIEWS_NAME if photo.views else None,
         )
 
     def result(self, result: FileResult) -> PhotoResult:
@@ -124,11 +153,13 @@ class Scratch:
         name = self._names.pop(src, src.name)
         try:
             data = None
+            views: dict[str, bytes] = {}
             if result.ok and result.dst is not None:
                 data = Path(result.dst).read_bytes()
+                views = _read_views(src.parent / _VIEWS_NAME)
         finally:  # also when the output cannot be read back: the job's folder goes either way
             self.discard(src)
-        return PhotoResult(replace(result, src=Path(name), dst=None), data)
+        return PhotoResult(replace(result, src=Path(name), dst=None), data, views)
 
     def discard(self, src: Path) -> None:
         """Drop the folder of the job whose original is ``src`` (nothing outside this scratch)."""
@@ -138,3 +169,14 @@ class Scratch:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _read_views(folder: Path) -> dict[str, bytes]:
+    """The files of a views folder by their names in it ("faces/0.before.png"); {} without one."""
+    if not folder.is_dir():
+        return {}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }

@@ -29,6 +29,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from gpen_watch.base.errors import ErrorKind
@@ -251,6 +252,7 @@ class FaultPolicy:
             self._on_result(w, msg.key, msg.result, events)
         elif isinstance(msg, P.Heartbeat):
             w.gpus = msg.gpus
+            w.photos = msg.photos
             w.restoring_said = msg.restoring
             if msg.progress != w.progress_seen:
                 w.progress_seen = msg.progress
@@ -265,6 +267,7 @@ class FaultPolicy:
             w.state = WorkerState.READY
             w.pid = msg.pid if msg.pid is not None else w.pid
             w.restoring_said = -1  # a new process: it says at its first heartbeat
+            w.photos = ()
             w.read_ahead, w.loaded, w.node = msg.read_ahead, msg.loaded, msg.node or w.slot.node
             if w.slot.device == "auto":
                 w.device_label = msg.device_label
@@ -468,6 +471,7 @@ class FaultPolicy:
                     "model_sets": [dataclasses.asdict(k) for k in w.model_sets] if alive else [],
                     "node": w.node,
                     "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
+                    "photos": photo_rows(w) if alive else [],
                     "restarts": w.restarts,
                     "memory_budget_mb": w.memory_budget_mb or None,
                     "rss_mb": dict(w.rss_mb),
@@ -483,3 +487,17 @@ class FaultPolicy:
         if not self.workers:
             return "no worker configured"
         return None
+
+
+def photo_rows(w: WorkerRecord) -> list[dict[str, Any]]:
+    """The photos a worker's restorer holds, as its last heartbeat said, for the status: only
+    those it still has (a result may have come since), by the name the user dropped."""
+    rows = []
+    for at in w.photos:
+        flight = w.flights.get(at.key)
+        if flight is None:
+            continue
+        p = at.progress
+        name = Path(flight.task.job.src).name
+        rows.append({"job_id": at.key, "name": name, "stage": str(p.stage), "done": p.done, "total": p.total})
+    return rows

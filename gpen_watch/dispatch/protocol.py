@@ -14,7 +14,8 @@ worker -> parent (``FromWorker``)
     Took(key)                the restorer started on this image (blame for a crash is laid here)
     Result(key, result)
     ModelSets(loaded)        the model sets it holds, after the first load and each load or unload
-    Heartbeat(busy)          every few seconds from a side thread: the process is alive
+    Heartbeat(busy, ...)     every few seconds from a side thread: the process is alive, and
+                             where each photo it holds is
     Log(level, logger, message)  the worker's log records, written by the parent's handlers
     Fatal(kind, message)     the worker cannot go on and is about to exit (see FatalKind)
     Bye(keys)                stopping: these images were never started
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from gpen_watch.base.strenum import StrEnum
 from gpen_watch.gpu.nvml import GpuSample
-from gpen_watch.restore.api import FileJob, FileResult, ModelKey
+from gpen_watch.restore.api import FileJob, FileResult, ModelKey, PhotoProgress
 
 
 class FatalKind(StrEnum):
@@ -90,6 +91,14 @@ class Result:
 
 
 @dataclass(frozen=True)
+class PhotoAt:
+    """One photo the worker's restorer holds (``Heartbeat.photos``): its job's key, and where it is."""
+
+    key: int
+    progress: PhotoProgress
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     busy: bool
     # How many units of device work (a detection, a face batch, a tile batch) the restorer has
@@ -102,6 +111,8 @@ class Heartbeat:
     # The GPUs of the machine the worker runs on, as NVML read them there: sent by a cluster
     # node's worker (this machine's are read by the tray itself); () where there is no NVML.
     gpus: tuple[GpuSample, ...] = ()
+    # The photos the restorer holds and the stage each is in; () from a restorer that does not say.
+    photos: tuple[PhotoAt, ...] = ()
 
 
 @dataclass(frozen=True)

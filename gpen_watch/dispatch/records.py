@@ -97,6 +97,8 @@ class WorkerRecord:
     node: str = ""
     # Its machine's GPUs, from its last heartbeat (cluster workers only).
     gpus: tuple[GpuSample, ...] = ()
+    # The photos its restorer holds and where each is, from its last heartbeat.
+    photos: tuple[P.PhotoAt, ...] = ()
     # The worker's memory budget (MB, 0: not said) and its highest resident memory when each stage
     # of a photo ended, from its results (this process only: cleared when it is restarted).
     memory_budget_mb: int = 0

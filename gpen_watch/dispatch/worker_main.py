@@ -33,7 +33,7 @@ from gpen_watch.base.streams import flush_and_exit
 from gpen_watch.config import RestoreConfig
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.devices import WorkerSlot
-from gpen_watch.restore.api import Engine, EngineFactory, FileJob, ModelKey
+from gpen_watch.restore.api import Engine, EngineFactory, FileJob, ModelKey, PhotoProgress
 
 _STOP = object()  # queue sentinel: the parent asked us to stop
 
@@ -120,6 +120,7 @@ def main(conn: Connection, args: WorkerArgs) -> None:
     # plain per-image timeout.
     state.progress = lambda: restorer.steps
     state.restoring = lambda: restorer.restoring
+    state.photos = lambda: photos_at(restorer.progress, state)
     chan.send(ready_message(restorer, args.slot, os.getpid()))
     report_model_sets(restorer, chan)
     try:
@@ -153,6 +154,12 @@ class JobQueue:
         self.progress: Callable[[], int] = lambda: 0
         # Its count of photos past decoding (see P.Heartbeat); -1: it keeps none.
         self.restoring: Callable[[], int] = lambda: -1
+        # Where each photo it holds is (see P.Heartbeat); (): it says nothing.
+        self.photos: Callable[[], tuple[P.PhotoAt, ...]] = tuple
+        # The keys of the jobs handed to the restorer, by src (``serve``), and their lock: the
+        # restorer may pull from the source on its own thread, and the heartbeat reads them.
+        self.keys: dict[str, deque[int]] = {}
+        self.lock = threading.Lock()
 
     def drain(self) -> list[P.JobItem]:
         items: list[P.JobItem] = []
@@ -174,9 +181,9 @@ def serve(chan: Sender, state: JobQueue, restorer: Engine) -> None:
     and the restorer asks again as it goes: photos that arrive join the running batches rather
     than waiting for them to drain. It blocks only when nothing is outstanding.
     """
-    keys: dict[str, deque[int]] = {}
+    keys = state.keys
     outstanding = [0]
-    lock = threading.Lock()  # the restorer may pull from the source on its own thread
+    lock = state.lock
 
     def jobs() -> Iterator[FileJob | None]:
         while not state.stopping:
@@ -241,10 +248,19 @@ def _parent_gone() -> NoReturn:
 def _heartbeat(chan: _Channel, state: JobQueue, every: float) -> None:
     while True:
         try:
-            chan.send(P.Heartbeat(state.busy, state.progress(), restoring=state.restoring()))
+            chan.send(
+                P.Heartbeat(state.busy, state.progress(), restoring=state.restoring(), photos=state.photos())
+            )
         except Exception:  # noqa: BLE001
             return
         time.sleep(every)
+
+
+def photos_at(progress: tuple[PhotoProgress, ...], state: JobQueue) -> tuple[P.PhotoAt, ...]:
+    """The restorer's photos (``Engine.progress``) by their jobs' keys; a photo whose key is
+    gone (its result is on its way) is left out."""
+    with state.lock:
+        return tuple(P.PhotoAt(state.keys[p.src][0], p) for p in progress if state.keys.get(p.src))
 
 
 def _fatal(chan: _Channel, kind: P.FatalKind, message: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gpen_watch.base.errors import ErrorKind
+from gpen_watch.base.strenum import StrEnum
 from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, model_label
 from gpen_watch.config import RestoreConfig
 
@@ -73,6 +74,31 @@ class FileJob:
     restore: RestoreConfig | None = None
     # What the profile changed, for the result's notes ("model GPEN-BFR-256 (inbox ~/Phone)").
     note: str = ""
+    # A folder the engine writes this photo's views into once its result is written (previews,
+    # thumbnail, face crops, faces.json: docs/architecture.md); None: no views.
+    views: Path | None = None
+
+
+class Stage(StrEnum):
+    """Where one photo is in the engine, for status (``PhotoProgress``)."""
+
+    WAITING = "waiting"  # taken, waiting for a decode thread or for its turn on the device
+    DECODING = "decoding"  # being read, oriented and pre-scaled
+    DETECTING = "detecting"  # faces being found and aligned
+    UPSCALING = "upscaling"  # the whole photo upscaled (restore.upscale): tiles done of total
+    RESTORING = "restoring"  # faces through the generator: faces done of total
+    WRITING = "writing"  # faces pasted back, the result encoded and written
+
+
+@dataclass(frozen=True)
+class PhotoProgress:
+    """One photo an engine holds and where it is; ``done`` of ``total`` counts faces
+    (restoring) or tiles (upscaling), 0 of 0 in the other stages."""
+
+    src: str  # the job's src, as the engine was given it
+    stage: Stage
+    done: int = 0
+    total: int = 0
 
 
 @dataclass
@@ -114,8 +140,8 @@ class Engine(Protocol):
 
     The worker (``dispatch.worker_main``, ``cluster.actor``) reads the hints once it is loaded
     (``device_label``, ``read_ahead``, ``loaded``, ``memory_budget_mb``, ``models``), the progress
-    counts with each heartbeat (``steps``, ``restoring``), and drives ``restore_files`` over a live
-    source until it is asked to stop.
+    with each heartbeat (``steps``, ``restoring``, ``progress``), and drives ``restore_files``
+    over a live source until it is asked to stop.
     """
 
     @property
@@ -152,6 +178,12 @@ class Engine(Protocol):
     @property
     def restoring(self) -> int:
         """Photos past decoding and not yet handed back; -1: it keeps no count."""
+        ...
+
+    @property
+    def progress(self) -> tuple[PhotoProgress, ...]:
+        """The photos it holds now, each with its stage; read from the heartbeat's thread, so
+        it must be safe to call while ``restore_files`` runs. (): it says nothing."""
         ...
 
     def restore_files(self, jobs: Iterable[FileJob | None]) -> Iterator[FileResult]:

@@ -18,7 +18,7 @@ from gpen_watch.base.errors import ModelError
 from gpen_watch.restore import align, upscale
 from gpen_watch.restore.device import free_cached_memory, is_out_of_memory
 from gpen_watch.restore.enhance import OutOfMemory
-from gpen_watch.restore.faces import plausible, select
+from gpen_watch.restore.faces import LeftOut, plausible, select
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets
 from gpen_watch.restore.staged import StagedPhoto, note_rss
@@ -57,10 +57,15 @@ def detect_and_align(
         return
     t1 = time.perf_counter()
     hw = (int(image.bgr8.shape[0]), int(image.bgr8.shape[1]))
-    faces = plausible(faces, hw, work.result.notes)
+    detected = faces
+    left_out: list[LeftOut] = []
+    faces = plausible(faces, hw, work.result.notes, left_out)
     work.found = len(faces)
-    faces = select(faces, hw, work.cfg, work.result.notes)
+    faces = select(faces, hw, work.cfg, work.result.notes, left_out)
     work.faces = faces
+    reasons = {id(face): why for face, why in left_out}
+    work.shown = [(face, reasons.get(id(face))) for face in detected]
+    work.face_size = size
     work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
     if faces:
         landmarks = np.stack([f.landmarks for f in faces]).astype(np.float32)
@@ -72,11 +77,17 @@ def detect_and_align(
     step()
 
 
-def upscale_photo(work: StagedPhoto, models: ModelSets, step_unless_stopping: Callable[[], bool]) -> None:
+def upscale_photo(
+    work: StagedPhoto,
+    models: ModelSets,
+    step_unless_stopping: Callable[[], bool],
+    tiles: Callable[[int, int], None] | None = None,
+) -> None:
     """restore.upscale: the whole photo is upscaled on the device once its faces are found and
     aligned at the decoded size; from here on the photo, its faces' boxes and the affines the
     restored faces are pasted back with are those of the upscaled photo.
-    ``step_unless_stopping`` is called between tile batches and is True when the restorer stops."""
+    ``step_unless_stopping`` is called between tile batches and is True when the restorer stops;
+    ``tiles`` is told (tiles done, tiles in all) before each tile batch."""
     image = work.image
     held = models.peek(work.models)
     upscaler = held.upscaler if held is not None else None
@@ -84,7 +95,7 @@ def upscale_photo(work: StagedPhoto, models: ModelSets, step_unless_stopping: Ca
         return
     t0 = time.perf_counter()
     try:
-        pixels = upscaler.upscale(image.pixels, step_unless_stopping)
+        pixels = upscaler.upscale(image.pixels, step_unless_stopping, tiles)
     except OutOfMemory:
         work.fail("out of GPU memory upscaling the photo even one tile at a time", oom=True)
         return

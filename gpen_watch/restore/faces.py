@@ -17,9 +17,15 @@ TINY_BOX_PX = 8
 DUPLICATE_IOU = 0.8
 
 
-def plausible(faces: list[Face], hw: tuple[int, int], notes: list[str]) -> list[Face]:
+# A face left out of the restoration, and why, in words for the user (the photo's views).
+LeftOut = tuple[Face, str]
+
+
+def plausible(
+    faces: list[Face], hw: tuple[int, int], notes: list[str], left_out: list[LeftOut] | None = None
+) -> list[Face]:
     """The faces that can be in a photo of ``hw`` (height, width); the others are dropped with a
-    note (appended to ``notes``) saying why."""
+    note (appended to ``notes``) saying why, and each with its reason appended to ``left_out``."""
     kept: list[Face] = []
     problems: list[str] = []
     for face in faces:
@@ -28,6 +34,8 @@ def plausible(faces: list[Face], hw: tuple[int, int], notes: list[str]) -> list[
             kept.append(face)
         else:
             problems.append(problem)
+            if left_out is not None:
+                left_out.append((face, f"cannot be a face in this photo ({problem})"))
     if problems:
         n = len(problems)
         notes.append(
@@ -56,13 +64,19 @@ def _iou(a: Face, b: Face) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def _distinct(faces: list[Face]) -> list[Face]:
+def _distinct(faces: list[Face], left_out: list[LeftOut]) -> list[Face]:
     """The faces less any that repeats one before it (detection order: the better score first)."""
     kept: list[Face] = []
     for face in faces:
         if all(_iou(face, k) <= DUPLICATE_IOU for k in kept):
             kept.append(face)
+        else:
+            left_out.append((face, "a second detection of a face restored once"))
     return kept
+
+
+def _leave_out(faces: list[Face], kept: list[Face], reason: str, left_out: list[LeftOut]) -> None:
+    left_out.extend((f, reason) for f in faces if not any(f is k for k in kept))
 
 
 def _box_side(face: Face) -> float:
@@ -74,13 +88,21 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def select(faces: list[Face], hw: tuple[int, int], cfg: RestoreConfig, notes: list[str]) -> list[Face]:
+def select(
+    faces: list[Face],
+    hw: tuple[int, int],
+    cfg: RestoreConfig,
+    notes: list[str],
+    left_out: list[LeftOut] | None = None,
+) -> list[Face]:
     """The faces to restore, in detection order: one of each set of duplicate detections, none
     under TINY_BOX_PX in the result, then by restore.min_face, .faces, .max_faces and .strength;
     when that leaves some out, a note (appended to ``notes``) says how many were found, how many
-    are restored and why the others were left alone."""
+    are restored and why the others were left alone, and each face left out is appended to
+    ``left_out`` with its own reason."""
     why: list[str] = []
-    distinct = _distinct(faces)
+    out: list[LeftOut] = left_out if left_out is not None else []
+    distinct = _distinct(faces, out)
     if len(distinct) < len(faces):
         n = len(faces) - len(distinct)
         why.append(
@@ -91,9 +113,13 @@ def select(faces: list[Face], hw: tuple[int, int], cfg: RestoreConfig, notes: li
     if len(big) < len(distinct):
         n = len(distinct) - len(big)
         why.append(f"{n} under {TINY_BOX_PX} px in the result, too small for restoring to change")
+        _leave_out(
+            distinct, big, f"under {TINY_BOX_PX} px in the result, too small for restoring to change", out
+        )
     kept = [f for f in big if f.size >= cfg.min_face]
     if len(kept) < len(big):
         why.append(f"{len(big) - len(kept)} smaller than restore.min_face = {cfg.min_face}")
+        _leave_out(big, kept, f"smaller than restore.min_face = {cfg.min_face}", out)
     chosen = kept
     if cfg.faces == "largest" and len(chosen) > 1:
         chosen = [max(chosen, key=_area)]
@@ -101,11 +127,20 @@ def select(faces: list[Face], hw: tuple[int, int], cfg: RestoreConfig, notes: li
         chosen = [min(chosen, key=lambda f: _off_centre(f, hw))]
     if len(chosen) < len(kept):
         why.append(f"restore.faces = {cfg.faces}")
+        which = "the largest face" if cfg.faces == "largest" else "the face nearest the centre"
+        _leave_out(kept, chosen, f"not {which} (restore.faces = {cfg.faces})", out)
     if cfg.max_faces and len(chosen) > cfg.max_faces:
         largest = sorted(chosen, key=_area, reverse=True)[: cfg.max_faces]
+        _leave_out(
+            chosen,
+            largest,
+            f"not among the {cfg.max_faces} largest (restore.max_faces = {cfg.max_faces})",
+            out,
+        )
         chosen = [f for f in chosen if any(f is g for g in largest)]
         why.append(f"restore.max_faces = {cfg.max_faces}")
     if cfg.strength == 0 and chosen:
+        out.extend((f, "restore.strength = 0 restores no face") for f in chosen)
         chosen = []
         why.append("restore.strength = 0")
     if why:

@@ -17,6 +17,7 @@ from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste
 from gpen_watch.restore.api import FileResult
 from gpen_watch.restore.staged import StagedPhoto, note_rss
+from gpen_watch.restore.views import write_views
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ def finish(work: StagedPhoto, smooth_below: int, stopping: threading.Event) -> F
             save_image(image, pixels, job.dst, format=job.format, jpeg_quality=job.jpeg_quality)
         result.timings["encode"] = time.perf_counter() - t1
         note_rss(result, "encode")
+        if job.views is not None:
+            t2 = time.perf_counter()
+            write_views(work, pixels, job.views)
+            result.timings["views"] = time.perf_counter() - t2
     except GpenWatchError as exc:
         result.error, result.error_kind = (
             str(exc),

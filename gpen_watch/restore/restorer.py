@@ -22,14 +22,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from gpen_watch.catalog.registry import model_label
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
 from gpen_watch.restore import decode_stage, memory, upscale
-from gpen_watch.restore.api import EngineFactory, FileJob, FileResult
+from gpen_watch.restore.api import EngineFactory, FileJob, FileResult, PhotoProgress, Stage
 from gpen_watch.restore.batching import Admission, BatchPolicy
 from gpen_watch.restore.detect import Detector
 from gpen_watch.restore.device import (
@@ -121,6 +121,9 @@ class Restorer:
         # Photos past decoding and not yet handed back (read by the worker's heartbeat: "being
         # restored", apart from those taken ahead and still decoding).
         self.restoring = 0
+        # Where each photo in hand is (``progress``), by id(job): written by the loop and the
+        # decode and finish threads, read by the heartbeat's; single dict operations, no lock.
+        self._photos: dict[int, PhotoProgress] = {}
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -171,6 +174,14 @@ class Restorer:
         actual size, so larger ones lower this further as they come."""
         return self._batching.read_ahead(self.face_batch, self.photo_allowance)
 
+    @property
+    def progress(self) -> tuple[PhotoProgress, ...]:
+        """The photos in hand and the stage each is in (restore.api.Engine)."""
+        return tuple(self._photos.copy().values())
+
+    def _tell(self, job: FileJob, stage: Stage, done: int = 0, total: int = 0) -> None:
+        self._photos[id(job)] = PhotoProgress(str(job.src), stage, done, total)
+
     def stop(self) -> None:
         """Ask a running ``restore_files`` (on another thread) to end: it starts nothing new, writes
         no further result, and returns at its next step. Thread-safe; cannot be undone."""
@@ -208,12 +219,22 @@ class Restorer:
             prefetch or self.read_ahead,
             lambda job: decode_stage.photo_cost(job, self.settings(job)),
             lambda: self.photo_allowance,
-            lambda job, cost: self._decode_pool.submit(self._decode, job, cost),
+            self._admit,
         )
-        decoding = admission.decoding
         ready: list[StagedPhoto] = []  # detected and aligned, faces waiting for the generator
-        finishing: dict[Future[FileResult], int] = {}  # -> the photo's cost
+        finishing: dict[Future[FileResult], StagedPhoto] = {}
+        try:
+            yield from self._loop(admission, ready, finishing)
+        finally:
+            self._photos.clear()
 
+    def _loop(
+        self,
+        admission: Admission[StagedPhoto],
+        ready: list[StagedPhoto],
+        finishing: dict[Future[FileResult], StagedPhoto],
+    ) -> Iterator[FileResult]:
+        decoding = admission.decoding
         while not self._stopping.is_set():
             admission.refill()
             if not (decoding or ready or finishing):
@@ -229,16 +250,20 @@ class Restorer:
                 admission.refill()
                 if work.image is not None:
                     busy = {w.models for w in ready}
+                    self._tell(work.job, Stage.DETECTING)
                     detect_and_align(work, self.models, self._loader, self.place.device, busy, self._step)
-                    upscale_photo(work, self.models, self._step_unless_stopping)
+                    upscale_photo(work, self.models, self._step_unless_stopping, self._tiles(work.job))
                 if work.pending:
+                    self._tell(work.job, Stage.RESTORING, 0, len(work.faces))
                     ready.append(work)
                 else:
-                    finishing[self._finish_later(work)] = work.cost
+                    finishing[self._finish_later(work)] = work
             if ready and not self._stopping.is_set():
                 for work in run_batch(ready, self.models, self._step):
-                    finishing[self._finish_later(work)] = work.cost
+                    finishing[self._finish_later(work)] = work
                 ready = [w for w in ready if w.pending]
+                for work in ready:
+                    self._tell(work.job, Stage.RESTORING, len(work.faces) - work.pending, len(work.faces))
             if finishing:
                 if decoding or ready:
                     timeout: float | None = 0
@@ -248,7 +273,9 @@ class Restorer:
                     timeout = None if admission.exhausted else 0.05
                 done, _ = wait(finishing, timeout=timeout, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    admission.release(finishing.pop(fut))
+                    work = finishing.pop(fut)
+                    admission.release(work.cost)
+                    self._photos.pop(id(work.job), None)
                     result = fut.result()
                     self.restoring -= 1
                     self._keep_budget(result)
@@ -258,6 +285,7 @@ class Restorer:
 
     def _finish_later(self, work: StagedPhoto) -> Future[FileResult]:
         """Hand ``work`` to the finish pool: paste back, encode, write."""
+        self._tell(work.job, Stage.WRITING)
         return self._finish_pool.submit(finish, work, work.cfg.smooth_below, self._stopping)
 
     def _keep_budget(self, result: FileResult) -> None:
@@ -268,9 +296,22 @@ class Restorer:
         if now is not None and now.now_mb > self.memory_budget_mb:
             memory.give_back_free_memory()
 
+    def _admit(self, job: FileJob, cost: int) -> Future[StagedPhoto]:
+        """Queue ``job`` for the decode pool."""
+        self._tell(job, Stage.WAITING)
+        return self._decode_pool.submit(self._decode, job, cost)
+
     def _decode(self, job: FileJob, cost: int = 0) -> StagedPhoto:
-        """The decode stage (decode_stage.py), run on the decode pool."""
-        return decode_stage.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
+        """The decode stage (decode_stage.py), run on the decode pool; decoded, the photo waits
+        for the device loop."""
+        self._tell(job, Stage.DECODING)
+        work = decode_stage.decode(job, self.settings(job), self.cfg.max_megapixels, self._loader, cost)
+        self._tell(job, Stage.WAITING)
+        return work
+
+    def _tiles(self, job: FileJob) -> Callable[[int, int], None]:
+        """What the upscaler calls as its tiles get done."""
+        return lambda done, total: self._tell(job, Stage.UPSCALING, done, total)
 
     def _step(self) -> None:
         """One more unit of device work done (read by the worker's heartbeat)."""

@@ -28,6 +28,10 @@ class StagedPhoto:
     detect_input: Prepared | None = None  # made on a decode thread when the detector supports it
     found: int = 0  # faces the detector found that can be faces of the photo
     faces: list[Face] = field(default_factory=list)  # those of them being restored
+    # Every face the detector found, in its order, at the decoded size, with why it is left out
+    # (None: it is restored): for the photo's views.
+    shown: list[tuple[Face, str | None]] = field(default_factory=list)
+    face_size: int = 0  # the side of the generator's crops (the model's resolution)
     crops: np.ndarray | None = None  # (F,S,S,3) uint8
     affines: np.ndarray | None = None  # (F,2,3)
     restored: list[np.ndarray] = field(default_factory=list)

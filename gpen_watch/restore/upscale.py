@@ -108,10 +108,14 @@ class Upscaler:
         self.working_mb = working_mb(net, self.tile, self.overlap, self.batch)
 
     def upscale(
-        self, pixels: np.ndarray, should_stop: Callable[[], bool] = lambda: False
+        self,
+        pixels: np.ndarray,
+        should_stop: Callable[[], bool] = lambda: False,
+        tiles_done: Callable[[int, int], None] | None = None,
     ) -> np.ndarray | None:
         """(H, W, 3) uint8 or uint16 -> (H*f, W*f, 3) of the same dtype; None if ``should_stop``
-        said so between two batches. Raises OutOfMemory when even one tile does not fit."""
+        said so between two batches. Raises OutOfMemory when even one tile does not fit.
+        ``tiles_done`` is told (tiles done, tiles in all) before each batch."""
         h, w = pixels.shape[:2]
         source = _pad_to_grid(pixels, self.grid)
         win, tiles = plan_tiles(source.shape[0], source.shape[1], self.tile, self.overlap)
@@ -120,6 +124,8 @@ class Upscaler:
         peak = float(np.iinfo(pixels.dtype).max)
         start = 0
         while start < len(tiles):
+            if tiles_done is not None:
+                tiles_done(start, len(tiles))
             if should_stop():
                 return None
             chunk = tiles[start : start + self.batch]

@@ -36,6 +36,7 @@ from gpen_watch.service import control, intake, jobs, report, retries
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
+from gpen_watch.service.views import ViewsKeeper
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 log = logging.getLogger(__name__)
@@ -166,6 +167,7 @@ class Service:
                     run = Running(
                         self.cfg, journal, pool, gate, self._stop, header_checks=self.engine.header_rules
                     )
+                    run.views = ViewsKeeper.for_config(self.cfg, self.journal_path or default_path(), journal)
                     if cluster.address:
                         from gpen_watch.cluster.membership import Membership
 

@@ -54,7 +54,10 @@ def feed(run: Running) -> None:
             log.info("%s: gone from the inbox before it was processed", job.source)
             continue
         try:
-            tasks.append(Task(job.id, commit.file_job(journal, job.id, run.cfg)))
+            file_job = commit.file_job(journal, job.id, run.cfg)
+            if run.views is not None:
+                file_job.views = run.views.folder(job.id)
+            tasks.append(Task(job.id, file_job))
         except (OutputError, OSError) as exc:
             _cannot_prepare(run, job.id, exc)
     if tasks:
@@ -94,6 +97,8 @@ def _copy(run: Running, twin: Twin) -> bool:
         return True
     run.ended(outcome.original)
     if outcome.output is not None:
+        if run.views is not None:
+            run.views.copied(job.id, twin.first.id)
         log.info("%s: same content as %s; result %s", job.source, twin.first.source, outcome.output)
     return True
 
@@ -178,6 +183,8 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         if outcome.output is None:
             return  # the job had already ended another way
         run.ended(outcome.original, faces=res.faces)
+        if run.views is not None:
+            run.views.kept(task.key)
         notes = f" ({'; '.join(res.notes)})" if res.notes else ""
         if res.faces:
             log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)

@@ -25,6 +25,7 @@ from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.service.throughput import ThroughputMeter
+from gpen_watch.service.views import ViewsKeeper
 from gpen_watch.watch.watcher import Watcher
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class Running:
     watcher: Watcher | None = None
     # cluster.address set: the Ray cluster's nodes as pool workers (imported only then).
     cluster: Membership | None = None
+    # Where the workers write each photo's views, kept within dashboard.views_mb; None: no views.
+    views: ViewsKeeper | None = None
     originals: OriginalsWatch = field(init=False)
     tp: ThroughputMeter = field(default_factory=ThroughputMeter)
     started: float = field(default_factory=time.monotonic)

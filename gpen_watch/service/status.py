@@ -71,6 +71,42 @@ class ModelSetStatus:
 
 
 @dataclass(frozen=True)
+class PhotoStatus:
+    """One photo a worker's restorer holds, and how far it is."""
+
+    job_id: int = 0
+    name: str = ""  # the file name the user dropped
+    # restore.api.Stage: waiting, decoding, detecting, upscaling (tiles), restoring (faces), writing.
+    stage: str = ""
+    done: int = 0  # faces restored or tiles upscaled so far, of ``total``
+    total: int = 0
+
+    @property
+    def text(self) -> str:
+        """ "IMG_0001.jpg: restoring faces 3 of 12"."""
+        return f"{self.name}: {stage_words(self.stage, self.done, self.total)}"
+
+
+def stage_words(stage: str, done: int, total: int) -> str:
+    """A photo's stage in words: "restoring faces 3 of 12", "upscaling, tile 2 of 6"."""
+    if stage == "restoring" and total:
+        return f"restoring faces {done} of {total}"
+    if stage == "upscaling" and total:
+        return f"upscaling, tile {min(done + 1, total)} of {total}"
+    return _STAGE_WORDS.get(stage, stage)
+
+
+_STAGE_WORDS = {
+    "waiting": "waiting its turn",
+    "decoding": "reading the file",
+    "detecting": "detecting faces",
+    "upscaling": "upscaling",
+    "restoring": "restoring faces",
+    "writing": "writing the result",
+}
+
+
+@dataclass(frozen=True)
 class WorkerStatus:
     """One restorer subprocess, as the pool sees it."""
 
@@ -96,6 +132,8 @@ class WorkerStatus:
     node: str = ""
     # Its machine's GPUs as NVML read them there (cluster workers only).
     gpus: tuple[GpuSample, ...] = ()
+    # The photos its restorer holds now, as its last heartbeat said.
+    photos: tuple[PhotoStatus, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,145 @@
-"""Where each photo's views live (the worker writes them; the dashboard reads them by job id)."""
+"""Where each photo's views live (the previews and face crops the dashboard shows), and keeping
+them within dashboard.views_mb.
+
+The workers write a job's views (restore/views.py, or a remote worker's through
+dispatch.payload.unpack) into ``views_dir(root, job_id)`` while they hold the pixels; the service
+only names the folder, and after each commit drops the oldest jobs' views beyond the limit. Sizes
+are counted once at start and then per committed job, never by walking the whole tree per photo.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+
+from gpen_watch.base.fsutil import replace_folder
+from gpen_watch.config import Config
+from gpen_watch.journal import Journal
+from gpen_watch.journal.states import JobState
+
+log = logging.getLogger(__name__)
+
+# The folder beside the journal's SQLite file that holds one folder of views per job.
+VIEWS_FOLDER = "views"
 
 
 def views_root(journal_path: Path) -> Path:
-    return journal_path.parent / "views"
+    """The views folder of the journal at ``journal_path``: beside its SQLite file."""
+    return Path(journal_path).parent / VIEWS_FOLDER
 
 
 def views_dir(root: Path, job_id: int) -> Path:
-    return root / str(int(job_id))
+    """The folder of job ``job_id``'s views under ``root``: named by the job id alone, so that a
+    request naming a job can never reach another path (a number that is no job's names a folder
+    that does not exist). ValueError for anything but an int."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise ValueError(f"not a job id: {job_id!r}")
+    return root / str(job_id)
+
+
+class ViewsKeeper:
+    """The views of the newest jobs, kept within ``limit_bytes`` (dashboard.views_mb)."""
+
+    def __init__(self, root: Path, limit_bytes: int, ended_well: Callable[[int], bool] | None = None) -> None:
+        """``ended_well``: whether the journal has job N as done; what earlier runs left for any
+        other job goes (a journal started afresh numbers its jobs from 1 again)."""
+        self.root = root
+        self.limit_bytes = limit_bytes
+        # Job id -> bytes of its views, oldest first.
+        self._sizes: OrderedDict[int, int] = OrderedDict()
+        self.total = 0
+        root.mkdir(parents=True, exist_ok=True)
+        self._scan(ended_well or (lambda _job_id: True))
+        self._prune()
+
+    @classmethod
+    def for_config(cls, cfg: Config, journal_path: Path, journal: Journal) -> ViewsKeeper | None:
+        """The keeper the settings ask for, for the journal at ``journal_path``; None when no
+        views are written (dashboard.enabled false, or dashboard.views_mb 0)."""
+        if not cfg.dashboard.enabled or cfg.dashboard.views_mb <= 0:
+            return None
+        root = views_root(journal_path)
+        try:
+            return cls(root, cfg.dashboard.views_mb << 20, ended_well_in(journal))
+        except OSError as exc:  # the views are extras: the photos are restored without them
+            log.warning("no photo views this run: cannot use %s (%s)", root, exc.strerror or exc)
+            return None
+
+    def folder(self, job_id: int) -> Path:
+        """Where the worker writes job ``job_id``'s views (FileJob.views)."""
+        return views_dir(self.root, job_id)
+
+    def kept(self, job_id: int) -> None:
+        """Job ``job_id`` is committed: count its views (if the worker wrote any) and drop the
+        oldest jobs' views beyond the limit."""
+        size = _tree_size(self.folder(job_id))
+        self.total -= self._sizes.pop(job_id, 0)
+        if size:
+            self._sizes[job_id] = size
+            self.total += size
+        self._prune()
+
+    def copied(self, job_id: int, first_id: int) -> None:
+        """Job ``job_id`` got a copy of job ``first_id``'s result (the same photo dropped again):
+        it gets a copy of that job's views too, if they are still kept."""
+        source = self.folder(first_id)
+        if first_id not in self._sizes or not source.is_dir():
+            return
+        try:
+            files = {
+                p.relative_to(source).as_posix(): p.read_bytes() for p in source.rglob("*") if p.is_file()
+            }
+            replace_folder(self.folder(job_id), files)
+        except OSError as exc:  # pruned meanwhile, or the disk refused: the copy has no views
+            log.debug("views of job %d not copied to job %d: %s", first_id, job_id, exc)
+            return
+        self.kept(job_id)
+
+    def _scan(self, ended_well: Callable[[int], bool]) -> None:
+        """Count what earlier runs left, oldest first; remove the temp folders of a worker killed
+        while writing (a dot name: no service reads them) and the views of jobs not done."""
+        found: list[tuple[float, int, int]] = []
+        for entry in os.scandir(self.root):
+            if entry.name.startswith(".") or (entry.name.isdigit() and not ended_well(int(entry.name))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name.isdigit() and entry.is_dir(follow_symlinks=False):
+                found.append((entry.stat().st_mtime, int(entry.name), _tree_size(Path(entry.path))))
+        for _mtime, job_id, size in sorted(found):
+            self._sizes[job_id] = size
+            self.total += size
+
+    def _prune(self) -> None:
+        while self.total > self.limit_bytes and self._sizes:
+            job_id, size = self._sizes.popitem(last=False)
+            self.total -= size
+            shutil.rmtree(self.folder(job_id), ignore_errors=True)
+            log.debug("views of job %d dropped to stay within %d MB", job_id, self.limit_bytes >> 20)
+
+
+def ended_well_in(journal: Journal) -> Callable[[int], bool]:
+    """Whether ``journal`` has a job as done (restored, or a copy of a done one's result)."""
+
+    def ended_well(job_id: int) -> bool:
+        job = journal.get(job_id)
+        return job is not None and job.state in (JobState.DONE, JobState.DUPLICATE)
+
+    return ended_well
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when there is none); one photo's views are a few
+    dozen files at most."""
+    total = 0
+    try:
+        for dirpath, _dirs, files in os.walk(folder):
+            for name in files:
+                with contextlib.suppress(OSError):  # removed meanwhile
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+    except OSError:
+        return 0
+    return total
