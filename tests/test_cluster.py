@@ -231,7 +231,7 @@ def test_photos_are_restored_by_the_remote_node_as_by_a_local_worker(
         # Its views were written there and sent back with the result, into the job's own folder.
         views = views_dir(views_root(default_path()), job.id)
         assert json.loads((views / "faces.json").read_text())["faces"][0]["restored"] is True
-        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces/0.after.png"} <= {
+        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces/0.after.jpg"} <= {
             p.relative_to(views).as_posix() for p in views.rglob("*")
         }
         (entry,) = [n for n in s["nodes"] if not n["local"]]

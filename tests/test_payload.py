@@ -64,7 +64,7 @@ def test_a_photo_sent_as_bytes_comes_back_bit_identical_to_the_path_job(
         got = {
             p.relative_to(job.views).as_posix(): p.read_bytes() for p in job.views.rglob("*") if p.is_file()
         }
-        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces.json", "faces/0.after.png"} <= set(got)
+        assert {"before.jpg", "after.jpg", "thumb.jpg", "faces.json", "faces/0.after.jpg"} <= set(got)
         assert got == {
             p.relative_to(local_views).as_posix(): p.read_bytes()
             for p in local_views.rglob("*")
@@ -104,10 +104,10 @@ def test_views_from_the_network_stay_in_the_jobs_views_folder(tmp_path: Path) ->
     assert (res.ok, res.dst) == (True, job.dst)  # the photo is done; only its views are refused
     assert not (tmp_path / "evil.jpg").exists()
     assert not job.views.exists()
-    fine = payload.PhotoResult(ok, b"out", {"after.jpg": b"a", "faces/0.before.png": b"b"})
+    fine = payload.PhotoResult(ok, b"out", {"after.jpg": b"a", "faces/0.before.jpg": b"b"})
     os.unlink(job.dst)
     payload.unpack(fine, job)
-    assert (job.views / "faces" / "0.before.png").read_bytes() == b"b"
+    assert (job.views / "faces" / "0.before.jpg").read_bytes() == b"b"
 
 
 def _written(job: FileJob) -> FileJob:

@@ -69,10 +69,10 @@ def test_views_of_a_photo_with_faces_restored_and_left_out(
         "after.jpg",
         "thumb.jpg",
         "faces.json",
-        "faces/0.before.png",
-        "faces/0.after.png",
-        "faces/1.before.png",
-        "faces/2.before.png",
+        "faces/0.before.jpg",
+        "faces/0.after.jpg",
+        "faces/1.before.jpg",
+        "faces/2.before.jpg",
     }
     # The same geometry both sides, long side PREVIEW_SIDE; the thumbnail THUMB_SIDE.
     assert _size(files["before.jpg"]) == _size(files["after.jpg"]) == (PREVIEW_SIDE, 410)
@@ -94,12 +94,12 @@ def test_views_of_a_photo_with_faces_restored_and_left_out(
         assert got["box"] == pytest.approx([float(v) * scale for v in face.box], abs=0.06)
         assert got["score"] == pytest.approx(face.score, abs=1e-4)
     # The restored face's crops are the generator's input and output, at its resolution (64 px).
-    before_face = cv2.imdecode(np.frombuffer(files["faces/0.before.png"], np.uint8), cv2.IMREAD_COLOR)
-    after_face = cv2.imdecode(np.frombuffer(files["faces/0.after.png"], np.uint8), cv2.IMREAD_COLOR)
+    before_face = cv2.imdecode(np.frombuffer(files["faces/0.before.jpg"], np.uint8), cv2.IMREAD_COLOR)
+    after_face = cv2.imdecode(np.frombuffer(files["faces/0.after.jpg"], np.uint8), cv2.IMREAD_COLOR)
     assert before_face.shape == after_face.shape == (64, 64, 3)
     assert np.abs(before_face.astype(int) - after_face).mean() > 10  # the (random) generator's
     # A face left out: its box cut from the photo, never larger than the model's crops.
-    left = cv2.imdecode(np.frombuffer(files["faces/2.before.png"], np.uint8), cv2.IMREAD_COLOR)
+    left = cv2.imdecode(np.frombuffer(files["faces/2.before.jpg"], np.uint8), cv2.IMREAD_COLOR)
     assert max(left.shape[:2]) <= 64
     # before.jpg is the photo as decoded, after.jpg the result (JPEG q85: within its error).
     before = cv2.imdecode(np.frombuffer(files["before.jpg"], np.uint8), cv2.IMREAD_COLOR).astype(int)
@@ -119,7 +119,7 @@ def test_a_failed_photo_gets_no_views_and_a_new_set_replaces_the_old(
     bad.write_bytes(b"not a photo")
     views = tmp_path / "views"
     old = views / "1"
-    replace_folder(old, {"stale.txt": b"x", "faces/9.before.png": b"y"})
+    replace_folder(old, {"stale.txt": b"x", "faces/9.before.jpg": b"y"})
     with Restorer(tiny_restore_config(tiny_models), threads=2, detector=ThreeFacesWide(landmarks)) as r:
         results = {
             res.src.name: res
@@ -135,8 +135,8 @@ def test_a_failed_photo_gets_no_views_and_a_new_set_replaces_the_old(
     assert results["wide.png"].ok
     files = _files(old)
     assert "stale.txt" not in files
-    assert "faces/9.before.png" not in files
-    assert {"before.jpg", "after.jpg", "faces/2.after.png"} <= set(files)
+    assert "faces/9.before.jpg" not in files
+    assert {"before.jpg", "after.jpg", "faces/2.after.jpg"} <= set(files)
     assert sorted(p.name for p in views.iterdir()) == ["1"]  # no temp folder left beside it
 
 

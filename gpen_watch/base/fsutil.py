@@ -63,7 +63,7 @@ def write_text_atomic(
 
 
 def safe_relative(name: str) -> PurePosixPath:
-    """``name`` as a path inside some folder ("faces/0.before.png"); ValueError for a name that
+    """``name`` as a path inside some folder ("faces/0.before.jpg"); ValueError for a name that
     could leave it (absolute, "..", a drive) or names nothing."""
     rel = PurePosixPath(name)
     if (

@@ -69,7 +69,7 @@ class Site:
             web.get("/failed", self.failed_page),
             web.get(photo, self.photo_page),
             web.get(photo + r"/{picture:before|after|thumb}.jpg", self.picture),
-            web.get(photo + r"/faces/{index:\d{1,4}}/{side:before|after}.png", self.face),
+            web.get(photo + r"/faces/{index:\d{1,4}}/{side:before|after}.jpg", self.face),
             web.get("/static/{name}", self.static_file),
             web.get("/api/status", self.api_status),
             web.get("/api/results", self.api_results),
@@ -218,7 +218,7 @@ class Site:
             request.match_info["index"],
             views.Side(request.match_info["side"]),
         )
-        return _image(path, "image/png")
+        return _image(path, "image/jpeg")
 
     async def static_file(self, request: web.Request) -> web.Response:
         found = self.static.get(request.match_info["name"])

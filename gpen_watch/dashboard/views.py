@@ -91,5 +91,5 @@ def _face(folder: Path, f: dict[str, Any]) -> FaceView:
         float(score) if score is not None else None,
         bool(f.get("restored")),
         str(f["reason"]) if f.get("reason") else None,
-        (folder / "faces" / f"{index}.after.png").is_file(),
+        (folder / "faces" / f"{index}.after.jpg").is_file(),
     )

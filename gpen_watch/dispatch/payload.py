@@ -50,7 +50,7 @@ class PhotoJob:
 class PhotoResult:
     result: FileResult  # src is Path(name); dst is None
     data: bytes | None = None  # the encoded output, when result.ok
-    # The photo's views by their names in the views folder ("faces/0.before.png"), when asked for.
+    # The photo's views by their names in the views folder ("faces/0.before.jpg"), when asked for.
     views: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -172,7 +172,7 @@ class Scratch:
 
 
 def _read_views(folder: Path) -> dict[str, bytes]:
-    """The files of a views folder by their names in it ("faces/0.before.png"); {} without one."""
+    """The files of a views folder by their names in it ("faces/0.before.jpg"); {} without one."""
     if not folder.is_dir():
         return {}
     return {

@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 PREVIEW_SIDE = 1600
 THUMB_SIDE = 320
 JPEG_QUALITY = 85
-# PNG compression of the face crops: the fastest level; the crops are small, and each photo pays
-# for every one of its faces.
-_PNG_LEVEL = 1
+# The face crops: JPEG at quality 95 without chroma subsampling, which keeps what a person judges
+# identity by (skin, eyes, hair) at full resolution; PNG cost 25-40 ms a crop here, this 2-3 ms,
+# and a group photo pays it for every face (docs/benchmarks.md).
+FACE_QUALITY = 95
 
 
 def write_views(work: StagedPhoto, after: np.ndarray, folder: Path) -> None:
@@ -62,13 +63,13 @@ def view_files(work: StagedPhoto, after: np.ndarray) -> dict[str, bytes]:
     k = 0  # the next restored face, in the order of work.faces
     for i, (face, reason) in enumerate(work.shown):
         if reason is None and work.crops is not None and restored is not None:
-            files[f"faces/{i}.before.png"] = _png(work.crops[k])
-            files[f"faces/{i}.after.png"] = _png(restored[k])
+            files[f"faces/{i}.before.jpg"] = _face_jpeg(work.crops[k])
+            files[f"faces/{i}.after.jpg"] = _face_jpeg(restored[k])
             k += 1
         else:
             crop = _box_crop(before, face.box, work.face_size)
             if crop is not None:
-                files[f"faces/{i}.before.png"] = _png(crop)
+                files[f"faces/{i}.before.jpg"] = _face_jpeg(crop)
         box = [float(v) for v in face.box[:4]]
         faces.append(
             {
@@ -139,10 +140,16 @@ def _to_srgb(im: Image.Image, icc: bytes) -> Image.Image:
     return converted if converted is not None else im
 
 
-def _png(bgr: np.ndarray) -> bytes:
-    ok, buf = cv2.imencode(".png", np.ascontiguousarray(bgr), [cv2.IMWRITE_PNG_COMPRESSION, _PNG_LEVEL])
+def _face_jpeg(bgr: np.ndarray) -> bytes:
+    params = [
+        cv2.IMWRITE_JPEG_QUALITY,
+        FACE_QUALITY,
+        cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
+        cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
+    ]
+    ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(bgr), params)
     if not ok:
-        raise ValueError("PNG encoding failed")
+        raise ValueError("JPEG encoding failed")
     return bytes(buf.tobytes())
 
 

@@ -82,9 +82,14 @@ class PhotoStatus:
     total: int = 0
 
     @property
+    def doing(self) -> str:
+        """ "restoring faces 3 of 12"."""
+        return stage_words(self.stage, self.done, self.total)
+
+    @property
     def text(self) -> str:
         """ "IMG_0001.jpg: restoring faces 3 of 12"."""
-        return f"{self.name}: {stage_words(self.stage, self.done, self.total)}"
+        return f"{self.name}: {self.doing}"
 
 
 def stage_words(stage: str, done: int, total: int) -> str:
