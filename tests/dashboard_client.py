@@ -101,6 +101,13 @@ class Dashboard:
             self.cookie = value.split("=", 1)[1]
         return self.cookie
 
+    def restart(self) -> None:
+        """Start the service again (after a kill or stop) and follow its dashboard to its new port."""
+        with isolated_env(self.home):
+            self.svc.start()
+            s = self.svc.wait(lambda s: bool(s.get("dashboard")), 30, "the dashboard again")
+        self.url = s["dashboard"]
+
     def control(self, cmd: str) -> dict[str, Any]:
         with isolated_env(self.home):
             return control.request(cmd)

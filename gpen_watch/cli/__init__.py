@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pause": ("gpen_watch.cli.control", "stop starting new work (work in flight finishes)"),
     "resume": ("gpen_watch.cli.control", "resume after pause"),
     "stop": ("gpen_watch.cli.control", "stop the running service gracefully"),
+    "redo": ("gpen_watch.cli.redo", "restore a done photo again with other settings"),
     "retry": ("gpen_watch.cli.retry", "send a file set aside in failed/ through again"),
     "dashboard": ("gpen_watch.cli.dashboard", "open the running service's dashboard in a browser"),
     "models": ("gpen_watch.cli.models", "list, fetch, verify model weights"),

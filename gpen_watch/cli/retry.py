@@ -45,5 +45,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if not reply["refused"] else 1
 
 
+def print_matches(reply: dict[str, Any]) -> None:
+    """The photos an ambiguous name matched, with the ids to choose from."""
+    for m in reply.get("matches", []):
+        why = f": {m['reason']}" if m.get("reason") else ""
+        print(
+            f"  {m['id']:>8}  {m['name']}  ({_when(m['finished'])}, inbox {m['inbox']}{why})", file=sys.stderr
+        )
+
+
 def _when(epoch: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "?"

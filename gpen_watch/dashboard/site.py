@@ -20,11 +20,11 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from gpen_watch.config import Config, short_path
+from gpen_watch.config import FACE_MODEL_NAMES, Config, short_path
 from gpen_watch.dashboard import views
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
-from gpen_watch.journal.records import Job
+from gpen_watch.journal.records import Job, describe_settings
 from gpen_watch.journal.states import JobState
 from gpen_watch.platform import resources
 from gpen_watch.service.status import Status
@@ -37,6 +37,16 @@ STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".png": "image/png
 # A status is shared by every page and stream that asks within this long.
 STATUS_FRESH_S = 0.5
 PAGE_SIZE = 48
+# The commands whose refusal is a sentence for the user (the photo cannot be redone now...).
+USER_REQUESTS = ("redo", "retry", "dismiss")
+# What the photo page's redo form may set (outbox.redo.REDO_SETTINGS), by its field names.
+REDO_FIELDS = {
+    "strength": "restore.strength",
+    "model": "restore.model",
+    "faces": "restore.faces",
+    "upscale": "restore.upscale",
+    "format": "output.format",
+}
 
 
 @dataclass
@@ -76,6 +86,7 @@ class Site:
             web.get(r"/api/photo/{id:\d{1,18}}", self.api_photo),
             web.post("/api/pause", self.api_pause),
             web.post("/api/resume", self.api_resume),
+            web.post(r"/api/redo/{id:\d{1,18}}", self.api_redo),
             web.post(r"/api/retry/{id:\d{1,18}}", self.api_retry),
             web.post(r"/api/dismiss/{id:\d{1,18}}", self.api_dismiss),
         ]
@@ -190,12 +201,17 @@ class Site:
         job = self.journal.get(job_id)
         if job is None:
             raise web.HTTPNotFound(text=f"No photo {job_id} in the journal.\n")
+        runs = self.journal.runs(job_id)
         return {
             "job": job,
             "name": job.rel.name,
             "views": views.photo_views(self.views_root, job_id),
             "history": self.journal.events_of(job_id),
             "inbox": short_path(job.inbox),
+            "runs": runs if len(runs) > 1 else [],
+            "latest": runs[-1] if runs else job,
+            "describe": describe_settings,
+            "models": FACE_MODEL_NAMES,
         }
 
     async def photo_page(self, request: web.Request) -> web.Response:
@@ -260,19 +276,34 @@ class Site:
     async def api_resume(self, request: web.Request) -> web.Response:
         return await self._command(request, "resume")
 
+    async def api_redo(self, request: web.Request) -> web.Response:
+        """Restore this photo again: JSON ``{"settings": {...}, "face_ids": [...]}`` from the
+        page's script, or the form's fields without it."""
+        body = await _form_or_json(request)
+        settings = body.get("settings")
+        face_ids = body.get("face_ids")
+        if not isinstance(settings, dict) or not (face_ids is None or isinstance(face_ids, list)):
+            raise web.HTTPBadRequest(text="settings must be an object and face_ids a list.\n")
+        return await self._command(
+            request, "redo", target=request.match_info["id"], settings=settings, face_ids=face_ids, read=False
+        )
+
     async def api_retry(self, request: web.Request) -> web.Response:
         return await self._command(request, "retry", target=request.match_info["id"])
 
     async def api_dismiss(self, request: web.Request) -> web.Response:
         return await self._command(request, "dismiss", id=int(request.match_info["id"]))
 
-    async def _command(self, request: web.Request, cmd: str, **fields: Any) -> web.Response:
-        await _small_body(request)
+    async def _command(
+        self, request: web.Request, cmd: str, read: bool = True, **fields: Any
+    ) -> web.Response:
+        if read:
+            await _small_body(request)
         reply = await self._call({"cmd": cmd, **fields})
         self._status = (0.0, None, None)  # the next page shows the change
         # A refusal is the user's to read (409: this photo cannot be retried now); 503 only when
         # the service could not answer at all.
-        status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in ("retry", "dismiss") else 503
+        status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in USER_REQUESTS else 503
         return web.json_response(reply, status=status)
 
 
@@ -314,6 +345,24 @@ def _key_param(request: web.Request) -> Keyset | None:
     if key is None:
         raise web.HTTPBadRequest(text="before must be a page key from this dashboard.\n")
     return key
+
+
+async def _form_or_json(request: web.Request) -> dict[str, Any]:
+    """A redo's request: the script's JSON, or the plain form (fields left empty: the inbox's)."""
+    if request.content_type == "application/json":
+        try:
+            data = json.loads(await request.read() or b"{}")
+        except ValueError:
+            raise web.HTTPBadRequest(text="The body is not JSON.\n") from None
+        if not isinstance(data, dict):
+            raise web.HTTPBadRequest(text="The body must be a JSON object.\n")
+        return data
+    form = await request.post()
+    settings = {REDO_FIELDS[k]: str(v) for k, v in form.items() if k in REDO_FIELDS and str(v)}
+    picked = [int(str(v)) for k, v in form.items() if k == "face" and str(v).isdigit()]
+    if form.get("keep") == "1":  # "Keep the original": no face restored
+        return {"settings": settings, "face_ids": []}
+    return {"settings": settings, "face_ids": picked if form.get("pick") == "1" else None}
 
 
 async def _small_body(request: web.Request) -> None:

@@ -44,6 +44,8 @@ class PhotoJob:
     restore: RestoreConfig | None = None
     # Whether the service wants the photo's views (FileJob.views): sent back in PhotoResult.views.
     views: bool = False
+    # The faces picked for a redo (FileJob.face_ids).
+    face_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -66,6 +68,7 @@ def pack(job: FileJob) -> PhotoJob:
         job.scale,
         job.restore,
         views=job.views is not None,
+        face_ids=job.face_ids,
     )
 
 
@@ -145,6 +148,7 @@ class Scratch:
             photo.scale,
             restore=photo.restore,
             views=folder / _VIEWS_NAME if photo.views else None,
+            face_ids=photo.face_ids,
         )
 
     def result(self, result: FileResult) -> PhotoResult:

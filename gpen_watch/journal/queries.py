@@ -178,6 +178,19 @@ class JournalQueries(JournalConnection):
         )
         return [job_from_row(r) for r in rows]
 
+    def runs(self, job_id: int) -> list[Job]:
+        """Every run of the photo ``job_id`` is one of: its first job and each redo after it
+        (``redo_of`` links each to the run whose result it replaced), oldest first."""
+        rows = self._read(
+            "WITH RECURSIVE up(id, redo_of) AS (SELECT id, redo_of FROM jobs WHERE id = ?"
+            " UNION SELECT j.id, j.redo_of FROM jobs AS j JOIN up ON j.id = up.redo_of),"
+            " down(id) AS (SELECT id FROM up WHERE redo_of IS NULL"
+            " UNION SELECT j.id FROM jobs AS j JOIN down ON j.redo_of = down.id)"
+            " SELECT jobs.* FROM jobs JOIN down USING (id) ORDER BY jobs.id",
+            (job_id,),
+        )
+        return [job_from_row(r) for r in rows]
+
     def history(self, job_id: int) -> list[Event]:
         rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
         return [Event(r["job_id"], r["time"], r["kind"], r["worker"], r["detail"]) for r in rows]

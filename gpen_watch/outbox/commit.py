@@ -96,6 +96,7 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
         scale=scale,
         restore=own.restore if inbox.restore or job.is_redo else None,
         note=profile_note(cfg, inbox),
+        face_ids=redo.face_ids(job),
     )
 
 

@@ -66,6 +66,12 @@ def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def face_ids(job: Job) -> tuple[int, ...] | None:
+    """The faces a redo restores, as picked (None: every face its settings choose)."""
+    ids = job.settings.get(FACE_IDS) if job.is_redo else None
+    return None if ids is None else tuple(int(i) for i in ids)
+
+
 def redo_config(cfg: Config, job: Job, settings: dict[str, Any]) -> Config:
     """The settings of ``job``'s inbox with the redo's on top, checked like the TOML file's."""
     own = copy.deepcopy(inbox_config(cfg, naming.find_inbox(cfg, job.inbox)))

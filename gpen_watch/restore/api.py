@@ -77,6 +77,9 @@ class FileJob:
     # A folder the engine writes this photo's views into once its result is written (previews,
     # thumbnail, face crops, faces.json: docs/architecture.md); None: no views.
     views: Path | None = None
+    # A redo's picked faces, by their numbers in detection order (faces.json's "index", the photo
+    # page's face numbers): only these are restored. None: every face the settings choose.
+    face_ids: tuple[int, ...] | None = None
 
 
 class Stage(StrEnum):

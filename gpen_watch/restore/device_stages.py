@@ -18,7 +18,7 @@ from gpen_watch.base.errors import ModelError
 from gpen_watch.restore import align, upscale
 from gpen_watch.restore.device import free_cached_memory, is_out_of_memory
 from gpen_watch.restore.enhance import OutOfMemory
-from gpen_watch.restore.faces import LeftOut, plausible, select
+from gpen_watch.restore.faces import LeftOut, pick, plausible, select
 from gpen_watch.restore.loader import Loader
 from gpen_watch.restore.modelsets import ModelKey, ModelSets
 from gpen_watch.restore.staged import StagedPhoto, note_rss
@@ -62,6 +62,8 @@ def detect_and_align(
     faces = plausible(faces, hw, work.result.notes, left_out)
     work.found = len(faces)
     faces = select(faces, hw, work.cfg, work.result.notes, left_out)
+    if work.job.face_ids is not None:
+        faces = pick(detected, faces, work.job.face_ids, work.result.notes, left_out)
     work.faces = faces
     reasons = {id(face): why for face, why in left_out}
     work.shown = [(face, reasons.get(id(face))) for face in detected]

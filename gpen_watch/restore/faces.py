@@ -147,3 +147,17 @@ def select(
         n = len(faces)
         notes.append(f"{n} face{'' if n == 1 else 's'} found, {len(chosen)} restored ({'; '.join(why)})")
     return chosen
+
+
+def pick(
+    detected: list[Face], chosen: list[Face], ids: tuple[int, ...], notes: list[str], left_out: list[LeftOut]
+) -> list[Face]:
+    """Of ``chosen``, the faces a person picked by number (their place in ``detected``, as the
+    photo's page numbers them); the others are left as they are, each with that reason."""
+    wanted = {id(detected[i]) for i in ids if 0 <= i < len(detected)}
+    kept = [f for f in chosen if id(f) in wanted]
+    picked = ", ".join(map(str, sorted(set(ids)))) or "none"
+    _leave_out(chosen, kept, f"not picked for this run (faces picked: {picked})", left_out)
+    if len(kept) < len(chosen):
+        notes.append(f"{len(kept)} of {len(chosen)} faces restored, as picked ({picked})")
+    return kept

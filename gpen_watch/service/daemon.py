@@ -32,7 +32,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, report, retries
+from gpen_watch.service import control, intake, jobs, report, requests
 from gpen_watch.service.folders import prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -55,7 +55,7 @@ STOPPED_EARLY = "the service stopped before this job finished"
 
 REAL_ENGINE = P.EngineChoice()
 # Control commands the service loop answers (``ping`` and ``stop`` are answered at once).
-QUEUED_COMMANDS = ("status", "pause", "resume", "retry", "dismiss")
+QUEUED_COMMANDS = ("status", "pause", "resume", "redo", "retry", "dismiss")
 
 
 def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:
@@ -333,12 +333,14 @@ def _stop_watcher(run: Running) -> None:
 
 def _command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     cmd = request["cmd"]
+    if cmd == "redo":
+        return requests.redo_command(run, request)
     if cmd == "retry":
-        reply = retries.retry_command(run, request)
+        reply = requests.retry_command(run, request)
         run.maybe_queued = True
         return reply
     if cmd == "dismiss":
-        return retries.dismiss_command(run, request)
+        return requests.dismiss_command(run, request)
     pool = run.pool
     if cmd == "pause":
         run.paused = True

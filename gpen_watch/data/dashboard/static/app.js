@@ -22,6 +22,17 @@ function showError(form, text) {
   note.textContent = text;
 }
 
+function showNote(form, text) {
+  let note = form.parentElement.querySelector(".queued");
+  if (!note) {
+    note = document.createElement("p");
+    note.className = "queued banner info";
+    note.setAttribute("role", "status");
+    form.parentElement.appendChild(note);
+  }
+  note.textContent = text;
+}
+
 function enhance(root) {
   root.querySelectorAll("form[data-command]").forEach((form) => {
     form.addEventListener("submit", async (ev) => {
@@ -39,6 +50,30 @@ function enhance(root) {
       } catch (e) {
         setConn("bad", "cannot reach the service");
       }
+    });
+  });
+  root.querySelectorAll("form[data-redo]").forEach((form) => {
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const data = new FormData(form);
+      const settings = {};
+      for (const [field, name] of [["strength", "restore.strength"], ["model", "restore.model"],
+        ["faces", "restore.faces"], ["upscale", "restore.upscale"], ["format", "output.format"]]) {
+        const v = data.get(field);
+        if (v) settings[name] = field === "strength" ? Number(v) : field === "upscale" ? Number(v) : v;
+      }
+      let faceIds = null;
+      if (ev.submitter && ev.submitter.dataset.keep !== undefined) faceIds = [];
+      else if (data.get("pick")) faceIds = data.getAll("face").map(Number);
+      const r = await fetch(form.action, {
+        method: "POST", credentials: "same-origin",
+        headers: { ...CSRF, "Content-Type": "application/json" },
+        body: JSON.stringify({ settings: settings, face_ids: faceIds }),
+      });
+      let reply = {};
+      try { reply = await r.json(); } catch (e) { /* not JSON */ }
+      if (!r.ok) showError(form, reply.error || "the service refused (" + r.status + ")");
+      else showNote(form, "Queued as run " + reply.id + ", ahead of new arrivals.");
     });
   });
   root.querySelectorAll("[data-compare]").forEach((frame) => {

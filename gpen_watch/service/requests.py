@@ -1,5 +1,6 @@
-"""The service's retry and dismiss commands: which failure a name or id means, and the outcome
-as a control reply (`gpen-watch retry`, the dashboard's Failed page)."""
+"""What a person asks of the running service beside pause and resume: restore a done photo again
+(redo), send a failure through again (retry), take one off the Failed page (dismiss). Each finds
+the photo a name or id means and answers as a control reply (the CLI, the dashboard)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
-from gpen_watch.journal.states import FAILURES, Hidden
-from gpen_watch.outbox import retry
+from gpen_watch.journal.states import FAILURES, Hidden, JobState
+from gpen_watch.outbox import redo, retry
 from gpen_watch.service.running import Running
 
 log = logging.getLogger(__name__)
@@ -65,3 +67,41 @@ def dismiss_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     except (retry.RetryRefused, ValueError, TypeError) as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": True}
+
+
+def photos_named(run: Running, target: str) -> list[Job]:
+    """The restored photos ``target`` names, one job each: the newest done run of each result."""
+    if target.isdigit():
+        job = run.journal.get(int(target))
+        return [job] if job is not None and job.state == JobState.DONE else []
+    newest: dict[str, Job] = {}
+    for job in run.journal.named(target, (JobState.DONE,)):
+        newest.setdefault(str(job.output), job)  # named() gives the newest first
+    return list(newest.values())
+
+
+def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    target = str(request.get("target", ""))
+    found = photos_named(run, target)
+    if not found:
+        return {"ok": False, "error": f"no restored photo is called {target!r}; the Results page lists them"}
+    if len(found) > 1:
+        return {
+            "ok": False,
+            "error": f"{len(found)} restored photos are called {target!r}; give the id of the one you mean",
+            "matches": matches_json(found),
+        }
+    job = found[0]
+    settings = dict(request.get("settings") or {})
+    if request.get("face_ids") is not None:
+        settings[redo.FACE_IDS] = list(request["face_ids"])
+        settings.setdefault("restore.faces", "all")  # the faces picked, whatever the inbox chooses
+    try:
+        redo.redo_config(run.cfg, job, settings)
+        original = redo.original_of(job)
+    except (ConfigError, redo.RedoRefused) as exc:
+        return {"ok": False, "error": str(exc)}
+    again = run.journal.add_redo(job, original, settings)
+    run.maybe_queued = True
+    log.info("redo of %s asked (job %d from %s)", job.rel.name, again.id, original)
+    return {"ok": True, "id": again.id, "of": job.id, "name": job.rel.name, "output": str(job.output)}

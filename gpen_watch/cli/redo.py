@@ -1,0 +1,73 @@
+"""`gpen-watch redo NAME_OR_ID [--strength S] [--model M] [--faces ...] [--upscale N] [--format F]
+[--face-ids 0,2]`: restore a done photo again from its original, with these settings on top of its
+inbox's; the new result replaces the old one at the same outbox name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gpen_watch.catalog import registry
+from gpen_watch.cli.retry import print_matches
+from gpen_watch.service import control
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    parser.add_argument(
+        "target",
+        metavar="NAME_OR_ID",
+        help="the result's or the original's file name, a path inside the outbox, or the photo's id "
+        "(its page's number in the dashboard)",
+    )
+    parser.add_argument("--strength", type=float, metavar="S", help="0 (the original's own pixels) to 1")
+    parser.add_argument(
+        "--model", metavar="NAME|PATH", help=f"{registry.choices_text('face')}, or a .pth file"
+    )
+    parser.add_argument("--faces", choices=["all", "largest", "center"], help="which faces to restore")
+    parser.add_argument("--upscale", type=int, choices=[1, 2, 4], help="upscale the whole photo")
+    parser.add_argument(
+        "--format", choices=["same", "jpeg", "png", "webp", "tiff"], help="the result's format"
+    )
+    parser.add_argument(
+        "--face-ids",
+        metavar="0,2",
+        help="restore only these faces, by the numbers the photo's page shows; '' restores none "
+        "(the original's own pixels)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "restore.strength": args.strength,
+            "restore.model": args.model,
+            "restore.faces": args.faces,
+            "restore.upscale": args.upscale,
+            "output.format": args.format,
+        }.items()
+        if v is not None
+    }
+    fields: dict[str, Any] = {"target": args.target, "settings": settings}
+    if args.face_ids is not None:
+        try:
+            fields["face_ids"] = [int(i) for i in args.face_ids.replace(" ", "").split(",") if i]
+        except ValueError:
+            print(
+                f"gpen-watch redo: --face-ids {args.face_ids!r}: give face numbers like 0,2", file=sys.stderr
+            )
+            return 2
+    try:
+        reply = control.request("redo", **fields)
+    except control.ControlError as exc:
+        print(f"gpen-watch redo: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"gpen-watch redo: {reply.get('error', 'refused')}", file=sys.stderr)
+        print_matches(reply)
+        return 1
+    print(
+        f"{reply['name']}: queued again as photo {reply['id']}, ahead of new arrivals; it replaces {reply['output']}"
+    )
+    return 0

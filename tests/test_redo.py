@@ -1,0 +1,220 @@
+"""Redo: a done photo restored again from its original with other settings, through a real running
+service with the real engine (tiny random-weight generator, the real RetinaFace-MobileNet
+detector from ../shared so that a real group photo has real faces)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TinyModels, isolated_env, make_tiny_models
+from dashboard_client import Dashboard, served_dashboard, wait_for
+from PIL import Image
+from service_harness import real_engine_args, write_atomic
+
+from gpen_watch.journal import Journal
+from gpen_watch.journal.states import JobState
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SOLVAY = SHARED / "data" / "Solvay_conference_1927.png"
+REAL_DETECTOR = SHARED / "fixtures" / "retinaface_mobilenet0.25_real.pth"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def needs_shared() -> None:
+    if not (SOLVAY.is_file() and REAL_DETECTOR.is_file()):
+        pytest.skip(
+            "../shared (the Solvay photo and the real RetinaFace weights) is not beside the repository"
+        )
+
+
+@pytest.fixture(scope="module")
+def real_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
+    needs_shared()
+    from gpen_watch.catalog import registry
+
+    models = make_tiny_models(tmp_path_factory.mktemp("redo-models"))
+    shutil.copyfile(
+        REAL_DETECTOR, models.model_dir / registry.detector_spec("retinaface_mobile0.25").filename
+    )
+    return models
+
+
+@pytest.fixture(scope="module")
+def dash(tmp_path_factory: pytest.TempPathFactory, real_models: TinyModels) -> Iterator[Dashboard]:
+    root = tmp_path_factory.mktemp("redo")
+    with served_dashboard(root, *real_engine_args(real_models), restorer=None) as d:
+        write_atomic(d.svc.inbox / "solvay.png", SOLVAY.read_bytes())
+        d.wait(lambda s: s["queue"]["done"] >= 1, 300, "Solvay restored")
+        yield d
+
+
+def pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def first_photo(d: Dashboard) -> dict[str, Any]:
+    return next(p for p in d.get("/api/results?limit=200").json()["photos"] if p["name"] == "solvay.png")
+
+
+def redo(d: Dashboard, photo_id: int, **body: Any) -> dict[str, Any]:
+    r = d.post(f"/api/redo/{photo_id}", {"Content-Type": "application/json"}, json.dumps(body).encode())
+    assert r.status == 200, r.text
+    reply: dict[str, Any] = r.json()
+    return reply
+
+
+def wait_run(d: Dashboard, job_id: int, timeout: float = 300) -> dict[str, Any]:
+    d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, timeout, f"run {job_id}")
+    api: dict[str, Any] = d.get(f"/api/photo/{job_id}").json()
+    return api
+
+
+def outbox_files(d: Dashboard) -> list[str]:
+    return sorted(p.name for p in d.svc.outbox.rglob("*") if p.is_file())
+
+
+def test_redo_at_strength_0_of_a_png_gives_the_originals_pixels_at_the_same_name(dash: Dashboard) -> None:
+    first = first_photo(dash)
+    restored = pixels(dash.svc.outbox / "solvay.png")
+    assert not np.array_equal(restored, pixels(SOLVAY))  # the first run did change faces
+    reply = redo(dash, first["id"], settings={"restore.strength": 0})
+    run = wait_run(dash, reply["id"])
+    assert run["photo"]["state"] == "done", run
+    assert np.array_equal(pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY))
+    assert outbox_files(dash) == ["solvay.png"]  # no second file, no temp left
+    assert (dash.svc.originals / "solvay.png").read_bytes() == SOLVAY.read_bytes()  # the original stays
+
+
+def test_redo_with_picked_faces_changes_only_those_faces(dash: Dashboard) -> None:
+    photo = first_photo(dash)
+    reply = redo(dash, photo["id"], settings={"restore.strength": 1.0}, face_ids=[0, 2])
+    run = wait_run(dash, reply["id"])
+    assert run["photo"]["state"] == "done", run
+    faces = {f["index"]: f for f in run["faces"]}
+    assert {i for i, f in faces.items() if f["restored"]} == {0, 2}
+    assert all(
+        "not picked" in (f["reason"] or "") for i, f in faces.items() if i not in (0, 2) and not f["restored"]
+    )
+    boxes = json.loads(
+        (dash.home / "state" / "gpen-watch" / "views" / str(reply["id"]) / "faces.json").read_text()
+    )
+    scale = boxes["source_width"] / boxes["width"]
+    result, original = pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY)
+    changed = np.any(result != original, axis=2)
+    picked = np.zeros_like(changed)
+    for f in boxes["faces"]:
+        if f["index"] in (0, 2):
+            x0, y0, x1, y1 = (v * scale for v in f["box"])
+            w, h = x1 - x0, y1 - y0  # the paste-back's feathered region reaches past the box
+            picked[max(0, int(y0 - h)) : int(y1 + h) + 1, max(0, int(x0 - w)) : int(x1 + w) + 1] = True
+    assert changed[picked].any()
+    assert not changed[~picked].any(), "pixels changed outside the picked faces"
+
+
+def test_two_redos_of_the_same_photo_at_once_end_with_one_result(dash: Dashboard) -> None:
+    photo = first_photo(dash)
+    a = redo(dash, photo["id"], settings={"restore.strength": 0.5})
+    b = redo(dash, photo["id"], settings={"restore.strength": 0})
+    wait_run(dash, a["id"])
+    assert dash.get(f"/api/photo/{a['id']}").json()["photo"]["state"] == "done"
+    assert dash.get(f"/api/photo/{b['id']}").json()["photo"]["state"] == "done"
+    assert outbox_files(dash) == ["solvay.png"]
+    assert np.array_equal(pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY))  # the later one's
+
+
+def test_redo_from_the_cli_by_name_and_its_history_on_the_photo_page(dash: Dashboard) -> None:
+    with isolated_env(dash.home):
+        out = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "redo", "solvay.png", "--strength", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dash.svc.env,
+        )
+    assert out.returncode == 0, out.stderr
+    assert "queued again as photo" in out.stdout and "ahead of new arrivals" in out.stdout
+    new_id = int(out.stdout.split("as photo ")[1].split(",")[0])
+    wait_run(dash, new_id)
+    page = dash.get(f"/photo/{new_id}").text
+    assert "Runs" in page and "first run, the inbox&#39;s settings" in page and "restore.strength=0" in page
+
+
+def test_redo_with_a_bad_value_gives_the_settings_sentence(dash: Dashboard) -> None:
+    photo = first_photo(dash)
+    r = dash.post(
+        f"/api/redo/{photo['id']}",
+        {"Content-Type": "application/json"},
+        b'{"settings": {"restore.strength": 7}}',
+    )
+    assert r.status == 409
+    assert "restore.strength" in r.json()["error"]
+    r = dash.post(
+        f"/api/redo/{photo['id']}",
+        {"Content-Type": "application/json"},
+        b'{"settings": {"watch.inboxes": 1}}',
+    )
+    assert r.status == 409 and "a redo changes only" in r.json()["error"]
+
+
+def test_a_redo_goes_ahead_of_new_arrivals(tmp_path: Path) -> None:
+    with isolated_env(tmp_path / "home"), Journal.open(tmp_path / "j.sqlite3") as journal:
+        first = journal.add(tmp_path / "a.jpg", tmp_path, "a.jpg", 10, 1.0, "a" * 64).job
+        journal.claim_batch(1, "w")
+        journal.finish(first.id, tmp_path / "out" / "a.jpg", 1, {}, [])
+        later = journal.add(tmp_path / "b.jpg", tmp_path, "b.jpg", 11, 1.0, "b" * 64).job
+        again = journal.add_redo(journal.require(first.id), tmp_path / "a.jpg", {"restore.strength": 0})
+        claim = journal.claim_batch(1, "w")
+        assert [j.id for j in claim.jobs] == [again.id]
+        assert claim.copies == []  # restored again, not a copy of the result it replaces
+        assert journal.require(later.id).state == JobState.QUEUED
+
+
+@pytest.mark.parametrize("policy", ["delete"])
+def test_redo_with_the_original_deleted_says_nothing_can_be_redone(tmp_path: Path, policy: str) -> None:
+    with served_dashboard(tmp_path, "--set", f"output.originals={policy}") as d:
+        write_atomic(d.svc.inbox / "gone.jpg", b"\xff\xd8 the stand-in restores any bytes")
+        d.wait(lambda s: s["queue"]["done"] >= 1, 30, "restored")
+        photo = next(p for p in d.get("/api/results").json()["photos"] if p["name"] == "gone.jpg")
+        r = d.post(f"/api/redo/{photo['id']}", {"Content-Type": "application/json"}, b'{"settings": {}}')
+        assert r.status == 409
+        assert (
+            "its original was deleted after it was restored (output.originals = delete)" in r.json()["error"]
+        )
+        assert "nothing can be redone" in r.json()["error"]
+
+
+def test_a_redo_killed_mid_way_leaves_the_old_result_and_finishes_after_a_restart(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    started.mkdir()
+    env = {"FAKE_SLOW": "0", "FAKE_SLOW_STARTED": str(started)}
+    with served_dashboard(tmp_path, env=env) as d:
+        data = b"\xff\xd8 a slow photo: the stand-in takes FAKE_SLOW seconds over it"
+        write_atomic(d.svc.inbox / "portrait slow.jpg", data)
+        d.wait(lambda s: s["queue"]["done"] >= 1, 60, "the first run")
+        photo = next(p for p in d.get("/api/results").json()["photos"] if p["name"] == "portrait slow.jpg")
+        (started / "portrait slow.jpg").unlink()
+        with isolated_env(d.home):
+            d.svc.stop()
+        d.svc.env["FAKE_SLOW"] = "60"  # the redo: slow enough to be killed on
+        d.restart()
+        again = redo(d, photo["id"], settings={"restore.strength": 0.3})
+        wait_for(lambda: (started / "portrait slow.jpg").exists(), 60, "the redo on its photo")
+        d.svc.kill()  # SIGKILL: no chance to tidy up
+        assert [p.name for p in d.svc.outbox.iterdir()] == ["portrait slow.jpg"]
+        assert (d.svc.outbox / "portrait slow.jpg").read_bytes() == data  # the old result, whole
+        d.svc.env["FAKE_SLOW"] = "0"
+        d.restart()
+        run = wait_run(d, again["id"], 60)
+        assert run["photo"]["state"] == "done"
+        assert sorted(p.name for p in d.svc.outbox.iterdir()) == ["portrait slow.jpg"]  # no temp, no copy
+        assert (d.svc.outbox / "portrait slow.jpg").read_bytes() == data
