@@ -83,6 +83,31 @@ def outbox_files(d: Dashboard) -> list[str]:
     return sorted(p.name for p in d.svc.outbox.rglob("*") if p.is_file())
 
 
+def test_photo_page_shows_every_face_before_and_after_and_the_previews_at_one_geometry(dash: Dashboard) -> None:
+    import io
+
+    photo = first_photo(dash)
+    api = dash.get(f"/api/photo/{photo['id']}").json()
+    assert len(api["faces"]) == 29 and sum(f["restored"] for f in api["faces"]) == photo["faces"] > 0
+    sizes = []
+    for picture in ("before", "after"):
+        r = dash.get(f"/photo/{photo['id']}/{picture}.jpg")
+        assert r.status == 200 and r.headers["Content-Type"] == "image/jpeg"
+        sizes.append(Image.open(io.BytesIO(r.body)).size)
+    assert sizes[0] == sizes[1]
+    thumb = Image.open(io.BytesIO(dash.get(f"/photo/{photo['id']}/thumb.jpg").body))
+    assert max(thumb.size) <= 320
+    page = dash.get(f"/photo/{photo['id']}").text
+    for f in api["faces"]:
+        before = dash.get(f"/photo/{photo['id']}/faces/{f['index']}/before.jpg")
+        assert before.status == 200 and before.headers["Content-Type"] == "image/jpeg", f
+        assert f'/photo/{photo["id"]}/faces/{f["index"]}/before.jpg' in page
+        after = dash.get(f"/photo/{photo['id']}/faces/{f['index']}/after.jpg")
+        assert after.status == (200 if f["restored"] else 404), f
+        if not f["restored"]:
+            assert f["reason"] and f["reason"] in page.replace("&#39;", "'")
+
+
 def test_redo_at_strength_0_of_a_png_gives_the_originals_pixels_at_the_same_name(dash: Dashboard) -> None:
     first = first_photo(dash)
     restored = pixels(dash.svc.outbox / "solvay.png")

@@ -137,7 +137,7 @@ class Site:
             "started": time.time() - status.uptime_s if status else None,
             "local_gpus": await self.local_gpus(),
             "models_missing": [
-                f for f in (status.models.files if status and status.models else ()) if f.state != "ok"
+                f for f in (status.models.files if status and status.models else ()) if f.state != "present"
             ],
         }
 

@@ -58,7 +58,7 @@ def picture_file(root: Path, job_id: int, picture: Picture) -> Path | None:
 def face_file(root: Path, job_id: int, index: str, side: Side) -> Path | None:
     if not _FACE_INDEX.fullmatch(index):
         return None
-    path = views_dir(root, job_id) / "faces" / f"{int(index)}.{side}.png"
+    path = views_dir(root, job_id) / "faces" / f"{int(index)}.{side}.jpg"
     return path if path.is_file() else None
 
 

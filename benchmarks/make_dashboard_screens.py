@@ -1,0 +1,89 @@
+"""Screenshots of every dashboard page, for the docs: a real `gpen-watch run` (the tiny
+random-weight generator, the real RetinaFace-MobileNet detector from ../shared) on real photos,
+shown in headless Chromium.
+
+    python -m benchmarks.make_dashboard_screens [--out docs/assets] [--phone]
+
+The faces come out as noise: the generator's weights are random (the real GPEN weights cannot be
+downloaded where this runs). The detection, the crops, the previews and the pages are real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.make_dashboard_screens", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("docs/assets"))
+    ap.add_argument("--phone", action="store_true", help="also a phone-width shot of the photo page")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(TESTS))
+    import matplotlib.cbook
+    from browser import chromium
+    from conftest import make_tiny_models
+    from dashboard_client import served_dashboard
+    from service_harness import real_engine_args, write_atomic
+    from skimage import data as skdata
+    from PIL import Image
+
+    from gpen_watch.catalog import registry
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpen-screens-") as tmp:
+        root = Path(tmp)
+        models = make_tiny_models(root / "models")
+        shutil.copyfile(
+            SHARED / "fixtures" / "retinaface_mobilenet0.25_real.pth",
+            models.model_dir / registry.detector_spec("retinaface_mobile0.25").filename,
+        )
+        with served_dashboard(root / "svc", *real_engine_args(models), restorer=None) as d:
+            write_atomic(d.svc.inbox / "Solvay 1927.png", (SHARED / "data" / "Solvay_conference_1927.png").read_bytes())
+            hopper = Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+            write_atomic(d.svc.inbox / "Grace Hopper.jpg", hopper.read_bytes())
+            Image.fromarray(skdata.astronaut()).save(root / "astronaut.jpg", quality=92)
+            write_atomic(d.svc.inbox / "family" / "astronaut.jpg", (root / "astronaut.jpg").read_bytes())
+            write_atomic(d.svc.inbox / "scan 014.jpg", b"\xff\xd8\xff\xe0 a scan cut short by the scanner")
+            d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0 and s["queue"]["done"] >= 3, 300)
+            photos = {p["name"]: p["id"] for p in d.get("/api/results").json()["photos"]}
+            with chromium(1280, 900) as page:
+                page.get(f"{d.url}?token={d.token}")
+                for name, path in [
+                    ("overview", ""),
+                    ("activity", "activity"),
+                    ("results", "results"),
+                    ("failed", "failed"),
+                    ("photo", f"photo/{photos['Solvay 1927.png']}"),
+                    ("photo-portrait", f"photo/{photos['Grace Hopper.jpg']}"),
+                ]:
+                    page.get(d.url + path)
+                    time.sleep(1.5)  # the live stream's first update and the images
+                    _shot(page, args.out / f"dashboard-{name}.png")
+            if args.phone:
+                with chromium(390, 844) as phone:
+                    phone.get(f"{d.url}?token={d.token}")
+                    phone.get(d.url + f"photo/{photos['Grace Hopper.jpg']}")
+                    time.sleep(1.5)
+                    _shot(phone, args.out / "dashboard-photo-phone.png")
+    return 0
+
+
+def _shot(page: object, path: Path) -> None:
+    height = page.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+    width = page.execute_script("return window.innerWidth")  # type: ignore[attr-defined]
+    page.set_window_size(width, min(int(height) + 100, 4000))  # type: ignore[attr-defined]
+    time.sleep(0.3)
+    page.save_screenshot(str(path))  # type: ignore[attr-defined]
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
