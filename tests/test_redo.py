@@ -83,7 +83,9 @@ def outbox_files(d: Dashboard) -> list[str]:
     return sorted(p.name for p in d.svc.outbox.rglob("*") if p.is_file())
 
 
-def test_photo_page_shows_every_face_before_and_after_and_the_previews_at_one_geometry(dash: Dashboard) -> None:
+def test_photo_page_shows_every_face_before_and_after_and_the_previews_at_one_geometry(
+    dash: Dashboard,
+) -> None:
     import io
 
     photo = first_photo(dash)
@@ -101,7 +103,7 @@ def test_photo_page_shows_every_face_before_and_after_and_the_previews_at_one_ge
     for f in api["faces"]:
         before = dash.get(f"/photo/{photo['id']}/faces/{f['index']}/before.jpg")
         assert before.status == 200 and before.headers["Content-Type"] == "image/jpeg", f
-        assert f'/photo/{photo["id"]}/faces/{f["index"]}/before.jpg' in page
+        assert f"/photo/{photo['id']}/faces/{f['index']}/before.jpg" in page
         after = dash.get(f"/photo/{photo['id']}/faces/{f['index']}/after.jpg")
         assert after.status == (200 if f["restored"] else 404), f
         if not f["restored"]:
@@ -243,3 +245,43 @@ def test_a_redo_killed_mid_way_leaves_the_old_result_and_finishes_after_a_restar
         assert run["photo"]["state"] == "done"
         assert sorted(p.name for p in d.svc.outbox.iterdir()) == ["portrait slow.jpg"]  # no temp, no copy
         assert (d.svc.outbox / "portrait slow.jpg").read_bytes() == data
+
+
+def test_photo_page_slider_and_a_redo_at_strength_0_in_chromium(dash: Dashboard) -> None:
+    from browser import chromium
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    photo = first_photo(dash)
+    with chromium() as page:
+        page.get(f"{dash.url}photo/{photo['id']}?token={dash.token}")
+        wait = WebDriverWait(page, 60, poll_frequency=0.1)
+        wait.until(lambda d: d.find_element(By.ID, "conn").text == "live")
+        clip = page.find_element(By.CSS_SELECTOR, ".before-clip")
+        frame = page.find_element(By.CSS_SELECTOR, ".compare-frame")
+        slider = page.find_element(By.CSS_SELECTOR, "[data-compare-range]")
+        assert abs(clip.size["width"] - frame.size["width"] / 2) <= 2
+        # Drag the slider's thumb to the right: more of the original shows.
+        ActionChains(page).click_and_hold(slider).move_by_offset(
+            slider.size["width"] // 3, 0
+        ).release().perform()
+        wait.until(lambda d: clip.size["width"] > frame.size["width"] * 0.7)
+        # And with the keyboard: Home shows the result alone.
+        slider.send_keys(Keys.HOME)
+        wait.until(lambda d: clip.size["width"] <= 2)
+        before, after = (page.find_element(By.CSS_SELECTOR, f"img.{k}") for k in ("before", "after"))
+        assert before.size == after.size  # the same geometry under the line
+        page.find_element(By.CSS_SELECTOR, "form[data-redo] input[name=strength]").send_keys("0")
+        page.find_element(By.CSS_SELECTOR, "form[data-redo] button.primary").click()
+        wait.until(lambda d: "Queued as run" in d.find_element(By.CSS_SELECTOR, ".queued").text)
+        # The page updates by itself: the new run appears, and is done once restored.
+        wait.until(lambda d: "restore.strength=0" in d.find_element(By.ID, "live").text)
+        wait.until(
+            lambda d: (
+                "This photo has a newer run" in d.find_element(By.ID, "live").text
+                and "done" in d.find_element(By.CSS_SELECTOR, ".banner.info").text
+            )
+        )
+    assert np.array_equal(pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY))

@@ -154,3 +154,32 @@ def test_retry_from_the_page_needs_the_pages_own_origin(dash: Dashboard) -> None
     r = dash.raw("POST", f"/api/retry/{job['id']}", {"Origin": "http://evil.example"})
     assert r.status == 403
     assert "csrf bad.jpg" in failed_files(dash)
+
+
+@pytest.mark.slow
+def test_retry_a_failed_file_from_the_failed_page_in_chromium(dash: Dashboard) -> None:
+    from browser import chromium
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    broken_marker(dash).touch()
+    fail_one(dash, "browser fixable.jpg")
+    broken_marker(dash).unlink()
+    done = dash.status()["queue"]["done"]
+    with chromium() as page:
+        page.get(f"{dash.url}failed?token={dash.token}")
+        wait = WebDriverWait(
+            page, 30, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+        )
+        wait.until(lambda d: d.find_element(By.ID, "conn").text == "live")
+        item = next(
+            li
+            for li in page.find_elements(By.CSS_SELECTOR, ".failures li")
+            if "browser fixable.jpg" in li.text
+        )
+        item.find_element(By.XPATH, ".//button[text()='Retry']").click()
+        # The failure leaves the page by itself once it is sent back.
+        wait.until(lambda d: "browser fixable.jpg" not in d.find_element(By.ID, "live").text)
+    dash.wait(lambda s: s["queue"]["done"] > done, 30, "restored on its retry")
+    assert (dash.svc.outbox / "browser fixable.jpg").exists()
