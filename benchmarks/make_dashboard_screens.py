@@ -11,6 +11,7 @@ downloaded where this runs). The detection, the crops, the previews and the page
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 import sys
 import tempfile
@@ -22,18 +23,22 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.make_dashboard_screens", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.make_dashboard_screens", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", type=Path, default=Path("docs/assets"))
     ap.add_argument("--phone", action="store_true", help="also a phone-width shot of the photo page")
     args = ap.parse_args(argv)
+    # The tests' own harness: the tiny models, a served dashboard, headless Chromium.
     sys.path.insert(0, str(TESTS))
+    chromium = importlib.import_module("browser").chromium
+    make_tiny_models = importlib.import_module("conftest").make_tiny_models
+    served_dashboard = importlib.import_module("dashboard_client").served_dashboard
+    harness = importlib.import_module("service_harness")
+    real_engine_args, write_atomic = harness.real_engine_args, harness.write_atomic
     import matplotlib.cbook
-    from browser import chromium
-    from conftest import make_tiny_models
-    from dashboard_client import served_dashboard
-    from service_harness import real_engine_args, write_atomic
-    from skimage import data as skdata
     from PIL import Image
+    from skimage import data as skdata
 
     from gpen_watch.catalog import registry
 
@@ -46,13 +51,20 @@ def main(argv: list[str] | None = None) -> int:
             models.model_dir / registry.detector_spec("retinaface_mobile0.25").filename,
         )
         with served_dashboard(root / "svc", *real_engine_args(models), restorer=None) as d:
-            write_atomic(d.svc.inbox / "Solvay 1927.png", (SHARED / "data" / "Solvay_conference_1927.png").read_bytes())
+            write_atomic(
+                d.svc.inbox / "Solvay 1927.png", (SHARED / "data" / "Solvay_conference_1927.png").read_bytes()
+            )
             hopper = Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
             write_atomic(d.svc.inbox / "Grace Hopper.jpg", hopper.read_bytes())
             Image.fromarray(skdata.astronaut()).save(root / "astronaut.jpg", quality=92)
             write_atomic(d.svc.inbox / "family" / "astronaut.jpg", (root / "astronaut.jpg").read_bytes())
             write_atomic(d.svc.inbox / "scan 014.jpg", b"\xff\xd8\xff\xe0 a scan cut short by the scanner")
-            d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0 and s["queue"]["done"] >= 3, 300)
+            d.wait(
+                lambda s: (
+                    s["queue"]["queued"] == 0 and s["queue"]["running"] == 0 and s["queue"]["done"] >= 3
+                ),
+                300,
+            )
             photos = {p["name"]: p["id"] for p in d.get("/api/results").json()["photos"]}
             with chromium(1280, 900) as page:
                 page.get(f"{d.url}?token={d.token}")

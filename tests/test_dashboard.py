@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import isolated_env
-from dashboard_client import Dashboard, served_dashboard
+from dashboard_client import Dashboard, served_dashboard, wait_for
 from service_harness import write_atomic
 
 from gpen_watch.dashboard import access
@@ -183,3 +183,21 @@ def test_a_service_with_the_dashboard_off_serves_none(tmp_path: Path) -> None:
             assert not (tmp_path / "home" / "state" / "gpen-watch" / access.TOKEN_NAME).exists()
         finally:
             svc.close()
+
+
+def test_dashboard_opens_the_default_browser_signed_in(dash: Dashboard, tmp_path: Path) -> None:
+    opened = tmp_path / "opened.txt"
+    # Python's webbrowser runs $BROWSER with the URL: a stand-in browser that writes it down.
+    browser = f"{sys.executable} -c \"import sys; open({str(opened)!r}, 'w').write(sys.argv[1])\" %s"
+    with isolated_env(dash.home):
+        out = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "dashboard"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**dash.svc.env, "BROWSER": browser},
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"opened the dashboard ({dash.url}) in your browser\n"  # no token on screen
+    wait_for(opened.exists, 20, "the stand-in browser")
+    assert opened.read_text() == f"{dash.url}?token={dash.token}"

@@ -122,9 +122,30 @@ def test_redo_at_strength_0_of_a_png_gives_the_originals_pixels_at_the_same_name
     assert (dash.svc.originals / "solvay.png").read_bytes() == SOLVAY.read_bytes()  # the original stays
 
 
-def test_redo_with_picked_faces_changes_only_those_faces(dash: Dashboard) -> None:
+@pytest.fixture(scope="module")
+def other_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second random-weight generator: the tiny one's layout, another seed."""
+    import torch
+    from conftest import TINY_GPEN
+
+    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+
+    torch.manual_seed(7)
+    path = tmp_path_factory.mktemp("other-gpen") / "tiny-gpen-64-other.pth"
+    torch.save(build_gpen(GPENConfig(**TINY_GPEN)).state_dict(), path)
+    return path
+
+
+def test_redo_with_another_model_and_picked_faces_changes_only_those_faces(
+    dash: Dashboard, other_gpen: Path
+) -> None:
     photo = first_photo(dash)
-    reply = redo(dash, photo["id"], settings={"restore.strength": 1.0}, face_ids=[0, 2])
+    reply = redo(
+        dash,
+        photo["id"],
+        settings={"restore.strength": 1.0, "restore.model": str(other_gpen)},
+        face_ids=[0, 2],
+    )
     run = wait_run(dash, reply["id"])
     assert run["photo"]["state"] == "done", run
     faces = {f["index"]: f for f in run["faces"]}
@@ -146,6 +167,34 @@ def test_redo_with_picked_faces_changes_only_those_faces(dash: Dashboard) -> Non
             picked[max(0, int(y0 - h)) : int(y1 + h) + 1, max(0, int(x0 - w)) : int(x1 + w) + 1] = True
     assert changed[picked].any()
     assert not changed[~picked].any(), "pixels changed outside the picked faces"
+    page = dash.get(f"/photo/{reply['id']}").text
+    assert "tiny-gpen-64-other" in page  # the model it restored with, in its notes
+
+
+def test_redo_keeps_the_exif_and_colour_profile_as_a_first_result_does(
+    dash: Dashboard, tmp_path: Path
+) -> None:
+    import matplotlib.cbook
+    from PIL import ImageCms
+
+    hopper = Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    with Image.open(hopper) as im:
+        exif = im.getexif()
+        exif[0x013B] = "gpen-watch test, redo keeps me"  # Artist
+        im.save(tmp_path / "portrait.jpg", quality=92, exif=exif.tobytes(), icc_profile=icc)
+    done = dash.status()["queue"]["done"]
+    write_atomic(dash.svc.inbox / "exif portrait.jpg", (tmp_path / "portrait.jpg").read_bytes())
+    dash.wait(lambda s: s["queue"]["done"] > done, 120, "the portrait restored")
+    photo = next(p for p in dash.get("/api/results").json()["photos"] if p["name"] == "exif portrait.jpg")
+
+    def metadata() -> tuple[object, object]:
+        with Image.open(dash.svc.outbox / "exif portrait.jpg") as im:
+            return im.getexif().get(0x013B), im.info.get("icc_profile")
+
+    assert metadata() == ("gpen-watch test, redo keeps me", icc)
+    wait_run(dash, redo(dash, photo["id"], settings={"restore.strength": 0.4})["id"])
+    assert metadata() == ("gpen-watch test, redo keeps me", icc)
 
 
 def test_two_redos_of_the_same_photo_at_once_end_with_one_result(dash: Dashboard) -> None:

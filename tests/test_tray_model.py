@@ -368,3 +368,11 @@ def test_cluster_nodes_are_listed_with_their_gpus_under_their_host() -> None:
     # The readings change every heartbeat; the node's counts are part of the menu proper.
     assert [e.live for e in entries[i : i + 3]] == [False, True, True]
     assert all(len(t) <= model.MAX_LINE for t in texts)
+
+
+def test_the_menu_opens_the_dashboard_when_the_service_serves_one() -> None:
+    served = model.menu(model.view_from_status(status(dashboard="http://127.0.0.1:4736/"), []))
+    entry = next(e for e in served if e.text == "Open dashboard")
+    assert entry.action == "open_dashboard"
+    assert texts(served).index("Open dashboard") == texts(served).index("Pause") + 1
+    assert "Open dashboard" not in texts(model.menu(model.view_from_status(status(), [])))

@@ -20,12 +20,15 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from gpen_watch.config import FACE_MODEL_NAMES, Config, short_path
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.registry import model_label
+from gpen_watch.config import FACE_MODEL_NAMES, Config, inbox_config, short_path
 from gpen_watch.dashboard import views
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
 from gpen_watch.journal.records import Job, describe_settings
 from gpen_watch.journal.states import JobState
+from gpen_watch.outbox import naming, redo
 from gpen_watch.platform import resources
 from gpen_watch.service.status import Status
 
@@ -203,6 +206,7 @@ class Site:
             raise web.HTTPNotFound(text=f"No photo {job_id} in the journal.\n")
         runs = self.journal.runs(job_id)
         return {
+            "used": self.settings_used(job),
             "job": job,
             "name": job.rel.name,
             "views": views.photo_views(self.views_root, job_id),
@@ -213,6 +217,21 @@ class Site:
             "describe": describe_settings,
             "models": FACE_MODEL_NAMES,
         }
+
+    def settings_used(self, job: Job) -> list[tuple[str, str]]:
+        """The model and settings a run restored with, as the service has them now: its inbox's,
+        with a redo's own on top ("model", "GPEN-BFR-512"), ...)."""
+        own = inbox_config(self.cfg, naming.find_inbox(self.cfg, job.inbox))
+        try:
+            cfg = redo.redo_config(self.cfg, job, job.settings) if job.is_redo else own
+        except ConfigError:
+            cfg = own
+        r = cfg.restore
+        used = [("Model", model_label(r.model)), ("Strength", f"{r.strength:g}"), ("Faces", r.faces)]
+        if r.upscale > 1:
+            used.append(("Upscale", f"x{r.upscale}"))
+        used.append(("Format", cfg.output.format))
+        return used
 
     async def photo_page(self, request: web.Request) -> web.Response:
         job_id = int(request.match_info["id"])
