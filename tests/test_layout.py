@@ -149,3 +149,16 @@ def test_only_the_platform_package_asks_which_os_it_runs_on() -> None:
         for line in asks_which_os(path.read_text(encoding="utf-8"))
     ]
     assert asking == []
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """A module past this does more than one job: split it where its parts read apart."""
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -29,7 +29,6 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from gpen_watch.base.errors import ErrorKind
@@ -46,6 +45,7 @@ from gpen_watch.dispatch.records import (
     Spawn,
     WorkerRecord,
     WorkerState,
+    photo_rows,
 )
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.restore.api import FileResult
@@ -487,17 +487,3 @@ class FaultPolicy:
         if not self.workers:
             return "no worker configured"
         return None
-
-
-def photo_rows(w: WorkerRecord) -> list[dict[str, Any]]:
-    """The photos a worker's restorer holds, as its last heartbeat said, for the status: only
-    those it still has (a result may have come since), by the name the user dropped."""
-    rows = []
-    for at in w.photos:
-        flight = w.flights.get(at.key)
-        if flight is None:
-            continue
-        p = at.progress
-        name = Path(flight.task.job.src).name
-        rows.append({"job_id": at.key, "name": name, "stage": str(p.stage), "done": p.done, "total": p.total})
-    return rows

@@ -4,6 +4,8 @@ the actions the policy asks the pool to carry out."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from gpen_watch.base.strenum import StrEnum
 from gpen_watch.dispatch import protocol as P
@@ -113,3 +115,17 @@ class WorkerRecord:
     said_gone: bool = False
     # In ERROR because its model files could not be loaded (the service retries when they change).
     model_error: bool = False
+
+
+def photo_rows(w: WorkerRecord) -> list[dict[str, Any]]:
+    """The photos a worker's restorer holds, as its last heartbeat said, for the status: only
+    those it still has (a result may have come since), by the name the user dropped."""
+    rows = []
+    for at in w.photos:
+        flight = w.flights.get(at.key)
+        if flight is None:
+            continue
+        p = at.progress
+        name = Path(flight.task.job.src).name
+        rows.append({"job_id": at.key, "name": name, "stage": str(p.stage), "done": p.done, "total": p.total})
+    return rows
