@@ -183,3 +183,23 @@ def test_retry_a_failed_file_from_the_failed_page_in_chromium(dash: Dashboard) -
         wait.until(lambda d: "browser fixable.jpg" not in d.find_element(By.ID, "live").text)
     dash.wait(lambda s: s["queue"]["done"] > done, 30, "restored on its retry")
     assert (dash.svc.outbox / "browser fixable.jpg").exists()
+
+
+@pytest.mark.slow
+def test_retry_killed_before_its_file_moved_puts_the_failure_back_on_the_page(dash: Dashboard) -> None:
+    from gpen_watch.journal import Journal
+    from gpen_watch.journal.states import Hidden
+
+    fail_one(dash, "interrupted bad.jpg")
+    job = job_named(dash, "interrupted bad.jpg", "unsupported")
+    # What a kill between the journal's record of the retry and the file's move leaves.
+    with Journal.open(dash.home / "state" / "gpen-watch" / "journal.sqlite3") as journal:
+        assert journal.hide(job["id"], Hidden.RETRIED, "sent back (then the service was killed)")
+    assert "interrupted bad.jpg" not in dash.get("/failed").text
+    dash.svc.kill()
+    dash.restart()
+    assert "interrupted bad.jpg" in dash.get("/failed").text
+    assert "interrupted bad.jpg" in failed_files(dash) and "interrupted bad.jpg.error.txt" in failed_files(
+        dash
+    )
+    assert cli(dash, "retry", "interrupted bad.jpg").returncode == 0

@@ -9,7 +9,7 @@ import sqlite3
 from typing import Any
 
 from gpen_watch.journal.queries import JournalQueries
-from gpen_watch.journal.records import Job, describe_settings
+from gpen_watch.journal.records import Job, describe_settings, job_from_row
 from gpen_watch.journal.states import FAILURES, Hidden, JobState, sql_in
 
 _FAILURES = sql_in(FAILURES)
@@ -60,3 +60,16 @@ class UserRequests(JournalQueries):
         job = self._get(conn, job_id)
         assert job is not None, "a job just inserted is there"
         return job
+
+    def unhide(self, job_id: int, detail: str) -> None:
+        """Put a failure back on the Failed page (a retry that never moved its file)."""
+        with self._write(durable=True) as conn:
+            conn.execute("UPDATE jobs SET hidden = NULL WHERE id = ?", (job_id,))
+            self._event(conn, job_id, "shown-again", detail)
+
+    def retries_pending(self) -> list[Job]:
+        """Failures marked retried whose new try has not ended (few: each ends at that try)."""
+        return [
+            job_from_row(r)
+            for r in self._read(f"SELECT * FROM jobs WHERE hidden = '{Hidden.RETRIED}' ORDER BY id")
+        ]

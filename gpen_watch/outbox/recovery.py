@@ -28,7 +28,7 @@ from gpen_watch.base.errors import OutputError
 from gpen_watch.config import Config
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import JobState, Original
-from gpen_watch.outbox import durable, naming
+from gpen_watch.outbox import durable, naming, retry
 from gpen_watch.outbox.commit import place_output
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import handle_original
@@ -126,4 +126,5 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
         except (OSError, OutputError) as exc:
             log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
     report.temps_removed = clean_stale_temps(journal, cfg)
+    retry.undo_unmoved(journal)
     return report

@@ -9,10 +9,10 @@ the file is set aside again (the new error file taking the old one's name),
 ``failed.clear_retried`` removes it.
 
 Order, for a kill at any step: the journal records the retry before the file moves, and the move
-is one rename (or, across file systems, a copy to a hidden temp name, flushed, renamed into the
-inbox, then the original removed). Killed before the rename: the file is still in failed/, the job
-is RETRIED with nothing in its inbox, and retrying it again moves it. Killed after: the inbox has
-the file, which the start-up scan takes.
+is one link or rename (or, across file systems, a copy to a hidden temp name, flushed, then linked
+into the inbox, and the original removed). Killed before the move: the file is still in failed/
+with nothing in its inbox, and the start-up recovery (``undo_unmoved``) puts the failure back on
+the Failed page. Killed after: the inbox has the file, which the start-up scan takes.
 """
 
 from __future__ import annotations
@@ -72,6 +72,18 @@ def send_back(journal: Journal, job_id: int, inboxes: list[Path]) -> Path:
         ) from None
     log.info("retry: %s moved back to %s", kept, job.source)
     return job.source
+
+
+def undo_unmoved(journal: Journal) -> int:
+    """At start-up: failures marked retried whose file never left failed/ (the service was killed
+    in between) go back on the Failed page. How many did."""
+    undone = 0
+    for job in journal.retries_pending():
+        kept = job.original_path
+        if kept is not None and kept.exists() and not os.path.lexists(job.source):
+            journal.unhide(job.id, "the retry did not happen (the service stopped first)")
+            undone += 1
+    return undone
 
 
 def dismiss(journal: Journal, job_id: int) -> None:
