@@ -114,10 +114,12 @@ class Dashboard:
 
 
 @contextlib.contextmanager
-def served_dashboard(root: Path, *extra: str, restorer: str | None = FAKE) -> Iterator[Dashboard]:
+def served_dashboard(
+    root: Path, *extra: str, restorer: str | None = FAKE, service: type[ServiceProcess] = ServiceProcess
+) -> Iterator[Dashboard]:
     home = root / "home"
     with isolated_env(home):
-        svc = ServiceProcess(root, "--set", "dashboard.port=0", *extra, restorer=restorer)
+        svc = service(root, "--set", "dashboard.port=0", *extra, restorer=restorer)
         try:
             svc.start()
             s = svc.wait(lambda s: bool(s.get("dashboard")), 30, "the dashboard")

@@ -26,14 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import __version__
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, inbox_profiles
+from gpen_watch.config.docs import Applies
+from gpen_watch.config.source import ConfigSource
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, report
-from gpen_watch.service.folders import prepare_service_folders
+from gpen_watch.service import control, intake, jobs, reload, report
+from gpen_watch.service.folders import check_service_folders, prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
 from gpen_watch.watch.watcher import Arrival, Watcher
@@ -50,6 +53,8 @@ RESTORER_ENV = "GPEN_WATCH_RESTORER"
 # when this variable is "1".
 HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
 STOPPED_EARLY = "the service stopped before this job finished"
+# How often the loop looks whether the old pool of a worker restart is done.
+RESTART_TICK_S = 0.2
 
 
 REAL_ENGINE = P.EngineChoice()
@@ -74,8 +79,11 @@ class Service:
         child_env: dict[str, str] | None = None,
         stop_grace: float = 10.0,
         journal_path: Path | None = None,
+        source: ConfigSource | None = None,
     ) -> None:
         self.cfg = cfg
+        # The settings file and command line this service's config came from (``reload``).
+        self.source = source
         self.engine = engine
         self.child_env = child_env or {}
         self.stop_grace = stop_grace
@@ -123,8 +131,11 @@ class Service:
         if cmd == "stop":
             self.request_stop()
             return {"ok": True, "pid": os.getpid()}
-        if cmd not in ("status", "pause", "resume"):
-            return {"ok": False, "error": f"unknown command {cmd!r}; use status, pause, resume or stop"}
+        if cmd not in ("status", "pause", "resume", "reload"):
+            return {
+                "ok": False,
+                "error": f"unknown command {cmd!r}; use status, pause, resume, reload or stop",
+            }
         if self._closed.is_set():
             return {"ok": False, "error": "the service is stopping"}
         fut: Future[dict[str, Any]] = Future()
@@ -149,14 +160,7 @@ class Service:
                 with Journal.open(self.journal_path) as journal:
                     cluster = self.cfg.cluster
                     local = cluster.local_workers or not cluster.address
-                    pool = Pool(
-                        devices.resolve_slots(self.cfg.workers) if local else [],
-                        self.cfg.restore,
-                        self.cfg.workers,
-                        factory=self.engine.factory,
-                        child_env=self.child_env,
-                        log_level=logging.getLogger().getEffectiveLevel(),
-                    )
+                    pool = self._make_pool(self.cfg, local)
                     gate = None
                     if self.engine.model_files:
                         profiles = inbox_profiles(self.cfg)
@@ -180,6 +184,16 @@ class Service:
                 self._refuse_requests()
         log.info("gpen-watch stopped")
         return 0
+
+    def _make_pool(self, cfg: Config, local: bool = True) -> Pool:
+        return Pool(
+            devices.resolve_slots(cfg.workers) if local else [],
+            cfg.restore,
+            cfg.workers,
+            factory=self.engine.factory,
+            child_env=self.child_env,
+            log_level=logging.getLogger().getEffectiveLevel(),
+        )
 
     def _serve(self, run: Running) -> None:
         server: control.ControlServer | None = None
@@ -215,8 +229,9 @@ class Service:
                 server.close()
 
     def _loop(self, run: Running) -> None:
-        pool = run.pool
         while not self._stop.is_set():
+            reload.restart_step(run)
+            pool = run.pool  # a new one after a worker restart
             intake.take_arrivals(run, self._arrivals)
             self._answer_requests(run)
             jobs.feed(run)
@@ -233,6 +248,8 @@ class Service:
 
     def _tick(self, run: Running) -> float:
         idle = IDLE_TICK_S if run.gate is None else min(IDLE_TICK_S, run.gate.due_in())
+        if run.restart is not None:
+            idle = min(idle, RESTART_TICK_S)  # the old pool's end is no event of the new one
         if run.hold_until and self._arrivals.empty():
             return max(0.0, min(idle, run.hold_until - time.monotonic()))
         return 0.0 if not self._arrivals.empty() or not self._requests.empty() else idle
@@ -271,13 +288,44 @@ class Service:
             except queue.Empty:
                 return
             try:
-                reply = _command(run, request["cmd"])
+                reply = self._reload(run) if request["cmd"] == "reload" else _command(run, request["cmd"])
                 if request["cmd"] == "status":
                     reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
                 fut.set_result(reply)
             except Exception as exc:
                 log.exception("control command failed")
                 fut.set_result({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+
+    def _reload(self, run: Running) -> dict[str, Any]:
+        """Read the settings again as at start and apply what changed (service.reload)."""
+        if self.source is None:
+            return {"ok": False, "error": "this service has no settings file to read again; restart it"}
+        try:
+            new = self.source.load()
+            check_service_folders(new)
+        except GpenWatchError as exc:
+            return {"ok": False, "error": str(exc)}
+        plan = reload.Plan(tuple(reload.changed(self.cfg, new)))
+        pool_fixed = run.cluster is not None
+        later = plan.of(Applies.SERVICE) + (plan.of(Applies.WORKERS) if pool_fixed else [])
+        new = reload.kept_running(self.cfg, new, pool_fixed=pool_fixed)
+        self.cfg = run.cfg = run.originals.cfg = new
+        if plan.watcher:
+            _stop_watcher(run)
+            prepare_service_folders(new)
+            run.watcher = self._start_watcher()
+        restarting = plan.workers and not pool_fixed
+        if restarting:
+            reload.begin_restart(run, lambda: self._make_pool(new), self.stop_grace)
+        log.info(
+            "settings read again from %s: %s%s%s",
+            self.source.path,
+            ", ".join(plan.changed) or "nothing changed",
+            "; the workers restart" if restarting else "",
+            f"; {', '.join(later)} apply after a restart of the service" if later else "",
+        )
+        run.maybe_queued = True
+        return {"ok": True, "changed": list(plan.changed), "workers_restart": restarting, "later": later}
 
     def _refuse_requests(self) -> None:
         while True:

@@ -1,0 +1,108 @@
+"""New settings for a running service (the ``reload`` control command): which changed, and the
+workers' graceful restart when they need one.
+
+What a changed setting needs is config.docs.applies (one table). The service loop applies the
+rest: a new watcher for watch.*, and output.* by holding the new config, read for the next photo.
+A worker restart is a stop of the old pool, as on a service stop (the photos being restored get
+the stop grace to finish, the others go back to the queue), then a new pool on the new settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpen_watch.config import Config, InboxConfig
+from gpen_watch.config.docs import Applies, applies
+from gpen_watch.dispatch.pool import Pool
+from gpen_watch.service.running import Running
+
+RESTARTED = "the workers restarted for new settings"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the new settings change, by when each applies."""
+
+    changed: tuple[str, ...]
+
+    def of(self, when: Applies) -> list[str]:
+        return [name for name in self.changed if applies(name) is when]
+
+    @property
+    def watcher(self) -> bool:
+        return bool(self.of(Applies.WATCHER))
+
+    @property
+    def workers(self) -> bool:
+        return bool(self.of(Applies.WORKERS))
+
+
+def changed(old: Config, new: Config) -> list[str]:
+    """The dotted settings whose values differ. The inboxes are compared as watch.inboxes (their
+    folders and options) and as their profiles, watch.inboxes.restore and watch.inboxes.output."""
+    names: list[str] = []
+    for section in dataclasses.fields(Config):
+        a, b = getattr(old, section.name), getattr(new, section.name)
+        for f in dataclasses.fields(a):
+            name = f"{section.name}.{f.name}"
+            if name == "watch.inboxes":
+                names += _inbox_changes(a.inboxes, b.inboxes)
+            elif getattr(a, f.name) != getattr(b, f.name):
+                names.append(name)
+    return names
+
+
+def _inbox_changes(old: list[InboxConfig], new: list[InboxConfig]) -> list[str]:
+    plain = [(i.path, i.recursive, i.outbox) for i in old] != [(i.path, i.recursive, i.outbox) for i in new]
+    out = ["watch.inboxes"] if plain else []
+    for part in ("restore", "output"):
+        if [getattr(i, part) for i in old] != [getattr(i, part) for i in new]:
+            out.append(f"watch.inboxes.{part}")
+    return out
+
+
+def kept_running(old: Config, new: Config, *, pool_fixed: bool) -> Config:
+    """``new`` with the sections that only a service restart applies left as they run, so that
+    the service's config says what it does. ``pool_fixed``: the workers cannot restart here (a
+    cluster's pool is its membership's), so restore.* and workers.* stay too."""
+    out = dataclasses.replace(new, cluster=old.cluster, dashboard=old.dashboard)
+    if pool_fixed:
+        out = dataclasses.replace(out, restore=old.restore, workers=old.workers)
+    return out
+
+
+@dataclass
+class WorkerRestart:
+    """A restart under way: the old pool finishes until ``deadline``, then ``make_pool`` makes the
+    new one (a later reload replaces it with one on newer settings)."""
+
+    make_pool: Callable[[], Pool]
+    deadline: float
+    started: float = field(default_factory=time.monotonic)
+
+
+def begin_restart(run: Running, make_pool: Callable[[], Pool], grace: float) -> None:
+    if run.restart is None:
+        run.pool.begin_stop()
+        run.restart = WorkerRestart(make_pool, time.monotonic() + grace)
+    else:
+        run.restart.make_pool = make_pool
+
+
+def restart_step(run: Running) -> bool:
+    """The new pool, once the old one is done or out of time; True when it was swapped."""
+    r = run.restart
+    if r is None or (run.pool.alive() and time.monotonic() < r.deadline):
+        return False
+    run.requeue(run.pool.kill_all(), RESTARTED)
+    run.pool = r.make_pool()
+    run.restart = None
+    if run.workers_started:
+        run.pool.start()
+    if run.paused:
+        run.pool.pause()
+    run.maybe_queued = True
+    return True

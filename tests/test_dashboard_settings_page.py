@@ -1,0 +1,258 @@
+"""The dashboard's Settings page: the form edits the service's own TOML file through tomlkit
+(comments and order kept), the file's own checks refuse a bad value with the file's sentence, and
+the service reads the file again (``reload``) and restarts its workers when a setting needs it.
+
+The first tests call config.edit and the page's classification in-process; the rest run a real
+`gpen-watch run` with its dashboard and the stand-in restorer (slow)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from dashboard_client import Dashboard, Reply, served_dashboard
+from service_harness import ServiceProcess, write_atomic
+
+from gpen_watch import config
+from gpen_watch.base.errors import ConfigError
+from gpen_watch.config import docs, edit
+from gpen_watch.service import reload
+
+USER_FILE = """\
+# My gpen-watch settings: phone photos are softer.
+[watch]
+# results for the family album
+outbox = "{outbox}"
+settle_seconds = 0.2  # the copier is quick
+
+[[watch.inboxes]]
+path = "{inbox}"  # the phone's folder
+restore = {{strength = 0.9}}
+
+[restore]
+# the small model is quick on this laptop
+model = "GPEN-BFR-512"
+"""
+
+
+def user_file(root: Path) -> tuple[Path, str]:
+    path = root / "my-settings.toml"
+    text = USER_FILE.format(inbox=root / "inbox", outbox=root / "outbox")
+    path.write_text(text, encoding="utf-8")
+    return path, text
+
+
+# --- in-process -----------------------------------------------------------------------------------
+
+
+def test_settings_page_classification_covers_every_setting() -> None:
+    names = docs.setting_names()
+    assert {docs.applies(n) for n in names} == set(docs.Applies)
+    for name in names:
+        docs.applies(name)  # a KeyError here: a section without its line in docs.APPLIES
+    assert docs.applies("watch.inboxes[2].restore.strength") is docs.Applies.WORKERS
+    assert docs.applies("watch.inboxes[0].output.format") is docs.Applies.AT_ONCE
+    assert docs.applies("dashboard.port") is docs.Applies.SERVICE
+    # Every setting the form shows has its one-line description.
+    assert set(edit.global_fields()) <= set(docs.DESCRIPTIONS)
+    assert {f"watch.inboxes.{k}" for k in edit.inbox_fields() if "." not in k} <= set(docs.DESCRIPTIONS)
+
+
+def test_settings_page_edit_keeps_comments_order_and_leaves_defaults_out(tmp_path: Path) -> None:
+    _, text = user_file(tmp_path)
+    form = {
+        "restore.strength": "0.5",
+        "restore.model": "GPEN-BFR-512",  # in the file: stays, unchanged
+        "restore.detector": "retinaface_resnet50",  # the default, not in the file: not added
+        "output.jpeg_quality": "95",  # the default: not added
+        "watch.inboxes[0].restore.strength": "0.3",
+        "watch.inboxes[0].output.format": "png",
+    }
+    new = edit.apply_form(text, form, inboxes=1)
+    for line in text.splitlines():
+        if "strength = 0.9" not in line:
+            assert line in new  # every comment and setting line of the user's is still there
+    assert "detector" not in new and "jpeg_quality" not in new
+    assert "restore = {strength = 0.3, output = " not in new
+    cfg = config.from_text(new, tmp_path / "x.toml")
+    assert cfg.restore.strength == 0.5
+    assert cfg.watch.inboxes[0].restore == {"strength": 0.3}
+    assert cfg.watch.inboxes[0].output == {"format": "png"}
+    # A blank profile value: the inbox follows the global setting again.
+    back = edit.apply_form(new, {"watch.inboxes[0].restore.strength": ""}, inboxes=1)
+    assert config.from_text(back, tmp_path / "x.toml").watch.inboxes[0].restore == {}
+
+
+@pytest.mark.parametrize(
+    ("form", "said"),
+    [
+        ({"restore.nonsense": "1"}, "'restore.nonsense' is not a setting this page can change"),
+        ({"watch.inboxes[7].restore.strength": "1"}, "'watch.inboxes[7].restore.strength' is not a setting"),
+        ({"restore.device.x": "1"}, "not a setting this page can change"),
+        ({"watch.inboxes[0].restore.device": "cpu"}, "not a setting this page can change"),
+        ({"restore[0]": "1"}, "not a setting this page can change"),
+        ({"restore.model_dir": "/tmp/../etc"}, "restore.model_dir: '/tmp/../etc' is not a whole path"),
+        ({"watch.outbox": "relative/out"}, "watch.outbox: 'relative/out' is not a whole path"),
+        ({"output.name_template": "x" * 5000}, "a setting takes at most 4096"),
+        ({"output.name_template": "a\nb"}, "contains a control character"),
+    ],
+)
+def test_settings_page_edit_refuses_a_hostile_form(tmp_path: Path, form: dict[str, str], said: str) -> None:
+    _, text = user_file(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        edit.apply_form(text, form, inboxes=1)
+
+
+def test_settings_page_reload_plan_names_what_changed() -> None:
+    old = config.Config()
+    new = config.from_text(
+        '[output]\nformat = "png"\n[restore]\nstrength = 0.5\n[dashboard]\nport = 1234\n', Path("x.toml")
+    )
+    plan = reload.Plan(tuple(reload.changed(old, new)))
+    assert plan.of(docs.Applies.AT_ONCE) == ["output.format"]
+    assert plan.of(docs.Applies.WORKERS) == ["restore.strength"]
+    assert plan.of(docs.Applies.SERVICE) == ["dashboard.port"]
+    assert plan.workers and not plan.watcher
+    kept = reload.kept_running(old, new, pool_fixed=False)
+    assert kept.dashboard.port == old.dashboard.port and kept.restore.strength == 0.5
+
+
+# --- through the real service ----------------------------------------------------------------------
+
+
+def post_form(dash: Dashboard, path: str, fields: dict[str, str]) -> Reply:
+    body = urlencode(fields).encode()
+    return dash.post(path, {"Content-Type": "application/x-www-form-urlencoded"}, body)
+
+
+def page_error(reply: Reply) -> str:
+    found = re.search(r'id="settings-error">(.*?)</p>', reply.text, re.S)
+    assert found, reply.text[:2000]
+    return html.unescape(found[1]).strip()
+
+
+@pytest.fixture
+def dash(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
+    path, _ = user_file(tmp_path)
+    with served_dashboard(tmp_path, "--config", str(path)) as d:
+        yield d, path
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_files_sentence(
+    dash: tuple[Dashboard, Path],
+) -> None:
+    d, path = dash
+    shown = d.get("/settings")
+    assert shown.status == 200
+    assert (
+        'name="restore.strength"' in shown.text and 'name="watch.inboxes[0].restore.strength"' in shown.text
+    )
+    assert docs.DESCRIPTIONS["restore.strength"].note in html.unescape(shown.text)
+    assert "the workers restart" in shown.text and "after a restart of the service" in shown.text
+    # --inbox and --outbox on the service's command line: the page says they win over the file.
+    assert "the service&#39;s command line sets this" in shown.text
+
+    before = path.read_text(encoding="utf-8")
+    bad = post_form(d, "/settings", {"restore.strength": "1.5"})
+    assert bad.status == 400
+    assert path.read_text(encoding="utf-8") == before  # nothing written
+    # The sentence the file itself would get with that value:
+    path.write_text(before.replace('model = "GPEN-BFR-512"', 'model = "GPEN-BFR-512"\nstrength = 1.5'))
+    with pytest.raises(ConfigError) as from_file:
+        config.load(path)
+    path.write_text(before)
+    assert page_error(bad) == str(from_file.value)
+
+    not_a_number = post_form(d, "/settings", {"watch.inboxes[0].restore.strength": "soft"})
+    assert not_a_number.status == 400 and "restore.strength: expected a number, got 'soft'" in page_error(
+        not_a_number
+    )
+    hostile = post_form(
+        d, "/settings", {"restore.strength": "0.5", "cluster.token_file": "/x/../../etc/passwd"}
+    )
+    assert hostile.status == 400 and "not a whole path" in page_error(hostile)
+    assert path.read_text(encoding="utf-8") == before
+
+    ok = post_form(d, "/settings", {"output.jpeg_quality": "80", "restore.model": "GPEN-BFR-512"})
+    assert ok.status == 200, ok.text[:2000]
+    after = path.read_text(encoding="utf-8")
+    assert after == before.replace(
+        'model = "GPEN-BFR-512"\n', 'model = "GPEN-BFR-512"\n\n[output]\njpeg_quality = 80\n'
+    )
+    assert config.load(path).output.jpeg_quality == 80
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_settings_page_inbox_strength_restarts_the_workers_and_the_next_photo_uses_it(
+    dash: tuple[Dashboard, Path],
+) -> None:
+    d, path = dash
+    pids = {w["pid"] for w in d.status()["workers"]}
+    ok = post_form(d, "/settings", {"watch.inboxes[0].restore.strength": "0.3"})
+    assert ok.status == 200, ok.text[:2000]
+    assert "The workers restart" in ok.text
+    assert "restore = {strength = 0.3}" in path.read_text(encoding="utf-8")
+    d.wait(
+        lambda s: (
+            bool(s["workers"])
+            and all(w["state"] in ("idle", "busy") for w in s["workers"])
+            and not pids & {w["pid"] for w in s["workers"]}
+        ),
+        60,
+        "new workers",
+    )
+    write_atomic(d.svc.inbox / "after-save.png", b"any bytes")
+    d.wait(lambda s: s["queue"]["done"] >= 1, 60, "the photo done")
+    photos = d.get("/api/results").json()["photos"]
+    assert "strength=0.3" in photos[0]["notes"], photos[0]
+
+
+class FolderlessService(ServiceProcess):
+    """The service with no --inbox on its command line: its inboxes come from the file alone."""
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        at = cmd.index("--inbox")
+        return cmd[:at] + cmd[at + 2 :]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_settings_page_adds_and_removes_an_inbox(tmp_path: Path) -> None:
+    path, _ = user_file(tmp_path)
+    second = tmp_path / "scanner"
+    with served_dashboard(tmp_path, "--config", str(path), service=FolderlessService) as d:
+        assert (
+            "the service&#39;s command line sets this to"
+            not in d.get("/settings").text.split("Inboxes")[1][:3000]
+        )
+        refused = post_form(d, "/settings/inbox/add", {"path": "scans/../../x"})
+        assert refused.status == 400 and "not a whole path" in page_error(refused)
+        added = post_form(d, "/settings/inbox/add", {"path": str(second)})
+        assert added.status == 200, added.text[:2000]
+        assert "the phone&#39;s folder" not in added.text  # (comments are the file's, not the page's)
+        text = path.read_text(encoding="utf-8")
+        assert "# the phone's folder" in text and f'path = "{second}"' in text
+        d.wait(lambda s: str(second) in s["inboxes"], 30, "the new inbox watched")
+        write_atomic(second / "scanned.png", b"any bytes")
+        d.wait(lambda s: s["queue"]["done"] >= 1, 60, "the scanned photo done")
+
+        removed = post_form(d, "/settings/inbox/remove", {"index": "1"})
+        assert removed.status == 200, removed.text[:2000]
+        assert str(second) not in path.read_text(encoding="utf-8")
+        d.wait(lambda s: str(second) not in s["inboxes"], 30, "the inbox no longer watched")
+        assert second.is_dir()  # its folder stays
+        write_atomic(second / "ignored.png", b"any bytes")
+        write_atomic(d.svc.inbox / "still-watched.png", b"any bytes")
+        d.wait(lambda s: s["queue"]["done"] >= 2, 60, "the first inbox's photo done")
+        assert (second / "ignored.png").exists()
+
+        last = post_form(d, "/settings/inbox/remove", {"index": "0"})
+        assert last.status == 400 and "watch.inboxes: needs at least one folder" in page_error(last)
