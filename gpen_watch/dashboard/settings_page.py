@@ -31,7 +31,8 @@ SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard")
 # A form has about a hundred fields; more is no form of this page.
 MAX_FIELDS = 1000
 OVERRIDDEN = (
-    "the service's command line sets this to {value}: that wins over the file until it is started without it"
+    "The service's command line sets this to {value}: that wins over the file until the service "
+    "is started without it."
 )
 
 
@@ -173,14 +174,13 @@ class SettingsPage:
         now = self.current()
         forms = []
         for i, inbox in enumerate(file_cfg.watch.inboxes):
-            own = config.inbox_config(file_cfg, inbox)
             rows = []
             for key, tp in edit.inbox_fields().items():
                 name = f"watch.inboxes[{i}].{key}"
                 section, _, sub = key.partition(".")
                 if sub:  # a profile setting: blank follows the global one
                     value = getattr(inbox, section).get(sub)
-                    default = f"as {key}: {_shown(getattr(getattr(own, section), sub))}"
+                    default = f"blank: as [{section}], now {_shown(getattr(getattr(file_cfg, section), sub))}"
                     rows.append(self._row(name, key, value, default, tp, None, blank=True, doc=key))
                 else:
                     default = _shown(_inbox_default(key))
@@ -206,7 +206,7 @@ class SettingsPage:
         doc: str | None = None,
     ) -> Row:
         overridden = ""
-        if self.source is not None and now is not None and self.source.overrides(name) and now != value:
+        if self.source is not None and now is not None and self.source.overrides(name):
             overridden = OVERRIDDEN.format(value=_shown(now))
         choices = _choices(tp)
         if choices and blank:
