@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from dashboard_client import Dashboard, Reply, served_dashboard
+from dashboard_client import Dashboard, Reply, served_dashboard, wait_for
 from service_harness import ServiceProcess, write_atomic
 
 from gpen_watch import config
@@ -146,6 +146,10 @@ def post_form(dash: Dashboard, path: str, fields: dict[str, str]) -> Reply:
     return dash.post(path, {"Content-Type": "application/x-www-form-urlencoded"}, body)
 
 
+def post_form_bytes(dash: Dashboard, body: bytes) -> Reply:
+    return dash.post("/settings", {"Content-Type": "application/x-www-form-urlencoded"}, body)
+
+
 def inbox_form(reply: Reply, index: int) -> str:
     return reply.text.split(f'id="inbox-{index}"')[1].split("</fieldset>")[0]
 
@@ -206,6 +210,16 @@ def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_f
     assert hostile.status == 400 and "not a whole path" in page_error(hostile)
     assert path.read_text(encoding="utf-8") == before
 
+    # The guard's rules hold for the page: no cross-site post, no body over 64 kB.
+    form = urlencode({"restore.strength": "0.5"}).encode()
+    kind = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert d.raw("POST", "/settings", {"Origin": "http://evil.example", **kind}, form).status == 403
+    assert d.raw("POST", "/settings", {"Origin": "null", **kind}, form).status == 403
+    huge = urlencode({"output.name_template": "x" * (70 << 10)}).encode()
+    assert post_form_bytes(d, huge).status == 413
+    assert d.raw("GET", "/settings", signed_in=False).status == 401
+    assert path.read_text(encoding="utf-8") == before
+
     ok = post_form(d, "/settings", {"output.jpeg_quality": "80", "restore.model": "GPEN-BFR-512"})
     assert ok.status == 200, ok.text[:2000]
     after = path.read_text(encoding="utf-8")
@@ -241,6 +255,32 @@ def test_settings_page_inbox_strength_restarts_the_workers_and_the_next_photo_us
     d.wait(lambda s: s["queue"]["done"] >= 1, 60, "the photo done")
     photos = d.get("/api/results").json()["photos"]
     assert "strength=0.3" in photos[0]["notes"], photos[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_settings_page_worker_restart_lets_the_photo_in_flight_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = tmp_path / "started"
+    started.mkdir()
+    monkeypatch.setenv("FAKE_SLOW", "3")
+    monkeypatch.setenv("FAKE_SLOW_STARTED", str(started))
+    path, _ = user_file(tmp_path)
+    with served_dashboard(tmp_path, "--config", str(path)) as d:
+        write_atomic(d.svc.inbox / "slow-portrait.png", b"any bytes")
+        wait_for(lambda: (started / "slow-portrait.png").exists(), 30, "the slow photo started")
+        ok = post_form(d, "/settings", {"restore.strength": "0.6"})
+        assert ok.status == 200 and "The workers restart" in ok.text, ok.text[:2000]
+        s = d.wait(lambda s: s["queue"]["done"] >= 1, 60, "the photo in flight done")
+        assert s["queue"]["failed"] == 0
+        first = d.get("/api/results").json()["photos"][0]
+        assert first["name"] == "slow-portrait.png" and "strength=0.9" in first["notes"]  # the old settings
+        write_atomic(d.svc.inbox / "next.png", b"other bytes")
+        d.wait(lambda s: s["queue"]["done"] >= 2, 60, "the next photo done")
+        photos = {p["name"]: p for p in d.get("/api/results").json()["photos"]}
+        # The inbox's own 0.9 still wins over the new global 0.6: the restart kept the profile.
+        assert "strength=0.9" in photos["next.png"]["notes"]
 
 
 class FolderlessService(ServiceProcess):
