@@ -199,8 +199,13 @@ def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_f
         config.load(path)
     path.write_text(before)
     assert page_error(bad) == str(from_file.value)
+    # What was typed stays in the form, marked, so that it can be corrected.
+    typed = bad.text.split('name="restore.strength"')[1].split(">")[0]
+    assert 'value="1.5"' in typed and 'aria-invalid="true"' in typed
 
     not_a_number = post_form(d, "/settings", {"watch.inboxes[0].restore.strength": "soft"})
+    typed = not_a_number.text.split('name="watch.inboxes[0].restore.strength"')[1].split(">")[0]
+    assert 'value="soft"' in typed and 'aria-invalid="true"' in typed
     assert not_a_number.status == 400 and "restore.strength: expected a number, got 'soft'" in page_error(
         not_a_number
     )

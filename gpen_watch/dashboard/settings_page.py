@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ class Row:
     default: str
     choices: tuple[str, ...] = ()  # a select's options, else a text field
     overridden: str = ""
+    inherits: bool = False  # an inbox's own: blank follows the global setting (``default`` says how)
+    invalid: bool = False  # the refusal's sentence names it
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,25 @@ class InboxForm:
     path: str
     rows: list[Row]
     overridden: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a form showed last: the values sent, kept on a refusal so that nothing typed is lost,
+    and the refusal's sentence."""
+
+    sent: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    def value(self, name: str, saved: str) -> str:
+        return self.sent.get(name, saved)
+
+    def names(self, key: str, inbox: int | None = None) -> bool:
+        """Whether the sentence is about this setting (an inbox's: that inbox's)."""
+        about_inbox = re.search(r"watch\.inboxes\[(\d+)\]", self.error)
+        if inbox is None:
+            return about_inbox is None and re.search(rf"(^|: ){re.escape(key)}: ", self.error) is not None
+        return about_inbox is not None and int(about_inbox[1]) == inbox and f" {key}: " in self.error
 
 
 @dataclass
@@ -84,7 +106,7 @@ class SettingsPage:
 
     async def save(self, request: web.Request) -> web.Response:
         form = await _form(request)
-        return await self._change(lambda text, inboxes: edit.apply_form(text, form, inboxes))
+        return await self._change(lambda text, inboxes: edit.apply_form(text, form, inboxes), form)
 
     async def add_inbox(self, request: web.Request) -> web.Response:
         form = await _form(request, allowed={"path"})
@@ -96,7 +118,9 @@ class SettingsPage:
             return self.page(error="index: give the number of the inbox to remove", status=400)
         return await self._change(lambda text, inboxes: edit.remove_inbox(text, int(index), inboxes))
 
-    async def _change(self, change: Callable[[str, int], str]) -> web.Response:
+    async def _change(
+        self, change: Callable[[str, int], str], sent: dict[str, str] | None = None
+    ) -> web.Response:
         if self.source is None:
             return self.page(error="this service was started without a settings file", status=409)
         path = self.source.path
@@ -109,7 +133,7 @@ class SettingsPage:
                 new_text = change(text, len(self._file_config(text)[0].watch.inboxes))
                 config.from_text(new_text, path)  # the file's own checks, before anything is written
             except ConfigError as exc:
-                return self.page(error=str(exc), status=400)
+                return self.page(error=str(exc), status=400, sent=sent)
             if new_text != text:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,9 +162,15 @@ class SettingsPage:
             return self.current(), str(exc)
 
     def page(
-        self, *, error: str = "", saved: dict[str, Any] | None = None, status: int = 200
+        self,
+        *,
+        error: str = "",
+        saved: dict[str, Any] | None = None,
+        status: int = 200,
+        sent: dict[str, str] | None = None,
     ) -> web.Response:
         file_cfg, problem = self._file_config()
+        shown = Shown(sent or {}, error)
         body = self.site.render(
             "settings.html",
             nav="settings",
@@ -149,20 +179,26 @@ class SettingsPage:
             problem=problem,
             error=error,
             saved=saved,
-            sections=self.sections(file_cfg),
-            inboxes=self.inboxes(file_cfg),
+            sections=self.sections(file_cfg, shown),
+            inboxes=self.inboxes(file_cfg, shown),
         )
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
 
     # --- what the form shows ------------------------------------------------------------------
 
-    def sections(self, file_cfg: Config) -> list[Section]:
+    def sections(self, file_cfg: Config, shown: Shown) -> list[Section]:
         now = self.current()
         out = []
         for section in SECTIONS:
             rows = [
                 self._row(
-                    name, name, _get(file_cfg, name), _shown(edit.default_of(name)), tp, _get(now, name)
+                    shown,
+                    name,
+                    name,
+                    _get(file_cfg, name),
+                    _shown(edit.default_of(name)),
+                    tp,
+                    _get(now, name),
                 )
                 for name, tp in edit.global_fields().items()
                 if name.startswith(section + ".")
@@ -170,7 +206,7 @@ class SettingsPage:
             out.append(Section(section, applies(section + ".x").value, rows))
         return out
 
-    def inboxes(self, file_cfg: Config) -> list[InboxForm]:
+    def inboxes(self, file_cfg: Config, shown: Shown) -> list[InboxForm]:
         now = self.current()
         forms = []
         for i, inbox in enumerate(file_cfg.watch.inboxes):
@@ -180,12 +216,12 @@ class SettingsPage:
                 section, _, sub = key.partition(".")
                 if sub:  # a profile setting: blank follows the global one
                     value = getattr(inbox, section).get(sub)
-                    default = f"blank: as [{section}], now {_shown(getattr(getattr(file_cfg, section), sub))}"
-                    rows.append(self._row(name, key, value, default, tp, None, blank=True, doc=key))
+                    default = f"as [{section}], now {_shown(getattr(getattr(file_cfg, section), sub))}"
+                    rows.append(self._row(shown, name, key, value, default, tp, None, inbox=i, doc=key))
                 else:
                     default = _shown(_inbox_default(key))
                     doc = f"watch.inboxes.{key}"
-                    rows.append(self._row(name, key, getattr(inbox, key), default, tp, None, doc=doc))
+                    rows.append(self._row(shown, name, key, getattr(inbox, key), default, tp, None, doc=doc))
             overridden = ""
             if self.source is not None and self.source.overrides("watch.inboxes"):
                 watched = ", ".join(short_path(i.path) for i in now.watch.inboxes)
@@ -195,6 +231,7 @@ class SettingsPage:
 
     def _row(
         self,
+        shown: Shown,
         name: str,
         key: str,
         value: Any,
@@ -202,16 +239,28 @@ class SettingsPage:
         tp: Any,
         now: Any,
         *,
-        blank: bool = False,
+        inbox: int | None = None,
         doc: str | None = None,
     ) -> Row:
+        """``inbox``: the number of the inbox whose own setting this is (blank: the global one)."""
         overridden = ""
         if self.source is not None and now is not None and self.source.overrides(name):
             overridden = OVERRIDDEN.format(value=_shown(now))
         choices = _choices(tp)
-        if choices and blank:
+        inherits = inbox is not None
+        if choices and inherits:
             choices = ("", *choices)
-        return Row(name, key, DESCRIPTIONS[doc or name].note, _shown(value), default, choices, overridden)
+        return Row(
+            name,
+            key,
+            DESCRIPTIONS[doc or name].note,
+            shown.value(name, _shown(value)),
+            default,
+            choices,
+            overridden,
+            inherits,
+            shown.names(key, inbox) if shown.error else False,
+        )
 
 
 def _inbox_default(key: str) -> Any:
