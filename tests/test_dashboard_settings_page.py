@@ -19,7 +19,6 @@ from service_harness import ServiceProcess, write_atomic
 
 from gpen_watch import config
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.cli.control import reload_line
 from gpen_watch.config import docs, edit
 from gpen_watch.service import reload
 
@@ -122,20 +121,16 @@ def test_settings_page_reload_plan_names_what_changed() -> None:
     assert kept.dashboard.port == old.dashboard.port and kept.restore.strength == 0.5
 
 
-def test_settings_page_reload_line_says_what_applies_when() -> None:
-    line = reload_line(
-        {
-            "ok": True,
-            "changed": ["restore.strength", "dashboard.port"],
-            "workers_restart": True,
-            "later": ["dashboard.port"],
-        }
+def test_settings_page_reload_summary_says_what_applies_when() -> None:
+    reply = {
+        "changed": ["restore.strength", "dashboard.port"],
+        "workers_restart": True,
+        "later": ["dashboard.port"],
+    }
+    assert reload.summary(reply) == (
+        "restore.strength, dashboard.port; the workers restart; dashboard.port apply after a restart of the service"
     )
-    assert line == (
-        "settings read again: restore.strength, dashboard.port; the workers restart; "
-        "dashboard.port apply after a restart of the service"
-    )
-    assert reload_line({"ok": True, "changed": []}) == "settings read again: nothing changed"
+    assert reload.summary({"ok": True, "changed": []}) == "nothing changed"
 
 
 # --- through the real service ----------------------------------------------------------------------

@@ -5,24 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
 from gpen_watch.cli.argtypes import seconds
-from gpen_watch.service import control
+from gpen_watch.service import control, reload
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
-
-
-def reload_line(reply: dict[str, Any]) -> str:
-    """What a ``reload`` reply means, in one line."""
-    changed = [str(n) for n in reply.get("changed") or []]
-    later = [str(n) for n in reply.get("later") or []]
-    line = "settings read again: " + (", ".join(changed) or "nothing changed")
-    if reply.get("workers_restart"):
-        line += "; the workers restart"
-    if later:
-        line += f"; {', '.join(later)} apply after a restart of the service"
-    return line
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -63,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     elif command == "resume":
         print("resumed")
     elif command == "reload":
-        print(reload_line(reply))
+        print(f"settings read again: {reload.summary(reply)}")
     elif command == "stop":
         pid = reply.get("pid")
         if args.no_wait:

@@ -110,7 +110,14 @@ class Dashboard:
         token = access.load_or_create_token(self.token_path)
         journal = JournalBrowser.open(self.journal_path)
         try:
-            site = Site(self.cfg, self.control, journal, views_root(self.journal_path), environment())
+            site = Site(
+                self.cfg,
+                self.control,
+                journal,
+                views_root(self.journal_path),
+                environment(),
+                current=self.current,
+            )
             app = web.Application(middlewares=[guard(origin, token)], client_max_size=MAX_BODY)
             settings = SettingsPage(site, self.source, self.current)
             app.add_routes(site.routes() + settings.routes() + live.routes(site, closing))

@@ -142,8 +142,7 @@ class SettingsPage:
                 except OSError as exc:
                     return self.page(error=f"{path}: cannot save: {exc.strerror or exc}", status=500)
             reply = await self.site._call({"cmd": "reload"})
-        self.site.cfg = self.current()
-        self.site._status = (0.0, None, None)
+        self.site._status = (0.0, None, None)  # the next page shows the new settings' status
         if not reply.get("ok"):
             error = f"Saved in {short_path(path)}, but the service did not apply it: {reply.get('error')}"
             return self.page(error=error, status=503)

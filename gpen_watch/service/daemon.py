@@ -28,7 +28,6 @@ from typing import Any
 from gpen_watch import __version__
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, inbox_profiles
-from gpen_watch.config.docs import Applies
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
@@ -274,8 +273,8 @@ class Service:
         # Record what arrived meanwhile (queued for the next start).
         intake.take_arrivals(run, self._arrivals, limit=1 << 30)
 
-    def _start_watcher(self) -> Watcher:
-        w = Watcher.from_config(self.cfg, self.arrived, on_gone=self.vanished)
+    def _start_watcher(self, cfg: Config | None = None) -> Watcher:
+        w = Watcher.from_config(cfg or self.cfg, self.arrived, on_gone=self.vanished)
         w.start()  # its first act is the start-up scan: files dropped while we were down
         return w
 
@@ -305,27 +304,32 @@ class Service:
             check_service_folders(new)
         except GpenWatchError as exc:
             return {"ok": False, "error": str(exc)}
-        plan = reload.Plan(tuple(reload.changed(self.cfg, new)))
-        pool_fixed = run.cluster is not None
-        later = plan.of(Applies.SERVICE) + (plan.of(Applies.WORKERS) if pool_fixed else [])
-        new = reload.kept_running(self.cfg, new, pool_fixed=pool_fixed)
-        self.cfg = run.cfg = run.originals.cfg = new
-        if plan.watcher:
+
+        def new_watcher(cfg: Config) -> None:
             _stop_watcher(run)
-            prepare_service_folders(new)
-            run.watcher = self._start_watcher()
-        restarting = plan.workers and not pool_fixed
-        if restarting:
-            reload.begin_restart(run, lambda: self._make_pool(new), self.stop_grace)
-        log.info(
-            "settings read again from %s: %s%s%s",
-            self.source.path,
-            ", ".join(plan.changed) or "nothing changed",
-            "; the workers restart" if restarting else "",
-            f"; {', '.join(later)} apply after a restart of the service" if later else "",
+            prepare_service_folders(cfg)
+            run.watcher = self._start_watcher(cfg)
+
+        self.cfg, reply = reload.apply(
+            run,
+            self.cfg,
+            new,
+            new_watcher=new_watcher,
+            fresh_pool=lambda cfg: self._fresh_pool(run, cfg),
+            grace=self.stop_grace,
         )
-        run.maybe_queued = True
-        return {"ok": True, "changed": list(plan.changed), "workers_restart": restarting, "later": later}
+        log.info("settings read again from %s: %s", self.source.path, reload.summary(reply))
+        return reply
+
+    def _fresh_pool(self, run: Running, cfg: Config) -> Pool:
+        """The pool of a worker restart; with the real engine, its model files are checked again
+        for the new settings first (a new model may have to be fetched: the workers then wait for
+        it, as at start)."""
+        if run.gate is not None:
+            run.gate.close()
+            run.gate = ModelGate(cfg.restore, self._wake, profiles=inbox_profiles(cfg))
+            run.workers_started = run.gate.start()
+        return self._make_pool(cfg)
 
     def _refuse_requests(self) -> None:
         while True:
@@ -354,8 +358,8 @@ def _recover(run: Running) -> None:
 def _watch_models(run: Running) -> None:
     """Start the held workers once the model files are there (see model_gate)."""
     gate = run.gate
-    if gate is None or run.stop.is_set():
-        return
+    if gate is None or run.stop.is_set() or run.restart is not None:
+        return  # (a worker restart checks the files again for the new settings: _fresh_pool)
     if run.workers_started and run.pool.stopped_for_models():
         gate.workers_failed()
     if gate.poll():

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.config.docs import Applies, applies
@@ -72,6 +73,45 @@ def kept_running(old: Config, new: Config, *, pool_fixed: bool) -> Config:
     if pool_fixed:
         out = dataclasses.replace(out, restore=old.restore, workers=old.workers)
     return out
+
+
+def apply(
+    run: Running,
+    old: Config,
+    new: Config,
+    *,
+    new_watcher: Callable[[Config], None],
+    fresh_pool: Callable[[Config], Pool],
+    grace: float,
+) -> tuple[Config, dict[str, Any]]:
+    """Put ``new`` in effect over ``old`` in a running service: the config it now runs on, and the
+    ``reload`` reply (what changed, whether the workers restart, what waits for a service restart).
+    ``new_watcher`` watches the (new) inboxes; ``fresh_pool`` makes the pool of a worker restart;
+    ``grace``: the seconds the photos being restored get to finish, as on a stop."""
+    plan = Plan(tuple(changed(old, new)))
+    pool_fixed = run.cluster is not None
+    later = plan.of(Applies.SERVICE) + (plan.of(Applies.WORKERS) if pool_fixed else [])
+    new = kept_running(old, new, pool_fixed=pool_fixed)
+    run.cfg = run.originals.cfg = new  # output.* and the inboxes' profiles: from the next photo
+    restarting = plan.workers and not pool_fixed
+    if plan.watcher:
+        new_watcher(new)
+    if restarting:
+        begin_restart(run, lambda: fresh_pool(new), grace)
+    run.maybe_queued = True
+    return new, {"ok": True, "changed": list(plan.changed), "workers_restart": restarting, "later": later}
+
+
+def summary(reply: dict[str, Any]) -> str:
+    """A ``reload`` reply in words, for the log and `gpen-watch reload`."""
+    changed_names = [str(n) for n in reply.get("changed") or []]
+    later = [str(n) for n in reply.get("later") or []]
+    line = ", ".join(changed_names) or "nothing changed"
+    if reply.get("workers_restart"):
+        line += "; the workers restart"
+    if later:
+        line += f"; {', '.join(later)} apply after a restart of the service"
+    return line
 
 
 @dataclass
