@@ -197,6 +197,7 @@ def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_f
     # What was typed stays in the form, marked, so that it can be corrected.
     typed = bad.text.split('name="restore.strength"')[1].split(">")[0]
     assert 'value="1.5"' in typed and 'aria-invalid="true"' in typed
+    assert '<a href="#f-restore-strength" class="to-setting">' in bad.text
 
     not_a_number = post_form(d, "/settings", {"watch.inboxes[0].restore.strength": "soft"})
     typed = not_a_number.text.split('name="watch.inboxes[0].restore.strength"')[1].split(">")[0]

@@ -63,8 +63,14 @@ class Section:
 class InboxForm:
     index: int
     path: str
-    rows: list[Row]
+    rows: list[Row]  # its folder, recursive and outbox
+    profile: list[Row]  # its own restore.* and output.*
     overridden: str
+
+    @property
+    def own(self) -> int:
+        """How many settings of its own it has."""
+        return sum(1 for row in self.profile if row.value)
 
 
 @dataclass(frozen=True)
@@ -209,14 +215,14 @@ class SettingsPage:
         now = self.current()
         forms = []
         for i, inbox in enumerate(file_cfg.watch.inboxes):
-            rows = []
+            rows, profile = [], []
             for key, tp in edit.inbox_fields().items():
                 name = f"watch.inboxes[{i}].{key}"
                 section, _, sub = key.partition(".")
                 if sub:  # a profile setting: blank follows the global one
                     value = getattr(inbox, section).get(sub)
                     default = f"as [{section}], now {_shown(getattr(getattr(file_cfg, section), sub))}"
-                    rows.append(self._row(shown, name, key, value, default, tp, None, inbox=i, doc=key))
+                    profile.append(self._row(shown, name, key, value, default, tp, None, inbox=i, doc=key))
                 else:
                     default = _shown(_inbox_default(key))
                     doc = f"watch.inboxes.{key}"
@@ -225,7 +231,7 @@ class SettingsPage:
             if self.source is not None and self.source.overrides("watch.inboxes"):
                 watched = ", ".join(short_path(i.path) for i in now.watch.inboxes)
                 overridden = OVERRIDDEN.format(value=watched)
-            forms.append(InboxForm(i, short_path(inbox.path), rows, overridden))
+            forms.append(InboxForm(i, short_path(inbox.path), rows, profile, overridden))
         return forms
 
     def _row(
