@@ -296,12 +296,16 @@ class FolderlessService(ServiceProcess):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_settings_page_adds_and_removes_an_inbox(tmp_path: Path) -> None:
-    path, _ = user_file(tmp_path)
+    path, before = user_file(tmp_path)
     second = tmp_path / "scanner"
     with served_dashboard(tmp_path, "--config", str(path), service=FolderlessService) as d:
         assert "command line sets this" not in inbox_form(d.get("/settings"), 0)  # the file's own inboxes
         refused = post_form(d, "/settings/inbox/add", {"path": "scans/../../x"})
         assert refused.status == 400 and "not a whole path" in page_error(refused)
+        # The outbox as an inbox: the sentence `gpen-watch run` would give, before anything is saved.
+        own_outbox = post_form(d, "/settings/inbox/add", {"path": str(d.svc.outbox)})
+        assert own_outbox.status == 400 and "is both an inbox and the outbox" in page_error(own_outbox)
+        assert path.read_text(encoding="utf-8") == before
         added = post_form(d, "/settings/inbox/add", {"path": str(second)})
         assert added.status == 200, added.text[:2000]
         text = path.read_text(encoding="utf-8")

@@ -123,10 +123,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.load(args.config, given, must_exist=args.config is not None)
     # The dashboard's settings page saves into this file, and the service reads it again the same
     # way, with the same command line over it.
+    file = args.config or paths.config_file()
     source = ConfigSource(
-        args.config or paths.config_file(),
+        file,
         tuple(given),
         lambda: config.load(args.config, given, must_exist=args.config is not None),
+        lambda text: config.from_text(text, file, given),
     )
     check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))

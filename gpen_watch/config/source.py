@@ -13,12 +13,14 @@ from gpen_watch.config.schema import Config
 class ConfigSource:
     """``path``: the TOML file the service was started with (``--config``, or the default one);
     ``overridden``: the dotted settings its command line sets, which win over the file;
-    ``load``: the file read again with those settings over it, as at start (``cli.run`` makes it,
-    so that the service never has to know its command line)."""
+    ``load``: the file read again with those settings over it, as at start; ``with_text``: the
+    same for a text not yet written as the file (``cli.run`` makes both, so that the service and
+    the dashboard never have to know its command line)."""
 
     path: Path
     overridden: tuple[str, ...]
     load: Callable[[], Config]
+    with_text: Callable[[str], Config]
 
     def overrides(self, name: str) -> bool:
         """Whether the command line sets ``name`` (an inbox's settings: when it sets the inboxes)."""

@@ -21,12 +21,13 @@ from typing import Any, Literal
 from aiohttp import web
 
 from gpen_watch import config
-from gpen_watch.base.errors import ConfigError
+from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.config import Config, edit, short_path
 from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard.site import Site
+from gpen_watch.service.folders import check_service_folders
 
 SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard")
 # A form has about a hundred fields; more is no form of this page.
@@ -138,7 +139,9 @@ class SettingsPage:
             try:
                 new_text = change(text, len(self._file_config(text)[0].watch.inboxes))
                 config.from_text(new_text, path)  # the file's own checks, before anything is written
-            except ConfigError as exc:
+                # ...then as the service will read it, with its command line over it.
+                check_service_folders(self.source.with_text(new_text))
+            except (ConfigError, OutputError) as exc:
                 return self.page(error=str(exc), status=400, sent=sent)
             if new_text != text:
                 try:
