@@ -87,6 +87,24 @@ def test_settings_page_edit_keeps_comments_order_and_leaves_defaults_out(tmp_pat
     assert config.from_text(back, tmp_path / "x.toml").watch.inboxes[0].restore == {}
 
 
+def test_settings_page_edit_of_no_file_and_of_a_list_of_paths(tmp_path: Path) -> None:
+    # No file yet (the default one): only what differs from the defaults is written.
+    assert edit.apply_form("", {"restore.strength": "0.5", "restore.faces": "all"}, inboxes=1) == (
+        "[restore]\nstrength = 0.5\n"
+    )
+    # Adding to the default inbox keeps it: the file lists both.
+    both = config.from_text(edit.add_inbox("", str(tmp_path / "scans")), tmp_path / "x.toml")
+    assert [i.path for i in both.watch.inboxes] == [config.default_inbox(), tmp_path / "scans"]
+    # Inboxes written as a list of paths become tables where one is given settings of its own.
+    listed = f'[watch]\ninboxes = ["{tmp_path / "a"}", "{tmp_path / "b"}"]  # two\n'
+    new = edit.apply_form(listed, {"watch.inboxes[1].output.format": "png"}, inboxes=2)
+    cfg = config.from_text(new, tmp_path / "x.toml")
+    assert [i.path for i in cfg.watch.inboxes] == [tmp_path / "a", tmp_path / "b"]
+    assert cfg.watch.inboxes[1].output == {"format": "png"} and cfg.watch.inboxes[0].output == {}
+    gone = config.from_text(edit.remove_inbox(listed, 0, inboxes=2), tmp_path / "x.toml")
+    assert [i.path for i in gone.watch.inboxes] == [tmp_path / "b"]
+
+
 @pytest.mark.parametrize(
     ("form", "said"),
     [
