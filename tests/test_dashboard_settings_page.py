@@ -247,6 +247,17 @@ def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_f
     )
     assert config.load(path).output.jpeg_quality == 80
 
+    # A file whose [restore] is no table: its own sentence, and the file left as it is.
+    broken = '# mine\nrestore = "soft"\n'
+    path.write_text(broken, encoding="utf-8")
+    refused = post_form(d, "/settings", {"restore.strength": "0.5"})
+    assert refused.status == 400
+    assert (
+        page_error(refused)
+        == f"{path}: restore: expected a table, got 'soft'; fix the file in an editor, then save again"
+    )
+    assert path.read_text(encoding="utf-8") == broken
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+import tomlkit.exceptions
 import tomlkit.items
 from tomlkit.toml_document import TOMLDocument
 
@@ -150,7 +151,7 @@ def _same(tp: Any, old: Any, new: Any) -> bool:
 def apply_form(text: str, form: Mapping[str, str], inboxes: int) -> str:
     """``text`` (the file's TOML) with the form's settings set; ``inboxes``: how many the file
     has (what the form's inbox numbers count)."""
-    doc = tomlkit.parse(text)
+    doc = _parse(text)
     for name, raw in form.items():
         tp = field_type(name, inboxes)
         check_text(name, raw, tp)
@@ -168,7 +169,7 @@ def add_inbox(text: str, folder: str) -> str:
     check_text("watch.inboxes.path", folder, Path)
     if not folder.strip():
         raise ConfigError("watch.inboxes.path: give the folder to watch")
-    doc = tomlkit.parse(text)
+    doc = _parse(text)
     tables = _inbox_tables(doc)
     entry = tomlkit.table()
     entry["path"] = folder.strip()
@@ -181,7 +182,7 @@ def remove_inbox(text: str, index: int, inboxes: int) -> str:
     """``text`` without its ``index``-th inbox (its folder and files are not touched)."""
     if not 0 <= index < inboxes:
         raise ConfigError(f"watch.inboxes[{index}]: there is no such inbox; reload the settings page")
-    doc = tomlkit.parse(text)
+    doc = _parse(text)
     tables = _inbox_tables(doc)
     del tables[index]
     if not len(tables):
@@ -189,6 +190,13 @@ def remove_inbox(text: str, index: int, inboxes: int) -> str:
         # (leaving the key out would quietly bring back the default inbox).
         _section(doc, "watch")["inboxes"] = tomlkit.array()
     return tomlkit.dumps(doc)
+
+
+def _parse(text: str) -> TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError as exc:
+        raise ConfigError(f"cannot read config: {exc}; fix the file in an editor first") from None
 
 
 def _section(doc: TOMLDocument, name: str) -> Any:

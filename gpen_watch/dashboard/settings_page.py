@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import re
 import typing
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard.site import Site
 from gpen_watch.service.folders import check_service_folders
+
+log = logging.getLogger(__name__)
 
 SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard")
 # A form has about a hundred fields; more is no form of this page.
@@ -137,7 +140,7 @@ class SettingsPage:
             except (OSError, UnicodeDecodeError) as exc:
                 return self.page(error=f"{path}: cannot read the settings file: {exc}", status=500)
             try:
-                new_text = change(text, len(self._file_config(text)[0].watch.inboxes))
+                new_text = self._edited(text, change)
                 config.from_text(new_text, path)  # the file's own checks, before anything is written
                 # ...then as the service will read it, with its command line over it.
                 check_service_folders(self.source.with_text(new_text))
@@ -150,12 +153,28 @@ class SettingsPage:
                     write_text_atomic(path, new_text, mode=mode)
                 except OSError as exc:
                     return self.page(error=f"{path}: cannot save: {exc.strerror or exc}", status=500)
-            reply = await self.site._call({"cmd": "reload"})
-        self.site._status = (0.0, None, None)  # the next page shows the new settings' status
+            reply = await self.site.command({"cmd": "reload"})
         if not reply.get("ok"):
             error = f"Saved in {short_path(path)}, but the service did not apply it: {reply.get('error')}"
             return self.page(error=error, status=503)
         return self.page(saved=reply)
+
+    def _edited(self, text: str, change: Callable[[str, int], str]) -> str:
+        """``change`` of the file's text, or ConfigError: a file whose tables are not where
+        gpen-watch keeps them (``restore = "soft"``) gets its own problem's sentence, and only a
+        file that reads well is a bug of ours to fail on."""
+        file_cfg, problem = self._file_config(text)
+        try:
+            return change(text, len(file_cfg.watch.inboxes))
+        except ConfigError:
+            raise
+        except Exception as exc:
+            if problem:
+                raise ConfigError(f"{problem}; fix the file in an editor, then save again") from None
+            log.exception("settings page: changing %s failed", self.source.path if self.source else "")
+            raise ConfigError(
+                f"gpen-watch could not change the file, a bug of ours ({type(exc).__name__}); see the log"
+            ) from None
 
     def _file_config(self, text: str | None = None) -> tuple[Config, str]:
         """The file's own settings (without the command line's), and its problem if it has one."""

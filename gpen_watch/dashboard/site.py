@@ -264,9 +264,14 @@ class Site:
 
     async def _command(self, request: web.Request, cmd: str) -> web.Response:
         await _small_body(request)
-        reply = await self._call({"cmd": cmd})
-        self._status = (0.0, None, None)  # the next page shows the change
+        reply = await self.command({"cmd": cmd})
         return web.json_response(reply, status=200 if reply.get("ok") else 503)
+
+    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One control command, through the service's control handler (the CLI's very function)."""
+        reply = await self._call(request)
+        self._status = (0.0, None, None)  # the next page shows the change
+        return reply
 
 
 def job_json(job: Job) -> dict[str, Any]:
