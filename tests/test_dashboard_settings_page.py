@@ -247,6 +247,14 @@ def test_settings_page_saves_keeping_comments_and_refuses_a_bad_value_with_the_f
     )
     assert config.load(path).output.jpeg_quality == 80
 
+    # The command line still wins after the service read the file again: --set watch.settle_seconds=0.2.
+    slower = post_form(d, "/settings", {"watch.settle_seconds": "5"})
+    assert slower.status == 200 and "settle_seconds = 5  # the copier is quick" in path.read_text(
+        encoding="utf-8"
+    )
+    row = slower.text.split('name="watch.settle_seconds"')[1].split('class="setting')[0]
+    assert 'value="5.0"' in row and "The service&#39;s command line sets this to 0.2" in row
+
     # A file whose [restore] is no table: its own sentence, and the file left as it is.
     broken = '# mine\nrestore = "soft"\n'
     path.write_text(broken, encoding="utf-8")
