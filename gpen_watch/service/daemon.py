@@ -299,6 +299,8 @@ class Service:
         """Read the settings again as at start and apply what changed (service.reload)."""
         if self.source is None:
             return {"ok": False, "error": "this service has no settings file to read again; restart it"}
+        if self._stop.is_set():
+            return {"ok": False, "error": "the service is stopping"}
         try:
             new = self.source.load()
             check_service_folders(new)
@@ -307,7 +309,10 @@ class Service:
 
         def new_watcher(cfg: Config) -> None:
             _stop_watcher(run)
-            prepare_service_folders(cfg)
+            try:
+                prepare_service_folders(cfg)  # checked above: only a race can fail here
+            except GpenWatchError as exc:
+                log.error("%s", exc)
             run.watcher = self._start_watcher(cfg)
 
         self.cfg, reply = reload.apply(
