@@ -122,11 +122,15 @@ class Dashboard:
 
 @contextlib.contextmanager
 def served_dashboard(
-    root: Path, *extra: str, restorer: str | None = FAKE, env: dict[str, str] | None = None
+    root: Path,
+    *extra: str,
+    restorer: str | None = FAKE,
+    env: dict[str, str] | None = None,
+    service: type[ServiceProcess] = ServiceProcess,
 ) -> Iterator[Dashboard]:
     home = root / "home"
     with isolated_env(home):
-        svc = ServiceProcess(root, "--set", "dashboard.port=0", *extra, restorer=restorer, env=env)
+        svc = service(root, "--set", "dashboard.port=0", *extra, restorer=restorer, env=env)
         try:
             svc.start()
             s = svc.wait(lambda s: bool(s.get("dashboard")), 30, "the dashboard")

@@ -28,7 +28,7 @@ raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S
 creates the file FAKE_LOAD_STARTED names, if set, to say it is loading). FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
 photos it asks the pool to hand it at once. FAKE_DEVICE names the device a slot's "auto" resolves
-to (default cpu).
+to (default cpu). Each result's notes say the restore.strength it was given ("strength=0.8").
 
 A photo that ends well and whose job names a views folder gets a views set written there with the
 engine's helper (base.fsutil.replace_folder): after.jpg holds the original's bytes, faces.json says
@@ -73,6 +73,7 @@ class FakeRestorer:
         if device == "auto":
             device = os.environ.get("FAKE_DEVICE", "cpu")
         self.device_label = device
+        self.cfg = cfg
         self.device = device
         self.threads = threads
         # What a real engine would ask the pool for (0: says nothing, the pool picks).
@@ -142,6 +143,8 @@ class FakeRestorer:
         job.dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(job.src, job.dst)
         notes = [f"scale={job.scale}", f"threads={self.threads}", f"device={self.device}"]
+        # The strength it was given (the photo's inbox profile, else the workers' own).
+        notes.append(f"strength={getattr(job.restore or self.cfg, 'strength', None)}")
         if os.environ.get("FAKE_LOG_TORCH"):
             notes.append(f"torch={'torch' in sys.modules}")
         faces = 0 if "noface" in name else 1

@@ -1,7 +1,7 @@
 """`gpen-watch` command line.
 
 The top layer: one module here per command group (``restore``, ``run``, ``control`` for
-status/pause/resume/stop, ``models``, ``config``, ``service``, ``cluster``), each with
+status/pause/resume/stop/reload, ``models``, ``config``, ``service``, ``cluster``), each with
 ``add_arguments(parser, command)`` and ``run(args)``. This module only wires them up, and imports
 the handler lazily so `gpen-watch status` never pays for torch.
 """
@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("gpen_watch.cli.control", "stop the running service gracefully"),
     "redo": ("gpen_watch.cli.redo", "restore a done photo again with other settings"),
     "retry": ("gpen_watch.cli.retry", "send a file set aside in failed/ through again"),
+    "reload": ("gpen_watch.cli.control", "make the running service read its settings file again"),
     "dashboard": ("gpen_watch.cli.dashboard", "open the running service's dashboard in a browser"),
     "models": ("gpen_watch.cli.models", "list, fetch, verify model weights"),
     "config": ("gpen_watch.cli.config", "show or create the config file"),

@@ -1,4 +1,4 @@
-"""`gpen-watch status | pause | resume | stop`: talk to the running service over the control channel."""
+"""`gpen-watch status | pause | resume | stop | reload`: talk to the running service over the control channel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import time
 
 from gpen_watch.cli.argtypes import seconds
-from gpen_watch.service import control
+from gpen_watch.service import control, reload
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
 
@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"paused; {reply.get('in_flight', 0)} image(s) in flight will finish")
     elif command == "resume":
         print("resumed")
+    elif command == "reload":
+        print(f"settings read again: {reload.summary(reply)}")
     elif command == "stop":
         pid = reply.get("pid")
         if args.no_wait:

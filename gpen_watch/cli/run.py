@@ -16,6 +16,7 @@ from gpen_watch import config
 from gpen_watch.cli.argtypes import seconds
 from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
+from gpen_watch.config.source import ConfigSource
 from gpen_watch.platform import paths
 from gpen_watch.service.folders import check_service_folders
 
@@ -118,12 +119,22 @@ def say_log_file(path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service, engine_from_environ
 
-    cfg = config.load(args.config, overrides(args), must_exist=args.config is not None)
+    given = overrides(args)
+    cfg = config.load(args.config, given, must_exist=args.config is not None)
+    # The dashboard's settings page saves into this file, and the service reads it again the same
+    # way, with the same command line over it.
+    file = args.config or paths.config_file()
+    source = ConfigSource(
+        file,
+        tuple(given),
+        lambda: config.load(args.config, given, must_exist=args.config is not None),
+        lambda text: config.from_text(text, file, given),
+    )
     check_service_folders(cfg)  # a mistyped --inbox is said before anything starts
     log_path = setup_logging(getattr(args, "verbose", False))
     say_log_file(log_path)
     log = logging.getLogger("gpen_watch.service")
-    service = Service(cfg, engine=engine_from_environ(os.environ), stop_grace=args.stop_grace)
+    service = Service(cfg, engine=engine_from_environ(os.environ), stop_grace=args.stop_grace, source=source)
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("%s received: stopping", signal.Signals(signum).name)

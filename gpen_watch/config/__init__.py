@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
-from gpen_watch.config.parse import load, set_value
+from gpen_watch.config.parse import from_text, load, set_value
 from gpen_watch.config.schema import (
     GLOBAL_ONLY,
     TEMPLATE_FIELDS,
@@ -79,6 +79,7 @@ __all__ = [
     "check_name_template",
     "default_inbox",
     "default_outbox",
+    "from_text",
     "inbox_config",
     "inbox_label",
     "inbox_profiles",

@@ -10,6 +10,8 @@ table; ``--write`` puts it into docs/settings.md between its markers.
 from __future__ import annotations
 
 import dataclasses
+import enum
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +224,35 @@ DESCRIPTIONS: dict[str, Description] = {
         "MB kept for the newest photos' before/after previews and face crops; 0 keeps none.",
     ),
 }
+
+
+class Applies(enum.Enum):
+    """When a changed setting takes effect in the running service (its settings page says so, and
+    the service's ``reload`` acts on it)."""
+
+    AT_ONCE = "at once, for the next photo"
+    WATCHER = "at once: the inboxes are watched again"
+    WORKERS = "the workers restart (photos in flight finish or go back to the queue)"
+    SERVICE = "after a restart of the service"
+
+
+# When a change applies, by section: the one table of it, tested to cover every setting.
+APPLIES: dict[str, Applies] = {
+    "watch": Applies.WATCHER,
+    "output": Applies.AT_ONCE,
+    "restore": Applies.WORKERS,
+    "workers": Applies.WORKERS,
+    "cluster": Applies.SERVICE,
+    "dashboard": Applies.SERVICE,
+}
+
+
+def applies(name: str) -> Applies:
+    """When a change of the dotted setting ``name`` takes effect. An inbox's own restore.* and
+    output.* settings are read by the workers with each photo, but a changed profile may need
+    other models loaded: the workers restart for restore.*, output.* applies at once."""
+    match = re.fullmatch(r"watch\.inboxes(?:\[\d+\])?\.(restore|output)(?:\..+)?", name)
+    return APPLIES[match[1] if match else name.partition(".")[0]]
 
 
 def notes() -> dict[str, str]:

@@ -87,13 +87,24 @@ def load(
     if must_exist and path is not None and not path.exists():
         raise ConfigError(f"{path}: config file not found")
     path = path or paths.config_file()
-    overrides = overrides or {}
-    data: dict[str, Any] = {}
+    text = ""
     if path.exists():
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    return from_text(text, path, overrides)
+
+
+def from_text(text: str, path: Path, overrides: dict[str, Any] | None = None) -> Config:
+    """``load`` of ``text`` as if it were the file at ``path`` (messages name ``path``): the one
+    way a config is read, also for text not yet written (the dashboard's settings page checks
+    what it would save before it saves it)."""
+    overrides = overrides or {}
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
     try:
         cfg: Config = _build(Config, data, "")
     except ConfigError as exc:

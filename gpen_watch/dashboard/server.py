@@ -13,14 +13,17 @@ import contextlib
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
 from gpen_watch.config import Config
+from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard import access, live
 from gpen_watch.dashboard.guard import guard
 from gpen_watch.dashboard.render import environment
+from gpen_watch.dashboard.settings_page import SettingsPage
 from gpen_watch.dashboard.site import Control, Site
 from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.service.daemon import Service
@@ -36,9 +39,19 @@ class Dashboard:
     """``start()`` binds and serves on a thread; ``close()`` stops it. ``url`` once started."""
 
     def __init__(
-        self, cfg: Config, control: Control, journal_path: Path, token_path: Path | None = None
+        self,
+        cfg: Config,
+        control: Control,
+        journal_path: Path,
+        token_path: Path | None = None,
+        *,
+        source: ConfigSource | None = None,
+        current: Callable[[], Config] | None = None,
     ) -> None:
         self.cfg = cfg
+        # The settings page: the file the service reads, and its settings in effect now.
+        self.source = source
+        self.current = current or (lambda: cfg)
         self.control = control
         self.journal_path = journal_path
         self.token_path = token_path
@@ -97,9 +110,17 @@ class Dashboard:
         token = access.load_or_create_token(self.token_path)
         journal = JournalBrowser.open(self.journal_path)
         try:
-            site = Site(self.cfg, self.control, journal, views_root(self.journal_path), environment())
+            site = Site(
+                self.cfg,
+                self.control,
+                journal,
+                views_root(self.journal_path),
+                environment(),
+                current=self.current,
+            )
             app = web.Application(middlewares=[guard(origin, token)], client_max_size=MAX_BODY)
-            app.add_routes(site.routes() + live.routes(site, closing))
+            settings = SettingsPage(site, self.source, self.current)
+            app.add_routes(site.routes() + settings.routes() + live.routes(site, closing))
             runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await runner.setup()
             await web.SockSite(runner, sock).start()
@@ -157,7 +178,7 @@ class ServedBeside:
             if self._done.is_set():
                 return
         s = self.service
-        dashboard = Dashboard(s.cfg, s.control, s.journal_file)
+        dashboard = Dashboard(s.cfg, s.control, s.journal_file, source=s.source, current=lambda: s.cfg)
         if dashboard.start():
             s.dashboard_url = dashboard.url
         s.dashboard_problem = dashboard.problem

@@ -63,7 +63,10 @@ class Site:
     static: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     _status: tuple[float, Status | None, str | None] = (0.0, None, None)
     _status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _counts: tuple[tuple[int, str], list[InboxCounts]] | None = None
+    _counts: tuple[tuple[int, str, tuple[str, ...]], list[InboxCounts]] | None = None
+    # The service's settings in effect now (they change when the Settings page or `gpen-watch
+    # reload` has the service read its file again); None: ``cfg``, as the dashboard started.
+    current: Callable[[], Config] | None = None
 
     def __post_init__(self) -> None:
         # Read once: a request names a key of this table, never a file.
@@ -147,10 +150,11 @@ class Site:
     def inbox_counts(self) -> list[InboxCounts]:
         """Counted again only when the journal has a new event (or the day changed): an open
         overview asks every second, and most seconds nothing happened."""
-        key = (self.journal.last_event_id(), time.strftime("%Y%m%d"))
+        cfg = self.current() if self.current is not None else self.cfg
+        inboxes = tuple(str(i.path) for i in cfg.watch.inboxes)
+        key = (self.journal.last_event_id(), time.strftime("%Y%m%d"), inboxes)
         if self._counts is None or self._counts[0] != key:
-            inboxes = [str(i.path) for i in self.cfg.watch.inboxes]
-            self._counts = (key, self.journal.inbox_counts(inboxes))
+            self._counts = (key, self.journal.inbox_counts(list(inboxes)))
         return self._counts[1]
 
     async def overview_page(self, request: web.Request) -> web.Response:
@@ -318,12 +322,17 @@ class Site:
     ) -> web.Response:
         if read:
             await _small_body(request)
-        reply = await self._call({"cmd": cmd, **fields})
-        self._status = (0.0, None, None)  # the next page shows the change
+        reply = await self.command({"cmd": cmd, **fields})
         # A refusal is the user's to read (409: this photo cannot be retried now); 503 only when
         # the service could not answer at all.
         status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in USER_REQUESTS else 503
         return web.json_response(reply, status=status)
+
+    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One control command, through the service's control handler (the CLI's very function)."""
+        reply = await self._call(request)
+        self._status = (0.0, None, None)  # the next page shows the change
+        return reply
 
 
 def job_json(job: Job) -> dict[str, Any]:

@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch import __version__
+from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, inbox_profiles
+from gpen_watch.config.source import ConfigSource
 from gpen_watch.dispatch import devices
 from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, report, requests
-from gpen_watch.service.folders import prepare_service_folders
+from gpen_watch.service import control, intake, jobs, reload, report, requests
+from gpen_watch.service.folders import check_service_folders, prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
 from gpen_watch.service.views import ViewsKeeper
@@ -51,11 +53,13 @@ RESTORER_ENV = "GPEN_WATCH_RESTORER"
 # when this variable is "1".
 HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
 STOPPED_EARLY = "the service stopped before this job finished"
+# How often the loop looks whether the old pool of a worker restart is done.
+RESTART_TICK_S = 0.2
 
 
 REAL_ENGINE = P.EngineChoice()
 # Control commands the service loop answers (``ping`` and ``stop`` are answered at once).
-QUEUED_COMMANDS = ("status", "pause", "resume", "redo", "retry", "dismiss")
+QUEUED_COMMANDS = ("status", "pause", "resume", "reload", "redo", "retry", "dismiss")
 
 
 def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:
@@ -77,8 +81,11 @@ class Service:
         child_env: dict[str, str] | None = None,
         stop_grace: float = 10.0,
         journal_path: Path | None = None,
+        source: ConfigSource | None = None,
     ) -> None:
         self.cfg = cfg
+        # The settings file and command line this service's config came from (``reload``).
+        self.source = source
         self.engine = engine
         self.child_env = child_env or {}
         self.stop_grace = stop_grace
@@ -127,7 +134,10 @@ class Service:
             self.request_stop()
             return {"ok": True, "pid": os.getpid()}
         if cmd not in QUEUED_COMMANDS:
-            return {"ok": False, "error": f"unknown command {cmd!r}; use status, pause, resume or stop"}
+            return {
+                "ok": False,
+                "error": f"unknown command {cmd!r}; use status, pause, resume, reload or stop",
+            }
         if self._closed.is_set():
             return {"ok": False, "error": "the service is stopping"}
         fut: Future[dict[str, Any]] = Future()
@@ -152,14 +162,7 @@ class Service:
                 with Journal.open(self.journal_path) as journal:
                     cluster = self.cfg.cluster
                     local = cluster.local_workers or not cluster.address
-                    pool = Pool(
-                        devices.resolve_slots(self.cfg.workers) if local else [],
-                        self.cfg.restore,
-                        self.cfg.workers,
-                        factory=self.engine.factory,
-                        child_env=self.child_env,
-                        log_level=logging.getLogger().getEffectiveLevel(),
-                    )
+                    pool = self._make_pool(self.cfg, local)
                     gate = None
                     if self.engine.model_files:
                         profiles = inbox_profiles(self.cfg)
@@ -184,6 +187,16 @@ class Service:
                 self._refuse_requests()
         log.info("gpen-watch stopped")
         return 0
+
+    def _make_pool(self, cfg: Config, local: bool = True) -> Pool:
+        return Pool(
+            devices.resolve_slots(cfg.workers) if local else [],
+            cfg.restore,
+            cfg.workers,
+            factory=self.engine.factory,
+            child_env=self.child_env,
+            log_level=logging.getLogger().getEffectiveLevel(),
+        )
 
     def _serve(self, run: Running) -> None:
         server: control.ControlServer | None = None
@@ -219,8 +232,9 @@ class Service:
                 server.close()
 
     def _loop(self, run: Running) -> None:
-        pool = run.pool
         while not self._stop.is_set():
+            reload.restart_step(run)
+            pool = run.pool  # a new one after a worker restart
             intake.take_arrivals(run, self._arrivals)
             self._answer_requests(run)
             jobs.feed(run)
@@ -237,6 +251,8 @@ class Service:
 
     def _tick(self, run: Running) -> float:
         idle = IDLE_TICK_S if run.gate is None else min(IDLE_TICK_S, run.gate.due_in())
+        if run.restart is not None:
+            idle = min(idle, RESTART_TICK_S)  # the old pool's end is no event of the new one
         if run.hold_until and self._arrivals.empty():
             return max(0.0, min(idle, run.hold_until - time.monotonic()))
         return 0.0 if not self._arrivals.empty() or not self._requests.empty() else idle
@@ -261,8 +277,8 @@ class Service:
         # Record what arrived meanwhile (queued for the next start).
         intake.take_arrivals(run, self._arrivals, limit=1 << 30)
 
-    def _start_watcher(self) -> Watcher:
-        w = Watcher.from_config(self.cfg, self.arrived, on_gone=self.vanished)
+    def _start_watcher(self, cfg: Config | None = None) -> Watcher:
+        w = Watcher.from_config(cfg or self.cfg, self.arrived, on_gone=self.vanished)
         w.start()  # its first act is the start-up scan: files dropped while we were down
         return w
 
@@ -275,13 +291,54 @@ class Service:
             except queue.Empty:
                 return
             try:
-                reply = _command(run, request)
+                reply = self._reload(run) if request["cmd"] == "reload" else _command(run, request)
                 if request["cmd"] == "status":
                     reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
                 fut.set_result(reply)
             except Exception as exc:
                 log.exception("control command failed")
                 fut.set_result({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+
+    def _reload(self, run: Running) -> dict[str, Any]:
+        """Read the settings again as at start and apply what changed (service.reload)."""
+        if self.source is None:
+            return {"ok": False, "error": "this service has no settings file to read again; restart it"}
+        if self._stop.is_set():
+            return {"ok": False, "error": "the service is stopping"}
+        try:
+            new = self.source.load()
+            check_service_folders(new)
+        except GpenWatchError as exc:
+            return {"ok": False, "error": str(exc)}
+
+        def new_watcher(cfg: Config) -> None:
+            _stop_watcher(run)
+            try:
+                prepare_service_folders(cfg)  # checked above: only a race can fail here
+            except GpenWatchError as exc:
+                log.error("%s", exc)
+            run.watcher = self._start_watcher(cfg)
+
+        self.cfg, reply = reload.apply(
+            run,
+            self.cfg,
+            new,
+            new_watcher=new_watcher,
+            fresh_pool=lambda cfg: self._fresh_pool(run, cfg),
+            grace=self.stop_grace,
+        )
+        log.info("settings read again from %s: %s", self.source.path, reload.summary(reply))
+        return reply
+
+    def _fresh_pool(self, run: Running, cfg: Config) -> Pool:
+        """The pool of a worker restart; with the real engine, its model files are checked again
+        for the new settings first (a new model may have to be fetched: the workers then wait for
+        it, as at start)."""
+        if run.gate is not None:
+            run.gate.close()
+            run.gate = ModelGate(cfg.restore, self._wake, profiles=inbox_profiles(cfg))
+            run.workers_started = run.gate.start()
+        return self._make_pool(cfg)
 
     def _refuse_requests(self) -> None:
         while True:
@@ -310,8 +367,8 @@ def _recover(run: Running) -> None:
 def _watch_models(run: Running) -> None:
     """Start the held workers once the model files are there (see model_gate)."""
     gate = run.gate
-    if gate is None or run.stop.is_set():
-        return
+    if gate is None or run.stop.is_set() or run.restart is not None:
+        return  # (a worker restart checks the files again for the new settings: _fresh_pool)
     if run.workers_started and run.pool.stopped_for_models():
         gate.workers_failed()
     if gate.poll():

@@ -30,6 +30,7 @@ from gpen_watch.watch.watcher import Watcher
 
 if TYPE_CHECKING:
     from gpen_watch.cluster.membership import Membership
+    from gpen_watch.service.reload import WorkerRestart
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class Running:
     maybe_queued: bool = True
     hold_until: float = 0.0  # no new claims before this (outbox trouble)
     problem: str | None = None
+    # New settings restart the workers: the old pool finishing its photos (service.reload).
+    restart: WorkerRestart | None = None
 
     def __post_init__(self) -> None:
         self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S)

@@ -33,7 +33,39 @@ function showNote(form, text) {
   note.textContent = text;
 }
 
+// The settings page's forms: posted with the CSRF header (a plain form post under the page's
+// no-referrer policy carries "Origin: null", which the guard refuses), and the page the server
+// answers with, saved or refused with its sentence, shown in place.
+async function postSettings(form) {
+  const button = form.querySelector("button[type=submit]") || document.getElementById("save");
+  if (button) button.disabled = true;
+  try {
+    const r = await fetch(form.action, {
+      method: "POST",
+      headers: { ...CSRF, "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(new FormData(form)),
+      credentials: "same-origin",
+    });
+    const page = new DOMParser().parseFromString(await r.text(), "text/html");
+    const fresh = page.getElementById("live");
+    if (!fresh) { setConn("bad", "the service refused: " + r.status); return; }
+    const main = document.getElementById("live");
+    main.innerHTML = fresh.innerHTML;
+    enhance(main);
+    const banner = main.querySelector("#settings-error, #settings-saved");
+    window.scrollTo(0, 0);
+    if (banner) { banner.tabIndex = -1; banner.focus(); }
+  } catch (e) {
+    setConn("bad", "cannot reach the service");
+  } finally {
+    if (button && button.isConnected) button.disabled = false;
+  }
+}
+
 function enhance(root) {
+  root.querySelectorAll("form[data-settings]").forEach((form) => {
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); postSettings(form); });
+  });
   root.querySelectorAll("form[data-command]").forEach((form) => {
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
