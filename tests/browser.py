@@ -33,7 +33,7 @@ def require_chromium() -> tuple[str, str]:
 
 
 @contextmanager
-def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
+def chromium(width: int = 1280, height: int = 900, *, javascript: bool = True) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -51,6 +51,8 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
         "--disable-background-networking",
     ):
         options.add_argument(arg)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
         driver.set_page_load_timeout(30)

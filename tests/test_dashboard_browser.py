@@ -117,3 +117,18 @@ def test_a_phone_sized_window_has_no_sideways_scroll(dash: Dashboard) -> None:
             wide = phone.execute_script("return document.documentElement.scrollWidth")
             view = phone.execute_script("return document.documentElement.clientWidth")
             assert wide <= view, (path, wide, view)
+
+
+def test_pause_works_as_a_plain_form_without_the_pages_script(dash: Dashboard) -> None:
+    from selenium.webdriver.common.by import By
+
+    with chromium(javascript=False) as page:
+        page.get(f"{dash.url}?token={dash.token}")
+        try:
+            page.find_element(By.CSS_SELECTOR, "form[action='/api/pause'] button").click()
+            wait_until(page, lambda d: d.current_url == dash.url and "Paused" in text_of(d, ".headline h1"))
+            assert dash.status()["paused"] is True
+            page.find_element(By.CSS_SELECTOR, "form[action='/api/resume'] button").click()
+            wait_until(page, lambda d: "Paused" not in text_of(d, ".headline h1"))
+        finally:
+            dash.control("resume")

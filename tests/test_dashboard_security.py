@@ -82,7 +82,7 @@ def test_the_token_in_the_url_becomes_a_strict_httponly_cookie_and_leaves_the_ur
     cookie = r.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert dash.token not in cookie  # the cookie is a signed session, not the token itself
-    assert r.headers["Referrer-Policy"] == "no-referrer"
+    assert r.headers["Referrer-Policy"] == "same-origin"  # never to another site
 
 
 @pytest.mark.parametrize("token", ["0" * 64, "nope", "", "%00", "a" * 5000])

@@ -108,8 +108,10 @@ def _harden(response: web.StreamResponse) -> None:
     headers.setdefault("Content-Security-Policy", CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")
-    # The first URL carries the token: never send it on as a referrer.
-    headers.setdefault("Referrer-Policy", "no-referrer")
+    # The first URL carries the token: never send a referrer to another site. Within the page's own
+    # origin it is sent, so that the browser sends an Origin with a plain form post too (under
+    # no-referrer it sends "Origin: null", which the same-origin check must refuse).
+    headers.setdefault("Referrer-Policy", "same-origin")
     headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
     headers.setdefault("Cross-Origin-Resource-Policy", "same-origin")
     headers.setdefault("Cache-Control", "no-store")

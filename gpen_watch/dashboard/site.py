@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 from aiohttp import web
@@ -326,6 +327,13 @@ class Site:
         # A refusal is the user's to read (409: this photo cannot be retried now); 503 only when
         # the service could not answer at all.
         status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in USER_REQUESTS else 503
+        if reply.get("ok") and request.content_type == "application/x-www-form-urlencoded":
+            # A plain form post (a browser without the page's script): back to the page it came
+            # from, which shows the change. Only a path of ours, never a URL from the request.
+            back = urlsplit(request.headers.get("Referer", "")).path
+            raise web.HTTPSeeOther(
+                location=back if back.startswith("/") and not back.startswith("//") else "/"
+            )
         return web.json_response(reply, status=status)
 
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:

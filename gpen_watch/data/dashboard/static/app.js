@@ -33,9 +33,8 @@ function showNote(form, text) {
   note.textContent = text;
 }
 
-// The settings page's forms: posted with the CSRF header (a plain form post under the page's
-// no-referrer policy carries "Origin: null", which the guard refuses), and the page the server
-// answers with, saved or refused with its sentence, shown in place.
+// The settings page's forms: posted with the CSRF header, and the page the server answers with,
+// saved or refused with its sentence, shown in place.
 async function postSettings(form) {
   const button = form.querySelector("button[type=submit]") || document.getElementById("save");
   if (button) button.disabled = true;
