@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -128,7 +130,9 @@ def served_dashboard(
     env: dict[str, str] | None = None,
     service: type[ServiceProcess] = ServiceProcess,
 ) -> Iterator[Dashboard]:
-    home = root / "home"
+    # The user folders in a short temp folder of their own: the control socket's path must stay
+    # under the OS's ~100 bytes, which a test's own tmp_path under pytest-xdist can pass.
+    home = Path(tempfile.mkdtemp(prefix="gw-home-"))
     with isolated_env(home):
         svc = service(root, "--set", "dashboard.port=0", *extra, restorer=restorer, env=env)
         try:
@@ -147,6 +151,7 @@ def served_dashboard(
                 with contextlib.suppress(Exception):
                     svc.stop(timeout=20)
             svc.close()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def wait_for(cond: Any, timeout: float = 20.0, what: str = "condition") -> None:

@@ -142,47 +142,43 @@ def test_a_port_in_use_leaves_the_service_running_and_says_why(tmp_path: Path) -
         port = taken.getsockname()[1]
         from service_harness import ServiceProcess
 
-        with isolated_env(tmp_path / "home"):
-            svc = ServiceProcess(
-                tmp_path, "--set", f"dashboard.port={port}", restorer="fake_restorer:FakeRestorer"
+        # The test's own user folders (conftest's autouse fixture), as for every service test.
+        svc = ServiceProcess(
+            tmp_path, "--set", f"dashboard.port={port}", restorer="fake_restorer:FakeRestorer"
+        )
+        try:
+            svc.start()
+            s = svc.wait(lambda s: bool(s.get("dashboard_problem")), 30, "the dashboard's problem")
+            assert s["dashboard"] == ""
+            assert (
+                f"127.0.0.1:{port}" in s["dashboard_problem"] and "dashboard.port" in s["dashboard_problem"]
             )
-            try:
-                svc.start()
-                s = svc.wait(lambda s: bool(s.get("dashboard_problem")), 30, "the dashboard's problem")
-                assert s["dashboard"] == ""
-                assert (
-                    f"127.0.0.1:{port}" in s["dashboard_problem"]
-                    and "dashboard.port" in s["dashboard_problem"]
-                )
-                write_atomic(svc.inbox / "a.jpg", b"x")
-                svc.wait(lambda s: s["queue"]["done"] == 1, 30, "the photo, restored anyway")
-            finally:
-                svc.close()
+            write_atomic(svc.inbox / "a.jpg", b"x")
+            svc.wait(lambda s: s["queue"]["done"] == 1, 30, "the photo, restored anyway")
+        finally:
+            svc.close()
 
 
 @pytest.mark.slow
 def test_a_service_with_the_dashboard_off_serves_none(tmp_path: Path) -> None:
     from service_harness import ServiceProcess
 
-    with isolated_env(tmp_path / "home"):
-        svc = ServiceProcess(
-            tmp_path, "--set", "dashboard.enabled=false", restorer="fake_restorer:FakeRestorer"
+    svc = ServiceProcess(tmp_path, "--set", "dashboard.enabled=false", restorer="fake_restorer:FakeRestorer")
+    try:
+        svc.start()
+        assert svc.status()["dashboard"] == ""
+        out = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", "dashboard", "--url"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=svc.env,
         )
-        try:
-            svc.start()
-            assert svc.status()["dashboard"] == ""
-            out = subprocess.run(
-                [sys.executable, "-m", "gpen_watch", "dashboard", "--url"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env=svc.env,
-            )
-            assert out.returncode == 1
-            assert "dashboard.enabled = false" in out.stderr
-            assert not (tmp_path / "home" / "state" / "gpen-watch" / access.TOKEN_NAME).exists()
-        finally:
-            svc.close()
+        assert out.returncode == 1
+        assert "dashboard.enabled = false" in out.stderr
+        assert not access.token_path().exists()
+    finally:
+        svc.close()
 
 
 def test_dashboard_opens_the_default_browser_signed_in(dash: Dashboard, tmp_path: Path) -> None:
