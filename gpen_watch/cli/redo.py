@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from gpen_watch.catalog import registry
-from gpen_watch.cli.retry import print_matches
+from gpen_watch.cli.retry import as_target, print_matches
 from gpen_watch.service import control
 
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         }.items()
         if v is not None
     }
-    fields: dict[str, Any] = {"target": args.target, "settings": settings}
+    fields: dict[str, Any] = {"target": as_target(args.target), "settings": settings}
     if args.face_ids is not None:
         try:
             fields["face_ids"] = [int(i) for i in args.face_ids.replace(" ", "").split(",") if i]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from gpen_watch.service import control
@@ -22,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fields: dict[str, Any] = {"all": True} if args.all else {"target": args.target}
+    fields: dict[str, Any] = {"all": True} if args.all else {"target": as_target(args.target)}
     try:
         reply = control.request("retry", **fields)
     except control.ControlError as exc:
@@ -43,6 +45,14 @@ def run(args: argparse.Namespace) -> int:
     if args.all and not reply["sent"] and not reply["refused"]:
         print("nothing to retry: the Failed page is empty")
     return 0 if not reply["refused"] else 1
+
+
+def as_target(text: str) -> str:
+    """An id or a file name as given; a path (one with a folder in it) made absolute from where
+    the command was typed, as the journal holds its paths."""
+    if text.isdigit() or (os.sep not in text and (os.altsep is None or os.altsep not in text)):
+        return text
+    return str(Path(text).expanduser().absolute())
 
 
 def print_matches(reply: dict[str, Any]) -> None:
