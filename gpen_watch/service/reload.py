@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.config.docs import Applies, applies
 from gpen_watch.dispatch.pool import Pool
-from gpen_watch.service.running import Running
+from gpen_watch.service.running import Running, WorkerRestart
 
 RESTARTED = "the workers restarted for new settings"
 
@@ -112,16 +112,6 @@ def summary(reply: dict[str, Any]) -> str:
     if later:
         line += f"; {', '.join(later)} apply after a restart of the service"
     return line
-
-
-@dataclass
-class WorkerRestart:
-    """A restart under way: the old pool finishes until ``deadline``, then ``make_pool`` makes the
-    new one (a later reload replaces it with one on newer settings)."""
-
-    make_pool: Callable[[], Pool]
-    deadline: float
-    started: float = field(default_factory=time.monotonic)
 
 
 def begin_restart(run: Running, make_pool: Callable[[], Pool], grace: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,13 +31,23 @@ from gpen_watch.watch.watcher import Watcher
 
 if TYPE_CHECKING:
     from gpen_watch.cluster.membership import Membership
-    from gpen_watch.service.reload import WorkerRestart
 
 log = logging.getLogger(__name__)
 
 # After the outbox refuses a write (full, read-only, gone), wait this long before trying again.
 # The same for originals the archive or failed/ folder refused to take (they wait in the inbox).
 OUTBOX_RETRY_S = 30.0
+
+
+@dataclass
+class WorkerRestart:
+    """A restart of the workers under way (``service.reload``): the old pool finishes until
+    ``deadline``, then ``make_pool`` makes the new one (a later reload replaces it with one on
+    newer settings)."""
+
+    make_pool: Callable[[], Pool]
+    deadline: float
+    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass
