@@ -12,6 +12,8 @@ import contextlib
 import http.client
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -109,6 +111,20 @@ class Dashboard:
             self.svc.start()
             s = self.svc.wait(lambda s: bool(s.get("dashboard")), 30, "the dashboard again")
         self.url = s["dashboard"]
+
+    def cli(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`gpen-watch ARGS` as the user who runs this service (its user folders and environment)."""
+        with isolated_env(self.home):
+            return subprocess.run(
+                [sys.executable, "-m", "gpen_watch", *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**self.svc.env, **(env or {})},
+                cwd=cwd,
+            )
 
     def control(self, cmd: str) -> dict[str, Any]:
         with isolated_env(self.home):

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import isolated_env
 from dashboard_client import Dashboard, served_dashboard, wait_for
 from service_harness import write_atomic
 
@@ -31,26 +30,15 @@ def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         yield d
 
 
-def cli(d: Dashboard, *args: str) -> subprocess.CompletedProcess[str]:
-    with isolated_env(d.home):
-        return subprocess.run(
-            [sys.executable, "-m", "gpen_watch", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=d.svc.env,
-        )
-
-
 def test_dashboard_url_prints_the_login_url_and_nothing_else(dash: Dashboard) -> None:
-    out = cli(dash, "dashboard", "--url")
+    out = dash.cli("dashboard", "--url")
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"{dash.url}?token={dash.token}\n"
     assert out.stderr == ""
 
 
 def test_status_says_where_the_dashboard_is(dash: Dashboard) -> None:
-    out = cli(dash, "status")
+    out = dash.cli("status")
     assert f"dashboard: {dash.url}" in out.stdout
 
 
@@ -185,14 +173,7 @@ def test_dashboard_opens_the_default_browser_signed_in(dash: Dashboard, tmp_path
     opened = tmp_path / "opened.txt"
     # Python's webbrowser runs $BROWSER with the URL: a stand-in browser that writes it down.
     browser = f"{sys.executable} -c \"import sys; open({str(opened)!r}, 'w').write(sys.argv[1])\" %s"
-    with isolated_env(dash.home):
-        out = subprocess.run(
-            [sys.executable, "-m", "gpen_watch", "dashboard"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**dash.svc.env, "BROWSER": browser},
-        )
+    out = dash.cli("dashboard", env={"BROWSER": browser})
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"opened the dashboard ({dash.url}) in your browser\n"  # no token on screen
     wait_for(opened.exists, 20, "the stand-in browser")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,14 +211,7 @@ def test_two_redos_of_the_same_photo_at_once_end_with_one_result(dash: Dashboard
 
 
 def test_redo_from_the_cli_by_name_and_its_history_on_the_photo_page(dash: Dashboard) -> None:
-    with isolated_env(dash.home):
-        out = subprocess.run(
-            [sys.executable, "-m", "gpen_watch", "redo", "solvay.png", "--strength", "0"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dash.svc.env,
-        )
+    out = dash.cli("redo", "solvay.png", "--strength", "0")
     assert out.returncode == 0, out.stderr
     assert "queued again as photo" in out.stdout and "ahead of new arrivals" in out.stdout
     new_id = int(out.stdout.split("as photo ")[1].split(",")[0])
@@ -341,23 +332,7 @@ def test_photo_page_slider_and_a_redo_at_strength_0_in_chromium(dash: Dashboard)
 
 
 def test_redo_by_a_path_inside_the_outbox_typed_from_another_folder(dash: Dashboard) -> None:
-    with isolated_env(dash.home):
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gpen_watch",
-                "redo",
-                os.path.join("outbox", "solvay.png"),
-                "--face-ids",
-                "",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dash.svc.env,
-            cwd=dash.svc.root,
-        )
+    out = dash.cli("redo", os.path.join("outbox", "solvay.png"), "--face-ids", "", cwd=dash.svc.root)
     assert out.returncode == 0, out.stderr
     new_id = int(out.stdout.split("as photo ")[1].split(",")[0])
     run = wait_run(dash, new_id)

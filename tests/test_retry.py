@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import isolated_env
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
 
@@ -30,17 +27,6 @@ def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
 
 def broken_marker(d: Dashboard) -> Path:
     return Path(d.svc.env["FAKE_BROKEN_WHILE"])
-
-
-def cli(d: Dashboard, *args: str) -> subprocess.CompletedProcess[str]:
-    with isolated_env(d.home):
-        return subprocess.run(
-            [sys.executable, "-m", "gpen_watch", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=d.svc.env,
-        )
 
 
 def failed_files(d: Dashboard) -> list[str]:
@@ -72,7 +58,7 @@ def test_retry_of_a_fixed_failure_restores_it_and_its_error_file_goes(dash: Dash
     assert "fixable one.jpg" in failed_files(dash) and "fixable one.jpg.error.txt" in failed_files(dash)
     broken_marker(dash).unlink()  # the fix: a model copied in, a program installed
     done = dash.status()["queue"]["done"]
-    out = cli(dash, "retry", "fixable one.jpg")
+    out = dash.cli("retry", "fixable one.jpg")
     assert out.returncode == 0, out.stderr
     assert f"sent back to {dash.svc.inbox / 'fixable one.jpg'}" in out.stdout
     dash.wait(lambda s: s["queue"]["done"] > done, 30, "the retried photo restored")
@@ -109,16 +95,16 @@ def test_retry_of_a_file_that_fails_again_says_so_with_the_new_reason(dash: Dash
 def test_retry_of_a_name_several_failures_have_lists_their_ids(dash: Dashboard) -> None:
     fail_one(dash, "a/twin bad.jpg")
     fail_one(dash, "b/twin bad.jpg")
-    out = cli(dash, "retry", "twin bad.jpg")
+    out = dash.cli("retry", "twin bad.jpg")
     assert out.returncode == 1
     assert "2 failed photos are called 'twin bad.jpg'; give the id" in out.stderr
     ids = [line.split()[0] for line in out.stderr.splitlines()[1:]]
     assert len(ids) == 2 and all(i.isdigit() for i in ids)
-    assert cli(dash, "retry", ids[0]).returncode == 0
+    assert dash.cli("retry", ids[0]).returncode == 0
 
 
 def test_retry_of_an_unknown_name_says_so(dash: Dashboard) -> None:
-    out = cli(dash, "retry", "never-dropped.jpg")
+    out = dash.cli("retry", "never-dropped.jpg")
     assert out.returncode == 1
     assert "no failed photo is called 'never-dropped.jpg'" in out.stderr
 
@@ -128,7 +114,7 @@ def test_retry_refuses_when_the_inbox_holds_a_new_file_of_that_name(dash: Dashbo
     assert dash.control("pause")["ok"]  # the new drop stays in the inbox meanwhile
     try:
         write_atomic(dash.svc.inbox / "taken bad.jpg", b"a new file, dropped since")
-        out = cli(dash, "retry", "taken bad.jpg")
+        out = dash.cli("retry", "taken bad.jpg")
         assert out.returncode == 1
         assert "its inbox already holds a file at" in out.stderr and "move that one away first" in out.stderr
         assert (dash.svc.inbox / "taken bad.jpg").read_bytes() == b"a new file, dropped since"
@@ -202,4 +188,4 @@ def test_retry_killed_before_its_file_moved_puts_the_failure_back_on_the_page(da
     assert "interrupted bad.jpg" in failed_files(dash) and "interrupted bad.jpg.error.txt" in failed_files(
         dash
     )
-    assert cli(dash, "retry", "interrupted bad.jpg").returncode == 0
+    assert dash.cli("retry", "interrupted bad.jpg").returncode == 0

@@ -25,6 +25,17 @@ def matches_json(jobs: list[Job]) -> list[dict[str, Any]]:
     ]
 
 
+def not_one(found: list[Job], target: str, what: str, page: str) -> dict[str, Any]:
+    """The refusal when ``target`` names no photo, or several (listed, for the user to pick an id)."""
+    if not found:
+        return {"ok": False, "error": f"no {what} is called {target!r}; {page} lists them"}
+    return {
+        "ok": False,
+        "error": f"{len(found)} {what}s are called {target!r}; give the id of the one you mean",
+        "matches": matches_json(found),
+    }
+
+
 def failures_named(run: Running, target: str) -> list[Job]:
     """The failures ``target`` names: an id, or a file name (or path) as the user sees it."""
     if target.isdigit():
@@ -46,14 +57,8 @@ def retry_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "sent": sent, "refused": refused}
     target = str(request.get("target", ""))
     found = failures_named(run, target)
-    if not found:
-        return {"ok": False, "error": f"no failed photo is called {target!r}; the Failed page lists them"}
-    if len(found) > 1:
-        return {
-            "ok": False,
-            "error": f"{len(found)} failed photos are called {target!r}; give the id of the one you mean",
-            "matches": matches_json(found),
-        }
+    if len(found) != 1:
+        return not_one(found, target, "failed photo", "the Failed page")
     try:
         where = retry.send_back(run.journal, found[0].id, inboxes)
     except retry.RetryRefused as exc:
@@ -83,14 +88,8 @@ def photos_named(run: Running, target: str) -> list[Job]:
 def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     target = str(request.get("target", ""))
     found = photos_named(run, target)
-    if not found:
-        return {"ok": False, "error": f"no restored photo is called {target!r}; the Results page lists them"}
-    if len(found) > 1:
-        return {
-            "ok": False,
-            "error": f"{len(found)} restored photos are called {target!r}; give the id of the one you mean",
-            "matches": matches_json(found),
-        }
+    if len(found) != 1:
+        return not_one(found, target, "restored photo", "the Results page")
     job = found[0]
     settings = dict(request.get("settings") or {})
     if request.get("face_ids") is not None:

@@ -10,28 +10,22 @@ function setConn(state, text) {
   if (el) { el.dataset.liveState = state; el.textContent = text; }
 }
 
-// A refusal's sentence, next to the button that asked.
-function showError(form, text) {
-  let note = form.parentElement.querySelector(".refused");
+// A line under a form: a refusal's sentence (an alert) or what was done (a status), replacing the
+// form's earlier line of that kind.
+function showLine(form, kind, text) {
+  let note = form.parentElement.querySelector("." + kind);
   if (!note) {
     note = document.createElement("p");
-    note.className = "refused banner bad";
-    note.setAttribute("role", "alert");
+    note.className = kind + " banner " + (kind === "refused" ? "bad" : "info");
+    note.setAttribute("role", kind === "refused" ? "alert" : "status");
     form.parentElement.appendChild(note);
   }
   note.textContent = text;
 }
 
-function showNote(form, text) {
-  let note = form.parentElement.querySelector(".queued");
-  if (!note) {
-    note = document.createElement("p");
-    note.className = "queued banner info";
-    note.setAttribute("role", "status");
-    form.parentElement.appendChild(note);
-  }
-  note.textContent = text;
-}
+function showError(form, text) { showLine(form, "refused", text); }
+
+function showNote(form, text) { showLine(form, "queued", text); }
 
 // The settings page's forms: posted with the CSRF header, and the page the server answers with,
 // saved or refused with its sentence, shown in place.
