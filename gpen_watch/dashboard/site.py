@@ -9,7 +9,6 @@ control handler, the very function the CLI's control channel calls.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from aiohttp import web
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import model_label
 from gpen_watch.config import FACE_MODEL_NAMES, Config, inbox_config, short_path
-from gpen_watch.dashboard import views
+from gpen_watch.dashboard import params, views
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
 from gpen_watch.journal.records import Job, describe_settings
@@ -43,14 +42,6 @@ STATUS_FRESH_S = 0.5
 PAGE_SIZE = 48
 # The commands whose refusal is a sentence for the user (the photo cannot be redone now...).
 USER_REQUESTS = ("redo", "retry", "dismiss")
-# What the photo page's redo form may set (outbox.redo.REDO_SETTINGS), by its field names.
-REDO_FIELDS = {
-    "strength": "restore.strength",
-    "model": "restore.model",
-    "faces": "restore.faces",
-    "upscale": "restore.upscale",
-    "format": "output.format",
-}
 
 
 @dataclass
@@ -169,7 +160,7 @@ class Site:
         return {"rows": rows, "more": more, "first_page": before is None}
 
     async def activity_page(self, request: web.Request) -> web.Response:
-        before = _int_param(request, "before")
+        before = params.int_param(request, "before")
         return self.page(
             "activity.html",
             nav="activity",
@@ -183,7 +174,7 @@ class Site:
         return {"jobs": jobs, "more": key.token if key else None, "first_page": before is None}
 
     async def results_page(self, request: web.Request) -> web.Response:
-        before = _key_param(request)
+        before = params.key_param(request)
         return self.page(
             "results.html",
             nav="results",
@@ -197,7 +188,7 @@ class Site:
         return {"jobs": jobs, "more": key.token if key else None, "first_page": before is None}
 
     async def failed_page(self, request: web.Request) -> web.Response:
-        before = _key_param(request)
+        before = params.key_param(request)
         return self.page(
             "failed.html",
             nav="failed",
@@ -276,7 +267,9 @@ class Site:
         return web.json_response({"ok": True, **status.to_json()})
 
     async def api_results(self, request: web.Request) -> web.Response:
-        jobs = self.journal.results(_key_param(request), limit=_int_param(request, "limit") or PAGE_SIZE)
+        jobs = self.journal.results(
+            params.key_param(request), limit=params.int_param(request, "limit") or PAGE_SIZE
+        )
         key = next_key(jobs)
         return web.json_response({"photos": [job_json(j) for j in jobs], "next": key.token if key else None})
 
@@ -303,7 +296,7 @@ class Site:
     async def api_redo(self, request: web.Request) -> web.Response:
         """Restore this photo again: JSON ``{"settings": {...}, "face_ids": [...]}`` from the
         page's script, or the form's fields without it."""
-        body = await _form_or_json(request)
+        body = await params.redo_body(request)
         settings = body.get("settings")
         face_ids = body.get("face_ids")
         if not isinstance(settings, dict) or not (face_ids is None or isinstance(face_ids, list)):
@@ -322,7 +315,7 @@ class Site:
         self, request: web.Request, cmd: str, read: bool = True, **fields: Any
     ) -> web.Response:
         if read:
-            await _small_body(request)
+            await params.small_body(request)
         reply = await self.command({"cmd": cmd, **fields})
         # A refusal is the user's to read (409: this photo cannot be retried now); 503 only when
         # the service could not answer at all.
@@ -362,52 +355,3 @@ def _image(path: Path | None, kind: str) -> web.StreamResponse:
     if path is None:
         raise web.HTTPNotFound(text="No such picture (views are kept for the newest photos only).\n")
     return web.FileResponse(path, headers={"Content-Type": kind, "Cache-Control": "private, max-age=60"})
-
-
-def _int_param(request: web.Request, name: str) -> int | None:
-    text = request.query.get(name)
-    if text is None:
-        return None
-    if not text.isdigit() or len(text) > 18:
-        raise web.HTTPBadRequest(text=f"{name} must be a number.\n")
-    return int(text)
-
-
-def _key_param(request: web.Request) -> Keyset | None:
-    text = request.query.get("before")
-    if text is None:
-        return None
-    key = Keyset.parse(text)
-    if key is None:
-        raise web.HTTPBadRequest(text="before must be a page key from this dashboard.\n")
-    return key
-
-
-async def _form_or_json(request: web.Request) -> dict[str, Any]:
-    """A redo's request: the script's JSON, or the plain form (fields left empty: the inbox's)."""
-    if request.content_type == "application/json":
-        try:
-            data = json.loads(await request.read() or b"{}")
-        except ValueError:
-            raise web.HTTPBadRequest(text="The body is not JSON.\n") from None
-        if not isinstance(data, dict):
-            raise web.HTTPBadRequest(text="The body must be a JSON object.\n")
-        return data
-    form = await request.post()
-    settings = {REDO_FIELDS[k]: str(v) for k, v in form.items() if k in REDO_FIELDS and str(v)}
-    picked = [int(str(v)) for k, v in form.items() if k == "face" and str(v).isdigit()]
-    if form.get("keep") == "1":  # "Keep the original": no face restored
-        return {"settings": settings, "face_ids": []}
-    return {"settings": settings, "face_ids": picked if form.get("pick") == "1" else None}
-
-
-async def _small_body(request: web.Request) -> None:
-    """The commands take no arguments: a body, if any, must be small JSON (or a form)."""
-    if request.content_length and request.content_length > 4096:
-        raise web.HTTPRequestEntityTooLarge(max_size=4096, actual_size=request.content_length)
-    body = await request.read()
-    if body and request.content_type == "application/json":
-        try:
-            json.loads(body)
-        except ValueError:
-            raise web.HTTPBadRequest(text="The body is not JSON.\n") from None

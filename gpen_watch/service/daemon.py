@@ -5,9 +5,10 @@ order of journal writes and file moves is simple to reason about. Other threads 
 to it: the watcher's threads queue arrivals, the control channel queues requests, signal handlers
 set the stop flag; each then wakes the loop through the pool's wake pipe.
 
-This module is the service's life (start, loop, stop) and its control commands; what exists only
-while it runs is ``running.Running``, and the loop's steps are ``intake`` (arrivals into the
-journal), ``jobs`` (claims, results) and ``report`` (the status).
+This module is the service's life (start, loop, stop) and the control channel's way into the loop;
+what exists only while it runs is ``running.Running``, and the loop's steps are ``intake``
+(arrivals into the journal), ``jobs`` (claims, results), ``report`` (the status), ``requests``
+(the control commands' replies) and ``reload`` (new settings).
 
 This process never imports torch (workers do): it stays small and starts fast, and a CUDA fault
 cannot take it down. ``status`` reports ``torch_loaded`` so tests can check.
@@ -34,7 +35,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, reload, report, requests
+from gpen_watch.service import control, intake, jobs, reload, requests
 from gpen_watch.service.folders import check_service_folders, prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -291,7 +292,7 @@ class Service:
             except queue.Empty:
                 return
             try:
-                reply = self._reload(run) if request["cmd"] == "reload" else _command(run, request)
+                reply = self._reload(run) if request["cmd"] == "reload" else requests.answer(run, request)
                 if request["cmd"] == "status":
                     reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
                 fut.set_result(reply)
@@ -386,35 +387,6 @@ def _stop_watcher(run: Running) -> None:
         except Exception:
             log.exception("stopping the watcher failed")
         run.watcher = None
-
-
-def _command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
-    cmd = request["cmd"]
-    if cmd == "redo":
-        return requests.redo_command(run, request)
-    if cmd == "retry":
-        reply = requests.retry_command(run, request)
-        run.maybe_queued = True
-        return reply
-    if cmd == "dismiss":
-        return requests.dismiss_command(run, request)
-    pool = run.pool
-    if cmd == "pause":
-        run.paused = True
-        pool.pause()
-        log.info("paused: no new work; %d image(s) in flight finish", pool.in_flight())
-        return {"ok": True, "in_flight": pool.in_flight()}
-    if cmd == "resume":
-        run.paused = False
-        run.maybe_queued = True
-        run.hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
-        run.originals.retry_soon()  # the same for originals waiting for their folder
-        pool.resume()
-        if run.gate is not None:
-            run.gate.retry_now()
-        log.info("resumed")
-        return {"ok": True}
-    return {"ok": True, **report.build_status(run).to_json()}
 
 
 def stopping_line(restoring: int, not_started: int, grace: float) -> str:

@@ -1,6 +1,7 @@
-"""What a person asks of the running service beside pause and resume: restore a done photo again
-(redo), send a failure through again (retry), take one off the Failed page (dismiss). Each finds
-the photo a name or id means and answers as a control reply (the CLI, the dashboard)."""
+"""The control commands the service loop answers (``answer``), from the CLI's control channel and
+the dashboard alike: status, pause and resume, and what a person asks of one photo: restore a done
+photo again (redo), send a failure through again (retry), take one off the Failed page (dismiss).
+Those find the photo a name or id means and say why not in the reply."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
 from gpen_watch.journal.states import FAILURES, Hidden, JobState
 from gpen_watch.outbox import redo, retry
+from gpen_watch.service import report
 from gpen_watch.service.running import Running
 
 log = logging.getLogger(__name__)
@@ -104,3 +106,34 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     run.maybe_queued = True
     log.info("redo of %s asked (job %d from %s)", job.rel.name, again.id, original)
     return {"ok": True, "id": again.id, "of": job.id, "name": job.rel.name, "output": str(job.output)}
+
+
+def answer(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    """The reply to a control command the service loop answers (``daemon.QUEUED_COMMANDS`` but
+    reload, which replaces the loop's own state)."""
+    cmd = request["cmd"]
+    if cmd == "redo":
+        return redo_command(run, request)
+    if cmd == "retry":
+        reply = retry_command(run, request)
+        run.maybe_queued = True
+        return reply
+    if cmd == "dismiss":
+        return dismiss_command(run, request)
+    pool = run.pool
+    if cmd == "pause":
+        run.paused = True
+        pool.pause()
+        log.info("paused: no new work; %d image(s) in flight finish", pool.in_flight())
+        return {"ok": True, "in_flight": pool.in_flight()}
+    if cmd == "resume":
+        run.paused = False
+        run.maybe_queued = True
+        run.hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
+        run.originals.retry_soon()  # the same for originals waiting for their folder
+        pool.resume()
+        if run.gate is not None:
+            run.gate.retry_now()
+        log.info("resumed")
+        return {"ok": True}
+    return {"ok": True, **report.build_status(run).to_json()}

@@ -7,6 +7,10 @@ samples the GPUs through NVML and updates the icon, its title and its menu when 
 Lifetimes: Quit (or SIGTERM, or `gpen-watch stop`) stops the service; when the service has
 finished its work in flight and returned, the icon goes. If the icon's loop ends first (the display
 went away at logout), the service is stopped too: it belonged to that session.
+
+It is a little over 400 lines because the tray's threads (icon, poller, service) and the actions
+its menu starts share one object's state and are read together; the menu itself is ``model`` and
+``menu``, and each backend has its own module.
 """
 
 from __future__ import annotations

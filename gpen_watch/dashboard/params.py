@@ -1,0 +1,74 @@
+"""What a dashboard request carries, read and checked: the page keys in its query, and the small
+bodies of its commands. A value that is not what this dashboard sends is a 400 with a sentence,
+never a guess."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from gpen_watch.journal.browse import Keyset
+
+# What the photo page's redo form may set (outbox.redo.REDO_SETTINGS), by its field names.
+REDO_FIELDS = {
+    "strength": "restore.strength",
+    "model": "restore.model",
+    "faces": "restore.faces",
+    "upscale": "restore.upscale",
+    "format": "output.format",
+}
+# A command's body: none, or a little JSON or a form (the settings page's forms are bigger and
+# read by settings_page; the app's client_max_size bounds every body).
+SMALL_BODY = 4096
+
+
+def int_param(request: web.Request, name: str) -> int | None:
+    text = request.query.get(name)
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 18:
+        raise web.HTTPBadRequest(text=f"{name} must be a number.\n")
+    return int(text)
+
+
+def key_param(request: web.Request) -> Keyset | None:
+    text = request.query.get("before")
+    if text is None:
+        return None
+    key = Keyset.parse(text)
+    if key is None:
+        raise web.HTTPBadRequest(text="before must be a page key from this dashboard.\n")
+    return key
+
+
+async def redo_body(request: web.Request) -> dict[str, Any]:
+    """A redo's request: the script's JSON, or the plain form (fields left empty: the inbox's)."""
+    if request.content_type == "application/json":
+        data = _json(await request.read() or b"{}")
+        if not isinstance(data, dict):
+            raise web.HTTPBadRequest(text="The body must be a JSON object.\n")
+        return data
+    form = await request.post()
+    settings = {REDO_FIELDS[k]: str(v) for k, v in form.items() if k in REDO_FIELDS and str(v)}
+    picked = [int(str(v)) for k, v in form.items() if k == "face" and str(v).isdigit()]
+    if form.get("keep") == "1":  # "Keep the original": no face restored
+        return {"settings": settings, "face_ids": []}
+    return {"settings": settings, "face_ids": picked if form.get("pick") == "1" else None}
+
+
+async def small_body(request: web.Request) -> None:
+    """The commands take no arguments: a body, if any, must be small JSON (or a form)."""
+    if request.content_length and request.content_length > SMALL_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=SMALL_BODY, actual_size=request.content_length)
+    body = await request.read()
+    if body and request.content_type == "application/json":
+        _json(body)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise web.HTTPBadRequest(text="The body is not JSON.\n") from None
