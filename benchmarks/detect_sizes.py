@@ -15,34 +15,29 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import warnings
 from pathlib import Path
 
 import cv2
 import numpy as np
 import torch
-from torch import nn
 
 from benchmarks.photos import SHARED_DETECTOR, Source, find_shared, load_sources
 from gpen_watch.restore.detect import FaceDetector
 from gpen_watch.restore.device import set_threads
 from gpen_watch.restore.fold import prepare_detector
+from gpen_watch.restore.retinaface import RetinaFace, build_retinaface
 
 RULES = {"before (all over 1000 px shrunk)": 1000, "now (over 1500 px shrunk)": 1500}
 
 
-def _networks(real: Path | None) -> dict[str, nn.Module]:
-    from facexlib.detection.retinaface import RetinaFace
-
+def _networks(real: Path | None) -> dict[str, RetinaFace]:
     cpu = torch.device("cpu")
     torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torchvision's pretrained=False deprecation noise
-        nets = {"R50 (random)": RetinaFace(network_name="resnet50", half=False, device=cpu)}
-        if real is not None:
-            mobile = RetinaFace(network_name="mobile0.25", half=False, device=cpu)
-            mobile.load_state_dict(torch.load(real, map_location="cpu", weights_only=True), strict=True)
-            nets["MobileNet (real)"] = mobile
+    nets = {"R50 (random)": build_retinaface("resnet50")}
+    if real is not None:
+        mobile = build_retinaface("mobile0.25")
+        mobile.load_state_dict(torch.load(real, map_location="cpu", weights_only=True), strict=True)
+        nets["MobileNet (real)"] = mobile
     return {name: prepare_detector(net, cpu) for name, net in nets.items()}
 
 

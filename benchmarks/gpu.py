@@ -29,7 +29,6 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,16 +189,16 @@ def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
     """Section 2b; returns the best faces/s of GPEN plus ParseNet."""
     import numpy as np
     import torch
-    from facexlib.parsing.parsenet import ParseNet
 
     from gpen_watch.restore.device import Placement
     from gpen_watch.restore.enhance import FaceEnhancer
     from gpen_watch.restore.gpen_family import runner
     from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
+    from gpen_watch.restore.parsenet import ParseNet
 
     torch.manual_seed(0)
     gpen = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
-    parser = ParseNet(in_size=512, out_size=512, parsing_ch=19).eval()
+    parser = ParseNet().eval()
     rng = np.random.default_rng(0)
     best = 0.0
     batches = (2,) if DRY["on"] else (8, 32, 64)
@@ -326,14 +325,13 @@ def compile_modes(rec: Recorder, budget: Budget, models: dict[bool, Any], size: 
 
 def detector(rec: Recorder, budget: Budget) -> None:
     import torch
-    from facexlib.detection.retinaface import RetinaFace
+
+    from gpen_watch.restore.retinaface import build_retinaface
 
     if budget.left() < 60:
         rec.add("skipped", {"what": "detector", "why": "budget"})
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        net = RetinaFace(network_name="resnet50", half=False, device=torch.device(_device())).eval()
+    net = build_retinaface("resnet50").to(_device())
     h, w = (240, 320) if DRY["on"] else (768, 1024)
     x = torch.rand(1, 3, h, w, device=_device()) * 255 - 117
     for name, cl, dtype in (

@@ -19,7 +19,9 @@ import torch
 from torch import nn
 
 from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.parsenet import ParseNet
 from gpen_watch.restore.quant import quantize_parser, quantize_static
+from gpen_watch.restore.retinaface import build_retinaface
 
 Variant = Callable[[torch.Tensor], torch.Tensor]
 
@@ -164,18 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    from facexlib.detection.retinaface import RetinaFace
-    from facexlib.parsing.parsenet import ParseNet
 
     def parse() -> nn.Module:
         torch.manual_seed(0)
-        m: nn.Module = ParseNet(in_size=512, out_size=512, parsing_ch=19).eval()
+        m: nn.Module = ParseNet().eval()
         _randomise_bn(m)
         return m
 
     def detect() -> nn.Module:
         torch.manual_seed(0)
-        m: nn.Module = RetinaFace(network_name="resnet50", half=False, device=torch.device("cpu")).eval()
+        m: nn.Module = build_retinaface("resnet50")
         _randomise_bn(m)
         return m
 

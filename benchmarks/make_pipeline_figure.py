@@ -24,6 +24,7 @@ from gpen_watch.restore.device import Placement
 from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
+from gpen_watch.restore.retinaface import build_retinaface
 
 ROOT = Path(__file__).resolve().parents[1]
 DETECTOR_WEIGHTS = Path("fixtures") / "retinaface_mobilenet0.25_real.pth"
@@ -35,11 +36,9 @@ SHOWN = 3
 
 
 def _real_detector(solvay: Path) -> FaceDetector:
-    from facexlib.detection.retinaface import RetinaFace
-
     weights = solvay.parents[1] / DETECTOR_WEIGHTS
     cpu = torch.device("cpu")
-    net = RetinaFace(network_name="mobile0.25", half=False, device=cpu)
+    net = build_retinaface("mobile0.25")
     net.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True), strict=True)
     return FaceDetector(net, cpu)
 

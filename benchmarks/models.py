@@ -7,7 +7,6 @@ users take, so loading costs count too.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,11 +61,9 @@ def write_models(
 
         shutil.copyfile(real_detector, folder / spec.filename)
         return _with_parser(folder, gpen, detector, parse, size)
-    from facexlib.detection.retinaface import RetinaFace
+    from gpen_watch.restore.retinaface import build_retinaface
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torchvision's pretrained=False deprecation noise
-        det = RetinaFace(network_name=spec.arch, half=False, device=torch.device("cpu"))
+    det = build_retinaface(spec.arch)
     # The released files carry DataParallel's "module." prefix; store them the same way.
     torch.save({f"module.{k}": v for k, v in det.state_dict().items()}, folder / spec.filename)
     return _with_parser(folder, gpen, detector, parse, size)
@@ -75,12 +72,12 @@ def write_models(
 def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int) -> BenchModels:
     if parse:
         import torch
-        from facexlib.parsing.parsenet import ParseNet
 
         from gpen_watch.catalog import registry
+        from gpen_watch.restore.parsenet import ParseNet
 
         torch.save(
-            ParseNet(in_size=512, out_size=512, parsing_ch=19).state_dict(),
+            ParseNet().state_dict(),
             folder / registry.parser_spec().filename,
         )
     return BenchModels(folder, gpen, detector, parse, size)

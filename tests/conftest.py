@@ -1,7 +1,7 @@
 """Shared fixtures: real photos, tiny real-architecture models with random weights, isolated user dirs.
 
 Model weights cannot be downloaded here, so tests build the real architectures (GPEN at a small
-size, facexlib's RetinaFace and ParseNet), save random weights the way the real files are stored,
+size, RetinaFace and ParseNet), save random weights the way the real files are stored,
 and load them through the same model store users go through.
 """
 
@@ -161,16 +161,17 @@ TINY_GPEN = {"size": 64, "style_dim": 64, "n_mlp": 2, "channel_multiplier": 1, "
 
 def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
     import torch
-    from facexlib.detection.retinaface import RetinaFace
 
     from gpen_watch.catalog import registry
     from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.parsenet import ParseNet
+    from gpen_watch.restore.retinaface import build_retinaface
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     gpen_path = folder / "tiny-gpen-64.pth"
     torch.save(build_gpen(GPENConfig(**TINY_GPEN)).state_dict(), gpen_path)
-    det = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    det = build_retinaface("mobile0.25")
     # Random weights score every anchor about 0.5 and put all five landmarks on one pixel. A sharp
     # class head and a loud landmark head make the untrained detector report a few (meaningless)
     # faces of a plausible size per photo, so every stage of the pipeline runs.
@@ -181,12 +182,10 @@ def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
         for head in det.LandmarkHead:
             head.conv1x1.weight.mul_(100000)
     spec = registry.detector_spec("retinaface_mobile0.25")
-    # facexlib's released files carry DataParallel's "module." prefix; store it the same way.
+    # The released detector files carry DataParallel's "module." prefix; store it the same way.
     torch.save({f"module.{k}": v for k, v in det.state_dict().items()}, folder / spec.filename)
     if with_parser:
-        from facexlib.parsing.parsenet import ParseNet
-
-        parser = ParseNet(in_size=512, out_size=512, parsing_ch=19)
+        parser = ParseNet()
         torch.save(parser.state_dict(), folder / registry.parser_spec().filename)
     return TinyModels(folder, gpen_path)
 

@@ -109,12 +109,12 @@ def test_prepared_detection_equals_direct_detection() -> None:
     """The engine shrinks photos for the detector on its decode threads (``prepare``); the benchmark
     counts on that path costing and finding the same as ``detect`` on the photo itself."""
     import torch
-    from facexlib.detection.retinaface import RetinaFace
 
     from gpen_watch.restore.detect import FaceDetector
+    from gpen_watch.restore.retinaface import build_retinaface
 
     torch.manual_seed(0)
-    net = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    net = build_retinaface("mobile0.25")
     with torch.no_grad():  # sharpen the random class head so a few boxes pass the threshold
         for head in net.ClassHead:
             head.conv1x1.weight.mul_(20000)

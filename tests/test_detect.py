@@ -1,19 +1,21 @@
-"""The batched detector must find what facexlib's own detect_faces finds, at a fraction of the cost."""
+"""The batched detector must find what facexlib's own detect_faces finds (the reference, where it is
+installed), at a fraction of the cost."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from facexlib.detection.retinaface import RetinaFace
 
-from gpen_watch.restore.detect import FaceDetector, anchor_priors
+from gpen_watch.restore.anchors import anchor_priors
+from gpen_watch.restore.detect import FaceDetector
+from gpen_watch.restore.retinaface import CONFIGS, RetinaFace, build_retinaface
 
 
 @pytest.fixture(scope="module")
 def net() -> RetinaFace:
     torch.manual_seed(0)
-    m = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    m = build_retinaface("mobile0.25")
     # Random weights score every anchor near 0.5; sharpen the class head so that the threshold
     # selects a few hundred boxes and NMS has real work to do.
     with torch.no_grad():
@@ -29,21 +31,27 @@ def _photo(h: int, w: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(np.kron(img, np.ones((8, 8, 1), dtype=np.uint8)))
 
 
-def test_priors_match_facexlib() -> None:
+@pytest.mark.parametrize("arch", ["resnet50", "mobile0.25"])
+def test_priors_match_facexlib(arch: str) -> None:
+    pytest.importorskip("facexlib", reason="facexlib, the reference, is in the test extra")
     from facexlib.detection.retinaface import generate_config
     from facexlib.detection.retinaface_utils import PriorBox
 
-    cfg = generate_config("resnet50")
     for h, w in [(640, 480), (96, 160), (1000, 704)]:
-        ref = PriorBox(cfg, image_size=(h, w)).forward()
+        ref = PriorBox(generate_config(arch), image_size=(h, w)).forward()
         # Exact on any CPU: elementwise IEEE arithmetic, correctly rounded whatever the vector width.
-        assert torch.equal(ref, anchor_priors(cfg, h, w))
+        assert torch.equal(ref, anchor_priors(CONFIGS[arch], h, w))  # type: ignore[index]
 
 
 def test_same_faces_as_facexlib_at_full_size(net: RetinaFace) -> None:
+    pytest.importorskip("facexlib", reason="facexlib, the reference, is in the test extra")
+    from facexlib.detection.retinaface import RetinaFace as Reference
+
+    reference = Reference(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    reference.load_state_dict(net.state_dict(), strict=True)
     img = _photo(256, 320, 1)  # multiples of 32: no padding, so both see identical input
     with torch.no_grad():
-        ref = net.detect_faces(img, conf_threshold=0.9, nms_threshold=0.4, use_origin_size=True)
+        ref = reference.eval().detect_faces(img, conf_threshold=0.9, nms_threshold=0.4, use_origin_size=True)
     det = FaceDetector(net, torch.device("cpu"), threshold=0.9, max_side=10_000, max_faces=10_000)
     faces = det.detect([img])[0]
     assert len(ref) > 0, "test needs some detections"

@@ -92,14 +92,14 @@ def _broken_detector_models(folder: Path) -> TinyModels:
     """The tiny models with a detector whose landmark head is 10^4 times louder still: its faces
     span ~400,000 px on a 512 px photo, as a mismatched checkpoint's do."""
     import torch
-    from facexlib.detection.retinaface import RetinaFace
 
     from gpen_watch.catalog import registry
+    from gpen_watch.restore.retinaface import build_retinaface
 
     models = make_tiny_models(folder)
     spec = registry.detector_spec("retinaface_mobile0.25")
     state = torch.load(models.model_dir / spec.filename, weights_only=True)
-    det = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))
+    det = build_retinaface("mobile0.25")
     det.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
     with torch.no_grad():
         for head in det.LandmarkHead:

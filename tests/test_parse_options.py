@@ -20,6 +20,7 @@ from gpen_watch.restore.enhance import FaceEnhancer
 from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
 from gpen_watch.restore.gpen_family import runner
 from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+from gpen_watch.restore.parsenet import ParseNet
 from gpen_watch.restore.quant import calibration_images, int8_backend, quantize_parser
 
 needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="this torch has no int8 CPU engine")
@@ -28,10 +29,8 @@ needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="this torch has n
 def _parsenet() -> nn.Module:
     """The real ParseNet (as the model store builds it) with random weights and BatchNorm
     statistics worth folding."""
-    from facexlib.parsing.parsenet import ParseNet
-
     torch.manual_seed(0)
-    net = ParseNet(in_size=512, out_size=512, parsing_ch=19).eval()
+    net = ParseNet().eval()
     with torch.no_grad():
         for bn in net.modules():
             if isinstance(bn, nn.BatchNorm2d):
@@ -164,7 +163,7 @@ def test_parse_settings_are_checked(tmp_path) -> None:  # type: ignore[no-untype
 
 
 def test_parsenet_built_for_512_gives_a_256_map_from_a_256_input() -> None:
-    """restore.parse_small_below relies on it: facexlib's ParseNet (in_size 512) is fully
+    """restore.parse_small_below relies on it: ParseNet (in_size 512) is fully
     convolutional, so a 256 px face gives a 256 px map of the same 19 classes."""
     net = prepare_conv_net(_parsenet(), torch.device("cpu"))
     with torch.inference_mode():

@@ -1,4 +1,4 @@
-"""ParseNet's load-time rewrites (``upconv``, ``reflect_conv``) compute what facexlib's layers do."""
+"""ParseNet's load-time rewrites (``upconv``, ``reflect_conv``) compute what its layers do."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 from test_fold import _with_random_statistics
 from torch import nn
 
-from gpen_watch.restore.fold import as_channels_last, drop_copy_ops, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.parsenet import ConvLayer, ParseNet, ResidualBlock, Scale
 from gpen_watch.restore.reflect_conv import RingFixedConv, reflect_pad_convs
 from gpen_watch.restore.upconv import PolyphaseUpBlock, phase_kernels, polyphase_upsample_blocks
 
@@ -17,24 +18,17 @@ from gpen_watch.restore.upconv import PolyphaseUpBlock, phase_kernels, polyphase
 def _prepared(module: nn.Sequential) -> nn.Sequential:
     _with_random_statistics(module)
     fold_batchnorm(module)
-    drop_copy_ops(module)
     return module
 
 
-def _block(scale: str, c_in: int = 6, c_out: int = 5) -> nn.Sequential:
-    from facexlib.parsing.parsenet import ResidualBlock
-
+def _block(scale: Scale, c_in: int = 6, c_out: int = 5) -> nn.Sequential:
     torch.manual_seed(1)
-    return _prepared(
-        nn.Sequential(ResidualBlock(c_in, c_out, relu_type="LeakyReLU", norm_type="bn", scale=scale))
-    )
+    return _prepared(nn.Sequential(ResidualBlock(c_in, c_out, scale)))
 
 
-def _layer(stride_scale: str, relu: str) -> nn.Sequential:
-    from facexlib.parsing.parsenet import ConvLayer
-
+def _layer(scale: Scale, activate: bool) -> nn.Sequential:
     torch.manual_seed(2)
-    return _prepared(nn.Sequential(ConvLayer(4, 7, 3, stride_scale, norm_type="bn", relu_type=relu)))
+    return _prepared(nn.Sequential(ConvLayer(4, 7, scale, norm=True, activate=activate)))
 
 
 def test_phase_kernels_of_a_nearest_upsample_are_sums_of_the_3x3_taps() -> None:
@@ -64,27 +58,25 @@ def test_polyphase_block_matches_the_upsampling_block(
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("scale", ["none", "down"])
-def test_blocks_that_do_not_upsample_are_left_alone(scale: str) -> None:
-    block = _block(scale, 6, 6 if scale == "none" else 5)
+@pytest.mark.parametrize("scale", ["same", "down"])
+def test_blocks_that_do_not_upsample_are_left_alone(scale: Scale) -> None:
+    block = _block(scale, 6, 6 if scale == "same" else 5)
     assert polyphase_upsample_blocks(block) == 0
     assert type(block[0]).__name__ == "ResidualBlock"
 
 
 def test_a_block_whose_batchnorm_is_not_folded_is_left_alone() -> None:
-    from facexlib.parsing.parsenet import ResidualBlock
-
-    block = nn.Sequential(ResidualBlock(6, 5, relu_type="LeakyReLU", norm_type="bn", scale="up")).eval()
+    block = nn.Sequential(ResidualBlock(6, 5, "up")).eval()
     assert polyphase_upsample_blocks(block) == 0
     assert reflect_pad_convs(block) == 0  # every ConvLayer there still has its BatchNorm or scale
 
 
-@pytest.mark.parametrize(("scale", "relu"), [("none", "LeakyReLU"), ("none", "none"), ("down", "LeakyReLU")])
+@pytest.mark.parametrize(("scale", "activate"), [("same", True), ("same", False), ("down", True)])
 @pytest.mark.parametrize("side", [(97, 101), (100, 98), (40, 30)])  # odd, even, under the ring's floor
 def test_ring_fixed_conv_matches_the_reflection_padded_layer(
-    scale: str, relu: str, side: tuple[int, int]
+    scale: Scale, activate: bool, side: tuple[int, int]
 ) -> None:
-    ref = _layer(scale, relu)
+    ref = _layer(scale, activate)
     fast = copy.deepcopy(ref)
     assert reflect_pad_convs(fast) == 1
     assert isinstance(fast[0], RingFixedConv)
@@ -96,14 +88,12 @@ def test_ring_fixed_conv_matches_the_reflection_padded_layer(
 
 
 def test_an_upsampling_layer_is_not_ring_fixed() -> None:
-    assert reflect_pad_convs(_layer("up", "none")) == 0
+    assert reflect_pad_convs(_layer("up", False)) == 0
 
 
 def _parsenet(size: int) -> nn.Module:
-    from facexlib.parsing.parsenet import ParseNet
-
     torch.manual_seed(0)
-    return _with_random_statistics(ParseNet(in_size=size, out_size=size, parsing_ch=19))
+    return _with_random_statistics(ParseNet(in_size=size, out_size=size))
 
 
 @pytest.mark.slow

@@ -99,7 +99,9 @@ def solvay_bgr() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def reference(solvay_bgr: np.ndarray) -> list[Face]:
-    """facexlib's own detect_faces with the same weights, at the photo's own size, threshold 0.9."""
+    """facexlib's own detect_faces with the same weights, at the photo's own size, threshold 0.9
+    (facexlib is the reference, in the test extra: the tests that compare with it skip without it)."""
+    pytest.importorskip("facexlib.detection.retinaface", reason="facexlib, the reference, is not installed")
     from facexlib.detection.retinaface import RetinaFace
 
     net = RetinaFace(network_name="mobile0.25", half=False, device=torch.device("cpu"))

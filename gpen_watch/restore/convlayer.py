@@ -1,9 +1,8 @@
-"""facexlib's ``ConvLayer`` recognised by its parts, for the load-time rewrites of ParseNet
-(``upconv``, ``reflect_conv``), and the in-place swap of the modules they replace.
+"""ParseNet's ``ConvLayer`` taken apart for the load-time rewrites (``upconv``, ``reflect_conv``),
+and the in-place swap of the modules they replace.
 
-A layer is recognised by what it holds, not trusted by its class name alone: a 3x3 convolution
-without padding of its own after a reflection padding of 1, no norm left (folded, or the "none"
-one dropped), and a scale step that is checked by calling it, since facexlib's are lambdas.
+A layer qualifies by what it holds, not by its class alone: a 3x3 convolution without padding of
+its own after a reflection padding of 1, and no BatchNorm left (``fold`` folds them first).
 """
 
 from __future__ import annotations
@@ -11,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-import torch
 from torch import nn
+
+from gpen_watch.restore.parsenet import ConvLayer
 
 Scale = Literal["same", "up"]
 
@@ -31,14 +31,12 @@ def replace_children(model: nn.Module, make: Callable[[nn.Module], nn.Module | N
 
 
 def padded_conv(layer: object) -> nn.Conv2d | None:
-    """The convolution of a facexlib ``ConvLayer`` that is 3x3 (stride any), reflection-padded by
-    1 and has no norm left; None for anything else."""
-    if type(layer).__name__ != "ConvLayer" or not getattr(layer, "use_pad", False):
+    """The convolution of a ``ConvLayer`` that is 3x3 (stride any), reflection-padded by 1 and has
+    no norm left; None for anything else."""
+    if not isinstance(layer, ConvLayer) or not isinstance(layer.norm, nn.Identity):
         return None
-    conv, pad = getattr(layer, "conv2d", None), getattr(layer, "reflection_pad", None)
+    conv, pad = layer.conv2d, layer.reflection_pad
     if not (type(conv) is nn.Conv2d and isinstance(pad, nn.ReflectionPad2d)):
-        return None
-    if not isinstance(getattr(getattr(layer, "norm", None), "norm", None), nn.Identity):
         return None
     if conv.kernel_size != (3, 3) or conv.padding != (0, 0) or conv.dilation != (1, 1) or conv.groups != 1:
         return None
@@ -46,26 +44,13 @@ def padded_conv(layer: object) -> nn.Conv2d | None:
 
 
 def activation(layer: object) -> nn.Module | None:
-    """A ``ConvLayer``'s activation module (``nn.Identity`` for "none" once ``fold.drop_copy_ops``
-    ran); None when it is not a module."""
-    func = getattr(getattr(layer, "relu", None), "func", None)
-    return func if isinstance(func, nn.Module) else None
+    """A ``ConvLayer``'s activation (``nn.Identity`` where it has none); None for anything else."""
+    return layer.relu if isinstance(layer, ConvLayer) else None
 
 
 def scale(layer: object) -> Scale | None:
-    """What a ``ConvLayer``'s scale step does, found by calling it on a probe: "same" (the
-    identity), "up" (a nearest x2 upsample), or None (something else)."""
-    func = getattr(layer, "scale_func", None)
-    if not callable(func):
+    """Whether a ``ConvLayer`` upsamples its input ("up") or not ("same"; a stride-2 layer is
+    "same" here, its stride is on its convolution); None for anything else."""
+    if not isinstance(layer, ConvLayer):
         return None
-    probe = torch.arange(6.0).view(1, 1, 2, 3)
-    with torch.no_grad():
-        out = func(probe)
-    if not isinstance(out, torch.Tensor):
-        return None
-    if torch.equal(out, probe):
-        return "same"
-    doubled = probe.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
-    if out.shape == doubled.shape and torch.equal(out, doubled):
-        return "up"
-    return None
+    return "up" if layer.upsample else "same"

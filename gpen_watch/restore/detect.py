@@ -1,7 +1,8 @@
-"""Face detection with facexlib's RetinaFace network, batched and on the worker's device.
+"""Face detection with the RetinaFace network (``retinaface``), batched and on the worker's device.
 
-facexlib's own ``detect_faces`` keeps per-call state on the module (scale, resize) and runs at the
-photo's full size; on a 12 MP photo that costs more than restoring a face. Here a photo whose long
+The reference implementations' ``detect_faces`` keeps per-call state on the module (scale, resize)
+and runs at the photo's full size; on a 12 MP photo that costs more than restoring a face. Here a
+photo whose long
 side is over ``shrink_above`` is shrunk to ``max_side`` first (upstream GPEN's rule: over 1500 px,
 detected at 1000 px; smaller photos at their own size, where shrinking would lose small faces),
 several photos go through the network in one padded batch, and the decoding of boxes and landmarks
@@ -14,20 +15,17 @@ result to ``detect``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 import cv2
 import numpy as np
 import torch
-from facexlib.detection.retinaface_utils import batched_decode, batched_decode_landm
-from torch import nn
-from torchvision.ops import nms
 
-# RetinaFace was trained on BGR images with these per-channel means subtracted.
-_BGR_MEAN = (104.0, 117.0, 123.0)
+from gpen_watch.restore.anchors import BGR_MEAN, anchor_priors, decode_boxes, decode_landmarks, suppress
+from gpen_watch.restore.retinaface import RetinaFace
+
 # Feature strides go down to 32: padding to a multiple keeps every prior aligned with the image.
 _STRIDE = 32
 
@@ -69,7 +67,7 @@ class FaceDetector:
 
     def __init__(
         self,
-        net: nn.Module,
+        net: RetinaFace,
         device: torch.device,
         threshold: float = 0.9,
         max_side: int = 1000,
@@ -85,9 +83,8 @@ class FaceDetector:
         self.nms_threshold = nms_threshold
         # A cap protects against a broken detector flooding the restorer with thousands of boxes.
         self.max_faces = max_faces
-        # facexlib keeps the anchor and variance settings on the network.
-        self._cfg = cast(dict[str, Any], net.cfg)
-        self._mean = torch.tensor(_BGR_MEAN, device=device).view(1, 3, 1, 1)
+        self._cfg = net.config
+        self._mean = torch.tensor(BGR_MEAN, device=device).view(1, 3, 1, 1)
         self._prior_cache: dict[tuple[int, int], torch.Tensor] = {}
 
     def prepare(self, image: np.ndarray) -> Prepared:
@@ -108,15 +105,15 @@ class FaceDetector:
         wp = _round_up(max(im.shape[1] for im in small), _STRIDE)
         # (N, H, W, 3) padded with the mean colour, so the padding is zero after normalisation.
         batch = np.empty((len(small), hp, wp, 3), dtype=np.uint8)
-        batch[:] = np.array(_BGR_MEAN, dtype=np.uint8)
+        batch[:] = np.array(BGR_MEAN, dtype=np.uint8)
         for i, im in enumerate(small):
             batch[i, : im.shape[0], : im.shape[1]] = im
         x = torch.from_numpy(batch).to(self.device).permute(0, 3, 1, 2).float() - self._mean
         with torch.inference_mode():
             loc, conf, landm = self.net(x)  # (N,P,4), (N,P,2) softmaxed, (N,P,10)
             priors = self._priors(hp, wp)
-            boxes = batched_decode(loc.float(), priors, self._cfg["variance"])
-            points = batched_decode_landm(landm.float(), priors, self._cfg["variance"])
+            boxes = decode_boxes(loc.float(), priors, self._cfg.variance)
+            points = decode_landmarks(landm.float(), priors, self._cfg.variance)
             size = torch.tensor([wp, hp], device=self.device, dtype=torch.float32)
             boxes = boxes * size.repeat(2)
             points = points * size.repeat(5)
@@ -138,33 +135,15 @@ class FaceDetector:
         self, boxes: torch.Tensor, scores: torch.Tensor, points: torch.Tensor, back: float
     ) -> list[Face]:
         keep = scores > self.threshold
-        boxes, scores, points = boxes[keep], scores[keep], points[keep]
-        order = nms(boxes, scores, self.nms_threshold)[: self.max_faces]
-        boxes_np = (boxes[order] * back).cpu().numpy()
-        points_np = (points[order] * back).cpu().numpy().reshape(-1, 5, 2)
-        scores_np = scores[order].cpu().numpy()
-        return [Face(b, float(sc), p) for b, sc, p in zip(boxes_np, scores_np, points_np)]
-
-
-def anchor_priors(cfg: dict[str, Any], h: int, w: int) -> torch.Tensor:
-    """RetinaFace anchors (P, 4) as (cx, cy, w, h) relative to the image, in the network's output order.
-
-    The same anchors facexlib's PriorBox builds with a Python loop per anchor; vectorised because
-    a 1000 px photo has ~40k of them and the loop cost more than the network on a GPU.
-    """
-    per_level = []
-    for step, min_sizes in zip(cfg["steps"], cfg["min_sizes"]):
-        fh, fw = math.ceil(h / step), math.ceil(w / step)
-        cy = (torch.arange(fh, dtype=torch.float32) + 0.5) * step / h
-        cx = (torch.arange(fw, dtype=torch.float32) + 0.5) * step / w
-        gy, gx = torch.meshgrid(cy, cx, indexing="ij")  # (fh, fw)
-        anchors = []
-        for m in min_sizes:
-            sizes = torch.tensor([m / w, m / h]).expand(fh, fw, 2)
-            anchors.append(torch.cat([torch.stack([gx, gy], dim=-1), sizes], dim=-1))  # (fh, fw, 4)
-        per_level.append(torch.stack(anchors, dim=2).reshape(-1, 4))  # row-major, sizes innermost
-    priors = torch.cat(per_level)
-    return priors.clamp_(0, 1) if cfg.get("clip") else priors
+        # Suppression runs on the CPU: the candidates above the threshold are few, and their
+        # coordinates come back to the CPU anyway.
+        boxes_np = boxes[keep].cpu().numpy()
+        scores_np = scores[keep].cpu().numpy()
+        points_np = points[keep].cpu().numpy()
+        order = suppress(boxes_np, scores_np, self.nms_threshold, self.max_faces)
+        boxes_np = boxes_np[order] * np.float32(back)
+        points_np = (points_np[order] * np.float32(back)).reshape(-1, 5, 2)
+        return [Face(b, float(sc), p) for b, sc, p in zip(boxes_np, scores_np[order], points_np)]
 
 
 def _shrink(img: np.ndarray, scale: float) -> np.ndarray:

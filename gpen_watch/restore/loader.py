@@ -15,6 +15,7 @@ from gpen_watch.restore.enhance import FaceEnhancer, prepare_parser, resolve_par
 from gpen_watch.restore.face_model import load_face_model
 from gpen_watch.restore.fold import prepare_detector
 from gpen_watch.restore.modelsets import ModelKey, ModelSet, weights_mb
+from gpen_watch.restore.retinaface import RetinaFace
 
 
 class Loader:
@@ -28,7 +29,7 @@ class Loader:
         self.download = download
         # A stand-in detector (tests) serves every profile.
         self.fixed_detector = detector
-        self._detector_nets: dict[str, nn.Module] = {}
+        self._detector_nets: dict[str, RetinaFace] = {}
         self._detectors: dict[tuple[str, float, int, int], Detector] = {}
         self._parser: nn.Module | None = None  # loaded with the first set that uses it
 

@@ -1,6 +1,6 @@
 """3x3 convolutions with reflection padding, without the padded copy (load-time graph work).
 
-facexlib's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution: in
+ParseNet's ``ConvLayer`` pads its input by reflection into a new tensor before every convolution: in
 ParseNet that is a full copy of each activation, a measurable share of its CPU time
 (docs/benchmarks.md). Only the outermost ring of output pixels reads the padding. So the convolution
 runs with the library's own zero padding (no copy), and then that ring is computed again from thin
@@ -29,7 +29,7 @@ _MIN_PIXELS = 96 * 96
 
 
 class RingFixedConv(nn.Module):
-    """facexlib's ``ConvLayer`` (3x3, reflection padding 1, stride 1 or 2, no norm left, an
+    """ParseNet's ``ConvLayer`` (3x3, reflection padding 1, stride 1 or 2, no norm left, an
     optional activation) computed with zero padding and its border ring redone.
 
     Input (N, C_in, H, W) -> (N, C_out, H', W'), as the layer it replaces.
@@ -78,8 +78,8 @@ class RingFixedConv(nn.Module):
 
 
 def reflect_pad_convs(model: nn.Module) -> int:
-    """Replace each of facexlib's plain (not upsampling) ``ConvLayer``s in ``model`` (after
-    ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``RingFixedConv``, in place.
+    """Replace each of ParseNet's plain (not upsampling) ``ConvLayer``s in ``model`` (after
+    ``fold.fold_batchnorm``) with a ``RingFixedConv``, in place.
     Returns how many were replaced; a layer that is not exactly that shape is left alone."""
     fused = fused_conv_works()
     return replace_children(model, lambda layer: _as_ring_fixed(layer, fused))

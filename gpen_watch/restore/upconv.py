@@ -1,6 +1,6 @@
 """ParseNet's upsampling blocks computed at their input's resolution (load-time graph work).
 
-Every decoder block of facexlib's ParseNet doubles the picture with a nearest-neighbour upsample,
+Every decoder block of ParseNet doubles the picture with a nearest-neighbour upsample,
 then runs two 3x3 convolutions on the doubled picture (its main branch and its shortcut), each after
 reflection padding: much of ParseNet's arithmetic (docs/benchmarks.md). Each output pixel of a 3x3
 convolution over a nearest-upsampled picture sees only 2x2 distinct input pixels, so each of the
@@ -23,6 +23,7 @@ from torch import nn
 
 from gpen_watch.restore import convlayer
 from gpen_watch.restore.convlayer import replace_children
+from gpen_watch.restore.parsenet import ResidualBlock
 
 # Which low-resolution input row (offset -1, 0 or +1 from the output pixel's own) each 3x3 tap
 # row reads, for an even (phase 0) and an odd (phase 1) output row; the same holds for columns.
@@ -44,7 +45,7 @@ def phase_kernels(weight: torch.Tensor) -> torch.Tensor:
 
 
 class PolyphaseUpBlock(nn.Module):
-    """facexlib's ``ResidualBlock(scale="up")``, BatchNorm already folded: the upsampled main
+    """ParseNet's ``ResidualBlock(scale="up")``, BatchNorm already folded: the upsampled main
     convolution (then its activation) and the upsampled shortcut as one 2x2 convolution at the
     input's resolution, then the block's second convolution as it was, plus the shortcut.
 
@@ -101,28 +102,27 @@ def _bias(conv: nn.Conv2d) -> torch.Tensor:
 
 
 def polyphase_upsample_blocks(model: nn.Module) -> int:
-    """Replace each of facexlib's upsampling ``ResidualBlock``s in ``model`` (after
-    ``fold.fold_batchnorm`` and ``fold.drop_copy_ops``) with a ``PolyphaseUpBlock``, in place.
+    """Replace each of ParseNet's upsampling ``ResidualBlock``s in ``model`` (after
+    ``fold.fold_batchnorm``) with a ``PolyphaseUpBlock``, in place.
     Returns how many were replaced; a block that is not exactly that shape is left alone."""
     return replace_children(model, _as_polyphase)
 
 
 def _as_polyphase(block: nn.Module) -> PolyphaseUpBlock | None:
-    if type(block).__name__ != "ResidualBlock":
+    if not isinstance(block, ResidualBlock):
         return None
-    main, shortcut, second = (getattr(block, n, None) for n in ("conv1", "shortcut_func", "conv2"))
+    main, shortcut, second = block.conv1, block.shortcut_func, block.conv2
     main_conv, shortcut_conv = _stride_one(main, "up"), _stride_one(shortcut, "up")
     if main_conv is None or shortcut_conv is None or _stride_one(second, "same") is None:
         return None
     act = convlayer.activation(main)
     if act is None or not isinstance(convlayer.activation(shortcut), nn.Identity):
         return None
-    assert isinstance(second, nn.Module)  # a ConvLayer, as _stride_one found
     return PolyphaseUpBlock(main_conv, act, shortcut_conv, second)
 
 
 def _stride_one(layer: object, want: convlayer.Scale) -> nn.Conv2d | None:
-    """The stride-1 convolution of a facexlib ``ConvLayer`` whose scale step is ``want``."""
+    """The stride-1 convolution of a ``ConvLayer`` whose scale step is ``want``."""
     conv = convlayer.padded_conv(layer)
     if conv is None or conv.stride != (1, 1) or convlayer.scale(layer) != want:
         return None

@@ -6,8 +6,7 @@ refuses everything else. The state dict must then match the architecture exactly
 shapes) before any of it is copied in, so a wrong or damaged file fails loudly, naming the file and the
 first key that differs, instead of silently producing garbage faces.
 
-Imports torch: use it only in workers and the ``models`` CLI. facexlib (which needs torchvision) is
-imported inside the builders that use it.
+Imports torch: use it only in workers and the ``models`` CLI.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import pickle
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -37,7 +36,11 @@ from gpen_watch.modelstore.store import ensure_model
 
 if TYPE_CHECKING:
     from gpen_watch.restore.face_model import FaceFamilyImpl
+from gpen_watch.restore.parsenet import ParseNet
+from gpen_watch.restore.retinaface import RetinaFace, build_retinaface
 from gpen_watch.restore.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
+
+M = TypeVar("M", bound=nn.Module)
 
 # The registry kinds whose checkpoints are face models, built and loaded by their family.
 FACE_KINDS = frozenset(f.kind for f in FACE_FAMILIES)
@@ -47,7 +50,7 @@ FACE_KINDS = frozenset(f.kind for f in FACE_FAMILIES)
 # generator its released files are. ModelScope's GPEN files are plain state dicts (its pipeline
 # loads them strict, unwrapped), so they need none of this.
 _CONTAINER_KEYS = ("params_ema", "params", "g_ema", "state_dict")
-# Added by nn.DataParallel at save time; facexlib's detector files carry it.
+# Added by nn.DataParallel at save time; the published detector files carry it.
 _WRAPPER_PREFIX = "module."
 
 
@@ -170,7 +173,7 @@ def check_state_dict(model: nn.Module, state_dict: Mapping[str, Tensor], path: P
     )
 
 
-def load_weights(model: nn.Module, path: Path, name: str | None = None) -> nn.Module:
+def load_weights(model: M, path: Path, name: str | None = None) -> M:
     """Load ``path`` into ``model`` after checking it matches; returns the model in eval mode."""
     state = load_checkpoint(path, name)
     check_state_dict(model, state, path)
@@ -186,18 +189,9 @@ def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Modul
     if spec.kind in FACE_KINDS:
         return _face_family(spec).build(spec, device)
     if spec.kind == "detector":
-        from facexlib.detection.retinaface import RetinaFace
-
-        with warnings.catch_warnings():
-            # torchvision deprecation noise about resnet50(pretrained=False) inside facexlib.
-            warnings.simplefilter("ignore")
-            detector: nn.Module = RetinaFace(network_name=spec.arch, half=False, device=torch.device(device))
-        return detector
+        return build_retinaface(spec.arch).to(device)
     if spec.kind == "parser":
-        from facexlib.parsing.parsenet import ParseNet
-
-        parser: nn.Module = ParseNet(in_size=512, out_size=512, parsing_ch=19).to(device)
-        return parser
+        return ParseNet(in_size=512, out_size=512).to(device)
     if spec.kind == "upscaler" and spec.rrdb is not None:
         return build_rrdbnet(spec.rrdb).to(device)
     raise ModelError(f"model {spec.name}: unknown kind {spec.kind!r}")
@@ -228,13 +222,13 @@ def load_detector(
     model_dir: Path | None = None,
     device: str | torch.device = "cpu",
     download: bool = True,
-) -> nn.Module:
-    """facexlib's RetinaFace with checked weights. ``name``: registry or restore.detector name."""
+) -> RetinaFace:
+    """RetinaFace (``retinaface``) with checked weights. ``name``: registry or restore.detector name."""
     spec = get_spec(name)
     if spec.kind != "detector":
         raise ModelError(f"{spec.name} is a {spec.kind} model, not a face detector")
     path = ensure_model(spec, model_dir, download=download)
-    return load_model_file(spec, path, device)
+    return load_weights(build_retinaface(spec.arch).to(device), path, spec.name)
 
 
 def load_parser(
@@ -242,7 +236,7 @@ def load_parser(
     device: str | torch.device = "cpu",
     download: bool = True,
 ) -> nn.Module:
-    """facexlib's ParseNet (19-class face parsing, 512x512) with checked weights."""
+    """ParseNet (``parsenet``: 19-class face parsing, 512x512) with checked weights."""
     spec = parser_spec()
     path = ensure_model(spec, model_dir, download=download)
     return load_model_file(spec, path, device)
