@@ -3,12 +3,14 @@
 The same weights and the same input for both: RetinaFace-MobileNet0.25 with its real weights
 (../shared) and RetinaFace-R50 with random ones, each on the Solvay photo padded to a multiple of 32
 (or skimage's astronaut where ../shared is absent), and ParseNet with random weights on four 512 px
-crops of it. Each implementation runs in a fresh process of its own, so what its import costs (facexlib
-brings torchvision) and its peak memory are its own: a line per network and implementation gives the
-seconds to import and build it ("build s"), the resident memory that import added and the peak, and the median and best milliseconds a
-pass; the ratio column is facexlib's median over this one's (above 1: faster). "own, prepared" is the
-network as the engine runs it (BatchNorm folded, channels_last, and for ParseNet the rewrites of
-``upconv`` and ``reflect_conv``). Run twice in alternating order; each line keeps its better run.
+crops of it. A line per network and implementation: the seconds to import and build it ("build s")
+and the resident memory that added (torch, NumPy, OpenCV and Pillow already loaded, as in a
+restorer), and its peak over one pass, each measured in a fresh process of
+its own (facexlib's import brings torchvision); then the median and best milliseconds a pass,
+measured in one process with all three loaded, in interleaved rounds so that a shared machine's
+load falls on each alike. The ratio is facexlib's median over this one's (above 1: faster).
+"own, prepared" is the network as the engine runs it: BatchNorm folded, channels_last, and for
+ParseNet the rewrites of ``upconv`` and ``reflect_conv``.
 """
 
 from __future__ import annotations
@@ -97,63 +99,94 @@ def _arch(net: str) -> str:
     return "resnet50" if net == "RetinaFace-R50" else "mobile0.25"
 
 
-def child(impl: str, net: str, rounds: int) -> dict[str, Any]:
-    """One implementation of one network in this process: its costs, as a JSON-able dict."""
+def _build(impl: str, net: str) -> Any:
+    """``impl``'s network ``net`` with random weights (loaded by the caller)."""
+    import torch
+
+    if impl == "facexlib":
+        import warnings
+
+        warnings.simplefilter("ignore")  # torchvision's resnet50(pretrained=False) deprecation
+        if net == "ParseNet":
+            from facexlib.parsing.parsenet import ParseNet as Reference
+
+            return Reference(in_size=512, out_size=512, parsing_ch=19)
+        from facexlib.detection.retinaface import RetinaFace
+
+        return RetinaFace(network_name=_arch(net), half=False, device=torch.device("cpu"))
+    from gpen_watch.restore.parsenet import ParseNet
+    from gpen_watch.restore.retinaface import build_retinaface
+
+    return ParseNet() if net == "ParseNet" else build_retinaface(_arch(net))
+
+
+def _ready(impl: str, net: str, state: dict[str, Any]) -> Any:
+    import torch
+
+    model = _build(impl, net)
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    if impl == "own, prepared":
+        from gpen_watch.restore.fold import prepare_conv_net, prepare_detector
+
+        cpu = torch.device("cpu")
+        model = prepare_conv_net(model, cpu) if net == "ParseNet" else prepare_detector(model, cpu)
+    return model
+
+
+def _as_input(impl: str, x: Any) -> Any:
+    from gpen_watch.restore.fold import as_channels_last
+
+    return as_channels_last(x) if impl == "own, prepared" else x
+
+
+def child(impl: str, net: str) -> dict[str, Any]:
+    """One implementation of one network alone in this process: what importing and building it
+    costs, and its peak memory over a pass."""
+    # What the engine imports anyway, so that the import costs are only the networks' own.
+    import cv2  # noqa: F401
+    import numpy  # noqa: F401
+    import PIL.Image  # noqa: F401
     import torch
 
     base = _rss_mb()
     t0 = time.perf_counter()
-    if impl == "facexlib":
-        import warnings
-
-        warnings.simplefilter("ignore")
-        if net == "ParseNet":
-            from facexlib.parsing.parsenet import ParseNet as Reference
-
-            model = Reference(in_size=512, out_size=512, parsing_ch=19)
-        else:
-            from facexlib.detection.retinaface import RetinaFace
-
-            model = RetinaFace(network_name=_arch(net), half=False, device=torch.device("cpu"))
-    else:
-        from gpen_watch.restore.parsenet import ParseNet
-        from gpen_watch.restore.retinaface import build_retinaface
-
-        model = ParseNet() if net == "ParseNet" else build_retinaface(_arch(net))
-    import_s = time.perf_counter() - t0
+    model = _build(impl, net)
+    build_s = time.perf_counter() - t0
     after_import = _rss_mb()
+    del model
+    x = _input(net)
+    model = _ready(impl, net, _state(net))
+    with torch.inference_mode():
+        model(_as_input(impl, x))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"build_s": build_s, "import_mb": after_import - base, "peak_mb": peak_mb}
+
+
+def speeds(net: str, rounds: int) -> dict[str, list[float]]:
+    """Milliseconds a pass of each implementation, all in this process on the same input, in
+    interleaved rounds so that a shared machine's load falls on each alike."""
+    import torch
+
     x = _input(net)
     state = _state(net)
-    model.load_state_dict(state, strict=True)
-    model.eval()
-    if impl == "own, prepared":
-        from gpen_watch.restore.fold import as_channels_last, prepare_conv_net, prepare_detector
-
-        cpu = torch.device("cpu")
-        model = prepare_conv_net(model, cpu) if net == "ParseNet" else prepare_detector(model, cpu)
-        x = as_channels_last(x)
-    del state
-    times = []
+    models = {impl: _ready(impl, net, state) for impl in IMPLS}
+    inputs = {impl: _as_input(impl, x) for impl in IMPLS}
+    times: dict[str, list[float]] = {impl: [] for impl in IMPLS}
     with torch.inference_mode():
-        model(x)
+        for impl in IMPLS:
+            models[impl](inputs[impl])
         for _ in range(rounds):
-            t = time.perf_counter()
-            model(x)
-            times.append((time.perf_counter() - t) * 1000)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {
-        "import_s": import_s,
-        "import_mb": after_import - base,
-        "peak_mb": peak_mb,
-        "median_ms": statistics.median(times),
-        "best_ms": min(times),
-        "input": list(x.shape),
-    }
+            for impl in IMPLS:
+                t = time.perf_counter()
+                models[impl](inputs[impl])
+                times[impl].append((time.perf_counter() - t) * 1000)
+    return times
 
 
-def _run_child(impl: str, net: str, rounds: int) -> dict[str, Any]:
+def _run_child(impl: str, net: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.own_networks", "--child", impl, net, "--rounds", str(rounds)],
+        [sys.executable, "-m", "benchmarks.own_networks", "--child", impl, net],
         capture_output=True,
         text=True,
         check=False,
@@ -166,16 +199,16 @@ def _run_child(impl: str, net: str, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.own_networks", description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", choices=NETS, help="one network only")
     p.add_argument("--child", nargs=2, metavar=("IMPL", "NET"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.rounds)))
+        print(json.dumps(child(args.child[0], args.child[1])))
         return 0
     import torch
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds a run")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds")
     if not SOLVAY.is_file():
         print("note: ../shared is absent: the astronaut photo and random MobileNet weights")
     print(
@@ -183,24 +216,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{'median ms':>11}{'best ms':>9}{'ratio':>7}"
     )
     for net in [args.only] if args.only else NETS:
-        best: dict[str, dict[str, Any]] = {}
-        for order in (IMPLS, IMPLS[::-1]):
-            for impl in order:
-                r = _run_child(impl, net, args.rounds)
-                if "error" in r or impl not in best or r["median_ms"] < best[impl]["median_ms"]:
-                    best[impl] = r
-        ref = best["facexlib"].get("median_ms")
+        alone = {impl: _run_child(impl, net) for impl in IMPLS}
+        times = speeds(net, args.rounds)
+        ref = statistics.median(times["facexlib"])
         for impl in IMPLS:
-            r = best[impl]
-            if "error" in r:
-                print(f"{net:<26}{impl:<16}  {r['error']}")
-                continue
-            ratio = f"{ref / r['median_ms']:.2f}" if ref else "-"
-            print(
-                f"{net:<26}{impl:<16}{r['import_s']:>9.2f}{r['import_mb']:>10.0f}{r['peak_mb']:>9.0f}"
-                f"{r['median_ms']:>11.0f}{r['best_ms']:>9.0f}{ratio:>7}"
+            r, t = alone[impl], times[impl]
+            cost = (
+                f"  {r['error']}"
+                if "error" in r
+                else f"{r['build_s']:>9.2f}{r['import_mb']:>10.0f}{r['peak_mb']:>9.0f}"
             )
-        print(f"{'':<26}input {tuple(best['own']['input'])}")
+            median = statistics.median(t)
+            print(f"{net:<26}{impl:<16}{cost}{median:>11.0f}{min(t):>9.0f}{ref / median:>7.2f}")
+        print(f"{'':<26}input {tuple(_input(net).shape)}")
     return 0
 
 

@@ -32,10 +32,12 @@ class Bottleneck(nn.Module):
             self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shortcut: torch.Tensor = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
-        result: torch.Tensor = self.relu(self.bn3(self.conv3(out)) + shortcut)
+        out = self.bn3(self.conv3(out))
+        # In place: a fresh sum would be one more full-size activation per block.
+        out += x if self.downsample is None else self.downsample(x)
+        result: torch.Tensor = self.relu(out)
         return result
 
 
