@@ -42,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
     if args.url:
         print(url)
         return 0
+    return open_in_browser(url)
+
+
+def open_in_browser(url: str) -> int:
+    """Open ``url`` (a login URL) in the default browser, or print it where there is none."""
     plain = url.partition("?")[0]
     if webbrowser.open(url):
         print(f"opened the dashboard ({plain}) in your browser")

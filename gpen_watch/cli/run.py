@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--no-tray", action="store_true", help="run without a tray icon (headless)")
+    parser.add_argument(
+        "--open-if-running",
+        action="store_true",
+        help="if the service is running already, open its dashboard instead (the menu entry's way)",
+    )
     add_config_option(parser)
     parser.add_argument(
         "--inbox",
@@ -119,6 +124,8 @@ def say_log_file(path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpen_watch.service.daemon import Service, engine_from_environ
 
+    if args.open_if_running and _service_answers():
+        return _open_dashboard()
     given = overrides(args)
     cfg = config.load(args.config, given, must_exist=args.config is not None)
     # The dashboard's settings page saves into this file, and the service reads it again the same
@@ -152,6 +159,28 @@ def run(args: argparse.Namespace) -> int:
         from gpen_watch.tray.app import run_with_tray
 
         return run_with_tray(service, cfg, log_path=log_path)
+
+
+def _service_answers() -> bool:
+    from gpen_watch.service import control
+
+    try:
+        return bool(control.request("status", timeout=5).get("ok"))
+    except control.ControlError:
+        return False
+
+
+def _open_dashboard() -> int:
+    """A second start from the menu: the service is there, so show it."""
+    from gpen_watch.cli import dashboard
+    from gpen_watch.service import control
+
+    try:
+        url = dashboard.login_url()
+    except control.ControlError as exc:
+        print(f"gpen-watch is already running; {exc}", file=sys.stderr)
+        return 0
+    return dashboard.open_in_browser(url)
 
 
 def _dashboard_beside(service: Service) -> contextlib.AbstractContextManager[object]:

@@ -1,0 +1,80 @@
+"""assets/ (the sources) and packaging/ (the recipes) hold together without building anything.
+
+The program's icon (package data) must be the one drawn from assets/icon.svg: packaging/icons.py
+writes the SVG's SHA-256 into it. Every file a recipe names must exist, and no recipe may carry a
+version of its own: pyproject.toml's is the only one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import tomllib
+from conftest import REPO
+from PIL import Image
+
+PACKAGING = REPO / "packaging"
+SOURCE_KEY = "gpen-watch:source-sha256"  # as packaging/icons.py writes it
+
+
+def test_the_programs_icon_is_drawn_from_the_svg_source() -> None:
+    digest = hashlib.sha256((REPO / "assets" / "icon.svg").read_bytes()).hexdigest()
+    with Image.open(REPO / "gpen_watch" / "data" / "icon.png") as icon:
+        assert icon.size == (256, 256)
+        made_from = icon.text.get(SOURCE_KEY)  # type: ignore[attr-defined]
+    assert made_from == digest, (
+        "gpen_watch/data/icon.png is not drawn from assets/icon.svg as it is now: run "
+        "`bash packaging/build.sh icons` or `python packaging/icons.py --package` (with resvg)"
+    )
+
+
+def test_packaging_is_no_python_package_that_would_shadow_the_packaging_library() -> None:
+    assert not (PACKAGING / "__init__.py").exists()
+    import packaging.version  # the PyPA library pip and setuptools use, not this folder
+
+    assert not Path(packaging.version.__file__).resolve().is_relative_to(PACKAGING)
+
+
+def test_every_file_the_deb_recipe_installs_exists() -> None:
+    script = (PACKAGING / "deb" / "build.sh").read_text(encoding="utf-8")
+    named = set(re.findall(r'"\$here/([\w.-]+)"', script))
+    named |= {"preinst", "postinst", "prerm", "postrm"}
+    assert {"gpen-watch.sh", "gpen-watch.desktop", "control.in"} <= named
+    for name in named:
+        assert (PACKAGING / "deb" / name).is_file(), name
+    for name in ("preinst", "postinst", "prerm", "postrm", "gpen-watch.sh"):
+        assert (PACKAGING / "deb" / name).stat().st_mode & 0o111, f"{name} is not executable"
+    assert (PACKAGING / "deb" / "README.md").is_file()
+    assert (PACKAGING / "README.md").is_file()
+
+
+def test_the_version_comes_from_pyproject_only() -> None:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    for path in PACKAGING.rglob("*"):
+        if path.is_file() and path.suffix not in (".png", ".ico", ".icns"):
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(rf"(?<![\d.]){re.escape(version)}(?![\d.])", text), f"{path} names {version}"
+    out = subprocess.run(
+        ["bash", "-c", f'. "{PACKAGING}/common.sh" && version'], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == version
+
+
+def test_the_menu_entry_starts_the_service_and_names_the_installed_icon() -> None:
+    entry = (PACKAGING / "deb" / "gpen-watch.desktop").read_text(encoding="utf-8")
+    assert "\nExec=gpen-watch run --open-if-running\n" in entry
+    assert "\nIcon=gpen-watch\n" in entry
+    assert "NoDisplay" not in entry  # it is a menu entry, unlike the login entry
+    if shutil.which("desktop-file-validate"):
+        run = subprocess.run(
+            ["desktop-file-validate", str(PACKAGING / "deb" / "gpen-watch.desktop")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr

@@ -1,0 +1,202 @@
+"""The Debian package as a user gets it: installed with apt, started from its menu entry, removed.
+
+.ci/run builds it (`bash packaging/build.sh deb`) and names it in $GPEN_WATCH_DEB; the test
+installs it on this machine (root and apt-get needed, so it runs in CI and skips elsewhere), then:
+`/usr/bin/gpen-watch --version` and a restore with the tiny models; the menu entry's own `Exec=`
+line started under Xvfb with trayer as the tray host, whose icon must dock, whose dashboard must
+answer on loopback and whose service must restore a dropped photo; the same line again, which must
+open the running service's dashboard instead of failing; then `apt-get remove`, after which no file
+of the package may be left, and `purge`, which must say what user data it leaves.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import tomllib
+from conftest import REPO, TinyModels, restore_command
+from test_tray_xvfb import XServer, find_window, wait_for, xserver  # noqa: F401 - the X server fixture
+
+from gpen_watch.service import control
+
+DEB = os.environ.get("GPEN_WATCH_DEB", "")
+DESKTOP = Path("/usr/share/applications/gpen-watch.desktop")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not DEB, reason="no package built: GPEN_WATCH_DEB names one (.ci/run builds it)"),
+    pytest.mark.skipif(
+        shutil.which("apt-get") is None or os.geteuid() != 0,
+        reason="installing a package needs apt-get as root",
+    ),
+]
+
+
+def _apt(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(["apt-get", "-y", *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def installed() -> Iterator[list[str]]:
+    """The package installed; yields the files it owns (`dpkg -L`, folders left out)."""
+    run = _apt("install", str(Path(DEB).resolve()))
+    assert run.returncode == 0, run.stdout + run.stderr
+    listed = subprocess.run(["dpkg", "-L", "gpen-watch"], capture_output=True, text=True, check=True)
+    files = [p for p in listed.stdout.splitlines() if os.path.isfile(p) or os.path.islink(p)]
+    yield files
+    _apt("purge", "gpen-watch")
+
+
+def test_the_installed_command_reports_the_projects_version(installed: list[str]) -> None:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    out = subprocess.run(["/usr/bin/gpen-watch", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"gpen-watch {version}"
+    assert "/usr/bin/gpen-watch" in installed
+    assert any(p.startswith("/usr/share/icons/hicolor/512x512/") for p in installed)
+    assert any(p.endswith("/scalable/apps/gpen-watch.svg") for p in installed)
+
+
+def test_the_installed_command_restores_a_photo(
+    installed: list[str], tiny_models: TinyModels, tmp_path: Path, astronaut_bgr: np.ndarray
+) -> None:
+    photo = tmp_path / "in" / "astronaut.png"
+    photo.parent.mkdir()
+    cv2.imwrite(str(photo), astronaut_bgr)
+    cmd = ["/usr/bin/gpen-watch", *restore_command(tiny_models, str(photo), "-o", str(tmp_path / "out"))[3:]]
+    env = {**os.environ, "GPEN_WATCH_MODEL_DIR": str(tiny_models.model_dir)}
+    run = subprocess.run([*cmd, "--no-parse"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "out" / "astronaut.png").is_file()
+
+
+def _exec_line() -> list[str]:
+    for line in DESKTOP.read_text(encoding="utf-8").splitlines():
+        if line.startswith("Exec="):
+            return shlex.split(line.removeprefix("Exec="))
+    raise AssertionError(f"{DESKTOP} has no Exec= line")
+
+
+def _config(tmp_path: Path, models: TinyModels) -> Path:
+    """The user's settings file, in the isolated config folder: the tiny models, a test inbox."""
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "gpen-watch"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(
+        f"""[watch]
+inboxes = [{str(tmp_path / "inbox")!r}]
+outbox = {str(tmp_path / "outbox")!r}
+settle_seconds = 0.2
+
+[restore]
+model = {str(models.gpen)!r}
+model_dir = {str(models.model_dir)!r}
+detector = "retinaface_mobile0.25"
+use_parse = false
+
+[workers]
+devices = ["cpu"]
+
+[dashboard]
+port = 0
+""",
+        encoding="utf-8",
+    )
+    return tmp_path / "inbox"
+
+
+@pytest.fixture
+def xserver_with_tray(xserver: XServer, tmp_path: Path) -> XServer:  # noqa: F811 - the imported fixture
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb not installed (Debian: xvfb)")
+    xserver.start_tray_host(tmp_path)
+    return xserver
+
+
+def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
+    installed: list[str],
+    tiny_models: TinyModels,
+    tmp_path: Path,
+    astronaut_bgr: np.ndarray,
+    xserver_with_tray: XServer,
+) -> None:
+    inbox = _config(tmp_path, tiny_models)
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n', encoding="utf-8")
+    browser.chmod(0o755)
+    env = {**os.environ, "DISPLAY": xserver_with_tray.name, "BROWSER": str(browser)}
+    env.pop("WAYLAND_DISPLAY", None)
+    env["PATH"] = "/usr/bin:/bin"  # the package's command, not the checkout's venv
+    exec_line = _exec_line()
+    assert exec_line[0] == "gpen-watch"
+    with open(tmp_path / "menu-stderr.txt", "wb") as err:
+        proc = subprocess.Popen(exec_line, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        display = xserver_with_tray.display
+        docked = wait_for(
+            lambda: find_window(display, lambda w: (w.get_wm_name() or "").startswith("gpen-watch")),
+            "the tray icon to dock",
+            90,
+        )
+        assert docked is not None
+        status = wait_for(lambda: _status_with_dashboard(), "the service's dashboard", 60)
+        url = _dashboard_url()
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        with opener.open(url, timeout=10) as page:
+            assert page.status == 200
+            assert "gpen-watch" in page.read().decode("utf-8", "replace")
+        assert status["dashboard"].startswith("http://127.0.0.1:")
+        cv2.imwrite(str(inbox / "astronaut.png"), astronaut_bgr)
+        wait_for(lambda: (tmp_path / "outbox" / "astronaut.png").is_file(), "the dropped photo restored", 120)
+        # A second click on the menu entry: the service is running, so its dashboard opens.
+        again = subprocess.run(exec_line, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert opened.read_text(encoding="utf-8").startswith(status["dashboard"].rstrip("/"))
+        control.request("stop")
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    sys.stdout.write((tmp_path / "menu-stderr.txt").read_text(errors="replace"))
+
+
+def _status_with_dashboard() -> dict[str, object] | None:
+    try:
+        reply = control.request("status", timeout=5)
+    except control.ControlError:
+        return None
+    return reply if reply.get("dashboard") else None
+
+
+def _dashboard_url() -> str:
+    out = subprocess.run(
+        ["/usr/bin/gpen-watch", "dashboard", "--url"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_removing_leaves_no_file_of_the_package_and_purge_says_what_stays(installed: list[str]) -> None:
+    run = _apt("remove", "gpen-watch")
+    assert run.returncode == 0, run.stdout + run.stderr
+    left = [p for p in installed if os.path.lexists(p)]
+    assert left == []
+    assert not Path("/opt/gpen-watch").exists()
+    assert "gpen-watch service uninstall" in run.stdout  # what to do about a login entry
+    purge = _apt("purge", "gpen-watch")
+    assert purge.returncode == 0, purge.stdout + purge.stderr
+    assert "~/Pictures/GPEN" in purge.stdout, purge.stdout
+    assert "never deleted" in purge.stdout
