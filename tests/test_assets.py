@@ -11,9 +11,14 @@ import hashlib
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as gpen-watch's config uses it
+    import tomli as tomllib
+
 from conftest import REPO
 from PIL import Image
 
@@ -50,6 +55,20 @@ def test_every_file_the_deb_recipe_installs_exists() -> None:
         assert (PACKAGING / "deb" / name).stat().st_mode & 0o111, f"{name} is not executable"
     assert (PACKAGING / "deb" / "README.md").is_file()
     assert (PACKAGING / "README.md").is_file()
+
+
+def test_every_file_the_bundle_recipe_names_exists() -> None:
+    script = (PACKAGING / "bundle" / "build.sh").read_text(encoding="utf-8")
+    named = set(re.findall(r'"\$here/([\w.-]+)"', script))
+    assert {"gpen-watch.spec", "README-bundle.txt"} <= named
+    spec = (PACKAGING / "bundle" / "gpen-watch.spec").read_text(encoding="utf-8")
+    named |= set(re.findall(r'os\.path\.join\(here, "([\w.-]+)"\)', spec))
+    assert "entry.py" in named
+    for name in named:
+        assert (PACKAGING / "bundle" / name).is_file(), name
+    assert (PACKAGING / "bundle" / "README.md").is_file()
+    # Never bundled: the tests' reference networks and what they bring.
+    assert '"torchvision"' in spec and '"facexlib"' in spec
 
 
 def test_the_version_comes_from_pyproject_only() -> None:

@@ -11,22 +11,25 @@ of the package may be left, and `purge`, which must say what user data it leaves
 
 from __future__ import annotations
 
-import http.cookiejar
 import os
 import shlex
 import shutil
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as gpen-watch's config uses it
+    import tomli as tomllib
 
 import cv2
 import numpy as np
 import pytest
-import tomllib
 from conftest import REPO, TinyModels, restore_command
-from test_tray_xvfb import XServer, find_window, wait_for, xserver  # noqa: F401 - the X server fixture
+from installed_app import open_signed_in, status_with_dashboard, write_config, xserver, xserver_with_tray  # noqa: F401
+from test_tray_xvfb import XServer, find_window, wait_for
 
 from gpen_watch.service import control
 
@@ -89,49 +92,14 @@ def _exec_line() -> list[str]:
     raise AssertionError(f"{DESKTOP} has no Exec= line")
 
 
-def _config(tmp_path: Path, models: TinyModels) -> Path:
-    """The user's settings file, in the isolated config folder: the tiny models, a test inbox."""
-    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "gpen-watch"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.toml").write_text(
-        f"""[watch]
-inboxes = [{str(tmp_path / "inbox")!r}]
-outbox = {str(tmp_path / "outbox")!r}
-settle_seconds = 0.2
-
-[restore]
-model = {str(models.gpen)!r}
-model_dir = {str(models.model_dir)!r}
-detector = "retinaface_mobile0.25"
-use_parse = false
-
-[workers]
-devices = ["cpu"]
-
-[dashboard]
-port = 0
-""",
-        encoding="utf-8",
-    )
-    return tmp_path / "inbox"
-
-
-@pytest.fixture
-def xserver_with_tray(xserver: XServer, tmp_path: Path) -> XServer:  # noqa: F811 - the imported fixture
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb not installed (Debian: xvfb)")
-    xserver.start_tray_host(tmp_path)
-    return xserver
-
-
 def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
     installed: list[str],
     tiny_models: TinyModels,
     tmp_path: Path,
     astronaut_bgr: np.ndarray,
-    xserver_with_tray: XServer,
+    xserver_with_tray: XServer,  # noqa: F811 - the fixture imported from installed_app
 ) -> None:
-    inbox = _config(tmp_path, tiny_models)
+    inbox = write_config(tmp_path, tiny_models)
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n', encoding="utf-8")
@@ -151,13 +119,9 @@ def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
             90,
         )
         assert docked is not None
-        status = wait_for(lambda: _status_with_dashboard(), "the service's dashboard", 60)
+        status = wait_for(status_with_dashboard, "the service's dashboard", 60)
         url = _dashboard_url()
-        jar = http.cookiejar.CookieJar()
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        with opener.open(url, timeout=10) as page:
-            assert page.status == 200
-            assert "gpen-watch" in page.read().decode("utf-8", "replace")
+        assert "gpen-watch" in open_signed_in(url)
         assert status["dashboard"].startswith("http://127.0.0.1:")
         cv2.imwrite(str(inbox / "astronaut.png"), astronaut_bgr)
         wait_for(lambda: (tmp_path / "outbox" / "astronaut.png").is_file(), "the dropped photo restored", 120)
@@ -172,14 +136,6 @@ def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
             proc.kill()
             proc.wait(10)
     sys.stdout.write((tmp_path / "menu-stderr.txt").read_text(errors="replace"))
-
-
-def _status_with_dashboard() -> dict[str, object] | None:
-    try:
-        reply = control.request("status", timeout=5)
-    except control.ControlError:
-        return None
-    return reply if reply.get("dashboard") else None
 
 
 def _dashboard_url() -> str:

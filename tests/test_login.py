@@ -120,6 +120,14 @@ def test_autostart_no_tray() -> None:
     assert desktop_argv(entry["Exec"]) == [sys.executable, "-m", "gpen_watch", "run", "--no-tray"]
 
 
+def test_a_frozen_program_starts_itself_at_login(isolated_user_dirs: Path, tmp_path: Path) -> None:
+    """The one-folder bundle: its executable is gpen-watch, not an interpreter to give ``-m``."""
+    program = str(tmp_path / "gpen watch" / "gpen-watch")
+    linux_login.install(LoginOptions(python=program, frozen=True), run=Calls())
+    entry = read_desktop(linux_login.autostart_file())
+    assert desktop_argv(entry["Exec"]) == [program, "run"]
+
+
 def test_install_twice_is_harmless_and_uninstall_removes_exactly_what_install_made(
     isolated_user_dirs: Path,
 ) -> None:

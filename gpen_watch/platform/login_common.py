@@ -58,6 +58,8 @@ class LoginOptions:
     # Run headless (`gpen-watch run --no-tray`): for servers and sessions without a tray.
     no_tray: bool = False
     python: str = field(default_factory=lambda: sys.executable)
+    # A frozen program (the one-folder bundle): ``python`` is gpen-watch itself, not an interpreter.
+    frozen: bool = field(default_factory=lambda: bool(getattr(sys, "frozen", False)))
     # macOS: load the agent with launchctl now (which starts it). The tray passes False: it is
     # the running instance, and a second one would only find the lock taken.
     load_now: bool = True
@@ -70,8 +72,11 @@ class LoginOptions:
         return NODE if self.node else SERVICE
 
     def command(self) -> list[str]:
-        """What login runs: this interpreter, as a module, so no console script or PATH is needed."""
-        argv = [str(Path(self.python).absolute()), "-m", "gpen_watch"]
+        """What login runs: this interpreter, as a module, so no console script or PATH is needed
+        (or, in a frozen program, the program itself)."""
+        argv = [str(Path(self.python).absolute())]
+        if not self.frozen:
+            argv += ["-m", "gpen_watch"]
         if self.node:
             return [*argv, "cluster", *self.node, "--stay"]
         argv.append("run")

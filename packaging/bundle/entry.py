@@ -1,0 +1,11 @@
+"""The frozen program's entry point: `gpen-watch` as PyInstaller builds it (gpen-watch.spec)."""
+
+import multiprocessing
+
+from gpen_watch.cli import entry
+
+if __name__ == "__main__":
+    # The restorer workers are started with multiprocessing's spawn: in a frozen program the child
+    # is this same executable, which must hand over to multiprocessing before anything else.
+    multiprocessing.freeze_support()
+    entry()

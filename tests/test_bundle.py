@@ -1,0 +1,110 @@
+"""The one-folder Linux bundle as a user gets it: unpacked anywhere, run with no Python installed.
+
+.ci/run builds it (`bash packaging/build.sh bundle`) and names it in $GPEN_WATCH_BUNDLE; elsewhere
+these tests skip. The folder is unpacked into an empty one and run with a PATH that holds no
+Python (an empty folder) and an environment of the test's user folders only: `--version`, a
+restore with the tiny models, the same after the folder is moved (a bundle is used from wherever it
+is put), and the service with its tray under Xvfb, whose icon must dock, whose dashboard must answer
+and whose workers (the same executable, started by multiprocessing) must restore a dropped photo.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from conftest import TinyModels, restore_command
+from installed_app import open_signed_in, status_with_dashboard, write_config, xserver, xserver_with_tray  # noqa: F401
+from test_tray_xvfb import XServer, find_window, wait_for
+
+from gpen_watch.service import control
+
+BUNDLE = os.environ.get("GPEN_WATCH_BUNDLE", "")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not BUNDLE, reason="no bundle built: GPEN_WATCH_BUNDLE names one (.ci/run builds it)"),
+]
+
+
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("bundle")
+    with tarfile.open(BUNDLE) as tar:
+        tar.extractall(where, filter="tar")
+    program = where / "gpen-watch" / "gpen-watch"
+    assert program.is_file()
+    return program
+
+
+def _env(tmp_path: Path, **more: str) -> dict[str, str]:
+    """The test's user folders and a PATH with no Python on it."""
+    empty = tmp_path / "no-python"
+    empty.mkdir(exist_ok=True)
+    keep = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR")
+    return {**{k: os.environ[k] for k in keep if k in os.environ}, "PATH": str(empty), **more}
+
+
+def _restore(program: Path, models: TinyModels, tmp_path: Path, photo: Path, out: Path) -> None:
+    cmd = [str(program), *restore_command(models, str(photo), "-o", str(out))[3:], "--no-parse"]
+    env = _env(tmp_path, GPEN_WATCH_MODEL_DIR=str(models.model_dir))
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "restored" in run.stdout
+    assert (out / photo.name).is_file()
+
+
+def test_the_bundle_runs_and_restores_with_no_python_on_the_path(
+    unpacked: Path, tiny_models: TinyModels, tmp_path: Path, astronaut_bgr: np.ndarray
+) -> None:
+    assert shutil.which("python3", path=_env(tmp_path)["PATH"]) is None
+    version = subprocess.run([str(unpacked), "--version"], env=_env(tmp_path), capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("gpen-watch "), version
+    photo = tmp_path / "astronaut.png"
+    cv2.imwrite(str(photo), astronaut_bgr)
+    _restore(unpacked, tiny_models, tmp_path, photo, tmp_path / "out")
+    # Moved after a first run, as a user drags the folder elsewhere: it runs from there.
+    moved = tmp_path / "elsewhere" / "gpen-watch"
+    moved.parent.mkdir()
+    shutil.copytree(unpacked.parent, moved, symlinks=True)
+    _restore(moved / "gpen-watch", tiny_models, tmp_path, photo, tmp_path / "out-moved")
+
+
+def test_the_bundle_runs_the_service_with_its_tray_and_dashboard(
+    unpacked: Path,
+    tiny_models: TinyModels,
+    tmp_path: Path,
+    astronaut_bgr: np.ndarray,
+    xserver_with_tray: XServer,  # noqa: F811 - the fixture imported from installed_app
+) -> None:
+    inbox = write_config(tmp_path, tiny_models)
+    env = _env(tmp_path, DISPLAY=xserver_with_tray.name)
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen([str(unpacked), "run"], env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        display = xserver_with_tray.display
+        wait_for(
+            lambda: find_window(display, lambda w: (w.get_wm_name() or "").startswith("gpen-watch")),
+            "the tray icon to dock",
+            90,
+        )
+        status = wait_for(status_with_dashboard, "the service's dashboard", 60)
+        url = subprocess.run(
+            [str(unpacked), "dashboard", "--url"], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        assert url.startswith(str(status["dashboard"]).rstrip("/"))
+        assert "gpen-watch" in open_signed_in(url)
+        cv2.imwrite(str(inbox / "astronaut.png"), astronaut_bgr)
+        wait_for(lambda: (tmp_path / "outbox" / "astronaut.png").is_file(), "the dropped photo restored", 120)
+        control.request("stop")
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
