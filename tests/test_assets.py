@@ -97,3 +97,55 @@ def test_the_menu_entry_starts_the_service_and_names_the_installed_icon() -> Non
             check=False,
         )
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_windows_and_macos_recipes_name_only_files_that_exist() -> None:
+    """Never run here (their READMEs say so): checked for what can be checked on Linux."""
+    windows = PACKAGING / "windows"
+    for name in ("README.md", "build.ps1", "gpen-watch.nsi"):
+        assert (windows / name).is_file(), name
+    script = (windows / "build.ps1").read_text(encoding="utf-8")
+    # What it reads from the checkout (dist\ and build\ are what it writes).
+    named_files = [
+        n for n in re.findall(r"\$repo\\([\w\\.-]+)", script) if not n.startswith(("dist", "build"))
+    ]
+    assert len(named_files) >= 4, named_files
+    for named in named_files:
+        assert (REPO / named.replace("\\", "/")).exists(), named
+    macos = PACKAGING / "macos"
+    for name in ("README.md", "build.sh"):
+        assert (macos / name).is_file(), name
+    assert "../bundle/gpen-watch.spec" in (macos / "build.sh").read_text(encoding="utf-8")
+    spec = (PACKAGING / "bundle" / "gpen-watch.spec").read_text(encoding="utf-8")
+    assert '"LSUIElement": True' in spec
+
+
+def test_the_nsis_installer_script_compiles(tmp_path: Path) -> None:
+    """makensis (Debian's nsis) compiles the Windows installer around a stand-in for the
+    PyInstaller folder, which can only be built on Windows."""
+    if shutil.which("makensis") is None:
+        import pytest
+
+        pytest.skip("makensis not installed (Debian: nsis; .ci/run installs it)")
+    dist = tmp_path / "dist"
+    data = dist / "_internal" / "gpen_watch" / "data"
+    data.mkdir(parents=True)
+    with Image.open(REPO / "gpen_watch" / "data" / "icon.png") as icon:
+        icon.save(data / "gpen-watch.ico", sizes=[(16, 16), (32, 32), (48, 48), (256, 256)])
+    (dist / "gpen-watch.exe").write_bytes(b"stand-in")
+    out = tmp_path / "gpen-watch-setup.exe"
+    run = subprocess.run(
+        [
+            "makensis",
+            "-V2",
+            "-DVERSION=0.0.0",
+            f"-DDIST={dist}",
+            f"-DOUTFILE={out}",
+            str(PACKAGING / "windows" / "gpen-watch.nsi"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert out.read_bytes()[:2] == b"MZ"  # a Windows program

@@ -125,6 +125,12 @@ def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
         assert status["dashboard"].startswith("http://127.0.0.1:")
         cv2.imwrite(str(inbox / "astronaut.png"), astronaut_bgr)
         wait_for(lambda: (tmp_path / "outbox" / "astronaut.png").is_file(), "the dropped photo restored", 120)
+        # The package installed again over the running service: it says so, and the service
+        # goes on (its photos and settings untouched).
+        again_installed = _apt("install", "--reinstall", str(Path(DEB).resolve()))
+        assert again_installed.returncode == 0, again_installed.stdout + again_installed.stderr
+        assert "gpen-watch is running" in again_installed.stdout, again_installed.stdout
+        assert status_with_dashboard() is not None
         # A second click on the menu entry: the service is running, so its dashboard opens.
         again = subprocess.run(exec_line, env=env, capture_output=True, text=True, timeout=60)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -143,6 +149,20 @@ def _dashboard_url() -> str:
         ["/usr/bin/gpen-watch", "dashboard", "--url"], capture_output=True, text=True, check=True
     )
     return out.stdout.strip()
+
+
+def test_a_damaged_program_folder_is_said_in_a_sentence_that_names_the_fix(installed: list[str]) -> None:
+    site = next(Path("/opt/gpen-watch/venv/lib").glob("python3*/site-packages"))
+    aside = site / "gpen_watch.aside"
+    (site / "gpen_watch").rename(aside)
+    try:
+        run = subprocess.run(["/usr/bin/gpen-watch", "status"], capture_output=True, text=True, timeout=60)
+    finally:
+        aside.rename(site / "gpen_watch")
+    assert run.returncode == 1
+    assert "damaged or missing" in run.stderr
+    assert "sudo apt install --reinstall gpen-watch" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_removing_leaves_no_file_of_the_package_and_purge_says_what_stays(installed: list[str]) -> None:
