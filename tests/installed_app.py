@@ -1,6 +1,6 @@
 """What the tests of an installed gpen-watch (the Debian package, the one-folder bundle) share: the
-user's settings for a service on the tiny models, an X server with a tray host, and the wait for
-the running service's dashboard."""
+user's settings for a service on the tiny models, an X server with a tray host, and the waits for
+the running service's tray icon, its dashboard and a restored photo."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import shutil
 import urllib.request
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 from conftest import TinyModels
-from test_tray_xvfb import XServer, xserver  # noqa: F401 - the X server fixture, for the users of this one
+from test_tray_xvfb import XServer, find_window, wait_for, xserver  # noqa: F401 - xserver: the X server fixture
 
 from gpen_watch.service import control
 
@@ -45,11 +47,28 @@ port = 0
 
 
 @pytest.fixture
-def xserver_with_tray(xserver: XServer, tmp_path: Path) -> XServer:  # noqa: F811 - test_tray_xvfb's fixture
+def xserver_with_tray(request: pytest.FixtureRequest, tmp_path: Path) -> XServer:
+    # Checked before test_tray_xvfb's fixture is asked for: it starts Xvfb at once.
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb not installed (Debian: xvfb)")
-    xserver.start_tray_host(tmp_path)
-    return xserver
+    x: XServer = request.getfixturevalue("xserver")
+    x.start_tray_host(tmp_path)
+    return x
+
+
+def wait_for_tray_icon(x: XServer) -> None:
+    """Until gpen-watch's icon has docked in the tray host on ``x``."""
+    wait_for(
+        lambda: find_window(x.display, lambda w: (w.get_wm_name() or "").startswith("gpen-watch")),
+        "the tray icon to dock",
+        90,
+    )
+
+
+def drop_and_wait(inbox: Path, outbox: Path, bgr: np.ndarray) -> None:
+    """Drop a photo into the running service's inbox; wait until its result is in the outbox."""
+    cv2.imwrite(str(inbox / "astronaut.png"), bgr)
+    wait_for(lambda: (outbox / "astronaut.png").is_file(), "the dropped photo restored", 120)
 
 
 def status_with_dashboard() -> dict[str, object] | None:

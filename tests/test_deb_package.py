@@ -28,8 +28,16 @@ import cv2
 import numpy as np
 import pytest
 from conftest import REPO, TinyModels, restore_command
-from installed_app import open_signed_in, status_with_dashboard, write_config, xserver, xserver_with_tray  # noqa: F401
-from test_tray_xvfb import XServer, find_window, wait_for
+from installed_app import (
+    drop_and_wait,
+    open_signed_in,
+    status_with_dashboard,
+    wait_for_tray_icon,
+    write_config,
+    xserver,  # noqa: F401 - the fixture xserver_with_tray asks for
+    xserver_with_tray,  # noqa: F401 - a fixture
+)
+from test_tray_xvfb import XServer, wait_for
 
 from gpen_watch.service import control
 
@@ -112,19 +120,12 @@ def test_the_menu_entry_starts_the_service_with_its_tray_and_dashboard(
     with open(tmp_path / "menu-stderr.txt", "wb") as err:
         proc = subprocess.Popen(exec_line, env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        display = xserver_with_tray.display
-        docked = wait_for(
-            lambda: find_window(display, lambda w: (w.get_wm_name() or "").startswith("gpen-watch")),
-            "the tray icon to dock",
-            90,
-        )
-        assert docked is not None
+        wait_for_tray_icon(xserver_with_tray)
         status = wait_for(status_with_dashboard, "the service's dashboard", 60)
         url = _dashboard_url()
         assert "gpen-watch" in open_signed_in(url)
         assert status["dashboard"].startswith("http://127.0.0.1:")
-        cv2.imwrite(str(inbox / "astronaut.png"), astronaut_bgr)
-        wait_for(lambda: (tmp_path / "outbox" / "astronaut.png").is_file(), "the dropped photo restored", 120)
+        drop_and_wait(inbox, tmp_path / "outbox", astronaut_bgr)
         # The package installed again over the running service: it says so, and the service
         # goes on (its photos and settings untouched).
         again_installed = _apt("install", "--reinstall", str(Path(DEB).resolve()))

@@ -71,6 +71,17 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> None:
     assert float((got - want).abs().max()) <= 1e-4 * scale, float((got - want).abs().max())
 
 
+def _same_outputs(reference: nn.Module, ours: nn.Module, ready: nn.Module, x: torch.Tensor) -> None:
+    """``ours`` as loaded and ``ready`` as the engine prepares it (channels_last input) both give
+    ``reference``'s outputs on ``x``."""
+    with torch.inference_mode():
+        want = reference(x)
+        for got in (ours(x), ready(as_channels_last(x))):
+            for g, w in zip(got, want, strict=True):
+                assert g.shape == w.shape
+                _close(g, w)
+
+
 # --- the networks, loaded through the users' path -----------------------------------------------
 
 
@@ -93,12 +104,7 @@ def test_retinaface_loads_the_published_layout_and_equals_the_reference(
     assert isinstance(ours, RetinaFace)
     ready = prepare_detector(copy.deepcopy(ours), torch.device("cpu"))
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)) * 60
-    with torch.inference_mode():
-        want = reference(x)
-        for got in (ours(x), ready(as_channels_last(x))):
-            for g, w in zip(got, want, strict=True):
-                assert g.shape == w.shape
-                _close(g, w)
+    _same_outputs(reference, ours, ready, x)
 
 
 def test_parsenet_loads_the_published_layout_and_equals_the_reference(tmp_path: Path) -> None:
@@ -113,12 +119,7 @@ def test_parsenet_loads_the_published_layout_and_equals_the_reference(tmp_path: 
     assert {"PolyphaseUpBlock", "RingFixedConv"} <= kinds
     assert not any(isinstance(m, nn.BatchNorm2d) for m in ready.modules())
     x = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(2)) * 2 - 1
-    with torch.inference_mode():
-        want = reference(x)
-        for got in (ours(x), ready(as_channels_last(x))):
-            for g, w in zip(got, want, strict=True):
-                assert g.shape == w.shape
-                _close(g, w)
+    _same_outputs(reference, ours, ready, x)
 
 
 # --- suppression --------------------------------------------------------------------------------
