@@ -35,9 +35,31 @@ from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_r
 from benchmarks.models import write_models
 from benchmarks.runner import child_env
 from benchmarks.service import cpu_seconds, rss_mb
-from gpen_watch.journal import Journal
+from gpen_watch.journal import Journal, schema
 
 COOKIE = "gpen_watch_session"
+# Results views timed on the full journal (the dates of today's are added where it runs).
+REVIEW_URLS = [
+    "/results",
+    "/results?page=1000",
+    "/results?q=IMG_0123",
+    "/results?q=img_09&sort=name",
+    "/results?state=restored",
+    "/results?state=noface",
+    "/results?state=redone",
+    "/results?state=failed",
+    "/results?review=unreviewed",
+    "/results?review=accepted",
+    "/results?review=look",
+    "/results?faces_min=3&faces_max=5",
+    "/results?sort=oldest",
+    "/results?sort=name",
+    "/results?sort=name&page=1500",
+    "/results?sort=faces",
+    "/results?sort=faces&page=1500",
+    "/results?q=IMG_05&state=restored&faces_min=1&review=unreviewed&sort=faces",
+    "/api/results?state=failed&sort=name",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +149,10 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
                     "[]",
                     "set-aside" if failed else "archived",
                     str(outbox.parent / ("failed" if failed else "originals") / name),
+                    # Review: one in ten accepted, one in fifty marked for another look, one in
+                    # three seen.
+                    None if failed else "accepted" if i % 10 == 1 else "look" if i % 50 == 7 else None,
+                    None if failed or i % 3 else finished + 60,
                 )
             )
             events += [
@@ -136,10 +162,19 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
             ]
         conn.executemany(
             "INSERT INTO jobs (id, source, inbox, rel, size, mtime, sha256, state, attempts, created,"
-            " started, finished, output, faces, timings, error, notes, original, original_path) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " started, finished, output, faces, timings, error, notes, original, original_path, mark, reviewed)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             jobs,
         )
+        # One photo in forty redone (the redo is a run of its own and replaces the first's result).
+        conn.execute(
+            "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, state, attempts, created, started,"
+            " finished, output, faces, timings, notes, original, original_path, redo_of, photo, settings)"
+            " SELECT original_path, inbox, rel, size, mtime, sha256, 'done', 1, finished + 5, finished + 6,"
+            " finished + 7, output, faces, '{}', '[]', 'archived', original_path, id, id,"
+            " '{\"restore.strength\": 0.5}' FROM jobs WHERE state = 'done' AND id % 40 = 3"
+        )
+        conn.executescript(schema.RELIST)  # what the service's own writes keep by triggers
         conn.executemany("INSERT INTO events (job_id, time, kind, worker) VALUES (?, ?, ?, ?)", events)
     conn.close()
 
@@ -184,6 +219,44 @@ class _Served:
         conn.close()
 
 
+def journal_of(env: dict[str, str]) -> Path:
+    return Path(env["XDG_STATE_HOME"]) / "gpen-watch" / "journal.sqlite3"
+
+
+def _bulk_redo(s: _Served, journal: Path, n: int) -> dict[str, Any]:
+    """A bulk redo of ``n`` photos from Results, as the page posts it: the time until the service
+    has queued them all (their originals are sparse files of the recorded sizes, as a redo needs
+    them where their runs left them)."""
+    conn = sqlite3.connect(journal)
+    rows = conn.execute(
+        "SELECT id, original_path, size FROM jobs WHERE listed = 1 AND state = 'done' ORDER BY id DESC LIMIT ?",
+        (n,),
+    ).fetchall()
+    conn.close()
+    for _, path, size in rows:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.truncate(size)
+    body = json.dumps({"action": "redo", "ids": [r[0] for r in rows], "settings": {"restore.strength": 0.5}})
+    http_conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    headers = {
+        "Host": s.host,
+        "Cookie": s.cookie,
+        "Origin": f"http://{s.host}",
+        "X-GPEN-Watch": "1",
+        "Content-Type": "application/json",
+    }
+    t = time.perf_counter()
+    http_conn.request("POST", "/api/bulk", body=body, headers=headers)
+    r = http_conn.getresponse()
+    reply = json.loads(r.read())
+    took = time.perf_counter() - t
+    http_conn.close()
+    if r.status != 200:
+        raise RuntimeError(f"bulk redo: HTTP {r.status}: {reply}")
+    return {"photos": len(rows), "queued": reply["queued"], "seconds": round(took, 3)}
+
+
 def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[str, Any]:
     conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
     headers = {"Host": s.host, "Cookie": s.cookie}
@@ -197,20 +270,22 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
         return body
 
     results = json.loads(get("/api/results?limit=200"))
-    deep = results["next"]
     some_photo = results["photos"][17]["id"]
+    today = time.strftime("%Y-%m-%d")
     urls = [
         "/",
         "/activity",
         "/activity?before=150000",
-        "/results",
-        f"/results?before={deep}",
-        "/results?before=1.0:50000",
         "/failed",
         f"/photo/{some_photo}",
         "/api/status",
         "/api/results",
         f"/api/photo/{some_photo}",
+        # Results as a review queue: every filter and order, a deep page, a photo's steps.
+        *REVIEW_URLS,
+        f"/results?from={today}&to={today}",
+        f"/photo/{some_photo}?q=IMG_0&sort=faces&review=unreviewed",
+        f"/photo/{some_photo}?state=restored&sort=name",
     ]
     timings: dict[str, dict[str, float]] = {}
     for url in urls:
@@ -235,10 +310,13 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
     live_cpu = (cpu_seconds(s.pid) - c0) / (time.perf_counter() - w0)
     stop.set()
     conn.close()
+    # Last: the 500 redos it queues keep the service busy afterwards.
+    bulk = _bulk_redo(s, journal_of(env), 500)
     return {
         "pages": timings,
         "slowest_median_ms": max(t["median_ms"] for t in timings.values()),
         "slowest_max_ms": max(t["max_ms"] for t in timings.values()),
+        "bulk_redo": bulk,
         "rss_after_requests_mb": round(rss_after_requests, 1),
         "one_live_page_cpu_percent_of_one_core": round(100 * live_cpu, 3),
         "rss_with_live_page_mb": round(rss_mb(s.pid), 1),
@@ -275,9 +353,11 @@ def _print(r: dict[str, Any]) -> None:
         f"  after {len(on['pages'])} URLs x requests: {on['rss_after_requests_mb']} MB; with a live page open: {on['rss_with_live_page_mb']} MB"
     )
     print(f"  one live page open: {on['one_live_page_cpu_percent_of_one_core']} % of one core")
+    b = on["bulk_redo"]
+    print(f"  bulk redo of {b['photos']} photos from Results: {b['queued']} queued in {b['seconds']} s")
     print("  page and API times (median / max ms):")
     for url, t in on["pages"].items():
-        print(f"    {url:<36} {t['median_ms']:>7} / {t['max_ms']}")
+        print(f"    {url:<72} {t['median_ms']:>7} / {t['max_ms']}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             SHARED / "fixtures" / "retinaface_mobilenet0.25_real.pth",
             models.model_dir / registry.detector_spec("retinaface_mobile0.25").filename,
         )
+        (root / "svc").mkdir()
         with served_dashboard(root / "svc", *real_engine_args(models), restorer=None) as d:
             write_atomic(
                 d.svc.inbox / "Solvay 1927.png", (SHARED / "data" / "Solvay_conference_1927.png").read_bytes()
@@ -78,7 +79,25 @@ def main(argv: list[str] | None = None) -> int:
                 ]:
                     page.get(d.url + path)
                     time.sleep(1.5)  # the live stream's first update and the images
-                    _shot(page, args.out / f"dashboard-{name}.png")
+                    _shot(page, args.out / f"dashboard-{name}.jpg")
+                # Results as a review queue: a filter, its matches, two tiles ticked for a bulk action.
+                page.set_window_size(1280, 900)
+                page.get(d.url + "results?state=restored&sort=faces")
+                time.sleep(1.5)
+                for box in page.find_elements("css selector", "[data-select]")[:2]:
+                    box.click()
+                _shot(page, args.out / "dashboard-review.jpg")
+                # A photo's page zoomed in on a face: both halves move together.
+                page.set_window_size(1280, 900)
+                page.get(d.url + f"photo/{photos['Grace Hopper.jpg']}?state=restored&sort=faces")
+                time.sleep(1.5)
+                page.execute_script(
+                    "const f = document.querySelector('[data-zoomable]'); const r = f.getBoundingClientRect();"
+                    "for (let i = 0; i < 4; i++) f.dispatchEvent(new WheelEvent('wheel', {deltaY: -100,"
+                    " clientX: r.left + r.width * 0.5, clientY: r.top + r.height * 0.3, bubbles: true, cancelable: true}));"
+                )
+                time.sleep(0.5)
+                _shot(page, args.out / "dashboard-zoom.jpg", full=False)
             if args.phone:
                 with chromium(390, 844) as phone:
                     phone.get(f"{d.url}?token={d.token}")
@@ -88,12 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _shot(page: object, path: Path) -> None:
-    height = page.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-    width = page.execute_script("return window.innerWidth")  # type: ignore[attr-defined]
-    page.set_window_size(width, min(int(height) + 100, 4000))  # type: ignore[attr-defined]
-    time.sleep(0.3)
-    page.save_screenshot(str(path))  # type: ignore[attr-defined]
+def _shot(page: object, path: Path, full: bool = True) -> None:
+    """The page at its full height (or the window as it is), as PNG or, for a .jpg path, JPEG."""
+    from PIL import Image
+
+    if full:
+        width = page.execute_script("return window.innerWidth")  # type: ignore[attr-defined]
+        page.set_window_size(width, 900)  # type: ignore[attr-defined]  # from the last shot's height
+        height = page.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+        page.set_window_size(width, min(int(height) + 100, 4000))  # type: ignore[attr-defined]
+        time.sleep(0.3)
+    png = path.with_suffix(".png")
+    page.save_screenshot(str(png))  # type: ignore[attr-defined]
+    if path.suffix == ".jpg":
+        Image.open(png).convert("RGB").save(path, quality=82, optimize=True)
+        png.unlink()
     print(f"wrote {path}")
 
 

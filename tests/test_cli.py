@@ -263,3 +263,35 @@ def test_strength_and_face_choice_options_become_settings_for_restore_and_run(tm
         parser.parse_args(["run", "--faces", "biggest"])
     with pytest.raises(config.ConfigError, match=r"restore\.strength: must be between 0"):
         config.load(tmp_path / "none.toml", {"restore.strength": "1.5"})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["status", "--json"],
+        ["pause"],
+        ["resume"],
+        ["reload"],
+        ["redo", "IMG_1.jpg", "--strength", "0.5"],
+        ["retry", "IMG_1.jpg"],
+        ["retry", "--all"],
+        ["dashboard", "--url"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_every_command_that_needs_the_service_ends_with_one_status_without_it(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpen_watch.cli import exitcodes
+
+    assert exitcodes.NOT_RUNNING == 3  # documented (docs/getting-started.md): scripts rely on it
+    assert cli.main(argv) == exitcodes.NOT_RUNNING
+    said = capsys.readouterr()
+    assert "not running" in said.out + said.err or said.out == '{"running": false}\n'
+    assert "Traceback" not in said.err
+
+
+def test_stop_without_a_service_is_no_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["stop"]) == 0
+    assert capsys.readouterr().out == "gpen-watch was not running; nothing to stop\n"

@@ -224,14 +224,34 @@ def test_format_status() -> None:
     # the pool for a free slot, and counts as waiting).
     assert "queue: 4 waiting, 4 in the worker, 1 being restored" in text
     assert "all time: 10 done, 1 failed, 2 unsupported" in text
-    assert "today: 7 photos restored (12 faces), 3 without a face" in text
-    assert "this run: 10 done, 14 faces restored" in text
+    assert "done today: 10 photos: 7 restored (12 faces), 3 without a face" in text
+    assert "this run: 10 done, 14 faces restored; now 4 photos/min" in text
     # The worker's count (failures included) is not called "done" like the queue's.
     assert "cpu#0" in text
     assert "processed 10" in text
     assert "restarts 1" in text
     assert "GPEN-BFR-256 (256 px), retinaface_mobile0.25" in text
     assert "a.jpg: truncated JPEG" in text
+
+
+def test_format_status_counts_redos_apart_from_the_photos_done() -> None:
+    """A redo restores a photo already done: "done" counts photos, the redos come beside them, in
+    today's line, the run's and all time alike."""
+    text = control_cli.format_status(
+        Status.from_json(
+            {
+                "queue": {"done": 15, "redos": 3},
+                "restored_today": 9,
+                "no_face_today": 3,
+                "faces_today": 14,
+                "redos_today": 3,
+                "throughput": {"images": 12, "redos": 1, "faces": 20, "images_per_min": 0},
+            }
+        )
+    )
+    assert "done today: 12 photos (+3 redos): 9 restored (14 faces), 3 without a face" in text
+    assert "all time: 12 done (+3 redos), 0 failed" in text
+    assert "this run: 12 done (+1 redo), 20 faces restored; now 0 photos/min" in text
 
 
 def test_status_survives_the_wire_and_tolerates_a_service_one_release_apart() -> None:

@@ -202,7 +202,7 @@ def test_status_counts_photos_without_a_face_apart(services: Callable[..., Servi
     assert f"no face in {svc.inbox / 'noface.jpg'}; written to" in svc.log_text()
     assert f"restored {svc.inbox / 'a.jpg'} ->" in svc.log_text()
     out = status_cli(svc)
-    assert "today: 2 photos restored (2 faces), 1 without a face" in out.stdout
+    assert "done today: 3 photos: 2 restored (2 faces), 1 without a face" in out.stdout
     assert "all time: 3 done, 0 failed, 1 unsupported" in out.stdout
     assert "this run: 3 done, 2 faces restored" in out.stdout
     assert "processed 4" in out.stdout
@@ -388,6 +388,35 @@ def test_pause_stops_new_work_and_resume_continues(services: Callable[..., Servi
     svc.stop()
 
 
+def test_pause_twice_says_already_paused_and_resume_when_running_says_not_paused(
+    services: Callable[..., Service],
+) -> None:
+    svc = services().start()
+
+    def cli(command: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "gpen_watch", command],
+            env=svc.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert cli("pause") == "paused"
+    assert cli("pause") == "already paused"
+    reply = control.request("pause")  # the reply the dashboard shows
+    assert (reply["ok"], reply["changed"], reply["said"]) == (True, False, "already paused")
+    assert svc.status()["paused"]
+    assert cli("resume") == "resumed"
+    assert cli("resume").startswith("not paused (it was already running)")
+    reply = control.request("resume")
+    assert (reply["ok"], reply["changed"]) == (True, False) and reply["said"].startswith("not paused")
+    assert not svc.status()["paused"]
+    svc.stop()
+
+
 def test_files_dropped_while_down_are_processed_at_start(services: Callable[..., Service]) -> None:
     svc = services()
     for i in range(5):
@@ -492,7 +521,7 @@ def test_sigterm_stops_within_seconds_and_requeues_work(services: Callable[..., 
     # The two lines agree: the photo being restored got the grace period, then went back.
     log = svc.log_text()
     assert "stopping: 1 image(s) being restored get up to 5 s to finish\n" in log
-    assert "1 job(s) handed back to the queue" in log
+    assert "1 run(s) handed back to the queue" in log
     with pytest.raises(ProcessLookupError):
         os.kill(worker_pid, 0)
     with Journal.open() as j:

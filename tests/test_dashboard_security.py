@@ -200,8 +200,6 @@ def test_oversized_and_garbage_bodies_are_refused(dash: Dashboard) -> None:
         "//etc/passwd",
         "/etc/passwd",
         "/api/photo/1/../../../etc/passwd",
-        "/results?before=../../etc/passwd",
-        "/results?before=%2e%2e%2f",
         "/activity?before=/etc/passwd",
         "/failed?before=1e999:1",
         "/live/photo/..%2f1",

@@ -105,6 +105,36 @@ def test_settings_page_edit_of_no_file_and_of_a_list_of_paths(tmp_path: Path) ->
     assert [i.path for i in gone.watch.inboxes] == [tmp_path / "b"]
 
 
+def page_form(inboxes: list[str], changed: dict[str, str] | None = None) -> dict[str, str]:
+    """Every field the Settings page sends for ``inboxes`` left as they are (the path shown, the
+    other fields blank or at the value shown), with ``changed`` on top."""
+    form: dict[str, str] = {}
+    for i, path in enumerate(inboxes):
+        form.update({f"watch.inboxes[{i}].{key}": "" for key in edit.inbox_fields()})
+        form[f"watch.inboxes[{i}].path"] = path
+        form[f"watch.inboxes[{i}].recursive"] = "true"
+    form.update(changed or {})
+    return form
+
+
+def test_settings_page_save_writes_no_inbox_the_user_left_as_it_was(tmp_path: Path) -> None:
+    default = config.short_path(config.default_inbox())
+    # No file yet, or one without inboxes: the default inbox stays implied, not written out.
+    assert edit.apply_form("", page_form([default], {"restore.strength": "0.5"}), inboxes=1) == (
+        "[restore]\nstrength = 0.5\n"
+    )
+    own = f'[watch]\noutbox = "{tmp_path / "out"}"\n'
+    assert edit.apply_form(own, page_form([default]), inboxes=1) == own
+    # Inboxes listed as paths stay a list of paths.
+    listed = f'[watch]\ninboxes = ["{tmp_path / "a"}", "{tmp_path / "b"}"]  # two\n'
+    assert edit.apply_form(listed, page_form([str(tmp_path / "a"), str(tmp_path / "b")]), inboxes=2) == listed
+    # A change to the default inbox does write it, with that change alone.
+    changed = edit.apply_form("", page_form([default], {"watch.inboxes[0].restore.strength": "0.3"}), 1)
+    cfg = config.from_text(changed, tmp_path / "x.toml")
+    assert [i.path for i in cfg.watch.inboxes] == [config.default_inbox()]
+    assert cfg.watch.inboxes[0].restore == {"strength": 0.3}
+
+
 @pytest.mark.parametrize(
     ("form", "said"),
     [

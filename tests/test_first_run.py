@@ -123,6 +123,10 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
     log = svc.log_text()
     assert "every model file is there now: starting the workers" in log
     assert "photos wait in the queue until the model files are there" in log
+    # The log says the missing files once, a short line each, not each URL's failure.
+    assert log.count("model files missing, the workers wait for them:") == 1
+    assert log.count(f"\n  {GPEN256.filename} ({GPEN256.name}, {GPEN256.size_text})\n") == 1
+    assert "could not download" not in log
     svc.stop()
 
 

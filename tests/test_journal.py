@@ -147,7 +147,7 @@ def test_twin_waits_for_the_first_and_is_then_claimed_as_a_copy_of_it(journal: J
     assert copy.job.duplicate_of == first.job.id
     assert copy.job.state == "running"
     assert [e.kind for e in journal.history(twin.job.id)] == ["added", "claimed"]
-    assert journal.history(twin.job.id)[-1].detail == f"same content as job {first.job.id}"
+    assert journal.history(twin.job.id)[-1].detail == f"same content as run {first.job.id}"
     assert add(journal, "b.jpg", content="photo").status == "known"  # a rescan does not announce it again
 
 

@@ -369,3 +369,66 @@ def test_a_corrupt_file_that_turns_up_is_logged_once_with_its_path_and_what_to_d
         assert [r.levelname for r in caplog.records if r.getMessage().startswith("corrupt")] == ["ERROR"]
     finally:
         gate.close()
+
+
+def retry_round(gate: ModelGate, clock: Clock, woken: threading.Event) -> None:
+    """Let the retry timer run out, and wait for that round of downloads to end."""
+    woken.clear()
+    clock.now += model_gate.FETCH_RETRY_MAX_S
+    gate.poll()  # starts the downloads again
+    assert woken.wait(30), "the retry never ended"
+    clock.now += model_gate.CHECK_EVERY_S
+    gate.poll()  # takes in how they ended
+
+
+def test_first_run_log_says_the_missing_files_once_in_short_lines_and_a_retry_only_what_changed(
+    local_registry: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A first run offline: the log names every missing file once, a line each with its URL and
+    why it failed, then where to put them; a retry that changes nothing adds nothing, and one that
+    got a file adds one line for what is still missing (the service's log is all a service started
+    at login has, and it runs for weeks)."""
+    models = tmp_path / "models"
+    clock = Clock()
+    woken = threading.Event()
+    gate = ModelGate(config(models), woken.set, clock=clock)
+    caplog.set_level(logging.INFO, logger="gpen_watch")
+    try:
+        assert gate.start() is False
+        assert woken.wait(30), "the first downloads never ended"
+        clock.now += model_gate.CHECK_EVERY_S
+        gate.poll()  # takes in how they ended
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        # Once: the notice that the downloads start, then the whole report.
+        assert len(said) == 2, said
+        assert said[0] == f"model files missing: {GPEN256.filename}, {MOBILE.filename}; downloading them"
+        report = said[1].splitlines()
+        assert report[0] == "model files missing, the workers wait for them:"
+        for spec in (GPEN256, MOBILE):
+            assert f"    from {registry.get_spec(spec.name).url}" in report
+        assert sum(line.startswith("    download failed: HTTP 404") for line in report) == 2
+        assert any(line.startswith("  looked for in: ") and str(models) in line for line in report)
+        assert f"  to get them: run `gpen-watch models fetch {GPEN256.name} {MOBILE.name}`," in report
+        assert report[-1] == "  downloads are tried again in 60 s"
+        assert all(len(line) <= 100 for line in report if "looked for in" not in line), report
+
+        # Two retries that find the network as it was: nothing more at INFO or above.
+        before = len(caplog.records)
+        for _ in range(2):
+            retry_round(gate, clock, woken)
+        assert [r.getMessage() for r in caplog.records[before:]] == []
+
+        # The server has one of the files now: one line says what is still missing.
+        (local_registry / GPEN256.filename).write_bytes(weights_bytes(1000))
+        before = len(caplog.records)
+        retry_round(gate, clock, woken)
+        new = [r.getMessage() for r in caplog.records[before:] if r.levelno >= logging.WARNING]
+        assert new == [
+            f"model files still missing: {MOBILE.filename} (HTTP 404 File not found); next try in 480 s"
+        ]
+        assert any(r.getMessage().startswith(f"downloaded {GPEN256.filename} to ") for r in caplog.records)
+        assert not any(
+            "could not download" in r.getMessage() for r in caplog.records if r.levelno >= logging.INFO
+        )
+    finally:
+        gate.close()

@@ -605,7 +605,7 @@ def test_failed_file_goes_to_failed_with_its_reason(env: Env) -> None:
     assert env.files(env.outbox) == []
     text = (env.failed / "2024" / "bad.jpg.error.txt").read_text()
     assert "Reason:   truncated JPEG" in text
-    assert f"Job:      {job_id}" in text
+    assert f"Run:      {job_id}" in text
     assert "Attempts: 1" in text
     assert "When:" in text
     assert "moved here as bad.jpg" in text

@@ -144,11 +144,14 @@ def test_a_name_from_the_network_cannot_leave_the_scratch_folder(tmp_path: Path)
 
 
 def test_a_redo_sent_to_a_remote_worker_keeps_its_picked_faces(tmp_path: Path) -> None:
-    job = _written(FileJob(tmp_path / "a.jpg", tmp_path / ".a.jpg.tmp", face_ids=(0, 2)))
+    label = "this redo's settings (faces 0, 2)"  # what its messages call its settings
+    job = _written(
+        FileJob(tmp_path / "a.jpg", tmp_path / ".a.jpg.tmp", face_ids=(0, 2), settings_label=label)
+    )
     photo = payload.pack(job)
     assert photo.face_ids == (0, 2)
     remote = payload.Scratch(tmp_path / "scratch").job(7, photo)
-    assert remote.face_ids == (0, 2)
+    assert (remote.face_ids, remote.settings_label) == ((0, 2), label)
     assert (
         payload.Scratch(tmp_path / "scratch2").job(8, payload.pack(FileJob(job.src, job.dst))).face_ids
         is None

@@ -20,6 +20,7 @@ from service_harness import real_engine_args, write_atomic
 
 from gpen_watch.journal import Journal
 from gpen_watch.journal.states import JobState
+from gpen_watch.platform import paths
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SOLVAY = SHARED / "data" / "Solvay_conference_1927.png"
@@ -213,8 +214,8 @@ def test_two_redos_of_the_same_photo_at_once_end_with_one_result(dash: Dashboard
 def test_redo_from_the_cli_by_name_and_its_history_on_the_photo_page(dash: Dashboard) -> None:
     out = dash.cli("redo", "solvay.png", "--strength", "0")
     assert out.returncode == 0, out.stderr
-    assert "queued again as photo" in out.stdout and "ahead of new arrivals" in out.stdout
-    new_id = int(out.stdout.split("as photo ")[1].split(",")[0])
+    assert "queued again as run" in out.stdout and "ahead of new arrivals" in out.stdout
+    new_id = int(out.stdout.split("as run ")[1].split(",")[0])
     wait_run(dash, new_id)
     page = dash.get(f"/photo/{new_id}").text
     assert "Runs" in page and "first run, the inbox&#39;s settings" in page and "restore.strength=0" in page
@@ -235,6 +236,55 @@ def test_redo_with_a_bad_value_gives_the_settings_sentence(dash: Dashboard) -> N
         b'{"settings": {"watch.inboxes": 1}}',
     )
     assert r.status == 409 and "a redo changes only" in r.json()["error"]
+
+
+def test_a_redo_that_needs_a_model_file_not_here_is_refused_naming_it(dash: Dashboard) -> None:
+    from gpen_watch.catalog import registry
+
+    upscaler = registry.upscaler_spec(2)
+    out = dash.cli("redo", "solvay.png", "--upscale", "2")
+    assert out.returncode == 1
+    said = out.stderr
+    assert said.startswith("gpen-watch redo: solvay.png: this redo's settings (restore.upscale=2) need ")
+    assert f"{upscaler.filename} ({upscaler.name}, {upscaler.size_text}), which is in none of " in said
+    assert f"`gpen-watch models fetch {upscaler.name}` gets it" in said and "nothing was queued" in said
+    assert "inbox settings" not in said
+    assert dash.status()["queue"]["queued"] == 0
+
+
+def test_redo_of_faces_the_photo_does_not_have_is_refused_naming_its_faces(tmp_path: Path) -> None:
+    with served_dashboard(tmp_path) as d:
+        write_atomic(d.svc.inbox / "IMG_1.jpg", b"\xff\xd8 the stand-in finds one face in any bytes")
+        d.wait(lambda s: s["queue"]["done"] >= 1, 30, "restored")
+        result = (d.svc.outbox / "IMG_1.jpg").read_bytes()
+        refusal = "IMG_1.jpg has one face, face 0; there is no face 5; nothing was queued"
+        out = d.cli("redo", "IMG_1.jpg", "--face-ids", "5")
+        assert (out.returncode, out.stderr) == (1, f"gpen-watch redo: {refusal}\n")
+        # The dashboard's redo is the same command.
+        photo = next(p for p in d.get("/api/results").json()["photos"] if p["name"] == "IMG_1.jpg")
+        r = d.post(
+            f"/api/redo/{photo['id']}",
+            {"Content-Type": "application/json"},
+            b'{"settings": {}, "face_ids": [0, 5]}',
+        )
+        assert r.status == 409 and r.json()["error"] == refusal
+        with isolated_env(d.home), Journal.open(paths.state_dir() / "journal.sqlite3") as journal:
+            assert sum(journal.counts().values()) == 1  # no redo was queued
+        assert (d.svc.outbox / "IMG_1.jpg").read_bytes() == result
+        # A face it has is taken, as a run of its own.
+        out = d.cli("redo", "IMG_1.jpg", "--face-ids", "0")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("IMG_1.jpg: queued again as run ") and "note:" not in out.stdout
+
+
+def test_redo_face_ids_without_the_photos_views_are_queued_with_a_note_saying_so(tmp_path: Path) -> None:
+    with served_dashboard(tmp_path, "--set", "dashboard.views_mb=0") as d:
+        write_atomic(d.svc.inbox / "IMG_2.jpg", b"\xff\xd8 no views are kept of this one")
+        d.wait(lambda s: s["queue"]["done"] >= 1, 30, "restored")
+        out = d.cli("redo", "IMG_2.jpg", "--face-ids", "5")
+        assert out.returncode == 0, out.stderr
+        assert "note: IMG_2.jpg: which faces it has is not known here" in out.stdout
+        assert "the redo fails and its result stays as it was" in out.stdout
 
 
 def test_a_redo_goes_ahead_of_new_arrivals(tmp_path: Path) -> None:
@@ -320,21 +370,18 @@ def test_photo_page_slider_and_a_redo_at_strength_0_in_chromium(dash: Dashboard)
         page.find_element(By.CSS_SELECTOR, "form[data-redo] input[name=strength]").send_keys("0")
         page.find_element(By.CSS_SELECTOR, "form[data-redo] button.primary").click()
         wait.until(lambda d: "Queued as run" in d.find_element(By.CSS_SELECTOR, ".queued").text)
-        # The page updates by itself: the new run appears, and is done once restored.
+        # The page updates by itself: once the new run is done it is the page shown, the
+        # old run among its runs.
+        wait.until(lambda d: f"/photo/{photo['id']}" not in d.current_url)
         wait.until(lambda d: "restore.strength=0" in d.find_element(By.ID, "live").text)
-        wait.until(
-            lambda d: (
-                "This photo has a newer run" in d.find_element(By.ID, "live").text
-                and "done" in d.find_element(By.CSS_SELECTOR, ".banner.info").text
-            )
-        )
+        assert "done" in page.find_element(By.CSS_SELECTOR, "h1 .state").text
     assert np.array_equal(pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY))
 
 
 def test_redo_by_a_path_inside_the_outbox_typed_from_another_folder(dash: Dashboard) -> None:
     out = dash.cli("redo", os.path.join("outbox", "solvay.png"), "--face-ids", "", cwd=dash.svc.root)
     assert out.returncode == 0, out.stderr
-    new_id = int(out.stdout.split("as photo ")[1].split(",")[0])
+    new_id = int(out.stdout.split("as run ")[1].split(",")[0])
     run = wait_run(dash, new_id)
     assert run["photo"]["state"] == "done"
     assert not any(f["restored"] for f in run["faces"])  # "" picks no face: the original's pixels

@@ -180,6 +180,33 @@ def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None
     assert "Traceback" not in proc.stderr
 
 
+def test_every_missing_weights_file_is_named_in_one_run(tmp_path: Path, album: Path) -> None:
+    """Four files missing (generator, detector, parser, upscaler): one run names them all, with
+    the one command that fetches them, rather than one file per try."""
+    from gpen_watch.catalog import registry
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album / "astronaut.png"), "-o", str(out)]
+    cmd += ["--model-dir", str(empty), "--device", "cpu", "--no-download", "--upscale", "2"]
+    env = cli_env(TinyModels(empty, empty / "none.pth"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    specs = [
+        registry.get_spec("GPEN-BFR-512"),
+        registry.detector_spec("retinaface_resnet50"),
+        registry.parser_spec(),
+        registry.upscaler_spec(2),
+    ]
+    for spec in specs:
+        assert spec.filename in proc.stderr and spec.url in proc.stderr
+    assert f"`gpen-watch models fetch {' '.join(s.name for s in specs)}`" in proc.stderr
+    assert str(empty) in proc.stderr and "then run the command again" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
 def test_output_folder_problems(tiny_models: TinyModels, album: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")

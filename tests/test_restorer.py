@@ -637,6 +637,51 @@ def test_duplicates_restored_once_and_tiny_faces_left_alone(
     assert np.abs(after[rows, cols] - before[rows, cols]).mean() > 5
 
 
+def test_a_redo_picking_a_face_the_photo_lacks_fails_and_writes_nothing(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """Face numbers a redo could not check (the photo's views were no longer kept): one the photo
+    lacks fails the redo with its faces named, and nothing is written; picking none restores none
+    of the faces found."""
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [
+        FileJob(photos[0], out / ".astronaut.tmp", face_ids=(0, 5)),
+        FileJob(photos[1], out / ".grace.tmp", face_ids=()),
+    ]
+    with _restorer(tiny_models, landmarks) as r:
+        results = {res.src.name: res for res in r.restore_files(jobs)}
+    bad, none = results["astronaut.png"], results["grace_hopper.jpg"]
+    assert not bad.ok
+    assert bad.error == (
+        "astronaut.png has one face, face 0; there is no face 5; nothing was restored, and the result stays as it was"
+    )
+    assert not (out / ".astronaut.tmp").exists()
+    assert none.ok and (none.faces, none.found) == (0, 1)  # found, none restored: not "no face"
+
+
+def test_a_redo_whose_model_file_cannot_load_names_the_redos_settings_and_the_file(
+    tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+) -> None:
+    """A redo's upscaler gone since it was asked for: the photo fails saying whose settings need
+    it (the redo's, not its inbox's) and which file is missing."""
+    from gpen_watch.catalog import registry
+
+    label = "this redo's settings (restore.upscale=2)"
+    job = FileJob(
+        photos[0],
+        tmp_path / ".astronaut.tmp",
+        restore=tiny_restore_config(tiny_models, upscale=2),
+        settings_label=label,
+    )
+    cfg = tiny_restore_config(tiny_models)
+    with Restorer(cfg, threads=2, detector=KnownFaces(landmarks), download=False) as r:
+        (res,) = list(r.restore_files([job]))
+    assert not res.ok
+    assert (res.error or "").startswith(f"cannot load the models of {label}: ")
+    assert registry.upscaler_spec(2).filename in (res.error or "")
+
+
 def test_strength_zero_one_and_half(
     tiny_models: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
 ) -> None:

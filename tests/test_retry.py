@@ -87,7 +87,7 @@ def test_retry_of_a_file_that_fails_again_says_so_with_the_new_reason(dash: Dash
         "sub/again bad.jpg.error.txt",
     ]
     new = (dash.svc.failed / "sub" / "again bad.jpg.error.txt").read_text()
-    assert "not an image" in new and new.split("Job:")[1] != old.split("Job:")[1]
+    assert "not an image" in new and new.split("Run:")[1] != old.split("Run:")[1]
     assert "again bad.jpg" in dash.get("/failed").text  # the new failure is listed, once
     assert dash.get("/failed").text.count("again bad.jpg</a>") == 1
 
@@ -97,7 +97,7 @@ def test_retry_of_a_name_several_failures_have_lists_their_ids(dash: Dashboard) 
     fail_one(dash, "b/twin bad.jpg")
     out = dash.cli("retry", "twin bad.jpg")
     assert out.returncode == 1
-    assert "2 failed photos are called 'twin bad.jpg'; give the id" in out.stderr
+    assert "2 failed photos are called 'twin bad.jpg'; give the run id" in out.stderr
     ids = [line.split()[0] for line in out.stderr.splitlines()[1:]]
     assert len(ids) == 2 and all(i.isdigit() for i in ids)
     assert dash.cli("retry", ids[0]).returncode == 0

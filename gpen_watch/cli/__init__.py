@@ -19,6 +19,8 @@ from typing import Any, NoReturn
 from gpen_watch import __version__
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.base.streams import flush_and_exit, silence
+from gpen_watch.cli.exitcodes import NOT_RUNNING
+from gpen_watch.service.control import NotRunning
 
 # command -> (module, help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -111,6 +113,10 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     try:
         return int(args._module.run(args) or 0)
+    except NotRunning as exc:
+        # Every command that needs the service ends the same way without one (cli.exitcodes).
+        print(f"gpen-watch {args.command}: {exc}", file=sys.stderr)
+        return NOT_RUNNING
     except GpenWatchError as exc:
         print(f"gpen-watch: error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import json
 import time
 
 from gpen_watch.cli.argtypes import seconds
+from gpen_watch.cli.exitcodes import NOT_RUNNING
 from gpen_watch.service import control, reload
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
@@ -34,21 +35,28 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"running": False}))
             else:
                 print(str(exc))
-            return 3  # like `systemctl status` for a stopped unit: scripts can tell
+            return NOT_RUNNING  # like `systemctl status` for a stopped unit: scripts can tell
         if not reply.get("ok"):
             print(json.dumps(reply) if args.json else f"gpen-watch status: {reply.get('error', 'refused')}")
             return 1
         status = Status.from_json(reply)
         print(json.dumps({"ok": True, **status.to_json()}, indent=2) if args.json else format_status(status))
         return 0
-    reply = control.request(command)
+    try:
+        reply = control.request(command)
+    except control.NotRunning:
+        if command != "stop":
+            raise  # the exit status of every command that finds no service (cli.exitcodes)
+        print("gpen-watch was not running; nothing to stop")
+        return 0  # what was asked is so
     if not reply.get("ok"):
         print(f"gpen-watch {command}: {reply.get('error', 'refused')}")
         return 1
     if command == "pause":
-        print(f"paused; {reply.get('in_flight', 0)} image(s) in flight will finish")
+        # "said": the service's own words (already paused or not); a service a release older has none.
+        print(reply.get("said") or f"paused; {reply.get('in_flight', 0)} image(s) in flight will finish")
     elif command == "resume":
-        print("resumed")
+        print(reply.get("said") or "resumed")
     elif command == "reload":
         print(f"settings read again: {reload.summary(reply)}")
     elif command == "stop":
@@ -96,22 +104,28 @@ def format_status(s: Status) -> str:
             f"left alone: {_count(s.special_files, 'link, pipe or device file')} in the inboxes "
             "(only regular files are taken; each is named in the log)"
         )
+
+    # "done", here as on the dashboard: a photo that ended well (restored, or without a face and
+    # copied through), first runs only; a redo restores a done photo again and is counted apart.
+    def redos(n: int) -> str:
+        return f" (+{_count(n, 'redo')})" if n else ""
+
     lines.append(
-        f"today: {_count(s.restored_today, 'photo')} restored "
-        f"({_count(s.faces_today, 'face')}), {s.no_face_today} without a face"
+        f"done today: {_count(s.restored_today + s.no_face_today, 'photo')}{redos(s.redos_today)}: "
+        f"{s.restored_today} restored ({_count(s.faces_today, 'face')}), {s.no_face_today} without a face"
     )
-    # "done": ended well (restored, or without a face and copied through), as in the journal.
     lines.append(
-        f"all time: {q.done} done, {q.failed} failed, {q.unsupported} unsupported"
+        f"all time: {q.done - q.redos} done{redos(q.redos)}, {q.failed} failed, {q.unsupported} unsupported"
         + (f", {q.duplicate} duplicate" if q.duplicate else "")
     )
     if q.failed_by_bug:
         lines.append(f"  {q.failed_by_bug} failed because of a bug in gpen-watch or a library; see the log")
     t = s.throughput
+    window = f" (the last {t.window_s / 60:g} min the workers had work)" if t.window_s else ""
     lines.append(
-        f"this run: {t.images} done, {_count(t.faces, 'face')} restored"
-        f"; last minute {t.images_per_min} image(s)/min"
-        + (f"; {t.images_per_s:.2f} images/s while busy" if t.images_per_s else "")
+        f"this run: {t.images} done{redos(t.redos)}, {_count(t.faces, 'face')} restored"
+        + (f", {t.failed} failed" if t.failed else "")
+        + f"; now {t.images_per_min:g} photos/min{window if t.images_per_min else ''}"
     )
     # A worker's count is every photo it finished this run, failures included: named apart from
     # "done" so the two are not read as the same number.

@@ -36,6 +36,8 @@ def login_url() -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         url = login_url()
+    except control.NotRunning:
+        raise  # the exit status of every command that finds no service (cli.exitcodes)
     except control.ControlError as exc:
         print(f"gpen-watch dashboard: {exc}", file=sys.stderr)
         return 1

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "target",
         metavar="NAME_OR_ID",
-        help="the result's or the original's file name, a path inside the outbox, or the photo's id "
-        "(its page's number in the dashboard)",
+        help="the result's or the original's file name, a path inside the outbox, or a run id "
+        "(the number its page shows in the dashboard)",
     )
     parser.add_argument("--strength", type=float, metavar="S", help="0 (the original's own pixels) to 1")
     parser.add_argument(
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         reply = control.request("redo", **fields)
+    except control.NotRunning:
+        raise  # the exit status of every command that finds no service (cli.exitcodes)
     except control.ControlError as exc:
         print(f"gpen-watch redo: {exc}", file=sys.stderr)
         return 1
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         print_matches(reply)
         return 1
     print(
-        f"{reply['name']}: queued again as photo {reply['id']}, ahead of new arrivals; it replaces {reply['output']}"
+        f"{reply['name']}: queued again as run {reply['id']}, ahead of new arrivals; it replaces {reply['output']}"
     )
+    if reply.get("note"):
+        print(f"note: {reply['note']}")
     return 0

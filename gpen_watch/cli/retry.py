@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "target",
         nargs="?",
         metavar="NAME_OR_ID",
-        help="the file's name as it was dropped (or as failed/ holds it), or its id from the Failed page",
+        help="the file's name as it was dropped (or as failed/ holds it), or its run id from the Failed page",
     )
     which.add_argument("--all", action="store_true", help="every file on the Failed page")
 
@@ -27,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"all": True} if args.all else {"target": as_target(args.target)}
     try:
         reply = control.request("retry", **fields)
+    except control.NotRunning:
+        raise  # the exit status of every command that finds no service (cli.exitcodes)
     except control.ControlError as exc:
         print(f"gpen-watch retry: {exc}", file=sys.stderr)
         return 1
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 1
     for path in reply["sent"]:
-        print(f"sent back to {path}; it is restored again as a new photo")
+        print(f"sent back to {path}; it is restored again, as a new run")
     for line in reply["refused"]:
         print(line, file=sys.stderr)
     if args.all and not reply["sent"] and not reply["refused"]:

@@ -160,8 +160,24 @@ def apply_form(text: str, form: Mapping[str, str], inboxes: int) -> str:
         if match is None:
             _set_global(doc, name, tp, value)
         else:
-            _set_inbox(_inbox_tables(doc)[int(match[1])], match[2], tp, value)
+            _set_inbox_of(doc, int(match[1]), match[2], tp, value)
     return tomlkit.dumps(doc)
+
+
+def _set_inbox_of(doc: TOMLDocument, index: int, key: str, tp: Any, value: Any) -> None:
+    """Set ``key`` of the file's ``index``-th inbox. A file that lists its inboxes as paths, or
+    has none (the default inbox), gets its ``[[watch.inboxes]]`` tables only for a value that
+    changes an inbox: the page sends every inbox's fields, and a save must not write out the
+    inboxes the user left as they were."""
+    watch = doc.get("watch")
+    found = watch.get("inboxes") if watch is not None else None
+    if not isinstance(found, tomlkit.items.AoT):
+        probe = _as_tables(found)[index]
+        before = probe.as_string()
+        _set_inbox(probe, key, tp, value)
+        if probe.as_string() == before:
+            return
+    _set_inbox(_inbox_tables(doc)[index], key, tp, value)
 
 
 def add_inbox(text: str, folder: str) -> str:
@@ -269,6 +285,13 @@ def _inbox_tables(doc: TOMLDocument) -> Any:
     found = watch.get("inboxes")
     if isinstance(found, tomlkit.items.AoT):
         return found
+    watch["inboxes"] = _as_tables(found)
+    return watch["inboxes"]
+
+
+def _as_tables(found: Any) -> Any:
+    """The inboxes a file lists another way (``found``: a list of paths or inline tables; None
+    when it lists none, which means the default inbox) as ``[[watch.inboxes]]`` tables."""
     entries = _unwrap(found) if found is not None else [str(short_path(default_inbox()))]
     aot = tomlkit.aot()
     for entry in entries:
@@ -279,5 +302,4 @@ def _inbox_tables(doc: TOMLDocument) -> Any:
         else:
             table["path"] = str(entry)
         aot.append(table)
-    watch["inboxes"] = aot
-    return watch["inboxes"]
+    return aot

@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from aiohttp import web
 
+from gpen_watch.dashboard.activity import activity_view
 from gpen_watch.dashboard.site import Site
 
 TICK_S = 1.0
@@ -25,12 +27,6 @@ KEEPALIVE_S = 15.0
 def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
     async def overview() -> str:
         return site.render("overview_live.html", **await site.overview_context())
-
-    async def activity() -> str:
-        return site.render("activity_live.html", **site.activity_context(None))
-
-    async def results() -> str:
-        return site.render("results_live.html", **site.results_context(None))
 
     async def failed() -> str:
         return site.render("failed_live.html", **site.failed_context(None))
@@ -43,19 +39,37 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
 
         return handler
 
-    async def photo(request: web.Request) -> web.StreamResponse:
-        job_id = int(request.match_info["id"])
-        site.photo_context(job_id)  # 404 before the stream starts
+    async def results(request: web.Request) -> web.StreamResponse:
+        view = site.review.view(request.query)  # the view the page shows, from its own URL
 
         async def render() -> str:
-            return site.render("photo_live.html", **site.photo_context(job_id))
+            return site.render("results_live.html", **site.review.results_context(view))
+
+        return await _stream(request, render, closing)
+
+    async def activity_stream(request: web.Request) -> web.StreamResponse:
+        # The first page of the view the page shows (every photo, or ?only=failed), from its URL.
+        view = replace(activity_view(request.query), before_event=None, before_failure=None)
+
+        async def render() -> str:
+            return site.render("activity_live.html", **site.activity_context(view))
+
+        return await _stream(request, render, closing)
+
+    async def photo(request: web.Request) -> web.StreamResponse:
+        job_id = int(request.match_info["id"])
+        view = site.review.view(request.query)
+        site.photo_context(job_id, view)  # 404 before the stream starts
+
+        async def render() -> str:
+            return site.render("photo_live.html", **site.photo_context(job_id, view))
 
         return await _stream(request, render, closing)
 
     return [
         web.get("/live/overview", stream(overview)),
-        web.get("/live/activity", stream(activity)),
-        web.get("/live/results", stream(results)),
+        web.get("/live/activity", activity_stream),
+        web.get("/live/results", results),
         web.get("/live/failed", stream(failed)),
         web.get(r"/live/photo/{id:\d{1,18}}", photo),
     ]

@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 
 import jinja2
+from markupsafe import Markup, escape
 
 from gpen_watch.platform import resources
 
@@ -22,6 +23,7 @@ def environment() -> jinja2.Environment:
     env.filters["when"] = when
     env.filters["duration"] = duration
     env.filters["mb"] = lambda v: "" if v is None else f"{v:.0f} MB"
+    env.filters["file_name"] = file_name
     return env
 
 
@@ -48,3 +50,19 @@ def duration(seconds: float | None) -> str:
     if s < 3600:
         return f"{s // 60} min"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def file_name(name: str) -> Markup:
+    """A file name that wraps where a person would break it: after "_", "-", "." and spaces of its
+    stem (``<wbr>``), never inside its extension, which stays with the last piece."""
+    stem, dot, ext = str(name).rpartition(".")
+    if not dot or not stem:
+        stem, ext = str(name), ""
+    pieces, current = [], ""
+    for ch in stem:
+        current += ch
+        if ch in "_-. ":
+            pieces.append(current)
+            current = ""
+    tail = Markup('<span class="ext">{}</span>').format(current + "." + ext) if ext else escape(current)
+    return Markup("<wbr>").join([*(escape(p) for p in pieces), tail])

@@ -27,6 +27,7 @@ from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.config import Config, edit, short_path
 from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
+from gpen_watch.dashboard import setting_labels
 from gpen_watch.dashboard.site import Site
 from gpen_watch.service.folders import check_service_folders
 
@@ -54,6 +55,12 @@ class Row:
     overridden: str = ""
     inherits: bool = False  # an inbox's own: blank follows the global setting (``default`` says how)
     invalid: bool = False  # the refusal's sentence names it
+    label: str = ""  # what a person calls it ("Strength"), shown beside the key
+
+    @property
+    def search(self) -> str:
+        """What the page's filter box matches against."""
+        return f"{self.label} {self.key} {self.note}".lower()
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ class Section:
     title: str
     applies: str
     rows: list[Row]
+    heading: str = ""
+    line: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,7 +239,8 @@ class SettingsPage:
                 for name, tp in edit.global_fields().items()
                 if name.startswith(section + ".")
             ]
-            out.append(Section(section, applies(section + ".x").value, rows))
+            words = setting_labels.SECTIONS[section]
+            out.append(Section(section, applies(section + ".x").value, rows, words.heading, words.line))
         return out
 
     def inboxes(self, file_cfg: Config, shown: Shown) -> list[InboxForm]:
@@ -287,6 +297,7 @@ class SettingsPage:
             overridden,
             inherits,
             shown.names(key, inbox) if shown.error else False,
+            setting_labels.label(name),
         )
 
 

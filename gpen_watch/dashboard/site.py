@@ -23,7 +23,9 @@ from aiohttp import web
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import model_label
 from gpen_watch.config import FACE_MODEL_NAMES, Config, inbox_config, short_path
-from gpen_watch.dashboard import params, views
+from gpen_watch.dashboard import activity, overview, params, views
+from gpen_watch.dashboard.review import RESULTS_PAGE, Review
+from gpen_watch.dashboard.review_query import View
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
 from gpen_watch.journal.records import Job, describe_settings
@@ -59,6 +61,7 @@ class Site:
     # The service's settings in effect now (they change when the Settings page or `gpen-watch
     # reload` has the service read its file again); None: ``cfg``, as the dashboard started.
     current: Callable[[], Config] | None = None
+    review: Review = field(init=False)
 
     def __post_init__(self) -> None:
         # Read once: a request names a key of this table, never a file.
@@ -67,6 +70,7 @@ class Site:
             if kind is not None:
                 self.static[item.name] = (item.read_bytes(), kind)
         self.static["icon.png"] = (resources.require(*resources.ICON).read_bytes(), "image/png")
+        self.review = Review(self)
 
     def routes(self) -> list[web.AbstractRouteDef]:
         photo = r"/photo/{id:\d{1,18}}"
@@ -87,6 +91,7 @@ class Site:
             web.post(r"/api/redo/{id:\d{1,18}}", self.api_redo),
             web.post(r"/api/retry/{id:\d{1,18}}", self.api_retry),
             web.post(r"/api/dismiss/{id:\d{1,18}}", self.api_dismiss),
+            *self.review.routes(),
         ]
 
     # --- service ------------------------------------------------------------------------------
@@ -123,20 +128,15 @@ class Site:
     async def overview_context(self) -> dict[str, Any]:
         status, problem = await self.status()
         counts = self.inbox_counts()
-        tp = status.throughput if status else None
-        depth = status.queue.depth if status else 0
-        eta = depth / tp.images_per_s if tp and tp.images_per_s > 0 and depth else None
         return {
             "status": status,
             "problem": problem,
             "inboxes": [(short_path(Path(c.inbox)), c) for c in counts],
-            "eta_s": eta,
             # A start time, not an uptime: the page changes only when something happened.
             "started": time.time() - status.uptime_s if status else None,
             "local_gpus": await self.local_gpus(),
-            "models_missing": [
-                f for f in (status.models.files if status and status.models else ()) if f.state != "present"
-            ],
+            # The headline, each problem once, the time left from the rate shown, the batch.
+            **overview.context(status, self.journal.current_batch() if status else None),
         }
 
     def inbox_counts(self) -> list[InboxCounts]:
@@ -154,32 +154,27 @@ class Site:
             "overview.html", nav="overview", live="/live/overview", **await self.overview_context()
         )
 
-    def activity_context(self, before: int | None) -> dict[str, Any]:
-        rows = self.journal.activity(before, limit=PAGE_SIZE)
-        more = rows[-1].id if len(rows) == PAGE_SIZE else None
-        return {"rows": rows, "more": more, "first_page": before is None}
+    def activity_context(self, view: activity.ActivityView) -> dict[str, Any]:
+        return activity.activity_context(self.journal, view)
 
     async def activity_page(self, request: web.Request) -> web.Response:
-        before = params.int_param(request, "before")
+        view = activity.activity_view(request.query)
         return self.page(
             "activity.html",
             nav="activity",
-            live="/live/activity" if before is None else "",
-            **self.activity_context(before),
+            # Only the first page follows the journal live, with the page's own filter.
+            live="/live/activity" + view.query if view.first_page else "",
+            **self.activity_context(view),
         )
 
-    def results_context(self, before: Keyset | None) -> dict[str, Any]:
-        jobs = self.journal.results(before, limit=PAGE_SIZE)
-        key = next_key(jobs) if len(jobs) == PAGE_SIZE else None
-        return {"jobs": jobs, "more": key.token if key else None, "first_page": before is None}
-
     async def results_page(self, request: web.Request) -> web.Response:
-        before = params.key_param(request)
+        view = self.review.view(request.query)
         return self.page(
             "results.html",
             nav="results",
-            live="/live/results" if before is None else "",
-            **self.results_context(before),
+            live="/live/results" + view.query(),
+            live_into="#results-live",
+            **self.review.results_context(view),
         )
 
     def failed_context(self, before: Keyset | None) -> dict[str, Any]:
@@ -196,12 +191,16 @@ class Site:
             **self.failed_context(before),
         )
 
-    def photo_context(self, job_id: int) -> dict[str, Any]:
+    def photo_context(self, job_id: int, view: View | None = None) -> dict[str, Any]:
         job = self.journal.get(job_id)
         if job is None:
-            raise web.HTTPNotFound(text=f"No photo {job_id} in the journal.\n")
+            raise web.HTTPNotFound(text=f"No run {job_id} in the journal.\n")
         runs = self.journal.runs(job_id)
         return {
+            **self.review.step_context(job, view or self.review.view({})),
+            # The run a Redo form restores again: this one, or for a redo that failed, the run
+            # whose result is in the outbox.
+            "current": self.journal.current_run(job),
             "used": self.settings_used(job),
             "job": job,
             "name": job.rel.name,
@@ -231,8 +230,11 @@ class Site:
 
     async def photo_page(self, request: web.Request) -> web.Response:
         job_id = int(request.match_info["id"])
-        context = self.photo_context(job_id)
-        return self.page("photo.html", nav="results", live=f"/live/photo/{job_id}", **context)
+        view = self.review.view(request.query)
+        context = self.photo_context(job_id, view)
+        return self.page(
+            "photo.html", nav="results", live=f"/live/photo/{job_id}" + view.query(page=None), **context
+        )
 
     # --- files --------------------------------------------------------------------------------
 
@@ -267,11 +269,19 @@ class Site:
         return web.json_response({"ok": True, **status.to_json()})
 
     async def api_results(self, request: web.Request) -> web.Response:
-        jobs = self.journal.results(
-            params.key_param(request), limit=params.int_param(request, "limit") or PAGE_SIZE
+        """The photos of a Results view (the page's query names), as JSON."""
+        view = self.review.view(request.query)
+        size = params.int_param(request, "limit") or RESULTS_PAGE
+        page = self.journal.review_page(view.filter, view.page, size)
+        return web.json_response(
+            {
+                "photos": [job_json(j) for j in page.jobs],
+                "total": page.total,
+                "page": page.page,
+                "pages": page.pages,
+                "ignored": view.ignored,
+            }
         )
-        key = next_key(jobs)
-        return web.json_response({"photos": [job_json(j) for j in jobs], "next": key.token if key else None})
 
     async def api_photo(self, request: web.Request) -> web.Response:
         context = self.photo_context(int(request.match_info["id"]))
@@ -348,6 +358,11 @@ def job_json(job: Job) -> dict[str, Any]:
         "error": job.error,
         "node": job.node,
         "finished": job.finished,
+        "redo_of": job.redo_of,
+        "photo": job.photo_id,
+        "mark": job.mark,
+        "mark_note": job.mark_note,
+        "reviewed": job.reviewed,
     }
 
 

@@ -46,6 +46,8 @@ class PhotoJob:
     views: bool = False
     # The faces picked for a redo (FileJob.face_ids).
     face_ids: tuple[int, ...] | None = None
+    # Whose settings ``restore`` holds (FileJob.settings_label).
+    settings_label: str = ""
 
 
 @dataclass
@@ -69,6 +71,7 @@ def pack(job: FileJob) -> PhotoJob:
         job.restore,
         views=job.views is not None,
         face_ids=job.face_ids,
+        settings_label=job.settings_label,
     )
 
 
@@ -149,6 +152,7 @@ class Scratch:
             restore=photo.restore,
             views=folder / _VIEWS_NAME if photo.views else None,
             face_ids=photo.face_ids,
+            settings_label=photo.settings_label,
         )
 
     def result(self, result: FileResult) -> PhotoResult:

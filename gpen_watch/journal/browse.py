@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpen_watch.journal.activity import ActivityQueries
+from gpen_watch.journal.batch import BatchQueries
 from gpen_watch.journal.connection import connect, default_path
-from gpen_watch.journal.queries import JournalQueries
 from gpen_watch.journal.records import Event, Job, job_from_row
+from gpen_watch.journal.review import ReviewQueries
 from gpen_watch.journal.states import FAILURES, JobState, sql_in
 
 # Most rows one page may ask for.
@@ -32,19 +34,6 @@ class InboxCounts:
     running: int = 0
     done_today: int = 0
     failed: int = 0  # set aside (failed or unsupported), ever
-
-
-@dataclass(frozen=True)
-class Activity:
-    """One event of the journal with the job it is about."""
-
-    id: int
-    time: float
-    kind: str
-    detail: str | None
-    job_id: int
-    name: str  # the file's name as it was dropped
-    state: JobState  # the job's state now
 
 
 @dataclass(frozen=True)
@@ -71,7 +60,7 @@ class Keyset:
         return cls(finished, int(job_id)) if math.isfinite(finished) else None
 
 
-class JournalBrowser(JournalQueries):
+class JournalBrowser(ActivityQueries, BatchQueries, ReviewQueries):
     """A read-only view of a journal file (the service keeps writing it)."""
 
     @classmethod
@@ -81,7 +70,7 @@ class JournalBrowser(JournalQueries):
 
     def inbox_counts(self, inboxes: list[str]) -> list[InboxCounts]:
         """Counts for each of ``inboxes`` (in that order), and for any other inbox the journal
-        still has waiting or failed photos of (one removed from the settings)."""
+        still has waiting, failed or today's done photos of (one removed from the settings)."""
         waiting: dict[str, dict[str, int]] = {}
         for row in self._read(
             f"SELECT inbox, state, COUNT(*) FROM jobs WHERE state IN {sql_in((JobState.QUEUED, JobState.RUNNING))}"
@@ -97,12 +86,13 @@ class JournalBrowser(JournalQueries):
         done = {
             row[0]: row[1]
             for row in self._read(
+                # Photos done today as the status counts them: first runs, redos apart.
                 f"SELECT inbox, COUNT(*) FROM jobs WHERE finished >= ? AND state = '{JobState.DONE}'"
-                " GROUP BY inbox",
+                " AND redo_of IS NULL GROUP BY inbox",
                 (self._midnight(),),
             )
         }
-        names = list(dict.fromkeys([*inboxes, *sorted(set(waiting) | set(failed))]))
+        names = list(dict.fromkeys([*inboxes, *sorted(set(waiting) | set(failed) | set(done))]))
         return [
             InboxCounts(
                 name,
@@ -113,15 +103,6 @@ class JournalBrowser(JournalQueries):
             )
             for name in names
         ]
-
-    def activity(self, before: int | None = None, limit: int = 50) -> list[Activity]:
-        """Events newest first, those with an id below ``before`` when given."""
-        rows = self._read(
-            "SELECT e.id, e.time, e.kind, e.detail, e.job_id, j.rel, j.state FROM events AS e"
-            " JOIN jobs AS j ON j.id = e.job_id WHERE e.id < ? ORDER BY e.id DESC LIMIT ?",
-            (before if before is not None else 1 << 62, _bounded(limit)),
-        )
-        return [Activity(r[0], r[1], r[2], r[3], r[4], Path(r[5]).name, JobState(r[6])) for r in rows]
 
     def last_event_id(self) -> int:
         """The newest event's id (0: none): a page whose data changed has a newer one."""

@@ -250,7 +250,7 @@ class Journal(UserRequests):
         what = (
             f"attempt {attempt} on {worker}"
             if duplicate_of is None
-            else f"same content as job {duplicate_of}"
+            else f"same content as run {duplicate_of}"
         )
         self._move(
             conn,

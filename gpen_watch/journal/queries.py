@@ -15,6 +15,7 @@ from gpen_watch.journal.states import (
     FAULT_OURS,
     ORIGINAL_IN_PROGRESS,
     SETTLED,
+    SUCCEEDED,
     Hidden,
     JobState,
     Original,
@@ -24,6 +25,9 @@ from gpen_watch.journal.states import (
 # SQL fragments built from the named states (constants, never user text).
 _ACTIVE = sql_in(ACTIVE)
 _FAILURES = sql_in(FAILURES)
+_SUCCEEDED = sql_in(SUCCEEDED)
+# Failures read at a time while looking for those still to see to.
+_OPEN_PAGE = 50
 
 
 class JournalQueries(JournalConnection):
@@ -132,13 +136,62 @@ class JournalQueries(JournalConnection):
 
     def today(self) -> tuple[int, int, int]:
         """(images with restored faces, images without a face, faces) finished since local midnight:
-        a photo without a face is done (copied to the outbox) but has had nothing restored."""
+        a photo without a face is done (copied to the outbox) but has had nothing restored. A redo
+        is no photo more: it is counted apart (``redos_today``)."""
         row = self._read(
             "SELECT COALESCE(SUM(faces > 0), 0), COALESCE(SUM(COALESCE(faces, 0) = 0), 0),"
-            f" COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?",
+            f" COALESCE(SUM(faces), 0) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ?"
+            " AND redo_of IS NULL",
             (self._midnight(),),
         )[0]
         return int(row[0]), int(row[1]), int(row[2])
+
+    def redos_today(self) -> int:
+        """Redos finished since local midnight (each restored a photo already done once)."""
+        row = self._read(
+            f"SELECT COUNT(*) FROM jobs WHERE state = '{JobState.DONE}' AND finished >= ? AND redo_of IS NOT NULL",
+            (self._midnight(),),
+        )
+        return int(row[0][0])
+
+    def redos_done(self) -> int:
+        """Redos that ended well, ever (off the ``jobs_redo`` index: only redos are read)."""
+        row = self._read(f"SELECT COUNT(*) FROM jobs WHERE redo_of IS NOT NULL AND state = '{JobState.DONE}'")
+        return int(row[0][0])
+
+    def open_failures(self, n: int = 5) -> list[Job]:
+        """The last ``n`` failures still to see to, newest first, one per file: those on the Failed
+        page (not retried or dismissed) that no later run of the same file (its path, or its
+        content) has put right, for `status`'s "last errors". Read newest first off the
+        (state, finished) index, a page at a time, until ``n`` are found."""
+        found: list[Job] = []
+        files: set[str] = set()
+        key = (float("inf"), 0)
+        while len(found) < n:
+            rows = []
+            for state in FAILURES:
+                rows += self._read(
+                    "SELECT * FROM jobs AS f INDEXED BY jobs_state_finished WHERE state = ? AND hidden IS NULL"
+                    " AND finished <= ? AND (finished < ? OR id < ?)"
+                    " AND NOT EXISTS (SELECT 1 FROM jobs AS later WHERE later.source = f.source"
+                    f" AND later.id > f.id AND later.state IN {_SUCCEEDED})"
+                    " AND NOT EXISTS (SELECT 1 FROM jobs AS later WHERE later.sha256 = f.sha256"
+                    f" AND later.size = f.size AND later.id > f.id AND later.state IN {_SUCCEEDED})"
+                    " ORDER BY finished DESC, id DESC LIMIT ?",
+                    (str(state), key[0], key[0], key[1], _OPEN_PAGE),
+                )
+            if not rows:
+                break
+            rows.sort(key=lambda r: (r["finished"], r["id"]), reverse=True)
+            rows = rows[:_OPEN_PAGE]
+            for row in rows:
+                if row["source"] not in files:
+                    files.add(row["source"])
+                    found.append(job_from_row(row))
+                    if len(found) == n:
+                        break
+            key = (rows[-1]["finished"], rows[-1]["id"])
+        return found
 
     def _midnight(self) -> float:
         now = datetime.fromtimestamp(self._clock())

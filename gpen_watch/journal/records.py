@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
-from gpen_watch.journal.states import Hidden, JobState, Original
+from gpen_watch.journal.states import Hidden, JobState, Mark, Original
 
 HASH_CHUNK = 1 << 20
 
@@ -70,10 +70,21 @@ class Job:
     # setting names, and "face_ids"); None and {} for every other job.
     redo_of: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # Review (schema version 8): a redo's first run (None on a first run), the person's mark and
+    # its note, and when the run's page was seen.
+    photo: int | None = None
+    mark: Mark | None = None
+    mark_note: str | None = None
+    reviewed: float | None = None
 
     @property
     def is_redo(self) -> bool:
         return self.redo_of is not None
+
+    @property
+    def photo_id(self) -> int:
+        """The photo this run is of, named by its first run's id."""
+        return self.photo if self.photo is not None else self.id
 
 
 @dataclass(frozen=True)
@@ -178,4 +189,8 @@ def job_from_row(row: sqlite3.Row) -> Job:
         hidden=None if row["hidden"] is None else Hidden(row["hidden"]),
         redo_of=row["redo_of"],
         settings=json.loads(row["settings"]) if row["settings"] else {},
+        photo=row["photo"],
+        mark=None if row["mark"] is None else Mark(row["mark"]),
+        mark_note=row["mark_note"],
+        reviewed=row["reviewed"],
     )

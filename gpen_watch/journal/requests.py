@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpen_watch.journal.queries import JournalQueries
 from gpen_watch.journal.records import Job, describe_settings, job_from_row
-from gpen_watch.journal.states import FAILURES, Hidden, JobState, sql_in
+from gpen_watch.journal.states import FAILURES, Hidden, JobState, Mark, sql_in
 
 _FAILURES = sql_in(FAILURES)
 
@@ -22,28 +23,72 @@ class UserRequests(JournalQueries):
         """Queue a redo of the done job ``of``: restore the original at ``source`` (its archived
         copy, or the one kept in the inbox) again with ``settings`` on top of its inbox's, into
         ``of``'s result, which it replaces. The file must be what ``of`` restored (same content)."""
-        src = os.fspath(source)
+        return self.add_redos([(of, source)], settings)[0]
+
+    def add_redos(
+        self, runs: Sequence[tuple[Job, os.PathLike[str] | str]], settings: dict[str, Any]
+    ) -> list[Job]:
+        """``add_redo`` for each (done job, its original) of ``runs``, in one transaction: a bulk
+        redo of hundreds of photos from the dashboard queues at once or not at all."""
+        queued = []
+        with self._write() as conn:
+            for of, source in runs:
+                cur = conn.execute(
+                    "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, output,"
+                    f" redo_of, settings, photo) VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?, ?, ?, ?)",
+                    (
+                        os.fspath(source),
+                        os.fspath(of.inbox),
+                        os.fspath(of.rel),
+                        of.size,
+                        of.mtime,
+                        of.sha256,
+                        self._clock(),
+                        os.fspath(of.output) if of.output else None,
+                        of.id,
+                        json.dumps(settings, sort_keys=True),
+                        of.photo_id,
+                    ),
+                )
+                job_id = int(cur.lastrowid or 0)
+                self._event(conn, job_id, "redo", f"of run {of.id}: {describe_settings(settings)}")
+                self._event(conn, of.id, "redo-asked", f"as run {job_id}: {describe_settings(settings)}")
+                queued.append(self._added(conn, job_id))
+        return queued
+
+    def set_mark(self, job_ids: Iterable[int], mark: Mark | None, note: str | None = None) -> int:
+        """Mark the done runs ``job_ids`` (None: clear the mark); how many were marked."""
+        ids = list(job_ids)
+        with self._write() as conn:
+            rows = conn.execute(
+                f"UPDATE jobs SET mark = ?, mark_note = ?, reviewed = COALESCE(reviewed, ?)"
+                f" WHERE state = '{JobState.DONE}' AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (
+                    None if mark is None else str(mark),
+                    note if mark == Mark.LOOK else None,
+                    self._clock(),
+                    json.dumps(ids),
+                ),
+            ).fetchall()
+            what = (
+                "mark cleared"
+                if mark is None
+                else ("accepted" if mark == Mark.ACCEPTED else "needs another look")
+            )
+            for row in rows:
+                self._event(
+                    conn, row[0], "marked", what + (f": {note}" if note and mark == Mark.LOOK else "")
+                )
+            return len(rows)
+
+    def set_reviewed(self, job_ids: Iterable[int]) -> int:
+        """Note that the pages of ``job_ids`` were seen (once: the first time stays)."""
         with self._write() as conn:
             cur = conn.execute(
-                "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, output,"
-                f" redo_of, settings) VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?, ?, ?)",
-                (
-                    src,
-                    os.fspath(of.inbox),
-                    os.fspath(of.rel),
-                    of.size,
-                    of.mtime,
-                    of.sha256,
-                    self._clock(),
-                    os.fspath(of.output) if of.output else None,
-                    of.id,
-                    json.dumps(settings, sort_keys=True),
-                ),
+                "UPDATE jobs SET reviewed = ? WHERE reviewed IS NULL AND id IN (SELECT value FROM json_each(?))",
+                (self._clock(), json.dumps(list(job_ids))),
             )
-            job_id = int(cur.lastrowid or 0)
-            self._event(conn, job_id, "redo", f"of job {of.id}: {describe_settings(settings)}")
-            self._event(conn, of.id, "redo-asked", f"as job {job_id}: {describe_settings(settings)}")
-            return self._added(conn, job_id)
+            return cur.rowcount
 
     def hide(self, job_id: int, why: Hidden, detail: str) -> bool:
         """Take a failure off the Failed page (or move it on from RETRIED); False if it is no

@@ -112,7 +112,52 @@ ALTER TABLE jobs ADD COLUMN settings TEXT;
 CREATE INDEX jobs_redo ON jobs(redo_of);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# Version 8: review. ``photo`` names a redo's photo by its first run (NULL on a first run, which is
+# its own photo). ``listed`` is 1 on the runs Results holds: each photo's newest done run, and each
+# failure still on the Failed page. Triggers keep it as states and ``hidden`` change, so the rule
+# lives here once and a filtered page of 100,000 runs reads partial indexes of those runs alone
+# instead of asking, row by row, whether a later run replaced each. ``mark`` is what a person said
+# of a run on the dashboard ('accepted', or 'look' for "needs another look", with ``mark_note``),
+# and ``reviewed`` when its page was seen; a redo is a new result and starts unmarked.
+RELIST = """
+UPDATE jobs SET listed = CASE
+    WHEN state IN ('failed', 'unsupported') AND hidden IS NULL THEN 1
+    WHEN state = 'done' AND NOT EXISTS (SELECT 1 FROM jobs AS r WHERE r.photo = COALESCE(jobs.photo, jobs.id)
+        AND r.state = 'done' AND r.id > jobs.id) THEN 1
+    END;
+"""
+_V8 = f"""
+ALTER TABLE jobs ADD COLUMN photo INTEGER REFERENCES jobs(id);
+ALTER TABLE jobs ADD COLUMN listed INTEGER;
+ALTER TABLE jobs ADD COLUMN mark TEXT;
+ALTER TABLE jobs ADD COLUMN mark_note TEXT;
+ALTER TABLE jobs ADD COLUMN reviewed REAL;
+WITH RECURSIVE chain(id, root) AS (
+    SELECT id, id FROM jobs WHERE redo_of IS NULL
+    UNION ALL SELECT j.id, chain.root FROM jobs AS j JOIN chain ON j.redo_of = chain.id
+)
+UPDATE jobs SET photo = (SELECT root FROM chain WHERE chain.id = jobs.id) WHERE redo_of IS NOT NULL;
+CREATE INDEX jobs_photo ON jobs(photo, state, id) WHERE photo IS NOT NULL;
+{RELIST}
+CREATE TRIGGER jobs_listed_done AFTER UPDATE OF state ON jobs WHEN NEW.state = 'done' BEGIN
+    UPDATE jobs SET listed = NULL WHERE (id = COALESCE(NEW.photo, NEW.id) OR photo = COALESCE(NEW.photo, NEW.id))
+        AND state = 'done' AND id < NEW.id AND listed = 1;
+    UPDATE jobs SET listed = 1 WHERE id = NEW.id AND NOT EXISTS (SELECT 1 FROM jobs AS r
+        WHERE r.photo = COALESCE(NEW.photo, NEW.id) AND r.state = 'done' AND r.id > NEW.id);
+END;
+CREATE TRIGGER jobs_listed_failed AFTER UPDATE OF state, hidden ON jobs
+    WHEN NEW.state IN ('failed', 'unsupported') BEGIN
+    UPDATE jobs SET listed = CASE WHEN NEW.hidden IS NULL THEN 1 END WHERE id = NEW.id;
+END;
+CREATE INDEX jobs_listed_finished ON jobs(finished, id) WHERE listed = 1;
+CREATE INDEX jobs_listed_rel ON jobs(rel COLLATE NOCASE, id) WHERE listed = 1;
+CREATE INDEX jobs_listed_faces ON jobs(COALESCE(faces, 0), finished, id) WHERE listed = 1;
+-- Every column a filter reads: a count of the matches reads this index alone, not the rows.
+CREATE INDEX jobs_listed_filter ON jobs(rel COLLATE NOCASE, state, faces, redo_of, mark, reviewed, inbox, finished)
+    WHERE listed = 1;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 VERSION = len(MIGRATIONS)
 
 

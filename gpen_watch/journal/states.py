@@ -147,3 +147,11 @@ ORIGINAL_IN_PLACE = (Original.KEPT, Original.LEFT, Original.WAITING, *ORIGINAL_I
 def sql_in(values: Iterable[StrEnum]) -> str:
     """``('a', 'b')`` for an SQL ``IN``; the values are enum members, never user text."""
     return "(" + ", ".join(f"'{v.value}'" for v in values) + ")"
+
+
+class Mark(StrEnum):
+    """What a person said of a run on the dashboard (``jobs.mark``; NULL: nothing yet)."""
+
+    ACCEPTED = "accepted"
+    # Needs another look, with a short note (``jobs.mark_note``).
+    LOOK = "look"

@@ -58,7 +58,9 @@ class BackgroundFetch:
         quiet: bool = False,
     ) -> None:
         self.specs = tuple(specs)
-        # A retry of downloads that failed before logs its failures at debug level only.
+        # A retry of downloads that failed before says "downloading" at debug level only. What
+        # failed is always the caller's to say (the model gate names every file in one message):
+        # each URL's and each file's failure is logged at debug level.
         self._quiet = quiet
         self._model_dir = model_dir
         self._on_done = on_done
@@ -140,24 +142,24 @@ class BackgroundFetch:
         )
         try:
             path = store.fetch(
-                spec, self._model_dir, progress=False, timeout=self._timeout, on_progress=on_progress
+                spec,
+                self._model_dir,
+                progress=False,
+                timeout=self._timeout,
+                on_progress=on_progress,
+                quiet=True,
             )
         except Cancelled:
             log.info("download of %s abandoned (stopping)", spec.filename)
             return
         except ModelError as exc:
-            reason = _short_reason(exc)
+            reason = store.failure_reason(exc)
             cause = exc.__cause__
             with self._lock:
                 self._failures[spec.name] = reason
                 if isinstance(cause, DownloadError) and not cause.network:
                     self._refused.add(spec.name)
-            log.log(
-                logging.DEBUG if self._quiet else logging.ERROR,
-                "could not download %s: %s",
-                spec.filename,
-                reason,
-            )
+            log.debug("could not download %s: %s", spec.filename, reason)
             return
         except Exception as exc:  # a thread must not die silently: the service would wait forever
             with self._lock:
@@ -178,11 +180,3 @@ class BackgroundFetch:
         with self._lock:
             self._fetched.append(spec.name)
         log.info("downloaded %s to %s", spec.filename, path)
-
-
-def _short_reason(exc: ModelError) -> str:
-    """The reason alone ("Name or service not known"), for a problem line that names many files."""
-    cause = exc.__cause__
-    if isinstance(cause, DownloadError):
-        return cause.reason
-    return str(exc)

@@ -83,9 +83,21 @@ def fetch(
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_progress: OnProgress | None = None,
+    quiet: bool = False,
 ) -> Path:
-    """Download ``spec`` into the cache, trying its URLs in turn; a ModelError says what failed."""
-    return _download_spec(spec, model_search_dirs(model_dir, env), progress, timeout, on_progress)
+    """Download ``spec`` into the cache, trying its URLs in turn; a ModelError says what failed.
+    ``quiet``: each URL's failure is logged at debug level only, for a caller that says what
+    failed itself (the service's model gate, which would otherwise repeat it at every retry)."""
+    return _download_spec(spec, model_search_dirs(model_dir, env), progress, timeout, on_progress, quiet)
+
+
+def failure_reason(exc: ModelError) -> str:
+    """Why a download failed, alone ("Name or service not known"), for a message that names many
+    files; the whole sentence when it was no download that failed."""
+    cause = exc.__cause__
+    if isinstance(cause, DownloadError):
+        return cause.reason
+    return str(exc)
 
 
 def cache_path(spec: ModelSpec) -> Path:
@@ -99,12 +111,20 @@ def _download_spec(
     progress: Progress,
     timeout: float,
     on_progress: OnProgress | None = None,
+    quiet: bool = False,
 ) -> Path:
     dest = cache_path(spec)
     failures: list[DownloadError] = []
     for i, url in enumerate(spec.urls):
         if failures:
-            log.info("trying mirror %d of %d for %s: %s", i, len(spec.mirrors), spec.filename, url)
+            log.log(
+                logging.DEBUG if quiet else logging.INFO,
+                "trying mirror %d of %d for %s: %s",
+                i,
+                len(spec.mirrors),
+                spec.filename,
+                url,
+            )
         try:
             path = download(
                 url,
@@ -117,7 +137,13 @@ def _download_spec(
             )
         except DownloadError as exc:
             failures.append(exc)
-            log.warning("could not download %s from %s: %s", spec.filename, url, exc.reason)
+            log.log(
+                logging.DEBUG if quiet else logging.WARNING,
+                "could not download %s from %s: %s",
+                spec.filename,
+                url,
+                exc.reason,
+            )
             continue
         checked = "size and sha256 checked" if spec.sha256 else "no published digest to check"
         source = "its own URL" if i == 0 else f"mirror {i}"

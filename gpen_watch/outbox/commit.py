@@ -74,7 +74,7 @@ def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None
             if journal.reserve_output(job_id, final):
                 break
             if not journal.output_reserved(final, exclude_job=job_id):
-                raise OutputError(f"{job.source}: job {job_id} is not active; cannot reserve an output")
+                raise OutputError(f"{job.source}: run {job_id} is not active; cannot reserve an output")
     folders.make_output_dir(journal, job_id, final.parent, root)
     tmp = naming.tmp_path(final, job_id)
     remove_quietly(tmp)
@@ -97,6 +97,7 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
         restore=own.restore if inbox.restore or job.is_redo else None,
         note=profile_note(cfg, inbox),
         face_ids=redo.face_ids(job),
+        settings_label=redo.settings_label(job),
     )
 
 
@@ -112,7 +113,7 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
     """
     job = journal.require(job_id)
     if result.dst is None or job.output is None:
-        raise OutputError(f"{job.source}: no output to publish for job {job_id} (was it prepared?)")
+        raise OutputError(f"{job.source}: no output to publish for run {job_id} (was it prepared?)")
     tmp = Path(result.dst)
     try:
         durable.fsync_file(tmp)
@@ -151,7 +152,7 @@ def place_output(
 ) -> Path | None:
     final = job.output
     if final is None:
-        raise OutputError(f"{job.source}: job {job.id} has no output name reserved (was it prepared?)")
+        raise OutputError(f"{job.source}: run {job.id} has no output name reserved (was it prepared?)")
 
     def record(dst: Path) -> bool:
         return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes)

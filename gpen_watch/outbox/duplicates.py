@@ -59,7 +59,7 @@ def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutco
     """
     job, first = twin.job, twin.first
     if first.output is None:
-        raise FirstResultGone(f"job {first.id} has no output")
+        raise FirstResultGone(f"run {first.id} has no output")
     if (job.inbox, job.rel) == (first.inbox, first.rel):
         # The same name dropped again: its result is already there under that name.
         _check_ours(first.output, first.commit_ino, first.commit_size)

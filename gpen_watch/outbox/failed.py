@@ -47,7 +47,7 @@ def error_text(job: Job, where: str) -> str:
         f"From:     {job.source}\n"
         f"When:     {when}\n"
         f"Attempts: {job.attempts}\n"
-        f"Job:      {job.id}\n"
+        f"Run:      {job.id}\n"
         f"Original: {where}\n"
     )
 
@@ -75,7 +75,7 @@ def clear_retried(journal: Journal, job: Job) -> None:
             continue
         if old.original_path is not None and error_file(old.original_path) != own:
             remove_quietly(error_file(old.original_path))
-        journal.hide(old.id, Hidden.RETRY_ENDED, f"tried again as job {job.id} ({job.state})")
+        journal.hide(old.id, Hidden.RETRY_ENDED, f"tried again as run {job.id} ({job.state})")
 
 
 def _set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:

@@ -125,7 +125,7 @@ def retry_waiting(
             outcome = handle_original(journal, job.id, cfg)
         except (OSError, OutputError) as exc:
             outcome = OriginalOutcome(Original.WAITING, job.source, refusal_reason(exc), folder=root)
-            log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
+            log.warning("run %d: could not handle the original %s: %s", job.id, job.source, exc)
         if outcome.action == Original.WAITING:
             blocked[root] = [outcome.detail, 1]
         else:

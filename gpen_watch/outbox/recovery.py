@@ -112,11 +112,11 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
             if _resume_commit(journal, job) is not None:
                 report.finished.append(job.id)
         except (OSError, OutputError) as exc:
-            log.warning("job %d: could not finish its commit after a restart: %s", job.id, exc)
+            log.warning("run %d: could not finish its commit after a restart: %s", job.id, exc)
     # No attempt limit here: the parent never decodes a photo, so no photo can take the service
     # down, and a job in flight across a few restarts or reboots must not be given up for that.
     # Photos that crash workers are counted and given up by the pool.
-    report.requeued = journal.requeue_running("the service stopped while this job was running")
+    report.requeued = journal.requeue_running("the service stopped while this run was running")
     for job in journal.pending_originals():
         try:
             outcome = handle_original(journal, job.id, cfg)
@@ -124,7 +124,7 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
             if outcome.action == Original.LEFT:
                 report.left.append(outcome)
         except (OSError, OutputError) as exc:
-            log.warning("job %d: could not handle the original %s: %s", job.id, job.source, exc)
+            log.warning("run %d: could not handle the original %s: %s", job.id, job.source, exc)
     report.temps_removed = clean_stale_temps(journal, cfg)
     retry.undo_unmoved(journal)
     return report

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Config, inbox_config, set_value
 from gpen_watch.journal.journal import Job, hash_file
+from gpen_watch.journal.records import describe_settings
 from gpen_watch.journal.states import JobState, Original
+from gpen_watch.modelstore import needs
 from gpen_watch.outbox import naming
+from gpen_watch.restore.api import face_ids_refusal
 
 # The settings a redo may change (the options `gpen-watch redo` takes), and "face_ids": the faces
 # to restore, by the numbers the photo's page shows (empty: none, the original's own pixels).
@@ -30,8 +34,9 @@ class RedoRefused(GpenWatchError):
     """This photo cannot be restored again now; the message says why and what to do."""
 
 
-def original_of(job: Job) -> Path:
-    """The original a redo of the done ``job`` restores, checked to be the very file it restored."""
+def original_of(job: Job, *, read: bool = True) -> Path:
+    """The original a redo of the done ``job`` restores, checked to be the very file it restored
+    (``read=False``: by its size alone, for a bulk redo that must not read hundreds of files)."""
     name = job.rel.name
     if job.state != JobState.DONE:
         raise RedoRefused(f"{name}: only a restored photo can be redone (this one is {job.state})")
@@ -48,7 +53,7 @@ def original_of(job: Job) -> Path:
         raise RedoRefused(f"{name}: its original is not kept anywhere gpen-watch knows ({job.original})")
     if not path.is_file():
         raise RedoRefused(f"{name}: its original is no longer at {path} (moved or deleted); nothing to redo")
-    if os.path.getsize(path) != job.size or hash_file(path) != job.sha256:
+    if os.path.getsize(path) != job.size or (read and hash_file(path) != job.sha256):
         raise RedoRefused(f"{name}: {path} has changed since it was restored; drop it into an inbox instead")
     return path
 
@@ -70,6 +75,56 @@ def face_ids(job: Job) -> tuple[int, ...] | None:
     """The faces a redo restores, as picked (None: every face its settings choose)."""
     ids = job.settings.get(FACE_IDS) if job.is_redo else None
     return None if ids is None else tuple(int(i) for i in ids)
+
+
+def settings_label(job: Job) -> str:
+    """Whose settings a worker restores ``job`` with, for its messages (FileJob.settings_label):
+    a redo's own; "" for the photo's inbox's."""
+    return f"this redo's settings ({describe_settings(job.settings)})" if job.is_redo else ""
+
+
+def check_face_ids(job: Job, ids: Sequence[int], found: int | None) -> str:
+    """Refuse face numbers the photo of the done ``job`` does not have (``found``: how many faces
+    its detector found, from its views; None when those are not kept). The note for the reply
+    when they cannot be checked now, "" when they were."""
+    if found is not None:
+        refusal = face_ids_refusal(job.rel.name, found, ids)
+        if refusal:
+            raise RedoRefused(f"{refusal}; nothing was queued")
+        return ""
+    if not ids:
+        return ""  # no face picked: the original's own pixels, whatever faces it has
+    return (
+        f"{job.rel.name}: which faces it has is not known here (its views are no longer kept, see "
+        "dashboard.views_mb), so the face numbers were not checked; if it has no such face, the "
+        "redo fails and its result stays as it was"
+    )
+
+
+def check_models(job: Job, own: Config, settings: dict[str, Any]) -> None:
+    """Refuse a redo whose settings (``own``: its inbox's with the redo's on top) need a model file
+    that is not here, naming every one: queued, it would fail on a worker with the first of them."""
+    found = needs.check(own.restore, deep=False)
+    if not found.missing:
+        return
+    parts = []
+    specs = found.downloadable()
+    if specs:
+        files = " and ".join(f"{s.filename} ({s.name}, {s.size_text})" for s in specs)
+        one = len(specs) == 1
+        parts.append(
+            f"{files}, which {'is' if one else 'are'} in none of {', '.join(map(str, found.folders))} "
+            f"(`gpen-watch models fetch {' '.join(s.name for s in specs)}` gets {'it' if one else 'them'})"
+        )
+    parts += [
+        f"{f.need.custom} ({needs.custom_setting(f.need)}), which does not exist"
+        for f in found.missing
+        if f.need.spec is None
+    ]
+    raise RedoRefused(
+        f"{job.rel.name}: this redo's settings ({describe_settings(settings)}) need {'; and '.join(parts)}; "
+        "nothing was queued"
+    )
 
 
 def redo_config(cfg: Config, job: Job, settings: dict[str, Any]) -> Config:

@@ -41,7 +41,7 @@ def send_back(journal: Journal, job_id: int, inboxes: list[Path]) -> Path:
     """Move the set-aside file of failed job ``job_id`` back to its inbox; the path it went to."""
     job = journal.get(job_id)
     if job is None or job.state not in FAILURES:
-        raise RetryRefused(f"job {job_id} is not a failed photo")
+        raise RetryRefused(f"run {job_id} did not fail; only a failed run can be retried")
     name = job.rel.name
     if job.original != Original.SET_ASIDE or job.original_path is None:
         where = {
@@ -89,7 +89,7 @@ def undo_unmoved(journal: Journal) -> int:
 def dismiss(journal: Journal, job_id: int) -> None:
     """Take a failure off the Failed page; its file and error file stay in failed/."""
     if not journal.hide(job_id, Hidden.DISMISSED, "taken off the Failed page"):
-        raise RetryRefused(f"job {job_id} is not a failed photo")
+        raise RetryRefused(f"run {job_id} is not on the Failed page; nothing to dismiss")
 
 
 def _move_into_inbox(src: Path, dst: Path, job_id: int) -> None:

@@ -80,6 +80,29 @@ class FileJob:
     # A redo's picked faces, by their numbers in detection order (faces.json's "index", the photo
     # page's face numbers): only these are restored. None: every face the settings choose.
     face_ids: tuple[int, ...] | None = None
+    # Whose settings ``restore`` holds, for a message about them ("this redo's settings
+    # (restore.upscale=2)"); "": the photo's inbox's.
+    settings_label: str = ""
+
+
+def face_ids_refusal(name: str, detected: int, ids: Iterable[int]) -> str | None:
+    """Why the face numbers ``ids`` are not all faces of the photo ``name``, whose detector found
+    ``detected`` faces (numbered from 0 in its order, as its page shows them); None when they are."""
+    bad = sorted({i for i in ids if not 0 <= i < detected})
+    if not bad:
+        return None
+    faces = f"face {bad[0]}" if len(bad) == 1 else f"faces {_and(bad)}"
+    if detected < 2:
+        has = "no face (the detector found none)" if detected == 0 else "one face, face 0"
+        return f"{name} has {has}; there is no {faces}"
+    has = _and(range(detected)) if detected <= 6 else f"0 to {detected - 1}"
+    return f"{name} has faces {has}; {faces} {'is not one' if len(bad) == 1 else 'are not any'} of them"
+
+
+def _and(numbers: Iterable[int]) -> str:
+    """The numbers in words: "0, 1 and 2"."""
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 class Stage(StrEnum):
@@ -109,7 +132,10 @@ class FileResult:
     src: Path
     ok: bool
     dst: Path | None = None
-    faces: int = 0
+    faces: int = 0  # restored
+    # Faces the detector found that can be faces of the photo, restored or not (a redo's picked
+    # faces, strength 0 and the faces setting leave some out).
+    found: int = 0
     # Human-readable reason when ok is False ("not an image", "truncated JPEG", ...).
     error: str | None = None
     error_kind: ErrorKind | None = None

@@ -16,6 +16,7 @@ import torch
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.restore import align, upscale
+from gpen_watch.restore.api import face_ids_refusal
 from gpen_watch.restore.device import free_cached_memory, is_out_of_memory
 from gpen_watch.restore.enhance import OutOfMemory
 from gpen_watch.restore.faces import LeftOut, pick, plausible, select
@@ -45,9 +46,10 @@ def detect_and_align(
         faces = detector.detect([work.detect_input or image.bgr8])[0]
         work.detect_input = None
     except ModelError as exc:
-        # A model only this photo's inbox names, damaged in a way its header did not show
-        # (the service's model gate checked it is there): this photo fails, the worker goes on.
-        work.fail(f"cannot load the models of this photo's inbox settings: {exc}")
+        # A model only this photo's inbox (or its redo) names, damaged in a way its header did not
+        # show, or gone since it was checked: this photo fails, the worker goes on.
+        whose = work.job.settings_label or "this photo's inbox settings"
+        work.fail(f"cannot load the models of {whose}: {exc}")
         return
     except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
         if not is_out_of_memory(exc):
@@ -60,9 +62,15 @@ def detect_and_align(
     detected = faces
     left_out: list[LeftOut] = []
     faces = plausible(faces, hw, work.result.notes, left_out)
-    work.found = len(faces)
+    work.found = work.result.found = len(faces)
     faces = select(faces, hw, work.cfg, work.result.notes, left_out)
     if work.job.face_ids is not None:
+        # Checked when the redo was asked, where the photo's views still said its faces; without
+        # them a face number the photo lacks fails the redo here, the result as it was.
+        refusal = face_ids_refusal(work.job.src.name, len(detected), work.job.face_ids)
+        if refusal:
+            work.fail(f"{refusal}; nothing was restored, and the result stays as it was")
+            return
         faces = pick(detected, faces, work.job.face_ids, work.result.notes, left_out)
     work.faces = faces
     reasons = {id(face): why for face, why in left_out}

@@ -53,14 +53,14 @@ RESTORER_ENV = "GPEN_WATCH_RESTORER"
 # Those rules are the real engine's: a stand-in restorer restores any bytes, so it gets them only
 # when this variable is "1".
 HEADER_CHECKS_ENV = "GPEN_WATCH_HEADER_CHECKS"
-STOPPED_EARLY = "the service stopped before this job finished"
+STOPPED_EARLY = "the service stopped before this run finished"
 # How often the loop looks whether the old pool of a worker restart is done.
 RESTART_TICK_S = 0.2
 
 
 REAL_ENGINE = P.EngineChoice()
 # Control commands the service loop answers (``ping`` and ``stop`` are answered at once).
-QUEUED_COMMANDS = ("status", "pause", "resume", "reload", "redo", "retry", "dismiss")
+QUEUED_COMMANDS = ("status", "pause", "resume", "reload", "redo", "retry", "dismiss", "mark", "bulk")
 
 
 def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:

@@ -182,12 +182,20 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         outcome = commit.commit(journal, task.key, res, run.cfg)
         if outcome.output is None:
             return  # the job had already ended another way
-        run.ended(outcome.original, faces=res.faces)
+        run.ended(outcome.original, faces=res.faces, redo=journal.require(task.key).is_redo)
         if run.views is not None:
             run.views.kept(task.key)
         notes = f" ({'; '.join(res.notes)})" if res.notes else ""
         if res.faces:
             log.info("restored %s -> %s, %d face(s)%s", task.job.src, outcome.output, res.faces, notes)
+        elif res.found:  # faces found, none restored (as picked, strength 0, the faces setting)
+            log.info(
+                "no face restored in %s (%d found); written to %s%s",
+                task.job.src,
+                res.found,
+                outcome.output,
+                notes,
+            )
         else:  # done, but not "restored": counted apart in status as well
             log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
         return

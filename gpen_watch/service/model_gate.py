@@ -12,6 +12,10 @@ A file's header is read only when its stamp (size, mtime) changed, and it must h
 interval, so a file still being copied is not loaded half-written. Failed downloads are retried
 every FETCH_RETRY_S (and at once on ``resume``), for when the network comes back.
 
+The log says the missing files once, in short lines, when the first downloads have failed; a retry
+then adds one line when what is missing (or why) changed, and nothing when it did not: a service
+left offline for a week would otherwise write the same paragraph every hour.
+
 A worker that starts and finds a file the header check could not fault (damaged data, the wrong
 architecture) stops with the loader's message; the gate then holds the workers until a needed file
 changes, and lets them try again by themselves.
@@ -75,6 +79,8 @@ class ModelGate:
         self._rounds = 0  # fetch rounds started
         # Corrupt files already in the log, as (path, stamp): each is logged once, not per poll.
         self._logged_corrupt: set[tuple[str, Any]] = set()
+        # The missing files (and why each download failed) the log last said.
+        self._said_missing: tuple[tuple[str, str], ...] = ()
 
     # --- driven by the service loop -------------------------------------------------------------
 
@@ -143,10 +149,39 @@ class ModelGate:
         for name in fetch.fetched():
             self._failures.pop(name, None)
         self._next_fetch = self._clock() + self._retry_s
+        if fetch.fetched():
+            # What is missing now, for the log below (the next poll would find it too).
+            self._check = needs.check(self._cfg, profiles=self._profiles)
+            self._log_new_corrupt(self._check)
         if failures:
             if self._rounds == 1:
-                self._log_waiting()  # the full problem, once; retries are quiet
+                self._log_waiting(retry_s=self._retry_s if self._retried() else None)
+            else:
+                self._log_still_missing()
             self._retry_s = min(FETCH_RETRY_MAX_S, self._retry_s * 2)
+
+    def _retried(self) -> bool:
+        """Whether a missing file is downloaded again by itself (one whose download was not refused)."""
+        assert self._check is not None
+        return any(s.name not in self._refused for s in self._check.downloadable())
+
+    def _log_still_missing(self) -> None:
+        """After a retry: one line when what is missing, or why, changed since the log said it."""
+        assert self._check is not None
+        missing = self._check.missing
+        if not missing:
+            return
+        failures = self._known_failures()
+        said = _missing_key(missing, failures)
+        files = ", ".join(label + (f" ({why})" if why else "") for label, why in said)
+        then = (
+            f"next try in {self._retry_s:g} s"
+            if self._retried()
+            else "no download is tried again before `gpen-watch resume`"
+        )
+        level = logging.WARNING if said != self._said_missing else logging.DEBUG
+        log.log(level, "model files still missing: %s; %s", files, then)
+        self._said_missing = said
 
     def workers_failed(self) -> None:
         """The workers could not load the files (the pool stopped them): wait for a change."""
@@ -195,13 +230,25 @@ class ModelGate:
             log.error("%s", needs.corrupt_message(dataclasses.replace(check, files=new)))
             self._logged_corrupt |= {_corrupt_key(f) for f in new}
 
-    def _log_waiting(self, corrupt: bool = True) -> None:
-        waiting = self.state is GateState.WAITING and self._check is not None
-        problem = self._problems(corrupt) if waiting else self.problem()
-        if problem:
-            log.error("%s", problem)
-        elif self._check is not None and self._check.missing:
-            names = ", ".join(f.need.label for f in self._check.missing)
+    def _log_waiting(self, corrupt: bool = True, retry_s: float | None = None) -> None:
+        """Say in the log why the workers wait: what the status says, but the missing files in
+        short lines (``needs.missing_report``); ``retry_s``: when the downloads are tried again."""
+        check = self._check
+        if self.state is not GateState.WAITING or check is None:
+            problem = self.problem()
+            if problem:
+                log.error("%s", problem)
+            return
+        if corrupt and check.corrupt:
+            log.error("%s", needs.corrupt_message(check))
+        if not check.missing:
+            return
+        failures = self._known_failures()
+        if self._missing_is_a_problem(failures):
+            log.error("%s", needs.missing_report(check, failures, retry_s))
+            self._said_missing = _missing_key(check.missing, failures)
+        else:
+            names = ", ".join(f.need.label for f in check.missing)
             log.warning("model files missing: %s; downloading them", names)
 
     # --- what status shows ----------------------------------------------------------------------
@@ -225,13 +272,18 @@ class ModelGate:
         parts = []
         if corrupt and self._check.corrupt:
             parts.append(needs.corrupt_message(self._check))
-        missing = self._check.missing
         failures = self._known_failures()
-        # While the first downloads run, that is news (notice), not yet a problem.
-        hopeless = any(f.need.spec is None or f.need.spec.name in failures for f in missing)
-        if missing and (hopeless or self._fetch is None):
+        if self._check.missing and self._missing_is_a_problem(failures):
             parts.append(needs.missing_message(self._check, failures))
         return "; ".join(parts) or None
+
+    def _missing_is_a_problem(self, failures: dict[str, str]) -> bool:
+        """While the first downloads run, missing files are news (a notice), not yet a problem;
+        a file no download brings, or one whose download failed, is one at once."""
+        assert self._check is not None
+        missing = self._check.missing
+        hopeless = any(f.need.spec is None or f.need.spec.name in failures for f in missing)
+        return hopeless or self._fetch is None
 
     def notice(self) -> str | None:
         if self._fetch is None or self.state is GateState.READY:
@@ -269,6 +321,13 @@ class ModelGate:
             folders=tuple(str(d) for d in check.folders) if check is not None else (),
             download=download,
         )
+
+
+def _missing_key(missing: Sequence[needs.FileCheck], failures: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """What the log says of ``missing``: each file, and why its download failed."""
+    return tuple(
+        (f.need.label, failures.get(f.need.spec.name, "") if f.need.spec is not None else "") for f in missing
+    )
 
 
 def _corrupt_key(f: needs.FileCheck) -> tuple[str, Any]:

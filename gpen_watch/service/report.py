@@ -20,6 +20,7 @@ from gpen_watch.service.status import (
     ClusterStatus,
     ErrorEntry,
     ModelSetStatus,
+    ProblemStatus,
     QueueStatus,
     Status,
     WorkerStatus,
@@ -42,19 +43,22 @@ def build_status(run: Running) -> Status:
             error=j.error or "",
             node=j.node or "",
         )
-        for j in journal.recent_errors(RECENT_ERRORS)
+        for j in journal.open_failures(RECENT_ERRORS)
     )
     outbox = run.cfg.watch.outbox
     # In cluster mode without local workers the workers come with the nodes: the cluster says
     # what is missing, not the pool's "no worker configured".
     pool_problem = pool.problem() if run.cluster is None or pool.worker_count() else None
-    problems = (
-        run.problem or pool_problem,
-        gate.problem() if gate is not None else None,
-        run.originals.problem(),
-        run.cluster.problem if run.cluster is not None else None,
+    problems = _each(
+        ("service", run.problem),
+        ("workers", None if run.problem else pool_problem),
+        ("models", gate.problem() if gate is not None else None),
+        ("originals", run.originals.problem()),
+        ("cluster", run.cluster.problem if run.cluster is not None else None),
     )
-    notices = (gate.notice() if gate is not None else None, run.originals.notice())
+    notices = _each(
+        ("models", gate.notice() if gate is not None else None), ("originals", run.originals.notice())
+    )
     rss, rss_peak = rss_mb()
     # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
     workers = tuple(
@@ -67,8 +71,10 @@ def build_status(run: Running) -> Status:
         uptime_s=round(time.monotonic() - run.started, 1),
         paused=run.paused,
         stopping=run.stop.is_set(),
-        problem="; ".join(p for p in problems if p) or None,
-        notice="; ".join(n for n in notices if n) or None,
+        problem="; ".join(p.text for p in problems) or None,
+        notice="; ".join(n.text for n in notices) or None,
+        problems=problems,
+        notices=notices,
         originals_waiting=run.originals.waiting_count,
         originals_left=run.originals.left_count,
         queue=from_json(
@@ -78,12 +84,14 @@ def build_status(run: Running) -> Status:
                 "failed_by_bug": journal.bug_failures(),
                 "in_flight": pool.in_flight(),
                 "restoring": pool.restoring(),
+                "redos": journal.redos_done(),
             },
         ),
         done_today=restored_today + no_face_today,
         restored_today=restored_today,
         no_face_today=no_face_today,
         faces_today=faces_today,
+        redos_today=journal.redos_today(),
         settling=run.watcher.pending if run.watcher is not None else 0,
         special_files=run.watcher.special_files if run.watcher is not None else 0,
         throughput=run.tp.summary(),
@@ -101,6 +109,11 @@ def build_status(run: Running) -> Status:
         rss_mb=rss,
         rss_peak_mb=rss_peak,
     )
+
+
+def _each(*items: tuple[str, str | None]) -> tuple[ProblemStatus, ...]:
+    """The problems (or notices) there are, each with what it is about."""
+    return tuple(ProblemStatus(about, text) for about, text in items if text)
 
 
 def log_file() -> str:

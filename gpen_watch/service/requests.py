@@ -13,7 +13,7 @@ from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
 from gpen_watch.journal.states import FAILURES, Hidden, JobState
 from gpen_watch.outbox import redo, retry
-from gpen_watch.service import report
+from gpen_watch.service import report, review
 from gpen_watch.service.running import Running
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def not_one(found: list[Job], target: str, what: str, page: str) -> dict[str, An
         return {"ok": False, "error": f"no {what} is called {target!r}; {page} lists them"}
     return {
         "ok": False,
-        "error": f"{len(found)} {what}s are called {target!r}; give the id of the one you mean",
+        "error": f"{len(found)} {what}s are called {target!r}; give the run id of the one you mean",
         "matches": matches_json(found),
     }
 
@@ -97,21 +97,32 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     if request.get("face_ids") is not None:
         settings[redo.FACE_IDS] = list(request["face_ids"])
         settings.setdefault("restore.faces", "all")  # the faces picked, whatever the inbox chooses
+    note = ""
     try:
-        redo.redo_config(run.cfg, job, settings)
+        own = redo.redo_config(run.cfg, job, settings)
+        if redo.FACE_IDS in settings:
+            faces = run.views.faces_found(job.id) if run.views is not None else None
+            note = redo.check_face_ids(job, settings[redo.FACE_IDS], faces)
+        if run.gate is not None:  # an engine that loads model files (a stand-in loads none)
+            redo.check_models(job, own, settings)
         original = redo.original_of(job)
     except (ConfigError, redo.RedoRefused) as exc:
         return {"ok": False, "error": str(exc)}
     again = run.journal.add_redo(job, original, settings)
     run.maybe_queued = True
-    log.info("redo of %s asked (job %d from %s)", job.rel.name, again.id, original)
-    return {"ok": True, "id": again.id, "of": job.id, "name": job.rel.name, "output": str(job.output)}
+    log.info("redo of %s asked (run %d from %s)", job.rel.name, again.id, original)
+    reply = {"ok": True, "id": again.id, "of": job.id, "name": job.rel.name, "output": str(job.output)}
+    return {**reply, "note": note} if note else reply
 
 
 def answer(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     """The reply to a control command the service loop answers (``daemon.QUEUED_COMMANDS`` but
     reload, which replaces the loop's own state)."""
     cmd = request["cmd"]
+    if cmd == "mark":
+        return review.mark_command(run, request)
+    if cmd == "bulk":
+        return review.bulk_command(run, request)
     if cmd == "redo":
         return redo_command(run, request)
     if cmd == "retry":
@@ -120,20 +131,42 @@ def answer(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         return reply
     if cmd == "dismiss":
         return dismiss_command(run, request)
-    pool = run.pool
     if cmd == "pause":
-        run.paused = True
-        pool.pause()
-        log.info("paused: no new work; %d image(s) in flight finish", pool.in_flight())
-        return {"ok": True, "in_flight": pool.in_flight()}
+        return pause_command(run)
     if cmd == "resume":
-        run.paused = False
-        run.maybe_queued = True
-        run.hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
-        run.originals.retry_soon()  # the same for originals waiting for their folder
-        pool.resume()
-        if run.gate is not None:
-            run.gate.retry_now()
-        log.info("resumed")
-        return {"ok": True}
+        return resume_command(run)
     return {"ok": True, **report.build_status(run).to_json()}
+
+
+def pause_command(run: Running) -> dict[str, Any]:
+    """``said``: the reply in words, for the CLI and the dashboard ("already paused" when it was)."""
+    pool = run.pool
+    in_flight = pool.in_flight()
+    finish = f"; {in_flight} image(s) in flight will finish" if in_flight else ""
+    if run.paused:
+        return {"ok": True, "in_flight": in_flight, "changed": False, "said": f"already paused{finish}"}
+    run.paused = True
+    pool.pause()
+    log.info("paused: no new work; %d image(s) in flight finish", in_flight)
+    return {"ok": True, "in_flight": in_flight, "changed": True, "said": f"paused{finish}"}
+
+
+def resume_command(run: Running) -> dict[str, Any]:
+    """Resume, and try at once what waits for a retry: the user may have just fixed it (the
+    outbox, an originals folder, the network for a model download), paused or not."""
+    was_paused = run.paused
+    run.paused = False
+    run.maybe_queued = True
+    run.hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
+    run.originals.retry_soon()  # the same for originals waiting for their folder
+    run.pool.resume()
+    if run.gate is not None:
+        run.gate.retry_now()
+    if not was_paused:
+        said = (
+            "not paused (it was already running); what waited for a retry (the outbox, originals, "
+            "model downloads, stopped workers) is tried again now"
+        )
+        return {"ok": True, "changed": False, "said": said}
+    log.info("resumed")
+    return {"ok": True, "changed": True, "said": "resumed"}

@@ -90,17 +90,22 @@ class Running:
         self.maybe_queued = True
 
     def ended(
-        self, original: OriginalOutcome | None, *, faces: int | None = None, failed: bool = False
+        self,
+        original: OriginalOutcome | None,
+        *,
+        faces: int | None = None,
+        failed: bool = False,
+        redo: bool = False,
     ) -> None:
         """What follows a job's end in the journal, wherever it ended: note what became of its
         original (one its folder refused waits in the inbox and is retried), count it for the
-        status (``faces``: restored with that many; ``failed``: a failure), and wake the claim
-        (``job_ended``)."""
+        status (``faces``: restored with that many, ``redo``: a redo, counted apart from the
+        photos; ``failed``: a failure), and wake the claim (``job_ended``)."""
         self.originals.note(original)
         if faces is not None:
-            self.tp.record(faces)
+            self.tp.record(faces, redo=redo)
         if failed:
-            self.tp.failed += 1
+            self.tp.record_failure()
         self.job_ended()
 
     def fail(
@@ -131,4 +136,4 @@ class Running:
             remove_quietly(t.job.dst)
             self.journal.move(t.key, JobState.QUEUED, reason)
         if tasks:
-            log.info("%d job(s) handed back to the queue", len(tasks))
+            log.info("%d run(s) handed back to the queue", len(tasks))

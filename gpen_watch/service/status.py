@@ -35,6 +35,8 @@ class QueueStatus:
     gone: int = 0
     in_flight: int = 0  # sent to the workers (the pool's count)
     restoring: int = 0  # of those, the ones a restorer has started on
+    # Of ``done``: redos (a done photo restored again), which are no photo more.
+    redos: int = 0
 
     @property
     def depth(self) -> int:
@@ -44,13 +46,17 @@ class QueueStatus:
 
 @dataclass(frozen=True)
 class Throughput:
-    """This run (since the service started)."""
+    """This run (since the service started): photos done (first runs: restored, or without a
+    face), redos apart, failures; and the rate now (service.throughput): runs ended a minute over
+    the last ``window_s`` of time the workers held work, 0 while they hold none."""
 
     images: int = 0
     faces: int = 0
     failed: int = 0
-    images_per_min: int = 0
-    images_per_s: float = 0.0
+    images_per_min: float = 0.0
+    images_per_s: float = 0.0  # the same rate, a second
+    redos: int = 0
+    window_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -233,6 +239,16 @@ class ModelsStatus:
 
 
 @dataclass(frozen=True)
+class ProblemStatus:
+    """One of the problems (or notices) ``Status.problem`` (``notice``) joins, with what it is
+    about, so that a page that shows that thing in its own way (the model files, the workers)
+    does not say it twice: "service", "workers", "models", "originals" or "cluster"."""
+
+    about: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class ErrorEntry:
     when: str = ""
     file: str = ""
@@ -250,15 +266,20 @@ class Status:
     problem: str | None = None
     # Not a problem (nothing to fix here, nothing retried): a note for the user.
     notice: str | None = None
+    # The same, one by one, each with what it is about.
+    problems: tuple[ProblemStatus, ...] = ()
+    notices: tuple[ProblemStatus, ...] = ()
     originals_waiting: int = 0
     originals_left: int = 0
     queue: QueueStatus = QueueStatus()
-    # queue.done counts every job that ended well, ever; today's photos are split into those with
-    # restored faces and those without a face (copied through, nothing restored).
+    # queue.done counts every job that ended well, ever; today's photos (finished since local
+    # midnight, first runs only) are split into those with restored faces and those without a
+    # face (copied through, nothing restored). Redos are counted apart: redos_today.
     done_today: int = 0
     restored_today: int = 0
     no_face_today: int = 0
     faces_today: int = 0
+    redos_today: int = 0
     settling: int = 0
     # Symlinks, FIFOs, device files and sockets in the inboxes, left alone on purpose (each logged).
     special_files: int = 0
@@ -270,6 +291,7 @@ class Status:
     cluster: ClusterStatus | None = None
     # None: the model files are not checked (a substitute restorer brings its own).
     models: ModelsStatus | None = None
+    # The newest failures still on the Failed page, one per file, none a later run put right.
     last_errors: tuple[ErrorEntry, ...] = ()
     inboxes: tuple[str, ...] = ()
     outbox: str = ""

@@ -10,6 +10,7 @@ are counted once at start and then per committed job, never by walking the whole
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # The folder beside the journal's SQLite file that holds one folder of views per job.
 VIEWS_FOLDER = "views"
+# The views' list of the faces found (restore/views.py; its keys in docs/architecture.md).
+FACES_FILE = "faces.json"
 
 
 def views_root(journal_path: Path) -> Path:
@@ -74,6 +77,16 @@ class ViewsKeeper:
         """Where the worker writes job ``job_id``'s views (FileJob.views)."""
         return views_dir(self.root, job_id)
 
+    def faces_found(self, job_id: int) -> int | None:
+        """How many faces the detector found in job ``job_id``'s photo, as its views list them (the
+        numbers a redo picks faces by); None when its views are not kept (dropped beyond the
+        limit, never written) or cannot be read."""
+        try:
+            meta = json.loads((self.folder(job_id) / FACES_FILE).read_text(encoding="utf-8"))
+            return len(meta["faces"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def kept(self, job_id: int) -> None:
         """Job ``job_id`` is committed: count its views (if the worker wrote any) and drop the
         oldest jobs' views beyond the limit."""
@@ -96,7 +109,7 @@ class ViewsKeeper:
             }
             replace_folder(self.folder(job_id), files)
         except OSError as exc:  # pruned meanwhile, or the disk refused: the copy has no views
-            log.debug("views of job %d not copied to job %d: %s", first_id, job_id, exc)
+            log.debug("views of run %d not copied to run %d: %s", first_id, job_id, exc)
             return
         self.kept(job_id)
 
@@ -118,7 +131,7 @@ class ViewsKeeper:
             job_id, size = self._sizes.popitem(last=False)
             self.total -= size
             shutil.rmtree(self.folder(job_id), ignore_errors=True)
-            log.debug("views of job %d dropped to stay within %d MB", job_id, self.limit_bytes >> 20)
+            log.debug("views of run %d dropped to stay within %d MB", job_id, self.limit_bytes >> 20)
 
 
 def ended_well_in(journal: Journal) -> Callable[[int], bool]:

@@ -284,7 +284,7 @@ def _pair_restored_once(o: Outcome) -> None:
     with isolated_env(o.svc.root / "home"), Journal.open(readonly=True) as j:
         history = j.history(dup.id)
     assert [e.kind for e in history][:2] == ["added", "claimed"], history
-    assert history[1].detail == f"same content as job {done.id}"
+    assert history[1].detail == f"same content as run {done.id}"
     sha = a.sha256
     outputs = [
         p for p in o.svc.outbox.rglob("*") if p.is_file() and not p.is_symlink() and file_sha(p) == sha

@@ -1,0 +1,297 @@
+"""Reviewing a batch on the dashboard: Results as a queue (search, filters, order, numbered pages,
+tiles of each photo's faces), a photo's place in it (the photos either side), marks, bulk actions,
+downloads of a result and its original, and two runs of a photo side by side.
+
+Every action goes through the service's control handler (``mark``, ``bulk``), the very function
+the CLI's control channel calls; this module only reads the journal. A download is found by run id
+and a name from a fixed list; the file is opened without following a link and must be a plain file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, quote, urlsplit
+
+from aiohttp import web
+from multidict import MultiDict
+
+from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.config import Config, short_path
+from gpen_watch.dashboard import review_query, views
+from gpen_watch.dashboard.review_query import View
+from gpen_watch.journal.browse import JournalBrowser
+from gpen_watch.journal.records import Job
+from gpen_watch.journal.review import BULK_MAX, Neighbours
+from gpen_watch.journal.states import FAILURES, JobState, Original
+
+RESULTS_PAGE = 48
+# Faces a tile shows at most (the largest first would need the boxes; the worker's order is the
+# detector's, by score).
+TILE_FACES = 4
+BULK_ACTIONS = ("redo", "accept", "look", "unmark", "retry", "dismiss")
+MARKS = ("accepted", "look", "none", "reviewed")
+MAX_NOTE = 200
+# Photo pages whose place in their view is kept between renders.
+STEP_CACHE = 64
+MAX_BODY = 128 * 1024  # a bulk body: ids of up to BULK_MAX runs
+CHUNK = 1 << 20
+
+
+class Download:
+    RESULT = "result"
+    ORIGINAL = "original"
+
+
+class SiteParts(Protocol):
+    """What this module uses of the dashboard's ``Site`` (which builds it: no import back)."""
+
+    cfg: Config
+    journal: JournalBrowser
+    views_root: Path
+    current: Callable[[], Config] | None
+
+    def page(self, template: str, **context: Any) -> web.Response: ...
+
+    async def command(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Tile:
+    job: Job
+    faces: tuple[int, ...]  # the face crops it shows (restored ones, by index)
+    found: int | None  # faces found, when the views say
+
+
+@dataclass
+class Review:
+    site: SiteParts
+    _steps: dict[tuple[int, str, int], Neighbours] = field(default_factory=dict)
+
+    def routes(self) -> list[web.AbstractRouteDef]:
+        photo = r"/photo/{id:\d{1,18}}"
+        return [
+            web.get(photo + r"/download/{what:result|original}", self.download),
+            web.get(photo + r"/compare/{other:\d{1,18}}", self.compare_page),
+            web.post(r"/api/mark/{id:\d{1,18}}", self.api_mark),
+            web.post("/api/bulk", self.api_bulk),
+            web.get("/api/progress", self.api_progress),
+        ]
+
+    # --- views --------------------------------------------------------------------------------
+
+    def view(self, query: Any) -> View:
+        cfg = self.site.current() if self.site.current is not None else self.site.cfg
+        return review_query.parse(query, [str(i.path) for i in cfg.watch.inboxes])
+
+    def inbox_choices(self) -> list[tuple[str, str]]:
+        cfg = self.site.current() if self.site.current is not None else self.site.cfg
+        return [(str(n), short_path(Path(i.path))) for n, i in enumerate(cfg.watch.inboxes, start=1)]
+
+    def results_context(self, view: View) -> dict[str, Any]:
+        page = self.site.journal.review_page(view.filter, view.page, RESULTS_PAGE)
+        shown = View(view.values, view.filter, page.page, view.ignored)
+        return {
+            "page": page,
+            "tiles": [self.tile(j) for j in page.jobs],
+            "view": shown,
+            "inbox_choices": self.inbox_choices(),
+            "numbers": page_numbers(page.page, page.pages),
+        }
+
+    def tile(self, job: Job) -> Tile:
+        v = views.photo_views(self.site.views_root, job.id) if job.state == JobState.DONE else None
+        if v is None:
+            return Tile(job, (), None)
+        restored = tuple(f.index for f in v.faces if f.restored and f.has_after)
+        return Tile(job, restored[:TILE_FACES], len(v.faces))
+
+    def step_context(self, job: Job, view: View) -> dict[str, Any]:
+        """The photo's place in the view it was opened from: the runs either side, and where.
+        Read again only when the journal has a new event: an open photo page renders every second."""
+        query = view.query(page=None)
+        key = (job.id, query, self.site.journal.last_event_id())
+        n = self._steps.get(key)
+        if n is None:
+            n = self.site.journal.neighbours(view.filter, job)
+            if len(self._steps) >= STEP_CACHE:
+                self._steps.clear()
+            self._steps[key] = n
+        return {"view": view, "step": n, "query": query}
+
+    # --- pages --------------------------------------------------------------------------------
+
+    async def compare_page(self, request: web.Request) -> web.Response:
+        job = self.site.journal.get(int(request.match_info["id"]))
+        other = self.site.journal.get(int(request.match_info["other"]))
+        if job is None or other is None or other.id not in {r.id for r in self.site.journal.runs(job.id)}:
+            raise web.HTTPNotFound(text="These are not two runs of one photo.\n")
+        root = self.site.views_root
+        pair = [(r, views.photo_views(root, r.id)) for r in (job, other)]
+        return self.site.page(
+            "compare.html",
+            nav="results",
+            live="",
+            name=job.rel.name,
+            pair=pair,
+            runs=self.site.journal.runs(job.id),
+        )
+
+    async def download(self, request: web.Request) -> web.StreamResponse:
+        job = self.site.journal.get(int(request.match_info["id"]))
+        if job is None:
+            raise web.HTTPNotFound(text="No such run.\n")
+        found = self.download_file(job, request.match_info["what"])
+        if found is None:
+            raise web.HTTPNotFound(text="That file is not where gpen-watch left it (moved or deleted).\n")
+        return await _send_file(request, *found)
+
+    def download_file(self, job: Job, what: str) -> tuple[Path, str] | None:
+        """The file a download of ``job`` means, and the name to save it as."""
+        if what == Download.RESULT:
+            current = self.site.journal.current_run(job)
+            # An older run's result was replaced in place: only the photo's newest result exists.
+            if job.state != JobState.DONE or current is None or current.id != job.id or job.output is None:
+                return None
+            return job.output, job.output.name
+        if job.original in (Original.ARCHIVED, Original.SET_ASIDE):
+            path = job.original_path
+        elif job.original in (Original.KEPT, Original.LEFT):
+            path = job.original_path or job.source
+        elif job.original is None:
+            path = job.source  # not moved yet: still in its inbox
+        else:
+            path = None  # deleted, missing, replaced, or on its way somewhere
+        return (path, job.rel.name) if path is not None else None
+
+    # --- API ----------------------------------------------------------------------------------
+
+    async def api_mark(self, request: web.Request) -> web.Response:
+        body = await _json_body(request, 4096)
+        mark = body.get("mark")
+        note = body.get("note")
+        if mark not in MARKS or not (note is None or (isinstance(note, str) and len(note) <= MAX_NOTE)):
+            raise web.HTTPBadRequest(
+                text=f"mark must be one of {', '.join(MARKS)}; a note at most {MAX_NOTE} characters.\n"
+            )
+        reply = await self.site.command(
+            {"cmd": "mark", "ids": [int(request.match_info["id"])], "mark": mark, "note": note}
+        )
+        return web.json_response(reply, status=200 if reply.get("ok") else 409 if "error" in reply else 503)
+
+    async def api_bulk(self, request: web.Request) -> web.Response:
+        """One action on many runs: ``{"action", "ids": [...]}`` or ``{"action", "view": "?q=..."}``
+        (every run the view matches, at most ``BULK_MAX``), with a redo's ``settings`` or a
+        mark's ``note``."""
+        form = request.content_type == "application/x-www-form-urlencoded"
+        body = dict(await request.post()) if form else await _json_body(request, MAX_BODY)
+        action, ids, view_text = body.get("action"), body.get("ids"), body.get("view")
+        if action not in BULK_ACTIONS:
+            raise web.HTTPBadRequest(text=f"action must be one of {', '.join(BULK_ACTIONS)}.\n")
+        if isinstance(view_text, str) and ids is None:
+            query = MultiDict((k, v[0]) for k, v in parse_qs(view_text.lstrip("?")).items())
+            ids = self.site.journal.review_ids(self.view(query).filter, BULK_MAX)
+        if (
+            not isinstance(ids, list)
+            or not all(isinstance(i, int) and i >= 0 for i in ids)
+            or len(ids) > BULK_MAX
+        ):
+            raise web.HTTPBadRequest(
+                text=f"ids must be a list of at most {BULK_MAX} run ids, or view a Results query.\n"
+            )
+        settings = body.get("settings") or {}
+        if not isinstance(settings, dict):
+            raise web.HTTPBadRequest(text="settings must be an object.\n")
+        note = body.get("note")
+        reply = await self.site.command(
+            {
+                "cmd": "bulk",
+                "action": action,
+                "ids": ids,
+                "settings": settings,
+                "note": note if isinstance(note, str) else None,
+            }
+        )
+        if form and reply.get("ok"):
+            # A plain form (Failed's Retry all without the page's script): back to that page.
+            back = urlsplit(request.headers.get("Referer", "")).path
+            raise web.HTTPSeeOther(
+                location=back if back.startswith("/") and not back.startswith("//") else "/"
+            )
+        return web.json_response(reply, status=200 if reply.get("ok") else 409 if "error" in reply else 503)
+
+    async def api_progress(self, request: web.Request) -> web.Response:
+        first, last = request.query.get("first", ""), request.query.get("last", "")
+        if not (first.isdigit() and last.isdigit() and len(first) < 19 and len(last) < 19):
+            raise web.HTTPBadRequest(text="first and last must be run ids.\n")
+        counts = self.site.journal.progress(int(first), int(last))
+        ended = sum(counts[str(s)] for s in (JobState.DONE, *FAILURES, JobState.GONE, JobState.DUPLICATE))
+        return web.json_response(
+            {
+                "total": sum(counts.values()),
+                "ended": ended,
+                "done": counts[JobState.DONE],
+                "failed": sum(counts[str(s)] for s in FAILURES),
+            }
+        )
+
+
+def page_numbers(page: int, pages: int) -> list[int | None]:
+    """The page links to show: the first, the last, and two either side of ``page`` (None: a gap)."""
+    wanted = sorted({1, pages, *range(max(1, page - 2), min(pages, page + 2) + 1)})
+    out: list[int | None] = []
+    for n in wanted:
+        last = out[-1] if out else None
+        if last is not None and n - last > 1:
+            out.append(None)
+        out.append(n)
+    return out
+
+
+async def _json_body(request: web.Request, limit: int) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(text="Send JSON (Content-Type: application/json).\n")
+    raw = await request.read()
+    if len(raw) > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(raw))
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        raise web.HTTPBadRequest(text="The body is not JSON.\n") from None
+    if not isinstance(data, dict):
+        raise web.HTTPBadRequest(text="The body must be a JSON object.\n")
+    return data
+
+
+async def _send_file(request: web.Request, path: Path, name: str) -> web.StreamResponse:
+    try:
+        fd = os.open(path, READ_NOFOLLOW_FLAGS)
+    except OSError:
+        raise web.HTTPNotFound(
+            text="That file is not where gpen-watch left it (moved or deleted).\n"
+        ) from None
+    with open(fd, "rb", buffering=0) as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise web.HTTPNotFound(text="That is not a plain file any more.\n")
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/octet-stream",
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}",
+                "Content-Length": str(info.st_size),
+                "Cache-Control": "private, no-store",
+            }
+        )
+        await response.prepare(request)
+        read: Callable[[int], bytes] = f.read
+        while chunk := read(CHUNK):
+            await response.write(chunk)
+        await response.write_eof()
+    return response
