@@ -141,7 +141,10 @@ class FakeRestorer:
             bug = decoder_bug(job.src, TypeError("expected str, bytes or os.PathLike object, not int"))
             return FileResult(job.src, ok=False, error=bug.reason, error_kind=bug.kind)
         job.dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(job.src, job.dst)
+        try:
+            shutil.copyfile(job.src, job.dst)
+        except FileNotFoundError as exc:  # as the engine's decode stage reports an unreadable file
+            return FileResult(job.src, ok=False, error=f"cannot read it: {exc.strerror}", error_kind="failed")
         notes = [f"scale={job.scale}", f"threads={self.threads}", f"device={self.device}"]
         # The strength it was given (the photo's inbox profile, else the workers' own).
         notes.append(f"strength={getattr(job.restore or self.cfg, 'strength', None)}")

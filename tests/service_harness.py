@@ -93,6 +93,11 @@ class ServiceProcess:
             os.pathsep
         )
         self.env.pop("GPEN_WATCH_RESTORER", None)
+        # The test machine's own desktop and power stay out of it: no real notices pop up from
+        # test services (the test's XDG_RUNTIME_DIR holds no bus), and a laptop on battery does
+        # not hold every test's photos.
+        self.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        self.env["GPEN_WATCH_POWER_SUPPLY"] = str(root / "no-power-supply")
         if restorer is not None:
             self.env["GPEN_WATCH_RESTORER"] = restorer
         self.env.update(env or {})

@@ -141,7 +141,7 @@ def test_a_file_with_every_section_loads_into_the_right_types(
     ]
     assert type(w.settle_seconds) is float
     assert w.settle_seconds == 2.0
-    assert w.polling is True
+    assert w.polling == "always"  # an older file's true
     assert w.poll_interval == 0.5
     assert w.rescan_seconds == 30.0
 
@@ -299,8 +299,10 @@ def test_an_unreadable_file_names_the_file(tmp_path: Path) -> None:
         ("restore.use_parse", "false", False),
         ("restore.use_parse", "No", False),
         ("restore.use_parse", "0", False),
-        ("watch.polling", "on", True),
-        ("watch.polling", "TRUE", True),
+        ("watch.polling", "on", "always"),
+        ("watch.polling", "TRUE", "always"),
+        ("watch.polling", "false", "auto"),
+        ("watch.polling", "never", "never"),
         ("workers.devices", "cpu", ["cpu"]),
         ("workers.devices", "cuda:0, cuda:1", ["cuda:0", "cuda:1"]),
         ("workers.devices", '["cuda:0","cuda:1"]', ["cuda:0", "cuda:1"]),

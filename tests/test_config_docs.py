@@ -50,7 +50,7 @@ def test_the_table_shows_the_schemas_defaults() -> None:
     assert "| `0.9` |" in rows["restore.detect_threshold"]
     assert '| `["auto"]` |' in rows["workers.devices"]
     assert "| (unset) |" in rows["restore.model_dir"]
-    assert "| `false` |" in rows["watch.polling"]
+    assert "| `auto` |" in rows["watch.polling"]
     assert '| `""` |' in rows["cluster.address"]
 
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from claimed_sizes import png_claiming, sparse_bmp
 from PIL import Image
 from service_harness import services_fixture
 from test_daemon import Service, drop, files
-from test_imaging import png_with_declared_size
 
 from gpen_watch.imaging.errors import ImageInputError
 from gpen_watch.imaging.load import header_refusal, load_image
@@ -43,7 +43,7 @@ def test_header_refusals_skip_the_queue(services: Callable[..., Service], tmp_pa
     svc.wait(lambda s: s["queue"]["in_flight"] == 1, what="the worker busy with the slow photo")
 
     text = b"Shopping list\n- milk\n- eggs\n" * 4
-    bomb = png_with_declared_size(tmp_path / "bomb.png", 20000, 11000)  # 220 MP
+    bomb = png_claiming(tmp_path / "bomb.png", 20000, 11000)  # 220 MP in 77 bytes
     drop(svc.inbox, "notes.jpg", text)
     drop(svc.inbox, "huge.png", bomb.read_bytes())
     want = ["huge.png", "huge.png.error.txt", "notes.jpg", "notes.jpg.error.txt"]
@@ -56,7 +56,7 @@ def test_header_refusals_skip_the_queue(services: Callable[..., Service], tmp_pa
     notes_reason = _worker_reason(svc.failed / "notes.jpg")
     huge_reason = _worker_reason(svc.failed / "huge.png")
     assert notes_reason == "not an image file (looks like text)"
-    assert "over the 200 MP limit; raise the restore.max_megapixels setting" in huge_reason
+    assert huge_reason.startswith("damaged PNG: its header declares 20000x11000 (220 MP), more than")
     assert notes_reason in (svc.failed / "notes.jpg.error.txt").read_text()
     assert huge_reason in (svc.failed / "huge.png.error.txt").read_text()
     assert (svc.failed / "notes.jpg").read_bytes() == text  # the file itself is kept, untouched
@@ -74,10 +74,14 @@ def test_header_refusal_answers_only_for_what_the_header_decides(tmp_path: Path)
     text.write_text("hello, not a picture at all\n")
     assert (r := header_refusal(text)) is not None
     assert r.kind == "unsupported"
-    bomb = png_with_declared_size(tmp_path / "bomb.png", 20000, 11000)
-    assert (r := header_refusal(bomb, max_megapixels=200)) is not None
+    big = sparse_bmp(tmp_path / "big.bmp", 20000, 11000)  # 220 MP, every row there
+    assert (r := header_refusal(big, max_megapixels=200)) is not None
     assert r.kind == "failed"
-    assert header_refusal(bomb, max_megapixels=300) is None
+    assert "raise the restore.max_megapixels setting" in r.reason
+    assert header_refusal(big, max_megapixels=300) is None
+    bomb = png_claiming(tmp_path / "bomb.png", 20000, 11000)  # no limit makes 220 MP of 77 bytes true
+    assert (r := header_refusal(bomb, max_megapixels=200)) is not None
+    assert r.reason.startswith("damaged PNG")
     # The worker's own words, also where they depend on the first bytes (magic numbers).
     for name, data in [("scan.jpg", b"%PDF-1.4\n" + b"1 0 obj\n" * 20), ("cut.png", b"\x89PNG\r\n\x1a\n")]:
         (tmp_path / name).write_bytes(data)

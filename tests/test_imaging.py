@@ -16,6 +16,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from claimed_sizes import png_claiming, sparse_bmp
 from matplotlib import cbook
 from PIL import Image, ImageCms, ImageFile, JpegImagePlugin
 from skimage import data
@@ -82,16 +83,6 @@ def camera_exif(orientation: int | None = None) -> Image.Exif:
 
 def rgb_of(li: LoadedImage) -> np.ndarray:
     return cv2.cvtColor(li.pixels, cv2.COLOR_BGR2RGB)
-
-
-def png_with_declared_size(path: Path, width: int, height: int) -> Path:
-    """A tiny real PNG whose IHDR (CRC fixed) claims another size: a decompression bomb header."""
-    Image.new("RGB", (8, 8), (10, 20, 30)).save(path)
-    raw = bytearray(path.read_bytes())
-    raw[16:24] = struct.pack(">II", width, height)  # IHDR data starts at 16
-    raw[29:33] = struct.pack(">I", zlib.crc32(bytes(raw[12:29])))  # CRC over type + 13 data bytes
-    path.write_bytes(bytes(raw))
-    return path
 
 
 def cmyk_icc_profile() -> bytes:
@@ -594,7 +585,7 @@ def test_no_prescale_when_small_enough(tmp_path: Path) -> None:
 
 
 def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = png_with_declared_size(tmp_path / "bomb.png", 20000, 20000)
+    src = png_claiming(tmp_path / "bomb.png", 20000, 20000)
     assert probe_image(src) == ("PNG", (20000, 20000))  # header only: cheap, no error
 
     def no_decoding(self):  # type: ignore[no-untyped-def]
@@ -602,11 +593,11 @@ def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(Image.Image, "load", no_decoding)
     monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
-    with pytest.raises(ImageTooLargeError) as err:
+    # 400 MP in 77 bytes: no limit would let it through, so the advice is not to raise one.
+    with pytest.raises(BrokenImageError) as err:
         load_image(src)
-    assert err.value.reason == (
-        "image is 20000x20000 (400 MP), over the 200 MP limit; raise the restore.max_megapixels setting to restore it"
-    )
+    assert err.value.reason.startswith("damaged PNG: its header declares 20000x20000 (400 MP), more than")
+    assert "max_megapixels" not in err.value.reason
     assert err.value.kind == "failed"
     assert isinstance(err.value, InputError)
 
@@ -619,8 +610,8 @@ def test_megapixel_limit_is_ours_not_pillows(tmp_path: Path) -> None:
         load_image(src, max_megapixels=0.1)
     # 190 MP: Image.open would raise DecompressionBombError (over 2 x 89.5 MP); our opener reads the
     # header, and the refusal names our own limit.
-    big = png_with_declared_size(tmp_path / "big.png", 19000, 10000)
-    assert probe_image(big) == ("PNG", (19000, 10000))
+    big = sparse_bmp(tmp_path / "big.bmp", 19000, 10000)
+    assert probe_image(big) == ("BMP", (19000, 10000))
     with pytest.raises(ImageTooLargeError, match="19000x10000 \\(190 MP\\), over the 150 MP limit"):
         load_image(big, max_megapixels=150)
     # Pillow's own guard (an error at twice its value) now agrees with ours instead of its 179 MP.

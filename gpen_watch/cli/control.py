@@ -88,8 +88,10 @@ def _wait_gone(timeout: float) -> bool:
 def format_status(s: Status) -> str:
     """The status as the lines `gpen-watch status` prints."""
     lines = []
-    state = "paused" if s.paused else ("stopping" if s.stopping else "running")
+    state = "paused" if s.paused else ("stopping" if s.stopping else s.standby_text or "running")
     lines.append(f"gpen-watch {s.version}: {state} (pid {s.pid}, up {_duration(s.uptime_s)})")
+    if s.standby_text and s.paused:  # the user's pause and a standby: resume lifts only the first
+        lines.append(f"also {s.standby_text}")
     if s.problem:
         lines.append(f"PROBLEM: {s.problem}")
     if s.notice:
@@ -104,6 +106,8 @@ def format_status(s: Status) -> str:
             f"left alone: {_count(s.special_files, 'link, pipe or device file')} in the inboxes "
             "(only regular files are taken; each is named in the log)"
         )
+    # Only what is worth saying: an inbox away, polled, or holding photos still to download.
+    lines += [line for inbox in s.inbox_states for line in inbox.lines]
 
     # "done", here as on the dashboard: a photo that ended well (restored, or without a face and
     # copied through), first runs only; a redo restores a done photo again and is counted apart.

@@ -55,11 +55,18 @@ DESCRIPTIONS: dict[str, Description] = {
         "An empty file waits at least 30 s, in case its copy stalled before the first byte.",
     ),
     "watch.polling": Description(
-        "Poll instead of OS events: needed for network shares (events miss remote writes)."
+        '"auto": poll inboxes on network shares and FUSE mounts, OS events elsewhere; "always"; "never".',
+        "OS events (inotify, FSEvents, ReadDirectoryChangesW) see only this machine's writes, so a "
+        "photo copied onto an SMB or NFS share from another computer raises none; `auto` finds "
+        "the filesystem of each inbox and polls there, saying so in the log, `gpen-watch status` "
+        "and the dashboard. An inbox whose OS watch cannot be made (the inotify watch limit) is "
+        "polled too. Older files' `true` reads as `always`, `false` as `auto`.",
     ),
-    "watch.poll_interval": Description("Seconds between two looks at the inbox when polling."),
+    "watch.poll_interval": Description("Seconds between two looks at a polled inbox."),
     "watch.rescan_seconds": Description(
-        "Full rescan of the inboxes this often (s), for events that got lost."
+        "Full rescan of each inbox about this often (s), for events that got lost.",
+        "Each inbox's next rescan comes after this many seconds times a random factor between "
+        "0.75 and 1.25 (Syncthing's practice), so inboxes on one share are not all listed at once.",
     ),
     "restore.model": Description(
         f"{registry.choices_text('face')}, or a .pth file.",
@@ -194,6 +201,18 @@ DESCRIPTIONS: dict[str, Description] = {
         "Progress is a result, or a detection, face batch or upscaling tile finished.",
     ),
     "workers.max_attempts": Description("Tries before a photo is set aside as failed."),
+    "workers.schedule": Description(
+        'Hours of the week when workers take photos, e.g. ["mon-fri 19:00-07:00", "sat,sun 00:00-24:00"].',
+        "Empty: always. Each entry is DAYS HH:MM-HH:MM in this machine's local time; DAYS is `daily`, "
+        "a day (`mon`..`sun`), a range (`mon-fri`, `fri-mon`) or a comma list (`sat,sun`); a window "
+        "that ends before it starts runs into the next morning. Outside them new photos are recorded "
+        "and wait; those being restored finish ([quiet hours](tray-and-login.md#quiet-hours-and-battery)). "
+        "On the dashboard's Settings page, entries are separated by `;`.",
+    ),
+    "workers.pause_on_battery": Description(
+        "Take no new photo while this machine runs on battery; go on when mains power is back.",
+        "Checked every 30 s. A machine without a battery never pauses for it.",
+    ),
     "cluster.address": Description(
         'Ray cluster for remote workers: "" (off), "auto" or host:port of its head.',
         "`auto` is the Ray node on this machine ([cluster](cluster.md)).",
@@ -223,6 +242,18 @@ DESCRIPTIONS: dict[str, Description] = {
     "dashboard.views_mb": Description(
         "MB kept for the newest photos' before/after previews and face crops; 0 keeps none.",
     ),
+    "notify.desktop": Description(
+        "Without a tray, show the notices on the desktop where there is a desktop session.",
+        "With a tray the tray shows them; on a server they go to the log ([notices](notices.md)).",
+    ),
+    "notify.webhook": Description(
+        'An http(s) URL each finished batch, failure burst and problem is POSTed to as JSON; "": off.',
+        "The body's fields: [notices](notices.md#the-webhook).",
+    ),
+    "notify.webhook_timeout": Description(
+        "Seconds a webhook post waits for the server (more than 0, at most 60).",
+        "One retry after a pause, then the notice is dropped; the queue never waits for it.",
+    ),
 }
 
 
@@ -236,7 +267,8 @@ class Applies(enum.Enum):
     SERVICE = "after a restart of the service"
 
 
-# When a change applies, by section: the one table of it, tested to cover every setting.
+# When a change applies, by section (or by setting, where one differs from its section): the one
+# table of it, tested to cover every setting.
 APPLIES: dict[str, Applies] = {
     "watch": Applies.WATCHER,
     "output": Applies.AT_ONCE,
@@ -244,6 +276,10 @@ APPLIES: dict[str, Applies] = {
     "workers": Applies.WORKERS,
     "cluster": Applies.SERVICE,
     "dashboard": Applies.SERVICE,
+    "notify": Applies.SERVICE,
+    # Read by the service loop before each claim, not by the workers: no restart.
+    "workers.schedule": Applies.AT_ONCE,
+    "workers.pause_on_battery": Applies.AT_ONCE,
 }
 
 
@@ -252,6 +288,8 @@ def applies(name: str) -> Applies:
     output.* settings are read by the workers with each photo, but a changed profile may need
     other models loaded: the workers restart for restore.*, output.* applies at once."""
     match = re.fullmatch(r"watch\.inboxes(?:\[\d+\])?\.(restore|output)(?:\..+)?", name)
+    if name in APPLIES:
+        return APPLIES[name]
     return APPLIES[match[1] if match else name.partition(".")[0]]
 
 

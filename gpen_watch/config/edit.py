@@ -42,6 +42,9 @@ from gpen_watch.config.schema import (
 
 # A form's values are short: a path, a number, a list of devices.
 MAX_VALUE = 4096
+# A form writes a list as one line, its items separated by commas, except a list whose items hold
+# commas themselves ("sat,sun 10:00-18:00"): those by this.
+LIST_SEPARATORS: dict[str, str] = {"workers.schedule": ";"}
 INBOX_NAME = re.compile(r"watch\.inboxes\[(\d{1,3})\]\.(.+)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -120,9 +123,15 @@ def _is_path(tp: Any) -> bool:
     return tp is Path or Path in typing.get_args(tp)
 
 
-def toml_value(tp: Any, text: str) -> Any:
-    """The TOML value a user would have written for ``text`` in a setting of type ``tp``; text
-    that is no such value stays text, for the file's checks to refuse with the file's sentence."""
+def list_separator(name: str) -> str:
+    """What separates the items of the list setting ``name`` in a form."""
+    return LIST_SEPARATORS.get(name, ",")
+
+
+def toml_value(tp: Any, text: str, sep: str = ",") -> Any:
+    """The TOML value a user would have written for ``text`` in a setting of type ``tp`` (a list's
+    items separated by ``sep``); text that is no such value stays text, for the file's checks to
+    refuse with the file's sentence."""
     text = text.strip()
     if tp is bool:
         return {"true": True, "false": False}.get(text.lower(), text)
@@ -134,7 +143,7 @@ def toml_value(tp: Any, text: str) -> Any:
                 continue
         return text
     if typing.get_origin(tp) is list:
-        return [part.strip() for part in text.split(",") if part.strip()]
+        return [part.strip() for part in text.split(sep) if part.strip()]
     return text
 
 
@@ -155,7 +164,7 @@ def apply_form(text: str, form: Mapping[str, str], inboxes: int) -> str:
     for name, raw in form.items():
         tp = field_type(name, inboxes)
         check_text(name, raw, tp)
-        value = toml_value(tp, raw)
+        value = toml_value(tp, raw, list_separator(name))
         match = INBOX_NAME.fullmatch(name)
         if match is None:
             _set_global(doc, name, tp, value)

@@ -20,6 +20,7 @@ from gpen_watch.config.schema import (
     Config,
     InboxConfig,
     OutputConfig,
+    PollingMode,
     RestoreConfig,
     _validate,
     inbox_label,
@@ -249,6 +250,17 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def legacy_polling(value: Any) -> Any:
+    """watch.polling as older files wrote it, a bool: true -> "always", false -> "auto"."""
+    if isinstance(value, bool):
+        return "always" if value else "auto"
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+        return "always"
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+        return "auto"
+    return value.strip().lower() if isinstance(value, str) else value
+
+
 def _convert(tp: Any, value: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -259,6 +271,8 @@ def _convert(tp: Any, value: Any, name: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, name)
     if origin is Literal:
+        if args == typing.get_args(PollingMode):
+            value = legacy_polling(value)  # older files' true / false
         if value not in args:
             raise ConfigError(f"{name}: must be one of {', '.join(map(str, args))}, got {value!r}")
         return value

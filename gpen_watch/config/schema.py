@@ -13,6 +13,7 @@ import dataclasses
 import ipaddress
 import os
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.schedule import check as check_schedule
 from gpen_watch.platform import paths
 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
@@ -31,6 +33,9 @@ OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
 FaceChoice = Literal["all", "largest", "center"]
 # The number format ParseNet runs in; "auto" follows restore.precision. int8 is for CPUs only.
 ParsePrecision = Literal["auto", "fp32", "bf16", "int8"]
+# How inboxes are watched: "auto" polls those on network and FUSE filesystems (where OS events
+# miss other machines' writes) and uses OS events elsewhere; "always" and "never" decide for all.
+PollingMode = Literal["auto", "always", "never"]
 
 
 DASHBOARD_PORT = 4736
@@ -135,8 +140,9 @@ class WatchConfig:
     # A file is taken once its size and mtime have not changed for this long (an empty file:
     # at least 30 s, so a copy that stalls before its first byte is not taken for an empty photo).
     settle_seconds: float = 1.0
-    # Poll instead of OS events: needed for network shares (inotify misses remote writes).
-    polling: bool = False
+    # "auto": poll inboxes on network shares and FUSE mounts (OS events miss remote writes),
+    # OS events elsewhere; "always" or "never" for every inbox.
+    polling: PollingMode = "auto"
     poll_interval: float = 2.0
     # Full rescan of the inboxes as a safety net for lost events.
     rescan_seconds: float = 60.0
@@ -154,6 +160,9 @@ class WorkerConfig:
     images_in_flight: int = 0
     image_timeout: float = 600.0
     max_attempts: int = 3
+    # When workers take photos ("mon-fri 19:00-07:00": config.schedule); empty: always.
+    schedule: list[str] = field(default_factory=list)
+    pause_on_battery: bool = True  # no new photo while on battery
 
 
 @dataclass
@@ -185,6 +194,19 @@ class DashboardConfig:
 
 
 @dataclass
+class NotifyConfig:
+    """Notices beyond the tray (docs/notices.md): on the desktop without a tray, and a webhook."""
+
+    # Without a tray (--no-tray, or none could be shown), the service shows the notices itself where
+    # a desktop session exists; with a tray, the tray shows them.
+    desktop: bool = True
+    # An http(s) URL each finished batch, failure burst and problem is POSTed to as JSON; "": off.
+    webhook: str = ""
+    # Seconds a post waits for the server to connect and to answer.
+    webhook_timeout: float = 5.0
+
+
+@dataclass
 class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     restore: RestoreConfig = field(default_factory=RestoreConfig)
@@ -192,6 +214,7 @@ class Config:
     workers: WorkerConfig = field(default_factory=WorkerConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
     def validate(self) -> Config:
         _validate(self)
@@ -303,6 +326,17 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             'must be an IP address of this machine, such as 127.0.0.1 (loopback only) or "::1"',
         ),
         (cfg.dashboard.views_mb >= 0, "dashboard.views_mb", "must be 0 (keep none) or more"),
+        (
+            cfg.notify.webhook == "" or valid_webhook_url(cfg.notify.webhook),
+            "notify.webhook",
+            f"{cfg.notify.webhook!r} is not an http:// or https:// URL with a host; write one such as"
+            ' "https://example.com/hook", or "" to post no notices',
+        ),
+        (
+            0 < cfg.notify.webhook_timeout <= 60,
+            "notify.webhook_timeout",
+            "must be more than 0 and at most 60 seconds",
+        ),
     ]
     for ok, name, reason in checks:
         if not ok:
@@ -311,6 +345,7 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         check_name_template(cfg.output.name_template)
     except ConfigError as exc:
         raise ConfigError(f"{where('output.name_template')}{exc}") from None
+    check_schedule(wk.schedule, where("workers.schedule"))
     for i, inbox in enumerate(w.inboxes):
         if not inbox.restore and not inbox.output:
             continue
@@ -384,6 +419,15 @@ def _valid_cluster_address(address: str) -> bool:
         return True
     host, sep, port = address.rpartition(":")
     return bool(sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+
+
+def valid_webhook_url(url: str) -> bool:
+    """An http(s) URL with a host: the only kind notify.webhook posts to."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return False
 
 
 def _valid_bind_address(address: str) -> bool:

@@ -41,6 +41,13 @@ class OverviewFacts:
     rate: float = 0.0  # photos a minute now, as the page shows it
     eta_s: float | None = None
     eta_note: str = ""  # why there is no time left to give
+    # Why no new photo is taken though nobody paused (outside workers.schedule, on battery), in
+    # words; "" when none.
+    standby: str = ""
+    # Inboxes away, as (path, "away: why; photos there wait until it is back"): warning banners.
+    inboxes_away: list[tuple[str, str]] = field(default_factory=list)
+    # Worth knowing about the others, as (path, note): polled and why, photos waiting for download.
+    inbox_notes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def facts(status: Status) -> OverviewFacts:
@@ -60,7 +67,12 @@ def facts(status: Status) -> OverviewFacts:
         notices.append(status.notice)
     rate = status.throughput.images_per_min
     eta, note = time_left(status, rate)
-    return OverviewFacts(headline(status), problems, notices, models, said, rate, eta, note)
+    standby = status.standby_text[:1].upper() + status.standby_text[1:]
+    away = [(i.path, i.away_text) for i in status.inbox_states if i.away_text]
+    inbox_notes = [(i.path, n) for i in status.inbox_states for n in (i.polling_text, i.download_text) if n]
+    return OverviewFacts(
+        headline(status), problems, notices, models, said, rate, eta, note, standby, away, inbox_notes
+    )
 
 
 def headline(status: Status) -> str:
@@ -69,6 +81,10 @@ def headline(status: Status) -> str:
         return "Stopping"
     if status.paused:
         return "Paused"
+    if status.standby == "schedule":
+        return "Waiting for the schedule"
+    if status.standby == "battery":
+        return "Paused on battery"
     if status.models is not None and status.models.state in MODELS_HELD:
         return "Waiting for model files"
     if q.restoring:
@@ -87,6 +103,8 @@ def time_left(status: Status, rate: float) -> tuple[float | None, str]:
         return depth * 60.0 / rate, ""
     if status.paused:
         return None, "paused"
+    if status.standby_text:
+        return None, status.standby_text
     if status.models is not None and status.models.state in MODELS_HELD:
         return None, "not known: waiting for model files"
     if status.queue.in_flight:

@@ -32,12 +32,15 @@ SECTIONS: dict[str, SectionWords] = {
     "dashboard": SectionWords(
         "Dashboard", "This page: whether it is served, where, and the room its previews get."
     ),
+    "notify": SectionWords(
+        "Notices", "Notices beyond the tray: on the desktop without a tray, and posted to a webhook."
+    ),
 }
 
 LABELS: dict[str, str] = {
     "watch.outbox": "Outbox folder",
     "watch.settle_seconds": "Wait before taking a file (s)",
-    "watch.polling": "Poll instead of OS events",
+    "watch.polling": "Poll the inboxes",
     "watch.poll_interval": "Poll every (s)",
     "watch.rescan_seconds": "Full rescan every (s)",
     "watch.inboxes.path": "Folder",
@@ -77,6 +80,8 @@ LABELS: dict[str, str] = {
     "workers.images_in_flight": "Photos handed at once",
     "workers.image_timeout": "Hung after (s) without progress",
     "workers.max_attempts": "Tries before giving up",
+    "workers.schedule": "Working hours (entries separated by ;)",
+    "workers.pause_on_battery": "Pause on battery power",
     "cluster.address": "Ray cluster address",
     "cluster.token_file": "Cluster token file",
     "cluster.local_workers": "Keep this machine's workers",
@@ -85,6 +90,9 @@ LABELS: dict[str, str] = {
     "dashboard.port": "Port",
     "dashboard.address": "Listen on address",
     "dashboard.views_mb": "Room for previews (MB)",
+    "notify.desktop": "Desktop notices without a tray",
+    "notify.webhook": "Webhook URL",
+    "notify.webhook_timeout": "Webhook timeout (s)",
 }
 
 

@@ -33,7 +33,7 @@ from gpen_watch.service.folders import check_service_folders
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard")
+SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard", "notify")
 # A form has about a hundred fields; more is no form of this page.
 MAX_FIELDS = 1000
 OVERRIDDEN = (
@@ -232,7 +232,7 @@ class SettingsPage:
                     name,
                     name,
                     _get(file_cfg, name),
-                    _shown(edit.default_of(name)),
+                    _shown(edit.default_of(name), edit.list_separator(name)),
                     tp,
                     _get(now, name),
                 )
@@ -282,7 +282,7 @@ class SettingsPage:
         """``inbox``: the number of the inbox whose own setting this is (blank: the global one)."""
         overridden = ""
         if self.source is not None and now is not None and self.source.overrides(name):
-            overridden = OVERRIDDEN.format(value=_shown(now))
+            overridden = OVERRIDDEN.format(value=_shown(now, edit.list_separator(name)))
         choices = _choices(tp)
         inherits = inbox is not None
         if choices and inherits:
@@ -291,7 +291,7 @@ class SettingsPage:
             name,
             key,
             DESCRIPTIONS[doc or name].note,
-            shown.value(name, _shown(value)),
+            shown.value(name, _shown(value, edit.list_separator(name))),
             default,
             choices,
             overridden,
@@ -319,8 +319,8 @@ def _choices(tp: Any) -> tuple[str, ...]:
     return ()
 
 
-def _shown(value: Any) -> str:
-    """A value as the form shows it and reads it back."""
+def _shown(value: Any, sep: str = ",") -> str:
+    """A value as the form shows it and reads it back (a list's items separated by ``sep``)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -328,7 +328,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, Path):
         return short_path(value)
     if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
+        return f"{sep} ".join(str(v) for v in value)
     return str(value)
 
 

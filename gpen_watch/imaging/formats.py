@@ -19,6 +19,7 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
         ".ppm", ".pgm", ".pbm", ".pnm", ".pam",
         ".ico", ".cur", ".icns", ".qoi", ".dds", ".sgi", ".rgb", ".rgba", ".bw",
         ".pcx", ".dcx", ".ras", ".sun", ".xbm", ".xpm", ".blp", ".msp", ".im", ".pcd", ".pxr",
+        ".fpx", ".mic", ".gd", ".wal",
     }
 )  # fmt: skip
 
@@ -104,6 +105,11 @@ _DISPLAY_NAMES = {
     "SUN": "Sun raster",
     "MPO": "multi-picture JPEG (MPO)",
     "FLI": "FLI/FLC animation",
+    "FPX": "FlashPix (FPX)",
+    "MIC": "Microsoft Image Composer (MIC)",
+    "MSP": "Microsoft Paint (MSP)",
+    "GD": "GD image",
+    "WAL": "Quake 2 texture (WAL)",
 }
 
 

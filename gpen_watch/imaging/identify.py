@@ -18,11 +18,11 @@ from gpen_watch.base.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
 from gpen_watch.imaging.errors import (
     EmptyFileError,
     ImageInputError,
-    ImageTooLargeError,
     NotAnImageError,
     UnsupportedFormatError,
 )
 from gpen_watch.imaging.formats import RAW_EXTENSIONS
+from gpen_watch.imaging.known import known_type_failure
 from gpen_watch.imaging.reasons import (
     DATA_ERRORS,
     bomb_pixels,
@@ -35,6 +35,7 @@ from gpen_watch.imaging.reasons import (
     unreadable_here,
 )
 from gpen_watch.imaging.structure import a_later_frame_decodes, well_formed
+from gpen_watch.imaging.unregistered import open_as, unregistered_format
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -130,20 +131,6 @@ def open_file(path: Path) -> IO[bytes]:
         raise
 
 
-def check_megapixels(path: Path, size: tuple[int, int], max_megapixels: float) -> None:
-    megapixels = size[0] * size[1] / 1e6
-    if max_megapixels > 0 and megapixels > max_megapixels:
-        raise ImageTooLargeError(
-            path,
-            f"image is {size_text(size)}, over the {max_megapixels:g} MP limit; "
-            "raise the restore.max_megapixels setting to restore it",
-        )
-
-
-def size_text(size: tuple[int, int]) -> str:
-    return f"{size[0]}x{size[1]} ({size[0] * size[1] / 1e6:.0f} MP)"
-
-
 def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.Image:
     """Open the header lazily, content first (the extension is ignored), or raise why not."""
     head = fh.read(64)
@@ -153,6 +140,8 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         im = _open_header(fh)
         if im is None and kind in HEIF_KINDS and register_heif():
             im = _open_header(fh)
+        if im is None and (extra := unregistered_format(fh)) is not None:
+            im = _open_unregistered(extra, fh)
     except _PluginError as err:
         # A plugin recognised its format but the header is cut short, corrupt, or of a variant it
         # lacks (DDS and BLP say so with NotImplementedError).
@@ -168,8 +157,15 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
     if im is None:
         if kind in ("HEIC", "HEIF") and "HEIF" in Image.OPEN:
             raise _heif_failure(fh, path, kind)
-        raise _identify_failure(path, head)
+        raise _identify_failure(path, head, fh)
     return im
+
+
+def _open_unregistered(fmt: str, fh: IO[bytes]) -> Image.Image:
+    try:
+        return open_as(fmt, fh)
+    except Exception as exc:
+        raise _PluginError(fmt, exc) from exc
 
 
 def use_our_pixel_limit(max_megapixels: float) -> None:
@@ -319,7 +315,7 @@ def _heif_failure(fh: IO[bytes], path: Path, kind: str) -> ImageInputError:
     return missing_feature(path, kind, "a layout (no still image) that gpen-watch cannot read")
 
 
-def _identify_failure(path: Path, head: bytes) -> ImageInputError:
+def _identify_failure(path: Path, head: bytes, fh: IO[bytes]) -> ImageInputError:
     kind = sniff(head)
     if kind in ("HEIC", "HEIF"):  # (AVIF is Pillow's own: one it cannot open is damaged)
         if not register_heif():
@@ -339,6 +335,8 @@ def _identify_failure(path: Path, head: bytes) -> ImageInputError:
         return UnsupportedFormatError(
             path, f"{kind} images cannot be decoded on this machine; export it as JPEG, PNG or TIFF"
         )
+    if (known := known_type_failure(path, head, fh)) is not None:
+        return known
     if len(head) < 12:
         n = len(head)
         return NotAnImageError(path, f"not an image file (only {n} byte{'' if n == 1 else 's'})")

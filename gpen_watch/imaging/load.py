@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
+from gpen_watch.imaging.claims import check_size, size_text
 from gpen_watch.imaging.decode import (
     apply_orientation,
     decode_pixels,
@@ -44,13 +45,11 @@ from gpen_watch.imaging.errors import (
 from gpen_watch.imaging.formats import GRAY_MODES
 from gpen_watch.imaging.identify import (
     HEIF_KINDS,
-    check_megapixels,
     check_path,
     decode_failure,
     format_name,
     identify,
     open_file,
-    size_text,
     sniff,
 )
 from gpen_watch.imaging.metadata import (
@@ -163,7 +162,7 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             _log_bug(path, "reading the header", bug.__cause__)
             raise
         fmt = format_name(im)
-        check_megapixels(path, im.size, max_megapixels)
+        check_size(path, im, fh, max_megapixels)
         try:
             loaded = _load_opened(path, fh, im, fmt, max_side)
             loaded.source_id = source_id
@@ -205,7 +204,7 @@ def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError
                 return None
             fh.seek(0)
             im = identify(fh, path, max_megapixels)
-            check_megapixels(path, im.size, max_megapixels)
+            check_size(path, im, fh, max_megapixels)
     except (NotAnImageError, BrokenImageError, ImageTooLargeError) as exc:
         return exc
     except ImageInputError:

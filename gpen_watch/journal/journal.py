@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gpen_watch.journal.connection import connect, default_path
@@ -182,7 +182,7 @@ class Journal(UserRequests):
         ).fetchone()
         return failed
 
-    def claim_batch(self, n: int, worker: str) -> Claim:
+    def claim_batch(self, n: int, worker: str, skip_inboxes: Collection[str] = ()) -> Claim:
         """Move up to ``n`` oldest queued jobs to running for ``worker`` (attempts + 1), atomically,
         holding back and resolving jobs with the same content.
 
@@ -192,7 +192,8 @@ class Journal(UserRequests):
         ``copies`` of it (linked by ``duplicate_of``), exactly as ``add`` links a drop after the
         first was done. If the first fails instead (or is unsupported), those that waited for it
         are claimed as ``repeats`` of its failure; if it is gone, the next one is restored as usual.
-        Copies and repeats count towards ``n``.
+        Copies and repeats count towards ``n``. Jobs of ``skip_inboxes`` (inboxes on a drive or
+        share that is away) stay queued, untouched.
         """
         if n <= 0:
             return Claim([], [], [], 0)
@@ -210,6 +211,8 @@ class Journal(UserRequests):
             for row in self._queued_rows(conn, n):
                 if len(ids) + len(twins) >= n:
                     break
+                if row["inbox"] in skip_inboxes:
+                    continue
                 content = (row["sha256"], row["size"])
                 if content in busy:
                     held += 1

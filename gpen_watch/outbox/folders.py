@@ -9,17 +9,26 @@ job's folder is made between the checks here and the removal.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+from gpen_watch.base.errors import OutboxUnavailable
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.outbox import naming
+from gpen_watch.platform import presence
 
 MADE = "made folder"
 
 
 def make_output_dir(journal: Journal, job_id: int, directory: Path, root: Path) -> None:
     """``naming.ensure_dir``, noting in the journal each folder of it that did not exist."""
+    if presence.last_anchor(root) is not None and (why := presence.away(root)) is not None:
+        # An outbox the service has seen is never made again here: on a drive that left, that
+        # would make it in the bare mount point. (One never seen, in a test or a tool, is made.)
+        raise OutboxUnavailable(f"{root}: the outbox is away: {why}") from FileNotFoundError(
+            errno.ENOENT, why, os.fspath(root)
+        )
     missing = [folder for folder in _below(directory, root) if not os.path.lexists(folder)]
     naming.ensure_dir(directory, root)
     for folder in reversed(missing):

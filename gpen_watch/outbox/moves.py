@@ -22,6 +22,7 @@ from gpen_watch.base.fsutil import FOLDER_REFUSES
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import Original
 from gpen_watch.outbox import durable, naming
+from gpen_watch.platform import presence
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,12 @@ class OriginalOutcome:
 
 
 def source_state(job: Job) -> str:
-    """ "same" if the inbox file is still the one this job took, else "missing" or "changed"."""
+    """ "same" if the inbox file is still the one this job took, else "missing" or "changed", or
+    "away" when it is not there because its inbox's drive or share is (``platform.presence``)."""
     try:
         st = os.lstat(job.source)
     except FileNotFoundError:
-        return "missing"
+        return "away" if presence.away(job.inbox) is not None else "missing"
     if not stat.S_ISREG(st.st_mode) or st.st_size != job.size or st.st_mtime != job.mtime:
         return "changed"
     return "same"
@@ -96,6 +98,14 @@ def move_original(
     if resumed is not None:
         return resumed
     state = source_state(job)
+    if state == "away":
+        # Not deleted: it is on a drive or share that left. It waits, and is moved once it is back.
+        why = f"its inbox {job.inbox} is away: {presence.away(job.inbox)}"
+        if job.original != Original.WAITING:
+            journal.set_original(job.id, Original.WAITING, directory)
+            journal.log_event(job.id, "original-waiting", why)
+            log.warning("%s: %s; it is moved once the inbox is back", job.source, why)
+        return OriginalOutcome(Original.WAITING, job.source, why, folder=root)
     if state != "same":
         what = Original.MISSING if state == "missing" else Original.REPLACED
         journal.set_original(job.id, what)

@@ -62,6 +62,11 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
 
 def _delete_original(journal: Journal, job: Job) -> OriginalOutcome:
     state = source_state(job)
+    if state == "away":  # on a drive or share that left: not deleted by us, and not missing
+        why = f"not deleted: its inbox {job.inbox} was away"
+        journal.set_original(job.id, Original.LEFT)
+        journal.log_event(job.id, "original-left", why)
+        return OriginalOutcome(Original.LEFT, job.source, why)
     if state == "missing":
         action = Original.DELETED if job.original == Original.DELETING else Original.MISSING
         journal.set_original(job.id, action)

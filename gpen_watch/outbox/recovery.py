@@ -14,6 +14,8 @@ Run once at start-up, before any work is dispatched:
   A move that had already linked the file into the archive just removes the inbox name.
 * Temp files (``.*.gpen-tmp-<id>``) in the outbox, failed and archive folders whose job is not
   running are deleted: they are unfinished worker output or copies, never the only copy of anything.
+* Retries the stop came in the middle of are finished or undone (``retry.finish_or_undo``): the
+  photo ends in its inbox or in failed/, never both, and a temp copy in the inbox is removed.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Recovery:
     temps_removed: int = 0
     # Originals that could not leave the inbox (read-only inbox...): recorded "left", not retried.
     left: list[OriginalOutcome] = field(default_factory=list)
+    retries: retry.RetriesRecovered = field(default_factory=retry.RetriesRecovered)
 
 
 def _same_file(path: Path, ino: int | None, size: int | None) -> bool:
@@ -126,5 +129,5 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
         except (OSError, OutputError) as exc:
             log.warning("run %d: could not handle the original %s: %s", job.id, job.source, exc)
     report.temps_removed = clean_stale_temps(journal, cfg)
-    retry.undo_unmoved(journal)
+    report.retries = retry.finish_or_undo(journal)
     return report

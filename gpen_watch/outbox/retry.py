@@ -9,10 +9,19 @@ the file is set aside again (the new error file taking the old one's name),
 ``failed.clear_retried`` removes it.
 
 Order, for a kill at any step: the journal records the retry before the file moves, and the move
-is one link or rename (or, across file systems, a copy to a hidden temp name, flushed, then linked
-into the inbox, and the original removed). Killed before the move: the file is still in failed/
-with nothing in its inbox, and the start-up recovery (``undo_unmoved``) puts the failure back on
-the Failed page. Killed after: the inbox has the file, which the start-up scan takes.
+is one link then the removal of the failed/ name (or, across file systems, a copy to a hidden temp
+name in the inbox, flushed, linked into place, the temp name and then the failed/ name removed).
+The start-up recovery (``finish_or_undo``, before the watcher's scan) finishes or undoes each step:
+
+* killed before the file reached the inbox: a temp copy (whole or half written) is removed, the
+  file is still in failed/, and the failure goes back on the Failed page;
+* killed once the inbox has the file but failed/ still does too (a second link to it, or a whole
+  copy): the failed/ name is removed once the two are proved to be the same photo (same inode,
+  or same size and bytes), and the scan takes the inbox copy as the retry meant;
+* the inbox holds a different file of that name (dropped since): both stay, and the failure goes
+  back on the Failed page.
+
+Nothing is removed that could be the only copy of a photo.
 """
 
 from __future__ import annotations
@@ -21,11 +30,13 @@ import errno
 import logging
 import os
 import shutil
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.base.fsutil import remove_quietly
-from gpen_watch.journal.journal import Journal
+from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import FAILURES, Hidden, Original
 from gpen_watch.outbox.durable import fsync_dir, fsync_file
 from gpen_watch.platform.files import link_no_clobber
@@ -74,16 +85,109 @@ def send_back(journal: Journal, job_id: int, inboxes: list[Path]) -> Path:
     return job.source
 
 
-def undo_unmoved(journal: Journal) -> int:
-    """At start-up: failures marked retried whose file never left failed/ (the service was killed
-    in between) go back on the Failed page. How many did."""
-    undone = 0
+@dataclass
+class RetriesRecovered:
+    """What the start-up recovery did with the retries the last run was stopped in."""
+
+    finished: int = 0  # in the inbox and failed/ both: failed/'s name removed
+    undone: int = 0  # never reached the inbox: back on the Failed page
+    temps_removed: int = 0  # hidden temp copies in the inbox
+
+
+def temp_copy(dst: Path, job_id: int) -> Path:
+    """The hidden name in the inbox a retry across file systems copies to (the watcher leaves it)."""
+    return dst.with_name(f".{dst.name}.gpen-retry-{job_id}")
+
+
+def finish_or_undo(journal: Journal) -> RetriesRecovered:
+    """At start-up, before the watcher's scan: finish or undo each retry the last run was killed
+    in, so that its photo is in one place (see the module docstring)."""
+    report = RetriesRecovered()
     for job in journal.retries_pending():
-        kept = job.original_path
-        if kept is not None and kept.exists() and not os.path.lexists(job.source):
-            journal.unhide(job.id, "the retry did not happen (the service stopped first)")
-            undone += 1
-    return undone
+        try:
+            _recover_one(journal, job, report)
+        except OSError as exc:
+            log.warning("run %d: could not finish its retry after a restart: %s", job.id, exc)
+    if report.finished or report.undone or report.temps_removed:
+        log.info(
+            "retries the last run was stopped in: %d finished, %d undone, %d temp copies removed",
+            report.finished,
+            report.undone,
+            report.temps_removed,
+        )
+    return report
+
+
+def _recover_one(journal: Journal, job: Job, report: RetriesRecovered) -> None:
+    kept, dst = job.original_path, job.source
+    if kept is None:
+        return
+    report.temps_removed += _drop_temp(temp_copy(dst, job.id), kept, dst)
+    if not _is_file(kept):
+        return  # moved: the inbox has it (the scan takes it), or the user took it away
+    later = [j for j in journal.named(os.fspath(kept), FAILURES) if j.id > job.id and j.original_path == kept]
+    if later:
+        # Tried again and set aside again under the same name before the kill: it is that run's.
+        journal.hide(job.id, Hidden.RETRY_ENDED, f"tried again as run {later[0].id} ({later[0].state})")
+        return
+    if not os.path.lexists(dst):
+        journal.unhide(job.id, "the retry did not happen (the service stopped first)")
+        report.undone += 1
+    elif _same_photo(kept, dst):
+        os.unlink(kept)
+        fsync_dir(kept.parent)
+        journal.log_event(job.id, "retry-finished", f"finished after a restart: {dst} is the same file")
+        log.info("retry: %s was already in its inbox; its copy in failed/ is removed", dst)
+        report.finished += 1
+    else:
+        journal.unhide(job.id, f"the retry did not happen: its inbox holds another file at {dst}")
+        log.warning(
+            "retry of %s did not happen: its inbox holds another file of that name; both are kept, "
+            "and the failure is back on the Failed page",
+            kept,
+        )
+        report.undone += 1
+
+
+def _drop_temp(tmp: Path, kept: Path, dst: Path) -> int:
+    """Remove the retry's temp copy when another whole copy exists: the inbox name linked to it,
+    or the file in failed/ it was being copied from. 1 if removed."""
+    if not _is_file(tmp):
+        return 0
+    if not (_is_file(dst) and os.path.samefile(tmp, dst)) and not _is_file(kept):
+        log.warning(
+            "%s: left in place: it may be the only copy of %s, which is no longer in failed/", tmp, kept.name
+        )
+        return 0
+    os.unlink(tmp)
+    fsync_dir(tmp.parent)
+    return 1
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _same_photo(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (same device and inode) or two with the same bytes;
+    only then may one of them be removed. A link or other non-file is never the same."""
+    sa, sb = os.lstat(a), os.lstat(b)
+    if not (stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode)):
+        return False
+    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+        return True
+    if sa.st_size != sb.st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            chunk = fa.read(1 << 20)
+            if chunk != fb.read(1 << 20):
+                return False
+            if not chunk:
+                return True
 
 
 def dismiss(journal: Journal, job_id: int) -> None:
@@ -103,9 +207,10 @@ def _move_into_inbox(src: Path, dst: Path, job_id: int) -> None:
         fsync_dir(dst.parent)
         if linked:
             os.unlink(src)
+            fsync_dir(src.parent)
         return
     # Another file system: a hidden temp name the watcher leaves alone, then one rename.
-    tmp = dst.with_name(f".{dst.name}.gpen-retry-{job_id}")
+    tmp = temp_copy(dst, job_id)
     try:
         shutil.copy2(src, tmp)
         fsync_file(tmp)
@@ -117,3 +222,4 @@ def _move_into_inbox(src: Path, dst: Path, job_id: int) -> None:
         raise
     fsync_dir(dst.parent)
     os.unlink(src)
+    fsync_dir(src.parent)

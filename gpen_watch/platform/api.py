@@ -7,11 +7,13 @@ instantiated (``abc``), so nothing is forgotten when one is added.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 from gpen_watch.platform.login_common import SERVICE, LoginEntry, LoginOptions, LoginResult, LoginStatus
+from gpen_watch.platform.mounts import Volume
 
 
 class LoginService(Protocol):
@@ -59,6 +61,25 @@ class Platform(ABC):
     @abstractmethod
     def notify(self, title: str, message: str) -> bool:
         """A desktop notification when the tray backend cannot show one; False if there is no way."""
+
+    def desktop_session(self) -> bool:
+        """Whether this process runs in a desktop session that can show ``notify``'s notices
+        (the headless service asks before it sends one); True where the OS gives every user one."""
+        return True
+
+    @abstractmethod
+    def volume_of(self, path: Path) -> Volume | None:
+        """The mounted filesystem holding ``path`` (absolute, links resolved); None if unknown."""
+
+    @abstractmethod
+    def cloud_placeholder(self, st: os.stat_result) -> bool:
+        """Whether an lstat result's flags say the file's bytes are not on this machine (a cloud
+        placeholder that reading would download); never opens the file."""
+
+    @abstractmethod
+    def on_battery(self) -> bool | None:
+        """Whether the machine runs on battery now (workers.pause_on_battery): False on mains power
+        or without a battery, None when the OS does not say. Cheap: the service asks every 30 s."""
 
     def defuse_name(self, name: str) -> str:
         """``name`` (one component, already without separators and leading dots and spaces) made

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import ClassVar
 
-from gpen_watch.platform import linux_login
+from gpen_watch.platform import linux_login, linux_notify, power
 from gpen_watch.platform.api import LoginService, Platform
+from gpen_watch.platform.mounts import Volume, parse_mountinfo, volume_in
 
 
 class LinuxPlatform(Platform):
@@ -23,6 +25,24 @@ class LinuxPlatform(Platform):
     posix_permissions = True
     unix_sockets = True
     name_forbidden: ClassVar[frozenset[str]] = frozenset()
+    #: Where the kernel lists the power supplies (a test points it at a folder of its own).
+    power_supply: ClassVar[Path] = power.SYSFS_POWER_SUPPLY
+
+    def on_battery(self) -> bool | None:
+        return power.sysfs_on_battery(self.power_supply)
+
+    def volume_of(self, path: Path) -> Volume | None:
+        """From /proc/self/mountinfo (the BSDs, which share this class, have none: None)."""
+        try:
+            text = os.fsdecode(Path("/proc/self/mountinfo").read_bytes())
+        except OSError:
+            return None
+        return volume_in(path, parse_mountinfo(text))
+
+    def cloud_placeholder(self, st: os.stat_result) -> bool:
+        # Linux has no placeholder flag: its sync clients (rclone, onedriver) are FUSE mounts,
+        # polled for their own reasons, and download on read without deadlocking.
+        return False
 
     def open_path(self, path: Path) -> None:
         """Show a folder in the file manager or open a file with its default application."""
@@ -39,15 +59,9 @@ class LinuxPlatform(Platform):
         )
 
     def notify(self, title: str, message: str) -> bool:
-        """Through notify-send (libnotify) when the tray backend has no notifications (xorg)."""
-        sender = shutil.which("notify-send")
-        if sender is None:
-            return False
-        subprocess.Popen(
-            [sender, "--app-name=gpen-watch", title, message],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        return True
+        """The freedesktop Notifications service, through notify-send or gdbus (linux_notify):
+        for a tray backend without notifications (xorg) and for the headless service."""
+        return linux_notify.notify(title, message)
+
+    def desktop_session(self) -> bool:
+        return linux_notify.session_bus() is not None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import ClassVar
 
-from gpen_watch.platform import macos_login
+from gpen_watch.platform import macos_login, macos_volume, power
 from gpen_watch.platform.api import LoginService, Platform
+from gpen_watch.platform.mounts import Volume
 
 
 def applescript_string(text: str) -> str:
@@ -24,6 +26,21 @@ class MacPlatform(Platform):
     posix_permissions = True
     unix_sockets = True
     name_forbidden: ClassVar[frozenset[str]] = frozenset()
+
+    def on_battery(self) -> bool | None:
+        try:
+            done = subprocess.run(["pmset", "-g", "batt"], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return power.pmset_on_battery(done.stdout)
+
+    def volume_of(self, path: Path) -> Volume | None:
+        """From statfs(2): f_fstypename, and MNT_LOCAL unset for network filesystems."""
+        return macos_volume.volume_of(path)
+
+    def cloud_placeholder(self, st: os.stat_result) -> bool:
+        """iCloud Drive and other File Provider clients mark a placeholder SF_DATALESS."""
+        return macos_volume.dataless(st)
 
     def open_path(self, path: Path) -> None:
         """Show a folder in Finder or open a file with its default application."""

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 from typing import ClassVar
 
-from gpen_watch.platform import windows_login
+from gpen_watch.platform import power, windows_login, windows_notify, windows_volume
 from gpen_watch.platform.api import LoginService, Platform
+from gpen_watch.platform.mounts import Volume
 
 # Device names, reserved in every folder and with any extension.
 RESERVED_NAMES = frozenset(
     {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
 )
+
+
+class _SystemPowerStatus(ctypes.Structure):
+    """Win32's SYSTEM_POWER_STATUS, which GetSystemPowerStatus fills."""
+
+    _fields_ = [
+        ("ACLineStatus", ctypes.c_ubyte),
+        ("BatteryFlag", ctypes.c_ubyte),
+        ("BatteryLifePercent", ctypes.c_ubyte),
+        ("SystemStatusFlag", ctypes.c_ubyte),
+        ("BatteryLifeTime", ctypes.c_ulong),
+        ("BatteryFullLifeTime", ctypes.c_ulong),
+    ]
 
 
 class WindowsPlatform(Platform):
@@ -34,10 +49,26 @@ class WindowsPlatform(Platform):
             name = "_" + name
         return name
 
+    def volume_of(self, path: Path) -> Volume | None:
+        """From GetDriveTypeW (DRIVE_REMOTE: a network drive or share) and GetVolumeInformationW."""
+        return windows_volume.volume_of(path)
+
+    def cloud_placeholder(self, st: os.stat_result) -> bool:
+        """OneDrive, Dropbox and other Cloud Files placeholders: RECALL_ON_DATA_ACCESS,
+        RECALL_ON_OPEN or OFFLINE in st_file_attributes."""
+        return windows_volume.placeholder_attributes(st)
+
+    def on_battery(self) -> bool | None:
+        status = _SystemPowerStatus()
+        windll = getattr(ctypes, "windll", None)  # Windows only
+        if windll is None or not windll.kernel32.GetSystemPowerStatus(ctypes.byref(status)):
+            return None
+        return power.windows_on_battery(status.ACLineStatus, status.BatteryFlag)
+
     def open_path(self, path: Path) -> None:
         """Show a folder in Explorer or open a file with its default application."""
         os.startfile(str(path))  # type: ignore[attr-defined,unused-ignore]  # Windows only
 
     def notify(self, title: str, message: str) -> bool:
-        # pystray's win32 backend shows balloon notifications itself; there is no other route here.
-        return False
+        # With a tray, pystray's win32 backend shows its balloons itself; this is for --no-tray.
+        return windows_notify.notify(title, message)

@@ -35,11 +35,12 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, reload, requests
+from gpen_watch.service import control, intake, jobs, notifier, reload, requests
 from gpen_watch.service.folders import check_service_folders, prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
 from gpen_watch.service.views import ViewsKeeper
+from gpen_watch.watch.events import InboxState
 from gpen_watch.watch.watcher import Arrival, Watcher
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,14 @@ class Service:
         self._stop_deadline: float | None = None
         # Set while run() runs; other threads read it only to wake the loop.
         self._run: Running | None = None
+        self._inbox_states: dict[Path, InboxState] = {}  # the watcher's latest, before a Running exists
         self.ready = threading.Event()  # set once everything is up (tests, tray)
         # Where the dashboard serves, or why it does not (it runs beside the service: cli.run).
         self.dashboard_url = ""
         self.dashboard_problem: str | None = None
+        # The tray shows the desktop notices itself (tray.app sets it once its icon is up).
+        self.tray_notices = False
+        self._notices: notifier.Notifier | None = None
 
     @property
     def journal_file(self) -> Path:
@@ -119,6 +124,15 @@ class Service:
     def arrived(self, arrival: Arrival) -> None:
         """Called by the watcher (any thread) for each settled file."""
         self._arrivals.put(arrival)
+        self._wake()
+
+    def inbox_state(self, state: InboxState) -> None:
+        """Called by the watcher (its thread) when an inbox went away, came back or is watched
+        another way; kept on the Running for the status and the job side."""
+        self._inbox_states[state.root] = state
+        run = self._run
+        if run is not None:
+            run.inbox_states[state.root] = state
         self._wake()
 
     def vanished(self, path: Path) -> None:
@@ -178,6 +192,7 @@ class Service:
                         run.cluster = Membership(
                             self.cfg, pool, factory=self.engine.factory, env=self.child_env
                         )
+                    run.inbox_states.update(self._inbox_states)
                     self._run = run
                     try:
                         self._serve(run)
@@ -217,6 +232,7 @@ class Service:
                 "" if run.workers_started else "; photos wait in the queue until the model files are there",
             )
             self.ready.set()
+            self._notices = notifier.start_for(self)  # a thread beside the loop (desktop, webhook)
             self._loop(run)
             self._shutdown(run)
         finally:
@@ -231,6 +247,9 @@ class Service:
                 run.cluster.close()
             if server is not None:
                 server.close()
+            if self._notices is not None:
+                self._notices.close()
+                self._notices = None
 
     def _loop(self, run: Running) -> None:
         while not self._stop.is_set():
@@ -279,7 +298,9 @@ class Service:
         intake.take_arrivals(run, self._arrivals, limit=1 << 30)
 
     def _start_watcher(self, cfg: Config | None = None) -> Watcher:
-        w = Watcher.from_config(cfg or self.cfg, self.arrived, on_gone=self.vanished)
+        w = Watcher.from_config(
+            cfg or self.cfg, self.arrived, on_gone=self.vanished, on_inbox_state=self.inbox_state
+        )
         w.start()  # its first act is the start-up scan: files dropped while we were down
         return w
 

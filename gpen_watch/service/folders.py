@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.config import Config
+from gpen_watch.service.presence_watch import away_at_start, load_remembered
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +32,26 @@ def check_service_folders(cfg: Config) -> None:
                 f"{inbox.path} is both an inbox and the outbox: the service never takes its own "
                 "results, so nothing there would be restored; choose another --outbox"
             )
+    load_remembered()
     for folder, role in service_folders(cfg):
-        _check_folder(folder, role)
+        if away_at_start(Path(os.path.abspath(folder))) is None:
+            _check_folder(folder, role)
 
 
 def prepare_service_folders(cfg: Config) -> None:
     """Check the folders, then make the missing ones."""
     check_service_folders(cfg)
     for folder, role in service_folders(cfg):
+        if (why := away_at_start(Path(os.path.abspath(folder)))) is not None:
+            # Making it would make it on the disk under the mount point: it waits for its drive.
+            log.warning(
+                "%s: the %s is away: %s; it is used again once its drive or share is mounted "
+                "(to use a folder on this disk instead, give another path)",
+                folder,
+                role,
+                why,
+            )
+            continue
         if folder.is_dir():
             continue
         try:

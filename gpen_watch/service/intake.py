@@ -40,6 +40,10 @@ def take_arrivals(
                 add(run, item)
             else:
                 for job in run.journal.active_for_source(item):
+                    if run.presence.inbox_away(job.inbox) is not None:
+                        # Its drive or share left: nothing was deleted, it waits for it.
+                        log.debug("%s: not there while its inbox is away; kept queued", item)
+                        continue
                     if run.journal.move(job.id, JobState.GONE, VANISHED):
                         log.info("%s: removed from the inbox before it was processed", item)
         except Exception:

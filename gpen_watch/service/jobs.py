@@ -11,13 +11,14 @@ import logging
 import os
 import socket
 import time
+from pathlib import Path
 
 from gpen_watch.base.errors import ErrorKind, OutputError
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.dispatch.pool import DONE, GAVE_UP, RETRY, PoolEvent, Task
 from gpen_watch.journal.journal import VANISHED, Twin
 from gpen_watch.journal.states import JobState, failure_state
-from gpen_watch.outbox import commit, duplicates
+from gpen_watch.outbox import commit, duplicates, naming
 from gpen_watch.service.running import OUTBOX_RETRY_S, Running
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,11 @@ log = logging.getLogger(__name__)
 def feed(run: Running) -> None:
     """Claim as many queued jobs as the workers can take and hand them over."""
     journal, pool = run.journal, run.pool
-    if run.paused or run.stop.is_set():
+    if run.stop.is_set():
+        return
+    _presence(run)
+    standby = run.in_standby()  # looked at even while paused, for the status to say
+    if run.paused or standby:
         return
     if run.hold_until:
         if time.monotonic() < run.hold_until:
@@ -35,7 +40,9 @@ def feed(run: Running) -> None:
     n = pool.capacity()
     if n <= 0 or not run.maybe_queued:
         return
-    batch = journal.claim_batch(n, "pool")
+    if run.presence.away_outboxes():
+        return  # no result can be written: the photos wait, queued, until it is back (_presence)
+    batch = journal.claim_batch(n, "pool", run.presence.away_inboxes())
     claimed = list(batch.jobs)
     for twin in batch.copies:
         if not _copy(run, twin):
@@ -48,6 +55,11 @@ def feed(run: Running) -> None:
     tasks: list[Task] = []
     for job in claimed:
         if not os.path.lexists(job.source):
+            if (why := run.presence.inbox_away(job.inbox)) is not None:
+                # Not deleted: its inbox went away since the claim looked. It waits for it.
+                journal.move(job.id, JobState.QUEUED, f"its inbox is away: {why}")
+                run.maybe_queued = True
+                continue
             journal.move(job.id, JobState.QUEUED, "file missing")
             journal.move(job.id, JobState.GONE, VANISHED)
             run.ended(None)
@@ -64,6 +76,67 @@ def feed(run: Running) -> None:
         pool.submit(tasks)
         if run.problem and run.problem.startswith("outbox"):
             run.problem = None
+
+
+def _presence(run: Running) -> None:
+    """Look whether a folder went away or came back; when one is back, work resumes by itself."""
+    changes = run.presence.check()
+    if any(c.reason is None for c in changes):
+        run.maybe_queued = True
+        run.originals.retry_soon()
+        if run.problem and run.problem.startswith("outbox"):
+            run.problem, run.hold_until = None, 0.0  # what the outbox refused while it was away
+    if run.held and not run.presence.away_outboxes():
+        commit_held(run)
+
+
+def commit_held(run: Running) -> None:
+    """The results done while their outbox was away, committed now that it is back; one whose
+    temp file went with the drive (or a restart of it) is restored again."""
+    held, run.held = run.held, []
+    for ev in held:
+        if os.path.lexists(_tmp(ev)):
+            on_event(run, ev)
+        elif run.journal.move(ev.task.key, JobState.QUEUED, "its result was lost with the outbox's drive"):
+            run.maybe_queued = True
+            log.warning(
+                "%s: its result was not on the outbox's drive when it came back: restored again",
+                ev.task.job.src,
+            )
+
+
+def _tmp(ev: PoolEvent) -> Path:
+    return Path(ev.result.dst if ev.result is not None and ev.result.dst else ev.task.job.dst)
+
+
+def _outbox_away(run: Running, job_id: int) -> str | None:
+    job = run.journal.require(job_id)
+    return run.presence.outbox_away(naming.outbox_root(run.cfg, naming.find_inbox(run.cfg, job.inbox)))
+
+
+def _hold(run: Running, ev: PoolEvent, why: str) -> None:
+    """A result done while its outbox is away: kept for when it is back, never failed."""
+    tmp = _tmp(ev)
+    if os.path.lexists(tmp):
+        # Written after the drive left, so into the bare mount point, which must stay empty.
+        remove_quietly(tmp)
+        if run.journal.move(ev.task.key, JobState.QUEUED, f"outbox away: {why}"):
+            run.maybe_queued = True
+        return
+    run.held.append(ev)
+    log.info("%s: done; its result waits for the outbox to be back (%s)", ev.task.job.src, why)
+
+
+def _inbox_went(run: Running, ev: PoolEvent) -> bool:
+    """Whether the job's inbox is away: then the job goes back to the queue, not to failed."""
+    why = run.presence.inbox_away(run.journal.require(ev.task.key).inbox)
+    if why is None:
+        return False
+    remove_quietly(_tmp(ev))
+    if run.journal.move(ev.task.key, JobState.QUEUED, f"its inbox is away: {why}"):
+        run.maybe_queued = True
+        log.info("%s: its inbox went away while it was restored; it waits until it is back", ev.task.job.src)
+    return True
 
 
 def _cannot_prepare(run: Running, job_id: int, exc: OutputError | OSError) -> None:
@@ -147,16 +220,25 @@ def on_event(run: Running, ev: PoolEvent) -> None:
             journal.ran_on(ev.task.key, node_name(ev.node))
         if ev.kind == DONE:
             _on_result(run, ev)
+        elif ev.kind == GAVE_UP and _inbox_went(run, ev):
+            pass
         elif ev.kind == GAVE_UP:
             log.error("%s: %s", ev.task.job.src, ev.message)
             run.fail(ev.task.key, ev.message, tmp=ev.task.job.dst)
-        elif ev.kind == RETRY and ev.charged:
+        elif (
+            ev.kind == RETRY
+            and ev.charged
+            and run.presence.inbox_away(journal.require(ev.task.key).inbox) is None
+        ):
             journal.charge_attempt(ev.task.key, ev.message, ev.worker)
             log.warning("%s: %s", ev.task.job.src, ev.message)
         elif ev.kind == RETRY:
             journal.log_event(ev.task.key, "retry", ev.message, ev.worker)
             log.warning("%s: %s", ev.task.job.src, ev.message)
     except OutputError as exc:
+        if ev.kind == DONE and (why := _outbox_away(run, ev.task.key)) is not None:
+            _hold(run, ev, why)  # the outbox left while the result was committed
+            return
         # Disk full, outbox read-only or gone: the original stays in the inbox and the job
         # waits; new work is held back until the outbox takes writes again.
         remove_quietly(ev.task.job.dst)
@@ -175,6 +257,11 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
     journal, task, res = run.journal, ev.task, ev.result
     if res is None:
         raise ValueError(f"{task.job.src}: the pool reported a result without one")
+    if res.ok and (why := _outbox_away(run, task.key)) is not None:
+        _hold(run, ev, why)
+        return
+    if not res.ok and _inbox_went(run, ev):
+        return
     if res.ok:
         if task.job.note:
             # The inbox's own settings that made this result differ from what the global ones give.
@@ -198,6 +285,11 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
             )
         else:  # done, but not "restored": counted apart in status as well
             log.info("no face in %s; written to %s%s", task.job.src, outcome.output, notes)
+        return
+    if res.error_kind == ErrorKind.OUTBOX and (why := _outbox_away(run, task.key)) is not None:
+        remove_quietly(res.dst or task.job.dst)
+        if journal.move(task.key, JobState.QUEUED, f"outbox away: {why}"):
+            run.maybe_queued = True  # claimed again once it is back (_presence)
         return
     if res.error_kind == ErrorKind.OUTBOX:
         # The outbox refused the write (full, read-only, gone): not this photo's fault. It waits

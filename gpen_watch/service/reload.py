@@ -71,7 +71,11 @@ def kept_running(old: Config, new: Config, *, pool_fixed: bool) -> Config:
     cluster's pool is its membership's), so restore.* and workers.* stay too."""
     out = dataclasses.replace(new, cluster=old.cluster, dashboard=old.dashboard)
     if pool_fixed:
-        out = dataclasses.replace(out, restore=old.restore, workers=old.workers)
+        # workers.schedule and pause_on_battery are the service loop's, which applies them here too.
+        workers = dataclasses.replace(
+            old.workers, schedule=new.workers.schedule, pause_on_battery=new.workers.pause_on_battery
+        )
+        out = dataclasses.replace(out, restore=old.restore, workers=workers)
     return out
 
 
@@ -93,6 +97,7 @@ def apply(
     later = plan.of(Applies.SERVICE) + (plan.of(Applies.WORKERS) if pool_fixed else [])
     new = kept_running(old, new, pool_fixed=pool_fixed)
     run.cfg = run.originals.cfg = new  # output.* and the inboxes' profiles: from the next photo
+    run.presence.configure(new)
     restarting = plan.workers and not pool_fixed
     if plan.watcher:
         new_watcher(new)
@@ -132,7 +137,7 @@ def restart_step(run: Running) -> bool:
     run.restart = None
     if run.workers_started:
         run.pool.start()
-    if run.paused:
+    if run.paused or run.standby.on:
         run.pool.pause()
     run.maybe_queued = True
     return True

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from gpen_watch import __version__, config
 from gpen_watch import platform as platforms
 from gpen_watch.outbox import naming
 from gpen_watch.restore.api import ModelKey
+from gpen_watch.service.inbox_status import InboxStatus
 from gpen_watch.service.jobs import node_name
 from gpen_watch.service.running import Running
 from gpen_watch.service.status import (
@@ -28,6 +30,7 @@ from gpen_watch.service.status import (
     nodes_of,
     to_json,
 )
+from gpen_watch.watch.events import InboxPresence, InboxState
 
 # Failures listed in the status, newest first.
 RECENT_ERRORS = 5
@@ -49,7 +52,9 @@ def build_status(run: Running) -> Status:
     # In cluster mode without local workers the workers come with the nodes: the cluster says
     # what is missing, not the pool's "no worker configured".
     pool_problem = pool.problem() if run.cluster is None or pool.worker_count() else None
+    counts = journal.counts()
     problems = _each(
+        ("outbox", run.presence.outbox_problem(counts.get("queued", 0) + len(run.held))),
         ("service", run.problem),
         ("workers", None if run.problem else pool_problem),
         ("models", gate.problem() if gate is not None else None),
@@ -70,6 +75,9 @@ def build_status(run: Running) -> Status:
         pid=os.getpid(),
         uptime_s=round(time.monotonic() - run.started, 1),
         paused=run.paused,
+        standby=str(run.standby.reason),
+        standby_text=run.standby.text,
+        standby_until=run.standby.until,
         stopping=run.stop.is_set(),
         problem="; ".join(p.text for p in problems) or None,
         notice="; ".join(n.text for n in notices) or None,
@@ -80,7 +88,7 @@ def build_status(run: Running) -> Status:
         queue=from_json(
             QueueStatus,
             {
-                **journal.counts(),
+                **counts,
                 "failed_by_bug": journal.bug_failures(),
                 "in_flight": pool.in_flight(),
                 "restoring": pool.restoring(),
@@ -101,6 +109,7 @@ def build_status(run: Running) -> Status:
         models=gate.status() if gate is not None else None,
         last_errors=errors,
         inboxes=tuple(str(i.path) for i in run.cfg.watch.inboxes),
+        inbox_states=inbox_statuses(run.cfg, run.inbox_states.values()),
         outbox=str(outbox),
         failed=str(naming.failed_root(outbox)),
         log_file=log_file(),
@@ -108,6 +117,25 @@ def build_status(run: Running) -> Status:
         ray_loaded="ray" in sys.modules,
         rss_mb=rss,
         rss_peak_mb=rss_peak,
+    )
+
+
+def inbox_statuses(cfg: config.Config, states: Iterable[InboxState]) -> tuple[InboxStatus, ...]:
+    """The watcher's latest ``states`` in the order of the configured inboxes (one the settings no
+    longer name, after a reload, last)."""
+    order = {Path(i.path): n for n, i in enumerate(cfg.watch.inboxes)}
+    return tuple(
+        InboxStatus(
+            path=config.short_path(st.root),
+            watched=st.presence == InboxPresence.WATCHED,
+            away_reason=st.reason,
+            mode=st.mode,
+            mode_reason=st.mode_reason,
+            poll_interval_s=cfg.watch.poll_interval if st.mode == "polling" else 0.0,
+            waiting_download=st.waiting_download,
+            next_rescan_s=round(st.next_rescan_s, 1),
+        )
+        for st in sorted(states, key=lambda st: order.get(st.root, len(order)))
     )
 
 

@@ -160,13 +160,18 @@ def resume_command(run: Running) -> dict[str, Any]:
     run.hold_until = 0.0  # the user says the outbox is fixed: try it now, not at the next retry
     run.originals.retry_soon()  # the same for originals waiting for their folder
     run.pool.resume()
+    standby = run.standby.reply
+    if standby:  # the schedule or the battery still keeps new photos waiting: no override
+        run.pool.pause()
     if run.gate is not None:
         run.gate.retry_now()
+    if not was_paused and standby:
+        return {"ok": True, "changed": False, "said": f"not paused by you, but {standby}"}
     if not was_paused:
         said = (
             "not paused (it was already running); what waited for a retry (the outbox, originals, "
             "model downloads, stopped workers) is tried again now"
         )
         return {"ok": True, "changed": False, "said": said}
-    log.info("resumed")
-    return {"ok": True, "changed": True, "said": "resumed"}
+    log.info("resumed%s", f"; {standby}" if standby else "")
+    return {"ok": True, "changed": True, "said": f"resumed; {standby}" if standby else "resumed"}

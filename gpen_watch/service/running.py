@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING
 
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config
-from gpen_watch.dispatch.pool import Pool, Task
+from gpen_watch.dispatch.pool import Pool, PoolEvent, Task
 from gpen_watch.journal import Journal
 from gpen_watch.journal.states import JobState
 from gpen_watch.outbox.failed import fail as fail_and_set_aside
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
+from gpen_watch.service.presence_watch import PresenceWatch
+from gpen_watch.service.standby import Standby
 from gpen_watch.service.throughput import ThroughputMeter
 from gpen_watch.service.views import ViewsKeeper
+from gpen_watch.watch.events import InboxState
 from gpen_watch.watch.watcher import Watcher
 
 if TYPE_CHECKING:
@@ -65,10 +68,18 @@ class Running:
     # Where the workers write each photo's views, kept within dashboard.views_mb; None: no views.
     views: ViewsKeeper | None = None
     originals: OriginalsWatch = field(init=False)
+    # Inboxes and outboxes on drives or shares that went away (service.presence_watch).
+    presence: PresenceWatch = field(init=False)
+    # Results done while their outbox was away: committed when it is back (jobs.commit_held).
+    held: list[PoolEvent] = field(default_factory=list)
+    # Each inbox's latest state from the watcher (away or watched, polling and why, placeholders).
+    inbox_states: dict[Path, InboxState] = field(default_factory=dict)
     tp: ThroughputMeter = field(default_factory=ThroughputMeter)
     started: float = field(default_factory=time.monotonic)
     workers_started: bool = False
-    paused: bool = False
+    paused: bool = False  # by the user (pause); a standby is apart, and ends by itself
+    # Outside workers.schedule, or on battery: no new claims (service.standby).
+    standby: Standby = field(default_factory=Standby.from_environ)
     # Whether a claim may find queued jobs; saves a write transaction on every idle wake-up.
     maybe_queued: bool = True
     hold_until: float = 0.0  # no new claims before this (outbox trouble)
@@ -78,11 +89,24 @@ class Running:
 
     def __post_init__(self) -> None:
         self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S)
+        self.presence = PresenceWatch(self.cfg)
 
     def start_workers(self) -> None:
         self.workers_started = True
         self.maybe_queued = True
         self.pool.start()
+
+    def in_standby(self) -> bool:
+        """Whether a standby keeps new photos waiting, looked at again; as one begins the pool
+        hands out nothing more (what the workers hold finishes), and as it ends work goes on,
+        unless the user paused."""
+        if self.standby.update(self.cfg.workers):
+            self.maybe_queued = True
+            if self.standby.on:
+                self.pool.pause()
+            elif not self.paused:
+                self.pool.resume()
+        return self.standby.on
 
     def job_ended(self) -> None:
         # A queued job with the same content as this one may be held back (Journal.claim_batch):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gpen_watch.gpu.nvml import GpuSample
+from gpen_watch.service.inbox_status import InboxStatus
 
 T = TypeVar("T")
 
@@ -242,7 +243,8 @@ class ModelsStatus:
 class ProblemStatus:
     """One of the problems (or notices) ``Status.problem`` (``notice``) joins, with what it is
     about, so that a page that shows that thing in its own way (the model files, the workers)
-    does not say it twice: "service", "workers", "models", "originals" or "cluster"."""
+    does not say it twice: "outbox" (away), "service", "workers", "models", "originals" or
+    "cluster"."""
 
     about: str = ""
     text: str = ""
@@ -261,7 +263,14 @@ class Status:
     version: str = "?"
     pid: int | None = None
     uptime_s: float = 0.0
-    paused: bool = False
+    paused: bool = False  # by the user (pause)
+    # Why no new photo is taken though the user did not pause (service.standby): "schedule"
+    # (outside workers.schedule) or "battery" (workers.pause_on_battery); "" when neither.
+    standby: str = ""
+    # That in words: "waiting: outside workers.schedule (next start Mon 19:00)", "paused: on
+    # battery power"; and the next start alone ("Mon 19:00", only outside the schedule).
+    standby_text: str = ""
+    standby_until: str = ""
     stopping: bool = False
     problem: str | None = None
     # Not a problem (nothing to fix here, nothing retried): a note for the user.
@@ -294,6 +303,8 @@ class Status:
     # The newest failures still on the Failed page, one per file, none a later run put right.
     last_errors: tuple[ErrorEntry, ...] = ()
     inboxes: tuple[str, ...] = ()
+    # How each inbox is watched now (away, polling, photos waiting for download), in that order.
+    inbox_states: tuple[InboxStatus, ...] = ()
     outbox: str = ""
     failed: str = ""
     log_file: str = ""  # where the service logs ("" for one that logs to no file)

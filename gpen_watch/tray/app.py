@@ -58,6 +58,8 @@ class ServiceLike(Protocol):
     """What the tray needs of gpen_watch.service.daemon.Service (tests pass a stand-in)."""
 
     ready: threading.Event
+    # True while the tray shows the desktop notices; else the service's notice thread does.
+    tray_notices: bool
 
     def run(self) -> int: ...
     def control(self, request: dict[str, Any]) -> dict[str, Any]: ...
@@ -112,6 +114,7 @@ class TrayApp:
         self._error: BaseException | None = None
         self._last_status: Status | None = None
         self._notices = NoticeTracker()
+        self._shows_notices = False  # the icon is on a tray: its notices are ours to show
         self._setup_lock = threading.Lock()
         self._service_thread: threading.Thread | None = None
         self._poll_thread: threading.Thread | None = None
@@ -166,6 +169,7 @@ class TrayApp:
                 log.debug("the tray icon failed while stopping: %s", exc)
             else:
                 log.warning("the tray icon failed (%s); the service goes on without it", exc)
+                self._set_shows_notices(False)
         else:
             self._icon_dead = True
             if not self._service_done.is_set() and not self._quitting:
@@ -198,6 +202,8 @@ class TrayApp:
                 self._with_icon(lambda icon: setattr(icon, "visible", True))
                 backend = f"pystray {self.backend.name} backend{self._click_help()}"
                 waiting = self.backend.waiting_for_tray()
+                # No tray host (yet): the service's notice thread shows them through the platform.
+                self._set_shows_notices(not waiting)
                 if waiting:  # "shown" would not be true: nothing on the display shows it yet
                     log.warning("%s (%s): the icon appears when one starts", waiting, backend)
                 else:
@@ -268,8 +274,13 @@ class TrayApp:
         )
         self.show(view)
         for notice in self._notices.update(view):
-            self._notify(notice)
+            if self._shows_notices:
+                self._notify(notice)
         return view
+
+    def _set_shows_notices(self, shows: bool) -> None:
+        self._shows_notices = shows
+        self.service.tray_notices = shows
 
     def show(self, view: model.TrayView, now: float | None = None) -> None:
         """Push what changed to the backend: icon image, title, menu."""

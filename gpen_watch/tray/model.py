@@ -13,8 +13,9 @@ from gpen_watch.gpu.nvml import GpuSample
 from gpen_watch.service.status import NodeStatus, Status
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
-# them (models loading, images in flight finishing after Quit).
-State = Literal["starting", "idle", "working", "paused", "error", "stopping"]
+# them (models loading, images in flight finishing after Quit). waiting: no new photo is taken, not
+# because the user paused but outside workers.schedule or on battery (service.standby).
+State = Literal["starting", "idle", "working", "paused", "waiting", "error", "stopping"]
 
 # Badge fill and text colours per state: green idle, blue working, amber paused, red error, grey
 # for the transient ones. Chosen to be told apart at 16 px and by most colour-blind users (blue and
@@ -23,6 +24,8 @@ BADGE_COLOURS: dict[State, tuple[str, str]] = {
     "idle": ("#2e7d32", "#ffffff"),
     "working": ("#1565c0", "#ffffff"),
     "paused": ("#f9a825", "#000000"),
+    # Amber as paused: not working on purpose either way; the words say whose purpose.
+    "waiting": ("#f9a825", "#000000"),
     "error": ("#c62828", "#ffffff"),
     "starting": ("#757575", "#ffffff"),
     "stopping": ("#757575", "#ffffff"),
@@ -33,6 +36,7 @@ STATE_WORDS: dict[State, str] = {
     "idle": "idle",
     "working": "working",
     "paused": "paused",
+    "waiting": "waiting",
     "error": "needs attention",
     "stopping": "stopping",
 }
@@ -50,9 +54,15 @@ class TrayView:
     state: State
     queue_depth: int  # waiting + being restored
     paused: bool = False
+    # Why the service waits though not paused, as the status says it ("" when it does not), and
+    # the headline's short form of it: "waiting until Mon 19:00", "paused on battery".
+    standby: str = ""
+    standby_word: str = ""
     problem: str | None = None
     # Worth knowing, not a fault (originals a read-only inbox keeps): a menu line, the state stays.
     notice: str | None = None
+    # Inboxes whose drive or share is away (their photos wait, nothing is wrong with the service).
+    inboxes_away: tuple[str, ...] = ()
     done: int = 0  # photos with restored faces today (journal)
     no_face: int = 0  # photos today without a face: done, but nothing was restored
     restored_total: int = 0  # since start, for "batch finished" notifications
@@ -115,6 +125,8 @@ def view_from_status(
         state = "error"
     elif status.paused:
         state = "paused"
+    elif status.standby_text:
+        state = "waiting"
     elif depth > 0:
         state = "working"
     else:
@@ -130,8 +142,11 @@ def view_from_status(
         state=state,
         queue_depth=depth,
         paused=status.paused,
+        standby=status.standby_text,
+        standby_word=standby_word(status),
         problem=problem,
         notice=status.notice or None,
+        inboxes_away=tuple(i.path for i in status.inbox_states if not i.watched),
         done=status.restored_today,
         no_face=status.no_face_today,
         restored_total=status.throughput.images,
@@ -162,9 +177,18 @@ def icon_key(view: TrayView) -> tuple[State, str]:
     return view.state, badge_text(view.queue_depth)
 
 
+def standby_word(status: Status) -> str:
+    """A standby, short enough for the tooltip's 63 characters with the queue beside it."""
+    if status.standby == "schedule" and status.standby_until:
+        return f"waiting until {status.standby_until}"
+    if status.standby == "battery":
+        return "paused on battery"
+    return STATE_WORDS["waiting"]
+
+
 def headline(view: TrayView) -> str:
     """State in words, with the queue: "working: 12 in the queue"."""
-    word = STATE_WORDS[view.state]
+    word = view.standby_word if view.state == "waiting" and view.standby_word else STATE_WORDS[view.state]
     if view.state in ("starting", "stopping"):
         return word
     if view.queue_depth == 0:
@@ -177,6 +201,8 @@ def title(view: TrayView) -> str:
     text = f"gpen-watch: {headline(view)}"
     if view.problem:
         text += f" - {view.problem}"
+    elif view.inboxes_away:
+        text += f" - inbox away: {', '.join(view.inboxes_away)}"
     elif view.notice:
         text += f" - note: {view.notice}"
     return _clip(text, MAX_TITLE)
@@ -189,8 +215,11 @@ def gpu_line(g: GpuSample) -> str:
 
 def summary_lines(view: TrayView) -> list[str]:
     lines = [headline(view).capitalize()]
+    if view.standby:
+        lines.append(_clip(view.standby[0].upper() + view.standby[1:], MAX_LINE))
     if view.problem:
         lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
+    lines += [_clip(f"Inbox away: {path}", MAX_LINE) for path in view.inboxes_away]
     if view.notice:
         lines.append(_clip(f"Note: {view.notice}", MAX_PROBLEM))
     restored = f"Restored today: {view.done}"

@@ -31,6 +31,33 @@ class PathChange:
     path: Path
 
 
+class InboxPresence(StrEnum):
+    """Whether an inbox's folder is there to be watched."""
+
+    WATCHED = "watched"
+    AWAY = "away"  # its drive or share is unplugged or unmounted: its files wait, none is gone
+
+
+@dataclass(frozen=True)
+class InboxState:
+    """How one inbox is watched now, for the status, the dashboard and the job side.
+
+    ``reason``: "" while watched, else why it is away (one sentence, from platform.presence).
+    ``mode``: "events" (the OS reports changes) or "polling" (the watcher lists the folder itself),
+    ``mode_reason`` says why polling ("network share (cifs)", the inotify watch limit, the
+    setting). ``waiting_download``: cloud placeholders seen there now, never read.
+    ``next_rescan_s``: seconds until its next full rescan.
+    """
+
+    root: Path
+    presence: InboxPresence
+    reason: str
+    mode: str
+    mode_reason: str
+    waiting_download: int
+    next_rescan_s: float
+
+
 @dataclass(frozen=True)
 class Arrival:
     """A file that finished arriving in an inbox.

@@ -165,11 +165,9 @@ class InboxFilter:
             return "the service's own folder"
         return None
 
-    def ignore_reason(self, path: os.PathLike[str] | str, st: os.stat_result | None = None) -> str | None:
-        """Why ``path`` is not an arrival (None: it is one, image or unsupported).
-
-        Raises FileNotFoundError when it does not exist (the caller treats that as gone).
-        """
+    def name_reason(self, path: os.PathLike[str] | str) -> str | None:
+        """Why a file at ``path`` would not be an arrival, from its name and place alone (the
+        file need not exist: an iCloud stub's photo is judged before it is downloaded)."""
         rel = self.relative(path)
         if rel is None:
             return "outside the inbox"
@@ -179,6 +177,16 @@ class InboxFilter:
                 return reason
         if self.is_excluded_dir(os.path.dirname(os.path.abspath(path))):
             return "the service's own folder"
+        return None
+
+    def ignore_reason(self, path: os.PathLike[str] | str, st: os.stat_result | None = None) -> str | None:
+        """Why ``path`` is not an arrival (None: it is one, image or unsupported).
+
+        Raises FileNotFoundError when it does not exist (the caller treats that as gone).
+        """
+        reason = self.name_reason(path)
+        if reason is not None:
+            return reason
         if st is None:
             st = os.lstat(path)
         return special_file(st)

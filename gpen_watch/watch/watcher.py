@@ -1,11 +1,16 @@
 """Watching the inboxes and reporting complete arrivals.
 
-Three sources feed one settle loop: watchdog events (inotify, FSEvents, ReadDirectoryChanges, or
-polling for network shares, where OS events miss writes made by other machines), a full scan at
-start-up (files that arrived while the service was down), and a periodic rescan (events get lost:
-inotify queue overflow, Windows buffer overflow, watch limits). A file is reported once, after it
-settled (see settle.py; an empty file only after ``EMPTY_FILE_GRACE_SECONDS``, in case its copier
-stalled before writing); it is reported again only if it changes afterwards.
+Three sources feed one settle loop: watchdog events (OS events, or polling for inboxes on network
+shares and FUSE mounts, where OS events miss writes made elsewhere: observers.py), a full scan at
+start-up (files that arrived while the service was down), and each inbox's periodic rescan at a
+randomised interval (events get lost: inotify queue overflow, Windows buffer overflow, watch
+limits). A file is reported once, after it settled (see settle.py; an empty file only after
+``EMPTY_FILE_GRACE_SECONDS``, in case its copier stalled before writing); it is reported again
+only if it changes afterwards. A cloud placeholder (platform.volumes) is never opened: it waits,
+counted, until its bytes are local.
+
+An inbox whose drive or share went away (platform.presence) is AWAY: its files are not taken for
+deleted, nothing is reported from it, and when it is back it is watched anew and rescanned.
 
 Threads: watchdog's own threads only put raw events on a queue. One thread of ours ("gpen-watch
 settle") does all the stat calls, scans and callbacks, so the callbacks are never called
@@ -15,45 +20,53 @@ and the watcher carries on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import queue
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from watchdog.observers import Observer
-from watchdog.observers.polling import PollingObserverVFS
+from watchdog.observers.api import BaseObserver
 
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.watch.events import Arrival, Change, Handler, PathChange
+from gpen_watch.platform import presence, volumes
+from gpen_watch.watch.events import Arrival, Handler, InboxPresence, InboxState
+from gpen_watch.watch.files import InboxFiles
 from gpen_watch.watch.filters import InboxFilter, supported_extensions
-from gpen_watch.watch.left_alone import LeftAlone, hidden_photo
-from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker, open_check
+from gpen_watch.watch.inboxes import Inbox, rescan_delay
+from gpen_watch.watch.observers import Observers, choose
+from gpen_watch.watch.settle import EMPTY_FILE_GRACE_SECONDS, SettleTracker
 
 log = logging.getLogger(__name__)
 
 _STOP = object()
 
-__all__ = ["Arrival", "Watcher"]  # Arrival lives in events.py; callers import both from here
+__all__ = ["Arrival", "InboxState", "Watcher"]  # they live in events.py; callers import them here
 
 
 # With settle_seconds = 0, a file that keeps changing would otherwise be re-checked in a busy loop.
 _MIN_CHECK_INTERVAL = 0.05
 _MAX_BATCH = 10_000
+# How often each inbox's presence and its waiting placeholders are looked at (at most).
+_LOOK_SECONDS = 2.0
 
 
-class Watcher:
+class Watcher(InboxFiles):
     """Watches ``inboxes`` and calls ``on_arrival(Arrival)`` for every settled file.
 
     ``exclude``: the service's own folders (outbox, failed, archive), never taken even inside an
     inbox. ``on_gone(path)``: called when a file that was reported disappears from the inbox
-    (deleted, or moved away - also by the service's own archiving; check the journal state).
-    Start with ``start()`` (or ``with``); ``stop()`` returns within about a second.
+    (deleted, or moved away - also by the service's own archiving; check the journal state),
+    never while its inbox is away. ``on_inbox_state(InboxState)``: an inbox's state changed
+    (away or back, how it is watched, placeholders waiting). ``polling``: watch.polling ("auto",
+    "always", "never"; True and False read as "always" and "auto"). ``native_observer``: makes
+    the OS-events observer (watchdog's ``Observer``). Start with ``start()`` (or ``with``);
+    ``stop()`` returns within about a second.
     """
 
     def __init__(
@@ -62,42 +75,42 @@ class Watcher:
         on_arrival: Callable[[Arrival], None],
         *,
         settle_seconds: float = 1.0,
-        polling: bool = False,
+        polling: str | bool = "auto",
         poll_interval: float = 2.0,
         rescan_seconds: float = 60.0,
         exclude: Iterable[Path] = (),
         on_gone: Callable[[Path], None] | None = None,
+        on_inbox_state: Callable[[InboxState], None] | None = None,
         extensions: Iterable[str] | None = None,
         empty_grace_seconds: float = EMPTY_FILE_GRACE_SECONDS,
+        native_observer: Callable[[], BaseObserver] | None = None,
     ) -> None:
         exts = frozenset(e.lower() for e in extensions) if extensions is not None else supported_extensions()
         excluded = list(exclude)
         seen: dict[str, InboxConfig] = {}
         for inbox in inboxes:
             seen.setdefault(os.path.normcase(os.path.abspath(inbox.path)), inbox)
-        pairs = [
-            (inbox, InboxFilter(Path(inbox.path), inbox.recursive, excluded, exts)) for inbox in seen.values()
-        ]
-        # Deepest first: a file in a nested inbox belongs to the nested one.
-        self._inboxes = sorted(pairs, key=lambda p: len(p[1].root.parts), reverse=True)
-        self._roots = {flt.root for _, flt in self._inboxes}
-        self._on_arrival = on_arrival
-        self._on_gone = on_gone
-        self._polling = polling
-        self._poll_interval = poll_interval
-        self._rescan_seconds = rescan_seconds
-        # An empty file waits longer: the copier may not have written its first byte yet.
-        self._tracker = SettleTracker(settle_seconds, empty_grace_seconds=empty_grace_seconds)
-        self._emitted: dict[Path, tuple[int, float]] = {}
-        # Hidden photos, links, pipes, devices and sockets: logged once per path while they stay.
-        self._left_alone = LeftAlone()
+        boxes = [Inbox(c, InboxFilter(Path(c.path), c.recursive, excluded, exts)) for c in seen.values()]
+        # Deepest first: a file in a nested inbox belongs to the nested one. An empty file waits
+        # longer: the copier may not have written its first byte yet.
+        super().__init__(
+            sorted(boxes, key=lambda b: len(b.root.parts), reverse=True),
+            on_arrival,
+            on_gone,
+            SettleTracker(settle_seconds, empty_grace_seconds=empty_grace_seconds),
+            rescan_seconds,
+        )
+        self._on_state = on_inbox_state
+        self._polling = ("always" if polling else "auto") if isinstance(polling, bool) else polling
+        self._look_seconds = min(poll_interval, _LOOK_SECONDS)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._observer: Any = None
+        self._observers = Observers(Handler(self._queue.put), poll_interval, native_observer)
+        self._started = False
         self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._unwatched: list[tuple[InboxConfig, InboxFilter]] = []
-        self._handler = Handler(self._queue.put)
-        self.scans = 0  # completed full scans (start-up included); for status and tests
+        self._states_lock = threading.Lock()
+        # Each inbox's last state (next_rescan_s left 0, so that equal means unchanged) and the
+        # time.monotonic() of its next rescan.
+        self._states: dict[Path, tuple[InboxState, float]] = {}
 
     @classmethod
     def from_config(
@@ -105,6 +118,7 @@ class Watcher:
         cfg: Config,
         on_arrival: Callable[[Arrival], None],
         on_gone: Callable[[Path], None] | None = None,
+        on_inbox_state: Callable[[InboxState], None] | None = None,
     ) -> Watcher:
         from gpen_watch.outbox.naming import service_dirs
 
@@ -118,25 +132,24 @@ class Watcher:
             rescan_seconds=w.rescan_seconds,
             exclude=service_dirs(cfg),
             on_gone=on_gone,
+            on_inbox_state=on_inbox_state,
         )
 
     # --- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._started:
             raise RuntimeError("watcher already started")
-        if self._polling:
-            # lstat: never follow a symlinked folder (loops, escaping the inbox).
-            self._observer = PollingObserverVFS(
-                stat=os.lstat, listdir=os.scandir, polling_interval=self._poll_interval
-            )
-        else:
-            self._observer = Observer()
-        self._observer.daemon = True
+        self._started = True
+        self._observers.start()
         # Watch first, then scan: a file arriving in between is seen by one or the other.
-        for pair in self._inboxes:
-            self._watch(*pair)
-        self._observer.start()
+        for box in self._inboxes:
+            reason = presence.away_reason(box.root, None)
+            if reason is None:
+                self._watch(box)
+            else:
+                box.reason = reason
+                log.warning("inbox %s is away: %s; it is watched as soon as it is there", box.root, reason)
         self._thread = threading.Thread(target=self._run, name="gpen-watch settle", daemon=True)
         self._thread.start()
 
@@ -144,13 +157,12 @@ class Watcher:
         """Stop watching; no callback runs after this returns (unless one is stuck)."""
         self._stopping.set()
         self._queue.put(_STOP)
-        if self._observer is not None:
-            self._observer.stop()
+        self._observers.stop()
         deadline = time.monotonic() + timeout
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._observer is not None:
-            self._observer.join(max(0.0, deadline - time.monotonic()))
+        if self._started:
+            self._observers.join(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Watcher:
         self.start()
@@ -169,34 +181,91 @@ class Watcher:
         """Symlinks, FIFOs, device files and sockets in the inboxes now, left alone."""
         return len(self._left_alone.special)
 
-    # --- the settle thread --------------------------------------------------------------------
+    def inbox_states(self) -> list[InboxState]:
+        """How each inbox is watched now (from any thread); empty until the watcher has started."""
+        now = time.monotonic()
+        with self._states_lock:
+            entries = list(self._states.values())
+        return [dataclasses.replace(st, next_rescan_s=max(0.0, due - now)) for st, due in entries]
 
-    def _watch(self, inbox: InboxConfig, flt: InboxFilter) -> bool:
-        if not flt.root.is_dir():
-            log.warning(
-                "inbox %s does not exist or is not a folder; will look again at the next rescan", flt.root
-            )
-            self._unwatched.append((inbox, flt))
+    # --- presence and how each inbox is watched ------------------------------------------------
+
+    def _watch(self, box: Inbox) -> None:
+        box.anchor = presence.anchor(box.root)
+        box.presence, box.reason = InboxPresence.WATCHED, ""
+        wanted = choose(self._polling, volumes.volume_of(box.root))
+        box.mode = self._observers.watch(box.root, box.config.recursive, wanted)
+        box.next_rescan = time.monotonic() + rescan_delay(self._rescan_seconds, self._rng)
+
+    def _present(self, box: Inbox) -> bool:
+        """Whether ``box`` is there now; marks it away (and says so) when it is not."""
+        if box.away:
             return False
-        try:
-            self._observer.schedule(self._handler, str(flt.root), recursive=inbox.recursive)
-        except OSError as exc:
-            # e.g. the inotify watch limit: the periodic rescan still finds every file, only later.
-            log.warning(
-                "cannot watch %s (%s); relying on rescans every %.0f s (consider watch.polling)",
-                flt.root,
-                exc,
-                self._rescan_seconds,
-            )
-        return True
+        reason = presence.away_reason(box.root, box.anchor)
+        if reason is None:
+            return True
+        box.presence, box.reason = InboxPresence.AWAY, reason
+        self._observers.unwatch(box.root)
+        # Files still settling are looked at again when it is back; none is taken for gone.
+        self._tracker.forget_under(box.root)
+        box.waiting.clear()
+        log.warning(
+            "inbox %s is away: %s; photos there wait and none is taken for deleted; "
+            "it is watched again as soon as it is back",
+            box.root,
+            reason,
+        )
+        return False
+
+    def _look(self) -> None:
+        for box in self._inboxes:
+            if not self._stopping.is_set():
+                self._look_at(box)
+
+    def _look_at(self, box: Inbox) -> None:
+        """Whether ``box`` went away or is back; its placeholders whose bytes may be local now."""
+        if not box.away:
+            if self._present(box):
+                for path in list(box.waiting):
+                    self._observe(path)
+        elif presence.away_reason(box.root, box.anchor) is None:
+            log.info("inbox %s is back; watching it again", box.root)
+            self._watch(box)
+            self._rescan(box)
+        else:
+            box.next_rescan = time.monotonic() + rescan_delay(self._rescan_seconds, self._rng)
+
+    def _publish(self) -> None:
+        """Record each inbox's state; tell ``on_inbox_state`` about those that changed."""
+        changed = []
+        with self._states_lock:
+            for box in self._inboxes:
+                st = box.state(box.next_rescan)
+                old = self._states.get(box.root)
+                self._states[box.root] = (st, box.next_rescan)
+                if old is None or old[0] != st:
+                    changed.append(st)
+        if self._on_state is not None:
+            now = time.monotonic()
+            for st in changed:
+                self._guard(
+                    self._on_state,
+                    dataclasses.replace(st, next_rescan_s=max(0.0, self._roots[st.root].next_rescan - now)),
+                )
+
+    # --- the settle thread --------------------------------------------------------------------
 
     def _run(self) -> None:
         self._guard(self._full_scan)
-        next_rescan = time.monotonic() + self._rescan_seconds
+        self._guard(self._publish)
+        next_look = time.monotonic() + self._look_seconds
         while not self._stopping.is_set():
             now = time.monotonic()
             due = self._tracker.next_due()
-            deadline = min(next_rescan, math.inf if due is None else max(due, now + _MIN_CHECK_INTERVAL))
+            next_rescan = min((b.next_rescan for b in self._inboxes), default=math.inf)
+            deadline = min(
+                next_rescan, next_look, math.inf if due is None else max(due, now + _MIN_CHECK_INTERVAL)
+            )
             try:
                 item = self._queue.get(timeout=max(0.0, deadline - now))
             except queue.Empty:
@@ -211,190 +280,12 @@ class Watcher:
                 if it is _STOP or self._stopping.is_set():
                     return
                 self._guard(self._handle, it)
-            if time.monotonic() >= next_rescan:
-                self._guard(self._full_scan)
-                next_rescan = time.monotonic() + self._rescan_seconds
+            now = time.monotonic()
+            if now >= next_look:
+                self._guard(self._look)
+                next_look = time.monotonic() + self._look_seconds
+            for box in self._inboxes:
+                if time.monotonic() >= box.next_rescan and not self._stopping.is_set():
+                    self._guard(self._look_at if box.away else self._rescan, box)
             self._guard(self._check_due)
-
-    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
-        # The settle thread must survive anything: a dead watcher silently stops taking photos.
-        try:
-            fn(*args)
-        except Exception:
-            log.exception("watcher: unexpected error (carrying on)")
-
-    def _owner(self, path: Path) -> tuple[InboxConfig, InboxFilter, Path] | None:
-        for inbox, flt in self._inboxes:
-            rel = flt.relative(path)
-            if rel is not None:
-                return inbox, flt, rel
-        return None
-
-    def _handle(self, item: PathChange) -> None:
-        path = item.path
-        if item.change == Change.PATH:
-            self._observe(path)
-        elif item.change == Change.DIR:
-            owner = self._owner(path)
-            if (
-                owner is not None
-                and owner[1].dir_reason(path) is None
-                and path.is_dir()
-                and not path.is_symlink()
-            ):
-                self._scan(owner[0], owner[1], path)
-        elif item.change == Change.GONE:
-            self._vanished(path)
-
-    def _observe(self, path: Path, st: os.stat_result | None = None) -> None:
-        owner = self._owner(path)
-        if owner is None:
-            return
-        _, flt, _ = owner
-        try:
-            st = st or os.lstat(path)
-        except FileNotFoundError:
-            self._vanished(path)
-            return
-        except OSError:
-            return  # unreadable folder entry: the rescan tries again
-        reason = flt.ignore_reason(path, st)
-        if reason is not None:
-            if self._left_alone.new_special(path, st, reason):
-                log.info(
-                    "%s: left alone: %s; only regular files are taken (copy the photo itself in)",
-                    path,
-                    reason,
-                )
-            if path in self._emitted:  # e.g. replaced by a symlink
-                self._tracker.forget(path)
-                self._vanished(path, check=False)
-            elif hidden_photo(path, st, flt) and path not in self._left_alone.hidden:
-                self._tracker.observe(path, st.st_size, st.st_mtime)  # reported once it settles
-            else:
-                self._tracker.forget(path)
-            return
-        key = (st.st_size, st.st_mtime)
-        if self._emitted.get(path) == key:
-            return  # reported already and unchanged
-        if self._emitted.pop(path, None) is not None:
-            log.info("%s changed after it was taken; it will be taken again once it settles", path)
-        self._tracker.observe(path, *key)
-
-    def _vanished(self, path: Path, check: bool = True) -> None:
-        """``path`` (a file or a whole folder) left the inbox."""
-        if check and os.path.lexists(path):
-            # Late event: something is there again (recreated, or a rename onto it).
-            if os.path.isdir(path) and not os.path.islink(path):
-                self._handle(PathChange(Change.DIR, path))
-            else:
-                self._observe(path)
-            return
-        self._left_alone.forget(path)
-        # A file is the common case; only a folder needs the (linear) prefix search.
-        if path in self._tracker or path in self._emitted:
-            self._tracker.forget(path)
-            gone = [path] if path in self._emitted else []
-        else:
-            self._tracker.forget_under(path)
-            self._left_alone.forget_under(path)
-            prefix = str(path) + os.sep
-            gone = [p for p in self._emitted if str(p).startswith(prefix)]
-        for p in gone:
-            del self._emitted[p]
-            if self._on_gone is not None and not self._stopping.is_set():
-                self._guard(self._on_gone, p)
-
-    def _scan(self, inbox: InboxConfig, flt: InboxFilter, top: Path | None = None) -> set[Path] | None:
-        """Observe every candidate file under ``top`` (default: the inbox); None if unreadable."""
-        seen: set[Path] = set()
-        stack = [top or flt.root]
-        while stack:
-            folder = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = list(it)
-            except OSError as exc:
-                if folder == flt.root:
-                    log.warning("cannot read inbox %s: %s", folder, exc)
-                    return None
-                continue
-            for entry in entries:
-                path = Path(entry.path)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    # Nested inboxes are scanned on their own account.
-                    if path not in self._roots and flt.skip_dir(path, entry.name) is None:
-                        stack.append(path)
-                    continue
-                owner = self._owner(path)
-                if owner is not None and owner[1] is flt:
-                    seen.add(path)
-                    self._observe(path, st)
-        return seen
-
-    def _full_scan(self) -> None:
-        for pair in list(self._unwatched):
-            self._unwatched.remove(pair)
-            if self._watch(*pair):
-                log.info("inbox %s is there now; watching it", pair[1].root)
-        unwatched = {id(flt) for _, flt in self._unwatched}
-        for inbox, flt in self._inboxes:
-            if id(flt) in unwatched or self._stopping.is_set():
-                continue
-            seen = self._scan(inbox, flt)
-            if seen is None:
-                continue  # unreadable right now (share offline?): that is not "everything was deleted"
-            for path in [p for p in self._emitted if p not in seen]:
-                owner = self._owner(path)
-                if owner is not None and owner[1] is flt:
-                    self._vanished(path)
-            # Special files are never emitted: one removed without an event is dropped here.
-            self._left_alone.special -= {
-                p
-                for p in self._left_alone.special
-                if p not in seen and (o := self._owner(p)) is not None and o[1] is flt
-            }
-        self.scans += 1
-
-    def _note_hidden(self, path: Path) -> None:
-        self._left_alone.hidden.add(path)
-        log.info(
-            "%s: not taken: names starting with a dot are hidden files; rename it without the dot "
-            "to have it restored",
-            path,
-        )
-
-    def _check_due(self) -> None:
-        for path in self._tracker.due():
-            if self._stopping.is_set():
-                return
-            owner = self._owner(path)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                self._tracker.forget(path)
-                continue
-            if owner is None or owner[1].ignore_reason(path, st) is not None:
-                if owner is not None and hidden_photo(path, st, owner[1]):
-                    if self._tracker.confirm(path, st.st_size, st.st_mtime):
-                        self._note_hidden(path)
-                    continue
-                self._tracker.forget(path)
-                continue
-            if not self._tracker.confirm(path, st.st_size, st.st_mtime):
-                continue
-            verdict = open_check(path)
-            if verdict == "locked":
-                # Still held by the copying program (Windows): wait another settle period.
-                self._tracker.observe(path, st.st_size, st.st_mtime)
-                continue
-            if verdict == "gone":
-                continue
-            inbox, flt, rel = owner
-            self._emitted[path] = (st.st_size, st.st_mtime)
-            arrival = Arrival(path, inbox, rel, st.st_size, st.st_mtime, flt.is_supported(path))
-            self._guard(self._on_arrival, arrival)
+            self._guard(self._publish)
