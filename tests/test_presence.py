@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import tmpfs
 
-from gpen_watch.platform.presence import Anchor, anchor, away_reason, mount_point_of
+from gpen_watch.base.errors import OutboxUnavailable
+from gpen_watch.base.fsutil import require_device
+from gpen_watch.platform.presence import Anchor, Anchors, anchor, away_reason, mount_point_of, present
 
 needs_mount = pytest.mark.skipif(not tmpfs.can_mount(), reason="mounting is not allowed here")
 
@@ -120,3 +122,39 @@ def test_a_bind_mount_taken_away(tmp_path: Path) -> None:
         # A mount point that went away with the mount (macOS removes /Volumes/NAME): not there.
         target.rmdir()
         assert away_reason(target / "out", a) == ("it is not there (unplugged drive or disconnected share?)")
+
+
+def test_a_folder_deleted_from_a_disk_that_is_still_there_is_not_away(tmp_path: Path) -> None:
+    # An outbox the user deleted on this disk is made again (no drive left); one remembered from
+    # an earlier run (device unknown) stays away until its folder is seen again.
+    out = tmp_path / "outbox"
+    out.mkdir()
+    a = anchor(out)
+    assert a is not None
+    out.rmdir()
+    assert away_reason(out, a) is None
+    remembered = Anchor(a.folder, a.mount_point, -1)
+    assert away_reason(out, remembered) == "it is not there (unplugged drive or disconnected share?)"
+
+
+def test_the_anchors_of_one_service_are_its_own(tmp_path: Path) -> None:
+    # Two services (or a service and a test) never see each other's anchors: no state is global.
+    where = tmp_path / "in"
+    where.mkdir()
+    mine, theirs = Anchors(), Anchors()
+    a = anchor(where)
+    assert a is not None
+    mine.remember(Anchor(a.folder, a.mount_point, -1))
+    where.rmdir()
+    assert mine.away(where) is not None
+    assert theirs.away(where) is None  # never seen there: not away, it may be yet to make
+    assert present(where) is None
+
+
+def test_a_result_is_never_written_onto_another_file_system_than_its_outbox_was_on(tmp_path: Path) -> None:
+    require_device(tmp_path, os.stat(tmp_path).st_dev)
+    require_device(tmp_path, None)
+    with pytest.raises(OutboxUnavailable, match="the outbox's drive or share is not mounted now"):
+        require_device(tmp_path, os.stat(tmp_path).st_dev + 1)
+    with pytest.raises(OutboxUnavailable, match="the outbox is not there now"):
+        require_device(tmp_path / "gone", os.stat(tmp_path).st_dev)

@@ -281,6 +281,8 @@ def test_a_damaged_weights_file_is_announced_as_damaged_not_missing() -> None:
 def test_problem_kinds_and_batch_message() -> None:
     assert problem_kind(None) is None
     assert problem_kind("outbox: disk full") == "outbox"
+    away = "outbox /mnt/nas/out is away: the drive or share holding it is not mounted; 3 photo(s) wait"
+    assert problem_kind(away) == "away"
     assert problem_kind("cuda:0: model file is corrupt") == "corrupt"
     assert problem_kind("cpu#0: /m/GPEN-BFR-512.pth does not match GPEN-BFR-512: key x") == "corrupt"
     assert problem_kind("cpu#0: GPEN-BFR-512: weights not found in /m") == "weights"

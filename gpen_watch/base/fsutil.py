@@ -13,6 +13,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from gpen_watch.base.errors import OutboxUnavailable
+
 # Opening a file someone dropped: never follow a symlink swapped in after an lstat, never block (a
 # FIFO would wait for a writer), binary on Windows. Callers still check what they opened (fstat).
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -100,3 +102,22 @@ def replace_folder(folder: Path, files: Mapping[str, bytes]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def require_device(folder: Path, device: int | None) -> None:
+    """Raise OutboxUnavailable unless ``folder`` is still on ``device`` (a ``st_dev``; None: any).
+
+    Checked right before a result is written: the drive or share the output folder was on when
+    the photo was handed out may have gone since, leaving its bare mount point, a folder of the
+    disk under it, that would take the write."""
+    if device is None:
+        return
+    try:
+        now = os.stat(folder).st_dev
+    except OSError as exc:
+        raise OutboxUnavailable(f"{folder}: the outbox is not there now: {exc.strerror or exc}") from exc
+    if now != device:
+        raise OutboxUnavailable(
+            f"{folder}: the outbox's drive or share is not mounted now (the folder is on another "
+            "file system than when this photo was handed out); nothing was written there"
+        )

@@ -20,8 +20,8 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpen_watch.base.errors import ErrorKind
-from gpen_watch.base.fsutil import replace_folder
+from gpen_watch.base.errors import ErrorKind, OutboxUnavailable
+from gpen_watch.base.fsutil import replace_folder, require_device
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.api import FileJob, FileResult
 
@@ -95,6 +95,11 @@ def unpack(out: PhotoResult, job: FileJob) -> FileResult:
         return res
     if out.data is None:
         res.ok, res.error, res.error_kind = False, "the worker sent no output", ErrorKind.FAILED
+        return res
+    try:
+        require_device(job.dst.parent, job.dst_device)  # never into a bare mount point
+    except OutboxUnavailable as exc:
+        res.ok, res.error, res.error_kind = False, str(exc), ErrorKind.OUTBOX
         return res
     try:
         fd = os.open(job.dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)

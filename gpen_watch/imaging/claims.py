@@ -12,9 +12,9 @@ Three answers for a size over ``restore.max_megapixels`` or over this machine's 
 - The image is real but needs more memory than this machine has: the reason says how much.
 - Otherwise: raising the limit restores it, and the reason says so.
 
-Formats whose compression has no such bound (JPEG, WebP, AVIF, HEIF, JPEG 2000, TIFF, whose
-strips may share their data, run-length BMP, which may skip whole regions, FLI) are never called
-damaged by this check.
+Formats whose compression has no such bound (JPEG, WebP, AVIF, HEIF, JPEG 2000, a TIFF of several
+strips, which may share their data, run-length BMP, which may skip whole regions, FLI) are never
+called damaged by this check.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def most_pixels(im: Image.Image, length: int) -> int | None:
     """The most pixels a file of ``length`` bytes in ``im``'s format and compression can hold,
     or None where no bound is known."""
     tiles = getattr(im, "tile", None) or []
-    if not tiles or (im.format or "") in _UNBOUNDED_FORMATS:
+    # A TIFF of one strip has no other strip to share its data with: its bytes are all there is.
+    shared = (im.format or "") in _UNBOUNDED_FORMATS and not (im.format == "TIFF" and len(tiles) == 1)
+    if not tiles or shared:
         return None
     ratios = [_MAX_RATIO.get(tile.codec_name) for tile in tiles]
     if any(r is None for r in ratios):

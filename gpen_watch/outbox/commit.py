@@ -38,6 +38,7 @@ from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.outbox import durable, failed, folders, naming, redo
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
+from gpen_watch.platform import presence
 from gpen_watch.restore.api import FileJob, FileResult
 
 
@@ -52,7 +53,14 @@ class CommitOutcome:
 # --- 1. prepare ---------------------------------------------------------------------------------
 
 
-def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None = None) -> tuple[Path, Path]:
+def prepare(
+    journal: Journal,
+    job_id: int,
+    cfg: Config,
+    *,
+    today: dt.date | None = None,
+    away: presence.Away = presence.present,
+) -> tuple[Path, Path]:
     """Reserve the output name for a claimed job and create its folder: returns (final, tmp).
 
     A job that already holds a name (requeued, or after a restart) keeps it, as long as it is
@@ -75,15 +83,17 @@ def prepare(journal: Journal, job_id: int, cfg: Config, *, today: dt.date | None
                 break
             if not journal.output_reserved(final, exclude_job=job_id):
                 raise OutputError(f"{job.source}: run {job_id} is not active; cannot reserve an output")
-    folders.make_output_dir(journal, job_id, final.parent, root)
+    folders.make_output_dir(journal, job_id, final.parent, root, away)
     tmp = naming.tmp_path(final, job_id)
     remove_quietly(tmp)
     return final, tmp
 
 
-def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) -> FileJob:
+def file_job(
+    journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0, away: presence.Away = presence.present
+) -> FileJob:
     """``prepare`` and build the worker's FileJob (dst is the temp name)."""
-    _, tmp = prepare(journal, job_id, cfg)
+    _, tmp = prepare(journal, job_id, cfg, away=away)
     job = journal.require(job_id)
     # The settings of the inbox the photo came from; the global ones if it is no longer configured.
     inbox = naming.find_inbox(cfg, job.inbox)
@@ -98,6 +108,9 @@ def file_job(journal: Journal, job_id: int, cfg: Config, *, scale: float = 1.0) 
         note=profile_note(cfg, inbox),
         face_ids=redo.face_ids(job),
         settings_label=redo.settings_label(job),
+        # The output folder's drive as it is now, just made or found: a worker that finds another
+        # one there (the drive left, its bare mount point is left) writes nothing into it.
+        dst_device=os.stat(tmp.parent).st_dev,
     )
 
 
@@ -195,7 +208,9 @@ def _replace_output(tmp: Path, final: Path, record: Callable[[Path], bool]) -> P
 # --- all steps ----------------------------------------------------------------------------------
 
 
-def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> CommitOutcome:
+def commit(
+    journal: Journal, job_id: int, result: FileResult, cfg: Config, away: presence.Away = presence.present
+) -> CommitOutcome:
     """Steps 2-4 for a successful FileResult: publish, finish, dispose of the original.
 
     If the job is no longer active (another attempt finished it), the temp file is discarded and
@@ -208,6 +223,6 @@ def commit(journal: Journal, job_id: int, result: FileResult, cfg: Config) -> Co
             remove_quietly(result.dst)
         return CommitOutcome(None)
     journal.finish(job_id, final, result.faces, result.timings, result.notes)
-    outcome = CommitOutcome(final, dispose_original(journal, job_id, cfg))
+    outcome = CommitOutcome(final, dispose_original(journal, job_id, cfg, away))
     failed.clear_retried(journal, journal.require(job_id))  # a retried failure's old error file
     return outcome

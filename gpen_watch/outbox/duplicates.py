@@ -34,6 +34,7 @@ from gpen_watch.journal.states import failure_state
 from gpen_watch.outbox import commit, durable, failed, naming
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
+from gpen_watch.platform import presence
 
 
 class FirstResultGone(Exception):
@@ -51,7 +52,9 @@ def same_settings(cfg: Config, job: Job, first: Job) -> bool:
     )
 
 
-def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutcome:
+def copy_result(
+    journal: Journal, twin: Twin, cfg: Config, away: presence.Away = presence.present
+) -> commit.CommitOutcome:
     """Give ``twin.job`` a copy of ``twin.first``'s output and finish it as a duplicate.
 
     Raises FirstResultGone when there is nothing trustworthy to copy (the caller restores the
@@ -64,8 +67,8 @@ def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutco
         # The same name dropped again: its result is already there under that name.
         _check_ours(first.output, first.commit_ino, first.commit_size)
         journal.end_as_duplicate(job.id, f"dropped again: its result is {first.output}")
-        return commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg))
-    final, tmp = commit.prepare(journal, job.id, cfg)
+        return commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg, away))
+    final, tmp = commit.prepare(journal, job.id, cfg, away=away)
     try:
         _copy_if_ours(first.output, tmp, first.commit_ino, first.commit_size)
         st = os.stat(tmp)
@@ -87,15 +90,17 @@ def copy_result(journal: Journal, twin: Twin, cfg: Config) -> commit.CommitOutco
         remove_quietly(tmp)
         return commit.CommitOutcome(None)
     journal.finish(job.id, placed, first.faces or 0, {}, notes)
-    return commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg))
+    return commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg, away))
 
 
-def repeat_failure(journal: Journal, twin: Twin, cfg: Config) -> OriginalOutcome | None:
+def repeat_failure(
+    journal: Journal, twin: Twin, cfg: Config, away: presence.Away = presence.present
+) -> OriginalOutcome | None:
     """End ``twin.job`` with ``twin.first``'s failure (same reason, same kind) and set it aside."""
     first = twin.first
     kind = failure_state(first.state)
     reason = f"{first.error or 'unknown error'} (same content as {first.source}: not tried a second time)"
-    return failed.fail(journal, twin.job.id, reason, cfg, kind=kind)
+    return failed.fail(journal, twin.job.id, reason, cfg, kind=kind, away=away)
 
 
 def _check_ours(path: Path, ino: int | None, size: int | None) -> None:

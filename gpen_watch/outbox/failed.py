@@ -22,6 +22,7 @@ from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import FAILURES, ORIGINAL_FINAL, Hidden, JobState, Original
 from gpen_watch.outbox import durable, folders, naming
 from gpen_watch.outbox.moves import OriginalOutcome, move_original
+from gpen_watch.platform import presence
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,9 @@ def error_text(job: Job, where: str) -> str:
     )
 
 
-def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+def set_aside(
+    journal: Journal, job_id: int, cfg: Config, away: presence.Away = presence.present
+) -> OriginalOutcome:
     """Move a failed/unsupported job's original to failed/ and write its error file. Idempotent.
 
     The journal records "setting-aside" with the destination before the move, so a crash in
@@ -60,7 +63,7 @@ def set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
     left, or missing), earlier failures of the same file that were retried lose their old error
     files (``clear_retried``).
     """
-    outcome = _set_aside(journal, job_id, cfg)
+    outcome = _set_aside(journal, job_id, cfg, away)
     if outcome.action != Original.WAITING:
         clear_retried(journal, journal.require(job_id))
     return outcome
@@ -78,7 +81,7 @@ def clear_retried(journal: Journal, job: Job) -> None:
         journal.hide(old.id, Hidden.RETRY_ENDED, f"tried again as run {job.id} ({job.state})")
 
 
-def _set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+def _set_aside(journal: Journal, job_id: int, cfg: Config, away: presence.Away) -> OriginalOutcome:
     job = journal.require(job_id)
     if job.is_redo:
         # A redo that failed: its original is the archived (or kept) one, and the first result
@@ -113,6 +116,7 @@ def _set_aside(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
         Original.SET_ASIDE,
         taken=error_file_taken,
         arrived=write_beside,
+        away=away,
     )
     if outcome.action in (Original.WAITING, Original.SET_ASIDE):
         # Waiting: the error file goes beside the original once failed/ takes it, under the name
@@ -151,6 +155,7 @@ def fail(
     tmp: Path | None = None,
     *,
     ours: bool = False,
+    away: presence.Away = presence.present,
 ) -> OriginalOutcome | None:
     """End a job as failed/unsupported (durable), discard its temp output, set the original aside.
 
@@ -163,4 +168,4 @@ def fail(
         return None
     job = journal.require(job_id)
     folders.remove_left_empty(journal, job, naming.outbox_root(cfg, naming.find_inbox(cfg, job.inbox)))
-    return set_aside(journal, job_id, cfg)
+    return set_aside(journal, job_id, cfg, away)

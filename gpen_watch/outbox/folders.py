@@ -21,9 +21,11 @@ from gpen_watch.platform import presence
 MADE = "made folder"
 
 
-def make_output_dir(journal: Journal, job_id: int, directory: Path, root: Path) -> None:
+def make_output_dir(
+    journal: Journal, job_id: int, directory: Path, root: Path, away: presence.Away = presence.present
+) -> None:
     """``naming.ensure_dir``, noting in the journal each folder of it that did not exist."""
-    if presence.last_anchor(root) is not None and (why := presence.away(root)) is not None:
+    if (why := away(root)) is not None:
         # An outbox the service has seen is never made again here: on a drive that left, that
         # would make it in the bare mount point. (One never seen, in a test or a tool, is made.)
         raise OutboxUnavailable(f"{root}: the outbox is away: {why}") from FileNotFoundError(

@@ -40,13 +40,13 @@ class OriginalOutcome:
     folder: Path | None = None
 
 
-def source_state(job: Job) -> str:
+def source_state(job: Job, away: presence.Away = presence.present) -> str:
     """ "same" if the inbox file is still the one this job took, else "missing" or "changed", or
-    "away" when it is not there because its inbox's drive or share is (``platform.presence``)."""
+    "away" when it is not there because its inbox's drive or share is (``away``, ``platform.presence``)."""
     try:
         st = os.lstat(job.source)
     except FileNotFoundError:
-        return "away" if presence.away(job.inbox) is not None else "missing"
+        return "away" if away(job.inbox) is not None else "missing"
     if not stat.S_ISREG(st.st_mode) or st.st_size != job.size or st.st_mtime != job.mtime:
         return "changed"
     return "same"
@@ -85,6 +85,7 @@ def move_original(
     action: Original,
     taken: Callable[[Path], bool] | None = None,
     arrived: Arrived | None = None,
+    away: presence.Away = presence.present,
 ) -> OriginalOutcome:
     """Move the original into ``directory`` (under ``root``) collision-safe, recording before and after.
 
@@ -97,10 +98,10 @@ def move_original(
     resumed = resume_move(journal, job, marker, action, arrived)
     if resumed is not None:
         return resumed
-    state = source_state(job)
+    state = source_state(job, away)
     if state == "away":
         # Not deleted: it is on a drive or share that left. It waits, and is moved once it is back.
-        why = f"its inbox {job.inbox} is away: {presence.away(job.inbox)}"
+        why = f"its inbox {job.inbox} is away: {away(job.inbox)}"
         if job.original != Original.WAITING:
             journal.set_original(job.id, Original.WAITING, directory)
             journal.log_event(job.id, "original-waiting", why)

@@ -21,6 +21,7 @@ from gpen_watch.journal.journal import Job, Journal, hash_file
 from gpen_watch.journal.states import ORIGINAL_FINAL, SUCCEEDED, Original
 from gpen_watch.outbox import durable, failed, naming
 from gpen_watch.outbox.moves import OriginalOutcome, move_original, refusal_reason, source_state
+from gpen_watch.platform import presence
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,9 @@ class Waiting:
     count: int
 
 
-def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+def dispose_original(
+    journal: Journal, job_id: int, cfg: Config, away: presence.Away = presence.present
+) -> OriginalOutcome:
     """Apply ``output.originals`` to a done (or duplicate) job's original. Idempotent."""
     job = journal.require(job_id)
     if job.original is not None and job.original in ORIGINAL_FINAL:
@@ -52,16 +55,22 @@ def dispose_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutc
     ):
         root = naming.archive_root(cfg, inbox)
         return move_original(
-            journal, job, naming.mirror_dir(root, job.rel.parent), root, Original.ARCHIVING, Original.ARCHIVED
+            journal,
+            job,
+            naming.mirror_dir(root, job.rel.parent),
+            root,
+            Original.ARCHIVING,
+            Original.ARCHIVED,
+            away=away,
         )
     if job.original == Original.DELETING or (policy == "delete" and job.original is None):
-        return _delete_original(journal, job)
+        return _delete_original(journal, job, away)
     journal.set_original(job.id, Original.KEPT, job.source)
     return OriginalOutcome(Original.KEPT, job.source)
 
 
-def _delete_original(journal: Journal, job: Job) -> OriginalOutcome:
-    state = source_state(job)
+def _delete_original(journal: Journal, job: Job, away: presence.Away) -> OriginalOutcome:
+    state = source_state(job, away)
     if state == "away":  # on a drive or share that left: not deleted by us, and not missing
         why = f"not deleted: its inbox {job.inbox} was away"
         journal.set_original(job.id, Original.LEFT)
@@ -100,16 +109,21 @@ def destination_root(cfg: Config, job: Job) -> Path:
     return naming.failed_root(naming.outbox_root(cfg, inbox))
 
 
-def handle_original(journal: Journal, job_id: int, cfg: Config) -> OriginalOutcome:
+def handle_original(
+    journal: Journal, job_id: int, cfg: Config, away: presence.Away = presence.present
+) -> OriginalOutcome:
     """Archive/keep/delete a done or duplicate job's original, set a failed one's aside."""
     job = journal.require(job_id)
     if job.state in SUCCEEDED:
-        return dispose_original(journal, job_id, cfg)
-    return failed.set_aside(journal, job_id, cfg)
+        return dispose_original(journal, job_id, cfg, away)
+    return failed.set_aside(journal, job_id, cfg, away)
 
 
 def retry_waiting(
-    journal: Journal, cfg: Config, on_outcome: Callable[[OriginalOutcome], None] | None = None
+    journal: Journal,
+    cfg: Config,
+    on_outcome: Callable[[OriginalOutcome], None] | None = None,
+    away: presence.Away = presence.present,
 ) -> tuple[int, list[Waiting]]:
     """Try again to move the originals waiting for their folder (oldest first).
 
@@ -127,7 +141,7 @@ def retry_waiting(
             blocked[root][1] += 1
             continue
         try:
-            outcome = handle_original(journal, job.id, cfg)
+            outcome = handle_original(journal, job.id, cfg, away)
         except (OSError, OutputError) as exc:
             outcome = OriginalOutcome(Original.WAITING, job.source, refusal_reason(exc), folder=root)
             log.warning("run %d: could not handle the original %s: %s", job.id, job.source, exc)

@@ -34,6 +34,7 @@ from gpen_watch.outbox import durable, naming, retry
 from gpen_watch.outbox.commit import place_output
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import handle_original
+from gpen_watch.platform import presence
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,12 @@ def clean_stale_temps(journal: Journal, cfg: Config) -> int:
     return removed
 
 
-def recover(journal: Journal, cfg: Config) -> Recovery:
+def recover(journal: Journal, cfg: Config, away: presence.Away = presence.present) -> Recovery:
     """Bring journal and folders back in line after a stop or crash (see the module docstring).
 
-    Call once at start-up, before dispatching: it also requeues the jobs left running.
+    Call once at start-up, before dispatching: it also requeues the jobs left running. ``away``
+    says which folders are on a drive or share that is not there now: an original in an inbox
+    that is away waits for it.
     """
     report = Recovery()
     for job in journal.committing():
@@ -122,7 +125,7 @@ def recover(journal: Journal, cfg: Config) -> Recovery:
     report.requeued = journal.requeue_running("the service stopped while this run was running")
     for job in journal.pending_originals():
         try:
-            outcome = handle_original(journal, job.id, cfg)
+            outcome = handle_original(journal, job.id, cfg, away)
             report.originals += 1
             if outcome.action == Original.LEFT:
                 report.left.append(outcome)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -67,8 +68,21 @@ def _unmounted(last: Anchor | None) -> bool:
     return os.path.isdir(last.mount_point) and not os.path.ismount(last.mount_point)
 
 
+def _still_mounted(last: Anchor | None) -> bool:
+    """Whether the very file system ``last`` was on is still mounted where it was."""
+    if last is None or last.device < 0:  # -1: remembered from an earlier run, its device unknown
+        return False
+    try:
+        return os.stat(last.mount_point).st_dev == last.device and (
+            os.path.ismount(last.mount_point) or last.mount_point == Path(last.mount_point.anchor or "/")
+        )
+    except OSError:
+        return False
+
+
 def away_reason(folder: Path, last: Anchor | None) -> str | None:
-    """None when ``folder`` is present (and still on ``last``'s mount); else one sentence why not.
+    """None when ``folder`` is present (and still on ``last``'s mount), or was deleted from a file
+    system that is still there; else one sentence why not.
 
     A folder that exists but whose anchored mount point is no longer a mount point is away: it is
     the bare mount point (or a folder of the file system under it), never an empty inbox to scan or
@@ -80,6 +94,8 @@ def away_reason(folder: Path, last: Anchor | None) -> str | None:
         if _unmounted(last):
             assert last is not None
             return _bare(last.mount_point)
+        if _still_mounted(last):
+            return None  # its drive is there: the folder itself was deleted, and is to be made again
         return "it is not there (unplugged drive or disconnected share?)"
     except NotADirectoryError:
         return "it is not there (unplugged drive or disconnected share?)"
@@ -93,28 +109,32 @@ def away_reason(folder: Path, last: Anchor | None) -> str | None:
     return None
 
 
-# The anchors this process knows, by folder: the service records each inbox's and outbox's here
-# (service.presence_watch) so that code far from it (moving an original) can tell a folder that is
-# away from a file that was deleted, without being handed the service's state.
-_known: dict[Path, Anchor] = {}
+# Why a folder is away now, or None when it is there: what the outbox asks before it moves an
+# original or makes a folder (``Anchors.away``; ``present`` where nothing can be away).
+Away = Callable[[Path], "str | None"]
 
 
-def remember(a: Anchor) -> None:
-    """Keep ``a`` as the last place its folder was seen."""
-    _known[a.folder] = a
+def present(folder: Path) -> str | None:
+    """Never away: for callers that hold no anchors (tools, tests of other things)."""
+    return None
 
 
-def last_anchor(folder: Path) -> Anchor | None:
-    return _known.get(Path(os.path.abspath(folder)))
+@dataclass
+class Anchors:
+    """The anchors one service knows, by folder (``service.presence_watch`` keeps them): what
+    lets code far from it (moving an original) tell a folder that is away from a deleted file."""
 
+    known: dict[Path, Anchor] = field(default_factory=dict)
 
-def away(folder: Path) -> str | None:
-    """``away_reason`` against the anchor remembered for ``folder``; None when it is present, or
-    when no anchor is remembered: a folder never seen here is not away (it may be yet to make)."""
-    last = last_anchor(folder)
-    return None if last is None else away_reason(folder, last)
+    def remember(self, a: Anchor) -> None:
+        """Keep ``a`` as the last place its folder was seen."""
+        self.known[a.folder] = a
 
+    def last(self, folder: Path) -> Anchor | None:
+        return self.known.get(Path(os.path.abspath(folder)))
 
-def forget_all() -> None:
-    """Drop every remembered anchor (a new configuration, tests)."""
-    _known.clear()
+    def away(self, folder: Path) -> str | None:
+        """``away_reason`` against the anchor remembered for ``folder``; None when it is present,
+        or when no anchor is known: a folder never seen is not away (it may be yet to make)."""
+        last = self.last(folder)
+        return None if last is None else away_reason(folder, last)

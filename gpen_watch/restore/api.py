@@ -83,6 +83,9 @@ class FileJob:
     # Whose settings ``restore`` holds, for a message about them ("this redo's settings
     # (restore.upscale=2)"); "": the photo's inbox's.
     settings_label: str = ""
+    # The file system (``st_dev``) ``dst``'s folder was on when the job was handed out; a result
+    # is written only while it still is (``base.fsutil.require_device``). None: not checked.
+    dst_device: int | None = None
 
 
 def face_ids_refusal(name: str, detected: int, ids: Iterable[int]) -> str | None:

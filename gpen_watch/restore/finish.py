@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from gpen_watch.base.errors import ErrorKind, GpenWatchError, OutboxUnavailable
+from gpen_watch.base.fsutil import require_device
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.imaging.save import copy_source, output_choice, save_image
 from gpen_watch.restore import paste
@@ -58,6 +59,9 @@ def finish(work: StagedPhoto, smooth_below: int, stopping: threading.Event) -> F
         result.format = choice.format
         if choice.note:
             result.notes.append(choice.note)
+        # The outbox's drive may have left while the photo was restored: never write into the
+        # bare mount point it leaves (raises OutboxUnavailable, an "outbox" failure).
+        require_device(job.dst.parent, job.dst_device)
         copied = False
         if not work.faces and work.upscaled == 1 and _can_copy_verbatim(image, choice.format):
             # Bit-identical pass-through: re-encoding would only cost quality.

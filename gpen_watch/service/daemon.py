@@ -373,7 +373,7 @@ class Service:
 
 def _recover(run: Running) -> None:
     """Finish what the last run left half done (see outbox.recovery) before anything new starts."""
-    rec = recovery.recover(run.journal, run.cfg)
+    rec = recovery.recover(run.journal, run.cfg, run.presence.away)
     for outcome in rec.left:
         run.originals.note(outcome)
     if rec.finished or rec.requeued or rec.originals or rec.temps_removed:

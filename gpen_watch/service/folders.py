@@ -32,17 +32,18 @@ def check_service_folders(cfg: Config) -> None:
                 f"{inbox.path} is both an inbox and the outbox: the service never takes its own "
                 "results, so nothing there would be restored; choose another --outbox"
             )
-    load_remembered()
+    anchors = load_remembered()
     for folder, role in service_folders(cfg):
-        if away_at_start(Path(os.path.abspath(folder))) is None:
+        if away_at_start(anchors, Path(os.path.abspath(folder))) is None:
             _check_folder(folder, role)
 
 
 def prepare_service_folders(cfg: Config) -> None:
     """Check the folders, then make the missing ones."""
     check_service_folders(cfg)
+    anchors = load_remembered()
     for folder, role in service_folders(cfg):
-        if (why := away_at_start(Path(os.path.abspath(folder)))) is not None:
+        if (why := away_at_start(anchors, Path(os.path.abspath(folder)))) is not None:
             # Making it would make it on the disk under the mount point: it waits for its drive.
             log.warning(
                 "%s: the %s is away: %s; it is used again once its drive or share is mounted "

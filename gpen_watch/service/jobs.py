@@ -66,7 +66,7 @@ def feed(run: Running) -> None:
             log.info("%s: gone from the inbox before it was processed", job.source)
             continue
         try:
-            file_job = commit.file_job(journal, job.id, run.cfg)
+            file_job = commit.file_job(journal, job.id, run.cfg, away=run.presence.away)
             if run.views is not None:
                 file_job.views = run.views.folder(job.id)
             tasks.append(Task(job.id, file_job))
@@ -155,7 +155,7 @@ def _copy(run: Running, twin: Twin) -> bool:
     if why:
         return not _restore_instead(run, twin, why)
     try:
-        outcome = duplicates.copy_result(run.journal, twin, run.cfg)
+        outcome = duplicates.copy_result(run.journal, twin, run.cfg, run.presence.away)
     except duplicates.FirstResultGone as exc:
         return not _restore_instead(
             run, twin, f"the result of {twin.first.source} cannot be copied ({exc}): restored afresh"
@@ -197,7 +197,7 @@ def _repeat(run: Running, twin: Twin) -> bool:
     if why:
         return not _restore_instead(run, twin, why)
     try:
-        outcome = duplicates.repeat_failure(run.journal, twin, run.cfg)
+        outcome = duplicates.repeat_failure(run.journal, twin, run.cfg, run.presence.away)
     except Exception as exc:
         log.exception("%s: could not record its failure", twin.job.source)
         if run.journal.move(twin.job.id, JobState.QUEUED, f"internal error: {exc}"):
@@ -266,7 +266,7 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         if task.job.note:
             # The inbox's own settings that made this result differ from what the global ones give.
             res.notes.append(task.job.note)
-        outcome = commit.commit(journal, task.key, res, run.cfg)
+        outcome = commit.commit(journal, task.key, res, run.cfg, run.presence.away)
         if outcome.output is None:
             return  # the job had already ended another way
         run.ended(outcome.original, faces=res.faces, redo=journal.require(task.key).is_redo)

@@ -22,6 +22,7 @@ PROBLEM_TITLES = {
     "weights": "gpen-watch: model weights missing",
     "corrupt": "gpen-watch: model weights damaged or the wrong file",
     "outbox": "gpen-watch: cannot write to the outbox",
+    "away": "gpen-watch: the outbox's drive or share is away",
     "originals": "gpen-watch: originals waiting to be moved",
     "other": "gpen-watch needs attention",
 }
@@ -145,6 +146,8 @@ def problem_kind(problem: str | None) -> str | None:
     if not problem:
         return None
     text = problem.lower()
+    if text.startswith("outbox") and " is away: " in text:
+        return "away"
     if text.startswith("outbox"):
         return "outbox"
     # Checked before "missing": a damaged file's message also says how to fetch a good one.

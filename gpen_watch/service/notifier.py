@@ -127,8 +127,14 @@ class Notifier:
     def deliver(self, notice: Notice, status: Status) -> None:
         tray = self._tray_shows()
         if not tray:
-            # With a tray, the tray logs and shows it; without one this is its line in the log.
-            log.info("%s: %s", notice.title, notice.message)
+            # With a tray, the tray logs and shows it; without one this is its line in the log. A
+            # problem is in the log already, in the words of what met it: not said twice there.
+            log.log(
+                logging.DEBUG if notice.kind == NoticeKind.PROBLEM else logging.INFO,
+                "%s: %s",
+                notice.title,
+                notice.message,
+            )
             self._show(notice)
         if self.webhook is not None:
             failures = self._failures() if notice.failed else []

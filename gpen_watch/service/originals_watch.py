@@ -19,6 +19,7 @@ from gpen_watch.journal import Journal
 from gpen_watch.journal.states import Original
 from gpen_watch.outbox import originals
 from gpen_watch.outbox.moves import OriginalOutcome
+from gpen_watch.platform import presence
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,15 @@ log = logging.getLogger(__name__)
 class OriginalsWatch:
     """Hears every original's outcome (``note``) and retries the waiting ones (``retry``)."""
 
-    def __init__(self, cfg: Config, retry_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        retry_s: float,
+        away: presence.Away = presence.present,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.cfg = cfg
+        self._away = away  # an original in an inbox that is away waits for it
         self.retry_s = retry_s
         self._clock = clock
         self.waiting: dict[Path, originals.Waiting] = {}
@@ -69,7 +77,7 @@ class OriginalsWatch:
             return
         had = self.waiting_count
         try:
-            handled, waiting = originals.retry_waiting(journal, self.cfg, self.note)
+            handled, waiting = originals.retry_waiting(journal, self.cfg, self.note, self._away)
         except Exception:
             log.exception("could not retry the originals waiting in the inbox")
             handled, waiting = 0, list(self.waiting.values())

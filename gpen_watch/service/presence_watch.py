@@ -7,8 +7,8 @@ is back, work resumes by itself. ``platform.presence`` tells the two apart throu
 anchor (its mount point when it was last there); the anchors are kept in the service's state
 folder, so that a folder already away when the service starts is still recognised.
 
-Only the service loop's thread calls ``check``; the remembered anchors are also read by the outbox
-when it moves an original (``platform.presence.away``).
+Only the service loop's thread calls ``check``; the outbox asks ``away`` (handed to it as a
+``platform.presence.Away``) before it moves an original or makes a folder.
 """
 
 from __future__ import annotations
@@ -43,29 +43,29 @@ def state_file() -> Path:
     return paths.state_dir() / STATE_FILE
 
 
-def load_remembered(path: Path | None = None) -> dict[Path, Path]:
-    """The mount point each folder was on when last seen (from earlier runs), and remember them."""
+def load_remembered(path: Path | None = None) -> presence.Anchors:
+    """The mount point each folder was on when last seen, as earlier runs left them."""
     path = path or state_file()
+    anchors = presence.Anchors()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         found = {Path(k): Path(v) for k, v in data.get("mount_points", {}).items()}
     except (OSError, ValueError, AttributeError):
-        return {}
+        return anchors
     for folder, mount_point in found.items():
-        if presence.last_anchor(folder) is None:
-            presence.remember(presence.Anchor(folder, mount_point, -1))
-    return found
+        anchors.remember(presence.Anchor(folder, mount_point, -1))
+    return anchors
 
 
-def away_at_start(folder: Path) -> str | None:
+def away_at_start(anchors: presence.Anchors, folder: Path) -> str | None:
     """Why ``folder`` is away by what earlier runs remembered (its drive or share is not mounted
     where it was); None when nothing says so, as for a new folder that is simply to be made."""
-    a = presence.last_anchor(folder)
+    a = anchors.last(folder)
     if a is None or a.mount_point == Path(a.mount_point.anchor or "/"):
         return None
     if os.path.ismount(a.mount_point):
         return None
-    return presence.away(folder)
+    return anchors.away(folder)
 
 
 def _save(path: Path, anchors: Iterable[presence.Anchor]) -> None:
@@ -98,15 +98,16 @@ class PresenceWatch:
         self.path = path or state_file()
         self._clock = clock
         self.folders = watched_folders(cfg)
-        load_remembered(self.path)
-        self.away: dict[Path, str] = {}
+        self.anchors = load_remembered(self.path)
+        # The folders away at the last check, with why: what the log and the status said.
+        self.away_at_check: dict[Path, str] = {}
         self._saved: dict[Path, Path] = {}
         self._next = 0.0
 
     def configure(self, cfg: Config) -> None:
         """New settings: the folders they name (``service.reload``)."""
         self.cfg, self.folders = cfg, watched_folders(cfg)
-        self.away = {f: r for f, r in self.away.items() if f in self.folders}
+        self.away_at_check = {f: r for f, r in self.away_at_check.items() if f in self.folders}
         self._next = 0.0
 
     def check(self, *, now: bool = False) -> list[Change]:
@@ -116,18 +117,18 @@ class PresenceWatch:
         self._next = self._clock() + CHECK_S
         changes: list[Change] = []
         for folder, role in self.folders.items():
-            reason = presence.away(folder)
+            reason = self.anchors.away(folder)
             if reason is None:
                 a = presence.anchor(folder)
                 if a is not None:
-                    presence.remember(a)
-            if (reason is None) == (folder in self.away):
+                    self.anchors.remember(a)
+            if (reason is None) == (folder in self.away_at_check):
                 changes.append(Change(folder, role, reason))
                 self._say(folder, role, reason)
             if reason is None:
-                self.away.pop(folder, None)
+                self.away_at_check.pop(folder, None)
             else:
-                self.away[folder] = reason
+                self.away_at_check[folder] = reason
         self._keep()
         return changes
 
@@ -142,21 +143,26 @@ class PresenceWatch:
     def _keep(self) -> None:
         mounts = {}
         for folder in self.folders:
-            a = presence.last_anchor(folder)
+            a = self.anchors.last(folder)
             if a is not None:
                 mounts[folder] = a.mount_point
         if mounts != self._saved:
             self._saved = mounts
-            anchors = [a for f in self.folders if (a := presence.last_anchor(f)) is not None]
+            anchors = [a for f in self.folders if (a := self.anchors.last(f)) is not None]
             _save(self.path, anchors)
+
+    def away(self, folder: Path) -> str | None:
+        """Why ``folder`` (an inbox, an outbox, any folder under them) is away, looked at now; None
+        when it is there or was never seen (``platform.presence.Away``)."""
+        return self.anchors.away(Path(os.path.abspath(folder)))
 
     def inbox_away(self, inbox: os.PathLike[str] | str) -> str | None:
         """Why ``inbox`` is away, looked at now; None when it is there."""
-        return presence.away(Path(os.path.abspath(inbox)))
+        return self.away(Path(inbox))
 
     def outbox_away(self, root: os.PathLike[str] | str) -> str | None:
         """Why the outbox ``root`` is away, looked at now; None when it is there."""
-        return presence.away(Path(os.path.abspath(root)))
+        return self.away(Path(root))
 
     def away_inboxes(self) -> set[str]:
         """The configured inboxes that are away now, as the journal may name them."""
@@ -178,7 +184,7 @@ class PresenceWatch:
         """The status's sentence for the outboxes away at the last check (``waiting``: queued)."""
         parts = [
             f"outbox {folder} is away: {reason}; {waiting} photo(s) wait"
-            for folder, reason in self.away.items()
+            for folder, reason in self.away_at_check.items()
             if self.folders.get(folder) == "outbox"
         ]
         return "; ".join(parts) or None

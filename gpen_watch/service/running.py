@@ -88,8 +88,8 @@ class Running:
     restart: WorkerRestart | None = None
 
     def __post_init__(self) -> None:
-        self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S)
         self.presence = PresenceWatch(self.cfg)
+        self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S, self.presence.away)
 
     def start_workers(self) -> None:
         self.workers_started = True
@@ -145,7 +145,9 @@ class Running:
         """End a job as failed or unsupported: the journal, its record in failed/ and its original
         (``outbox.failed.fail``), then ``ended``. ``counted``: in this run's failure count (a file
         set aside for its type on arrival, or for its output name, is not)."""
-        outcome = fail_and_set_aside(self.journal, job_id, reason, self.cfg, kind=kind, tmp=tmp, ours=ours)
+        outcome = fail_and_set_aside(
+            self.journal, job_id, reason, self.cfg, kind=kind, tmp=tmp, ours=ours, away=self.presence.away
+        )
         self.ended(outcome, failed=counted)
 
     def outbox_trouble(self, message: str) -> None:
