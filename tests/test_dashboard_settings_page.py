@@ -62,6 +62,20 @@ def test_settings_page_classification_covers_every_setting() -> None:
     assert {f"watch.inboxes.{k}" for k in edit.inbox_fields() if "." not in k} <= set(docs.DESCRIPTIONS)
 
 
+def test_a_setting_that_applies_otherwise_than_its_section_says_so_on_its_row() -> None:
+    from gpen_watch.dashboard.settings_page import SettingsPage, Shown
+
+    cfg = config.Config()
+    page = SettingsPage(site=None, source=None, current=lambda: cfg)  # type: ignore[arg-type]
+    (workers,) = [s for s in page.sections(cfg, Shown()) if s.title == "workers"]
+    assert workers.applies == docs.Applies.WORKERS.value
+    rows = {r.name: r for r in workers.rows}
+    # Quiet hours and the battery are read before each claim: no worker restarts for them.
+    assert rows["workers.schedule"].applies == docs.Applies.AT_ONCE.value
+    assert rows["workers.pause_on_battery"].applies == docs.Applies.AT_ONCE.value
+    assert rows["workers.devices"].applies == ""
+
+
 def test_settings_page_edit_keeps_comments_order_and_leaves_defaults_out(tmp_path: Path) -> None:
     _, text = user_file(tmp_path)
     form = {

@@ -56,6 +56,8 @@ class Row:
     inherits: bool = False  # an inbox's own: blank follows the global setting (``default`` says how)
     invalid: bool = False  # the refusal's sentence names it
     label: str = ""  # what a person calls it ("Strength"), shown beside the key
+    # When a change applies, where it differs from what its section's heading says ("" if not).
+    applies: str = ""
 
     @property
     def search(self) -> str:
@@ -298,7 +300,14 @@ class SettingsPage:
             inherits,
             shown.names(key, inbox) if shown.error else False,
             setting_labels.label(name),
+            _own_applies(doc or name),
         )
+
+
+def _own_applies(name: str) -> str:
+    """When a change of ``name`` applies, if not when its section's heading says; else ""."""
+    own = applies(name)
+    return "" if own == applies(name.partition(".")[0] + ".x") else own.value
 
 
 def _inbox_default(key: str) -> Any:
