@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from benchmarks.photos import SHARED_DETECTOR, Source, find_shared, load_sources
-from gpen_watch.restore.detect import FaceDetector
-from gpen_watch.restore.device import set_threads
-from gpen_watch.restore.fold import prepare_detector
-from gpen_watch.restore.retinaface import RetinaFace, build_retinaface
+from gpen_watch.restore.nets.fold import prepare_detector
+from gpen_watch.restore.nets.retinaface import RetinaFace, build_retinaface
+from gpen_watch.restore.runtime.device import set_threads
+from gpen_watch.restore.stages.detect import FaceDetector
 
 RULES = {"before (all over 1000 px shrunk)": 1000, "now (over 1500 px shrunk)": 1500}
 

@@ -18,7 +18,7 @@ from benchmarks.stages import StageClock, peak_rss_mb
 from gpen_watch.config import RestoreConfig
 
 if TYPE_CHECKING:
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
 
 def make_restorer(
@@ -35,14 +35,14 @@ def make_restorer(
     With ``clock``, the detector network's wall time is summed into it ("detector"); the engine
     reports every other stage, pre-scale and generator ("restore") included, in its results.
     """
-    from gpen_watch.restore import verify
-    from gpen_watch.restore.detect import FaceDetector
-    from gpen_watch.restore.device import resolve_device
-    from gpen_watch.restore.fold import prepare_detector
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines import verify
+    from gpen_watch.restore.engines.restorer import Restorer
+    from gpen_watch.restore.nets.fold import prepare_detector
+    from gpen_watch.restore.runtime.device import resolve_device
+    from gpen_watch.restore.stages.detect import FaceDetector
 
     dev = resolve_device(device or cfg.device)
-    # Prepared as the engine's own loader prepares it (``restore.loader``).
+    # Prepared as the engine's own loader prepares it (``restore.engines.loader``).
     net = prepare_detector(
         verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False), dev
     )
@@ -161,6 +161,6 @@ def _minor_faults() -> int:
 
 
 def _malloc_tuned() -> bool:
-    from gpen_watch.restore import device
+    from gpen_watch.restore.runtime import device
 
     return bool(getattr(device, "_malloc_tuned", False))

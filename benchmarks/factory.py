@@ -23,7 +23,7 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.api import Engine, FileJob, FileResult, ModelSetWatch, PhotoProgress
 
 if TYPE_CHECKING:
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
 FACTORY = "benchmarks.factory:bench_restorer"
 PHOTOS_ENV = "GPEN_BENCH_PHOTOS"  # the PhotoSet JSON

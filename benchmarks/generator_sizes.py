@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from gpen_watch.restore.device import set_threads, tune_malloc_for_inference
-    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, GPENRunner, build_gpen, prepare_for_inference
+    from gpen_watch.restore.nets.gpen_model import GPEN_CONFIGS, GPENRunner, build_gpen, prepare_for_inference
+    from gpen_watch.restore.runtime.device import set_threads, tune_malloc_for_inference
 
     if args.device == "cpu":
         tune_malloc_for_inference()  # as the engine does before its models load

@@ -130,7 +130,7 @@ def model_only(rec: Recorder, budget: Budget, size: int) -> tuple[dict[bool, Any
     """Sections 1-2; returns the models (by channels_last) and the best faces/s seen."""
     import torch
 
-    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen, prepare_for_inference
+    from gpen_watch.restore.nets.gpen_model import GPEN_CONFIGS, build_gpen, prepare_for_inference
 
     torch.manual_seed(0)
     base = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
@@ -190,11 +190,11 @@ def face_with_mask(rec: Recorder, budget: Budget, size: int) -> float:
     import numpy as np
     import torch
 
-    from gpen_watch.restore.device import Placement
-    from gpen_watch.restore.enhance import FaceEnhancer
-    from gpen_watch.restore.gpen_family import runner
-    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
-    from gpen_watch.restore.parsenet import ParseNet
+    from gpen_watch.restore.engines.gpen_family import runner
+    from gpen_watch.restore.nets.gpen_model import GPEN_CONFIGS, build_gpen
+    from gpen_watch.restore.nets.parsenet import ParseNet
+    from gpen_watch.restore.runtime.device import Placement
+    from gpen_watch.restore.stages.enhance import FaceEnhancer
 
     torch.manual_seed(0)
     gpen = build_gpen(GPEN_CONFIGS[f"GPEN-BFR-{size}"])
@@ -326,7 +326,7 @@ def compile_modes(rec: Recorder, budget: Budget, models: dict[bool, Any], size: 
 def detector(rec: Recorder, budget: Budget) -> None:
     import torch
 
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     if budget.left() < 60:
         rec.add("skipped", {"what": "detector", "why": "budget"})

@@ -18,10 +18,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
-from gpen_watch.restore.parsenet import ParseNet
-from gpen_watch.restore.quant import quantize_parser, quantize_static
-from gpen_watch.restore.retinaface import build_retinaface
+from gpen_watch.restore.nets.fold import as_channels_last, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.nets.parsenet import ParseNet
+from gpen_watch.restore.nets.quant import quantize_parser, quantize_static
+from gpen_watch.restore.nets.retinaface import build_retinaface
 
 Variant = Callable[[torch.Tensor], torch.Tensor]
 

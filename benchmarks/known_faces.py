@@ -17,7 +17,7 @@ import numpy as np
 
 from benchmarks.photos import FaceMarks
 from benchmarks.stages import StageClock
-from gpen_watch.restore.detect import Face, Prepared
+from gpen_watch.restore.stages.detect import Face, Prepared
 
 
 class _Detector(Protocol):

@@ -18,13 +18,13 @@ import torch
 
 from benchmarks.photos import find_solvay
 from gpen_watch.imaging.load import load_image
-from gpen_watch.restore import align, paste
-from gpen_watch.restore.detect import FaceDetector
-from gpen_watch.restore.device import Placement
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.gpen_family import runner
-from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
-from gpen_watch.restore.retinaface import build_retinaface
+from gpen_watch.restore.engines.gpen_family import runner
+from gpen_watch.restore.nets.gpen_model import GPEN_CONFIGS, build_gpen
+from gpen_watch.restore.nets.retinaface import build_retinaface
+from gpen_watch.restore.runtime.device import Placement
+from gpen_watch.restore.stages import align, paste
+from gpen_watch.restore.stages.detect import FaceDetector
+from gpen_watch.restore.stages.enhance import FaceEnhancer
 
 ROOT = Path(__file__).resolve().parents[1]
 DETECTOR_WEIGHTS = Path("fixtures") / "retinaface_mobilenet0.25_real.pth"

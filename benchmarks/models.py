@@ -43,7 +43,7 @@ def write_models(
     import torch
 
     from gpen_watch.catalog import registry
-    from gpen_watch.restore.gpen_model import GPEN_CONFIGS, build_gpen
+    from gpen_watch.restore.nets.gpen_model import GPEN_CONFIGS, build_gpen
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -61,7 +61,7 @@ def write_models(
 
         shutil.copyfile(real_detector, folder / spec.filename)
         return _with_parser(folder, gpen, detector, parse, size)
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     det = build_retinaface(spec.arch)
     # The released files carry DataParallel's "module." prefix; store them the same way.
@@ -74,7 +74,7 @@ def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int)
         import torch
 
         from gpen_watch.catalog import registry
-        from gpen_watch.restore.parsenet import ParseNet
+        from gpen_watch.restore.nets.parsenet import ParseNet
 
         torch.save(
             ParseNet().state_dict(),

@@ -86,8 +86,8 @@ def _state(net: str) -> dict[str, Any]:
     if net == "RetinaFace-MobileNet0.25" and REAL_MOBILENET.is_file():
         return dict(torch.load(REAL_MOBILENET, map_location="cpu", weights_only=True))
     from benchmarks.graph_opts import _randomise_bn
-    from gpen_watch.restore.parsenet import ParseNet
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.parsenet import ParseNet
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     torch.manual_seed(0)
     model = ParseNet() if net == "ParseNet" else build_retinaface(_arch(net))
@@ -114,8 +114,8 @@ def _build(impl: str, net: str) -> Any:
         from facexlib.detection.retinaface import RetinaFace
 
         return RetinaFace(network_name=_arch(net), half=False, device=torch.device("cpu"))
-    from gpen_watch.restore.parsenet import ParseNet
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.parsenet import ParseNet
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     return ParseNet() if net == "ParseNet" else build_retinaface(_arch(net))
 
@@ -127,7 +127,7 @@ def _ready(impl: str, net: str, state: dict[str, Any]) -> Any:
     model.load_state_dict(state, strict=True)
     model.eval()
     if impl == "own, prepared":
-        from gpen_watch.restore.fold import prepare_conv_net, prepare_detector
+        from gpen_watch.restore.nets.fold import prepare_conv_net, prepare_detector
 
         cpu = torch.device("cpu")
         model = prepare_conv_net(model, cpu) if net == "ParseNet" else prepare_detector(model, cpu)
@@ -135,7 +135,7 @@ def _ready(impl: str, net: str, state: dict[str, Any]) -> Any:
 
 
 def _as_input(impl: str, x: Any) -> Any:
-    from gpen_watch.restore.fold import as_channels_last
+    from gpen_watch.restore.nets.fold import as_channels_last
 
     return as_channels_last(x) if impl == "own, prepared" else x
 

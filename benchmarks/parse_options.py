@@ -56,7 +56,7 @@ def variant_config(name: str, base: RestoreConfig) -> RestoreConfig:
 
 def run_variant(cfg: RestoreConfig, photos: PhotoSet, out: Path, tally: Tally) -> None:
     from gpen_watch.restore.api import FileJob
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
     t0 = time.perf_counter()
     restorer = Restorer(cfg, device="cpu", download=False, detector=KnownFaces(None, FaceTable(photos.faces)))

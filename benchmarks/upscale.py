@@ -32,9 +32,9 @@ def _per_megapixel(
     import numpy as np
 
     from gpen_watch.catalog.rrdbnet_config import RRDBConfig
-    from gpen_watch.restore.device import placement, set_threads, tune_malloc_for_inference
-    from gpen_watch.restore.rrdbnet import build_rrdbnet
-    from gpen_watch.restore.upscale import Upscaler
+    from gpen_watch.restore.nets.rrdbnet import build_rrdbnet
+    from gpen_watch.restore.runtime.device import placement, set_threads, tune_malloc_for_inference
+    from gpen_watch.restore.stages.upscale import Upscaler
 
     set_threads(threads)
     place = placement(device, "auto", True)
@@ -59,10 +59,10 @@ def _child_memory(scale: int, side: int) -> dict[str, float]:
     import torch
 
     from gpen_watch.catalog.rrdbnet_config import RRDBConfig
-    from gpen_watch.restore import memory
-    from gpen_watch.restore.device import Placement, set_threads, tune_malloc_for_inference
-    from gpen_watch.restore.rrdbnet import build_rrdbnet
-    from gpen_watch.restore.upscale import Upscaler
+    from gpen_watch.restore.nets.rrdbnet import build_rrdbnet
+    from gpen_watch.restore.runtime import memory
+    from gpen_watch.restore.runtime.device import Placement, set_threads, tune_malloc_for_inference
+    from gpen_watch.restore.stages.upscale import Upscaler
 
     set_threads(2)
     tune_malloc_for_inference()

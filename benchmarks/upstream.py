@@ -34,11 +34,11 @@ class UpstreamStyle:
     """Models loaded once; ``restore`` handles one photo the upstream way."""
 
     def __init__(self, spec: RunSpec) -> None:
-        from gpen_watch.restore import verify
-        from gpen_watch.restore.detect import FaceDetector
-        from gpen_watch.restore.device import Placement, resolve_device, set_threads
-        from gpen_watch.restore.enhance import FaceEnhancer
-        from gpen_watch.restore.gpen_family import load_gpen, runner
+        from gpen_watch.restore.engines import verify
+        from gpen_watch.restore.engines.gpen_family import load_gpen, runner
+        from gpen_watch.restore.runtime.device import Placement, resolve_device, set_threads
+        from gpen_watch.restore.stages.detect import FaceDetector
+        from gpen_watch.restore.stages.enhance import FaceEnhancer
 
         t0 = time.perf_counter()
         m = spec.models
@@ -64,7 +64,7 @@ class UpstreamStyle:
 
     def restore(self, src: Path, dst: Path) -> int:
         """Restore ``src`` into ``dst`` (JPEG); returns the number of faces."""
-        from gpen_watch.restore import align, paste
+        from gpen_watch.restore.stages import align, paste
 
         clock = self.clock
         with clock.time("decode"):

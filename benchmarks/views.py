@@ -1,6 +1,6 @@
 """``python -m benchmarks.views``: what writing a photo's views (FileJob.views) adds to its finish stage.
 
-The finish stage (restore/finish.py: paste back, encode, write) of one 12 MP JPEG photo with
+The finish stage (restore/stages/finish.py: paste back, encode, write) of one 12 MP JPEG photo with
 faces (benchmarks.photos: the Solvay group photo where ../shared has it), with and without views, rounds interleaved, on the engine's own code; the generator's
 output is stood in by the aligned crops themselves (the views' cost does not depend on what the
 faces look like). Photos take their decode, detection and restoration before this either way.
@@ -21,11 +21,11 @@ import numpy as np
 from benchmarks.photos import PhotoSet, build_photo_set
 from gpen_watch.config import RestoreConfig
 from gpen_watch.imaging.load import load_image
-from gpen_watch.restore import align
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Face
-from gpen_watch.restore.finish import finish
-from gpen_watch.restore.staged import StagedPhoto
+from gpen_watch.restore.stages import align
+from gpen_watch.restore.stages.detect import Face
+from gpen_watch.restore.stages.finish import finish
+from gpen_watch.restore.stages.staged import StagedPhoto
 
 
 def _work(photo: PhotoSet, dst: Path, views: Path | None, faces: int, size: int) -> StagedPhoto:

@@ -163,9 +163,9 @@ def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
     import torch
 
     from gpen_watch.catalog import registry
-    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
-    from gpen_watch.restore.parsenet import ParseNet
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.nets.parsenet import ParseNet
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

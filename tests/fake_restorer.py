@@ -1,4 +1,4 @@
-"""A stand-in for gpen_watch.restore.restorer.Restorer that needs no torch and no weights.
+"""A stand-in for gpen_watch.restore.engines.restorer.Restorer that needs no torch and no weights.
 
 Workers load it through the factory hook ("fake_restorer:FakeRestorer"), so the pool and the
 service can be tested for crashes, hangs and out-of-memory in a fraction of a second per image.
@@ -16,7 +16,7 @@ What it does to an image depends on the file name:
               photo's name in the folder FAKE_SLOW_STARTED names (if set): it is on the photo;
               meanwhile its progress says "restoring faces 0 of 1"
     bad       returns a failed result ("not an image")
-    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.decode_stage does
+    bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.stages.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
     fixable   fails ("a part is missing") while the file FAKE_BROKEN_WHILE names exists, as a
               missing model or program would; restored once it is gone

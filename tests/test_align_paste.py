@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from gpen_watch.restore.align import (
+from gpen_watch.restore.stages.align import (
     GPEN_TEMPLATE_512,
     align_faces,
     estimate_similarity,
@@ -19,7 +19,7 @@ from gpen_watch.restore.align import (
     transform_points,
     warp_affine_resampled,
 )
-from gpen_watch.restore.paste import (
+from gpen_watch.restore.stages.paste import (
     feather_mask,
     paste_faces,
     paste_region,
@@ -429,7 +429,7 @@ def test_template_constant_is_read_only_copy_safe() -> None:
 
 
 def test_overlap_groups_are_transitive_and_separate() -> None:
-    from gpen_watch.restore.paste import _overlap_groups
+    from gpen_watch.restore.stages.paste import _overlap_groups
 
     boxes = [(0, 0, 10, 10), (50, 50, 60, 60), (9, 9, 20, 20), (19, 0, 30, 10), (10, 0, 19, 9)]
     # 0-2 overlap, 2-3 overlap (x 19..20, y 9..10); 1 is alone; 4 only touches edges (half-open).
@@ -472,7 +472,7 @@ def test_final_masks_can_be_passed_unsoftened() -> None:
 def test_blend_keeps_untouched_pixels_exact_and_rounds_the_rest(dtype: type) -> None:
     """Weight 0 gives back the photo bit for bit, weight 1 the face; in between the result is the
     rounded mix (uint8 takes OpenCV's one-pass blend, uint16 the float path)."""
-    from gpen_watch.restore.paste import _blend_into
+    from gpen_watch.restore.stages.paste import _blend_into
 
     rng = np.random.default_rng(7)
     top = np.iinfo(dtype).max

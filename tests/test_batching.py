@@ -1,4 +1,4 @@
-"""The batching policy (restore.batching): photos admitted by count and by memory, photos handed to
+"""The batching policy (restore.runtime.batching): photos admitted by count and by memory, photos handed to
 a worker, when the device loop waits for a fuller face batch."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.batching import DEFAULT_IN_FLIGHT, Admission, BatchPolicy, in_flight
+from gpen_watch.restore.runtime.batching import DEFAULT_IN_FLIGHT, Admission, BatchPolicy, in_flight
 
 
 def _job(name: str) -> FileJob:

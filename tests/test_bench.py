@@ -110,8 +110,8 @@ def test_prepared_detection_equals_direct_detection() -> None:
     counts on that path costing and finding the same as ``detect`` on the photo itself."""
     import torch
 
-    from gpen_watch.restore.detect import FaceDetector
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.retinaface import build_retinaface
+    from gpen_watch.restore.stages.detect import FaceDetector
 
     torch.manual_seed(0)
     net = build_retinaface("mobile0.25")
@@ -204,8 +204,8 @@ def test_detect_real_mode_reports_the_faces_the_real_detector_finds(tmp_path: Pa
     from benchmarks.photos import SHARED_DETECTOR, PhotoSet, find_shared
     from benchmarks.spec import RunSpec
     from gpen_watch.imaging.load import load_image
-    from gpen_watch.restore import verify
-    from gpen_watch.restore.detect import FaceDetector
+    from gpen_watch.restore.engines import verify
+    from gpen_watch.restore.stages.detect import FaceDetector
 
     weights, photo = find_shared(SHARED_DETECTOR), find_solvay()
     if weights is None or photo is None:

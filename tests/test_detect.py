@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_watch.restore.anchors import anchor_priors
-from gpen_watch.restore.detect import FaceDetector
-from gpen_watch.restore.retinaface import CONFIGS, RetinaFace, build_retinaface
+from gpen_watch.restore.nets.anchors import anchor_priors
+from gpen_watch.restore.nets.retinaface import CONFIGS, RetinaFace, build_retinaface
+from gpen_watch.restore.stages.detect import FaceDetector
 
 
 @pytest.fixture(scope="module")

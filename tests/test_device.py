@@ -9,10 +9,10 @@ import torch
 from conftest import TINY_GPEN
 
 from gpen_watch.base.errors import ConfigError, GpenWatchError
-from gpen_watch.restore import batching, device
-from gpen_watch.restore.enhance import FaceEnhancer, OutOfMemory
-from gpen_watch.restore.gpen_family import runner
-from gpen_watch.restore.gpen_model import GPENConfig, build_gpen, resolve_precision
+from gpen_watch.restore.engines.gpen_family import runner
+from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen, resolve_precision
+from gpen_watch.restore.runtime import batching, device
+from gpen_watch.restore.stages.enhance import FaceEnhancer, OutOfMemory
 
 MPS_OOM = (
     "MPS backend out of memory (MPS allocated: 17.2 GB, other allocations: 1.1 GB, max allowed: 18.1 GB)"

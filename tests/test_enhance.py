@@ -8,10 +8,10 @@ import torch
 from conftest import TINY_GPEN
 from torch import nn
 
-from gpen_watch.restore.device import placement
-from gpen_watch.restore.enhance import PARSE_CLASSES, FaceEnhancer
-from gpen_watch.restore.gpen_family import runner
-from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+from gpen_watch.restore.engines.gpen_family import runner
+from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
+from gpen_watch.restore.runtime.device import placement
+from gpen_watch.restore.stages.enhance import PARSE_CLASSES, FaceEnhancer
 
 # A 512 x 512 parsing map cut into a 4 x 5 grid of cells; cell k holds class k (the 20th cell is
 # background), so every one of ParseNet's 19 classes is present in one map.
@@ -126,14 +126,14 @@ def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
 def test_the_enhancer_runs_the_face_model_the_registry_family_loads(tiny_models) -> None:
     from gpen_watch.base.errors import ModelError
     from gpen_watch.catalog.registry import FILE_FAMILY, FaceFamily, face_family
-    from gpen_watch.restore.face_model import family_impl, load_face_model
+    from gpen_watch.restore.runtime.face_model import family_impl, load_face_model
 
     assert face_family("GPEN-BFR-512").kind == "gpen"
     assert face_family(str(tiny_models.gpen)) is FILE_FAMILY  # a checkpoint file by its path
     with pytest.raises(ModelError, match="not a face restoration model"):
         face_family("ParseNet")
     with pytest.raises(TypeError, match="not a face family"):
-        family_impl(FaceFamily("gpen", "GPEN", "gpen_watch.restore.gpen_model:GPEN"))
+        family_impl(FaceFamily("gpen", "GPEN", "gpen_watch.restore.nets.gpen_model:GPEN"))
     place = placement("cpu", "fp32", False)
     model = load_face_model(str(tiny_models.gpen), None, place, download=False)
     assert model.size == TINY_GPEN["size"]

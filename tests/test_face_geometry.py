@@ -15,7 +15,7 @@ import pytest
 from conftest import TinyModels, cli_env, make_tiny_models, restore_command
 from PIL import Image
 
-from gpen_watch.restore import align
+from gpen_watch.restore.stages import align
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -94,7 +94,7 @@ def _broken_detector_models(folder: Path) -> TinyModels:
     import torch
 
     from gpen_watch.catalog import registry
-    from gpen_watch.restore.retinaface import build_retinaface
+    from gpen_watch.restore.nets.retinaface import build_retinaface
 
     models = make_tiny_models(folder)
     spec = registry.detector_spec("retinaface_mobile0.25")

@@ -65,7 +65,7 @@ def gpen256_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """GPEN-BFR-256's real architecture with random weights, as the bytes of a .pth file."""
     import torch
 
-    from gpen_watch.restore import verify
+    from gpen_watch.restore.engines import verify
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("gpen256") / GPEN256.filename

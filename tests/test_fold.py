@@ -9,13 +9,13 @@ import torch
 from conftest import TINY_GPEN
 from torch import nn
 
-from gpen_watch.restore.device import placement
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.fold import fold_batchnorm
-from gpen_watch.restore.gpen_family import runner
-from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
-from gpen_watch.restore.parsenet import ParseNet
-from gpen_watch.restore.retinaface import RetinaFace, build_retinaface
+from gpen_watch.restore.engines.gpen_family import runner
+from gpen_watch.restore.nets.fold import fold_batchnorm
+from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
+from gpen_watch.restore.nets.parsenet import ParseNet
+from gpen_watch.restore.nets.retinaface import RetinaFace, build_retinaface
+from gpen_watch.restore.runtime.device import placement
+from gpen_watch.restore.stages.enhance import FaceEnhancer
 
 
 def _with_random_statistics(model: nn.Module) -> nn.Module:
@@ -90,7 +90,7 @@ def test_prepared_detector_finds_what_the_plain_one_finds_on_the_engines_input()
     """The engine's detector input is a permuted (channels_last) view of the uint8 photo."""
     import numpy as np
 
-    from gpen_watch.restore.fold import prepare_detector
+    from gpen_watch.restore.nets.fold import prepare_detector
 
     plain = _retinaface("resnet50")
     ready = prepare_detector(copy.deepcopy(plain), torch.device("cpu"))

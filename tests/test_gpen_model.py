@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpen_watch.restore import gpen_family
-from gpen_watch.restore.gpen_model import (
+from gpen_watch.restore.engines import gpen_family
+from gpen_watch.restore.nets.gpen_model import (
     GPEN_CONFIGS,
     MODULATION_MODES,
     GPENConfig,
@@ -19,7 +19,7 @@ from gpen_watch.restore.gpen_model import (
     infer_gpen_config,
     prepare_for_inference,
 )
-from gpen_watch.restore.gpen_ops import upfirdn2d
+from gpen_watch.restore.nets.gpen_ops import upfirdn2d
 
 DATA = Path(__file__).parent / "data"
 # Small enough for 2 CPU cores, yet with every kind of layer (encoder, upsampling convs, RGB skips).

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpen_watch.restore import memory
+from gpen_watch.restore.runtime import memory
 
 
 def test_photo_charge_is_three_decoded_frames_after_pre_scale() -> None:
@@ -29,7 +29,7 @@ def test_budget_auto_is_a_quarter_of_memory_with_a_floor() -> None:
 
 _RETAINED = """
 import numpy as np
-from gpen_watch.restore import device, memory
+from gpen_watch.restore.runtime import device, memory
 assert device.tune_malloc_for_inference()
 base = memory.rss().now_mb
 block = np.ones(256 << 20, dtype=np.uint8)  # 256 MB, touched

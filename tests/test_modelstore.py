@@ -33,8 +33,8 @@ from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DownloadError, download
 from gpen_watch.platform import paths
-from gpen_watch.restore import verify
-from gpen_watch.restore.gpen_family import load_gpen
+from gpen_watch.restore.engines import verify
+from gpen_watch.restore.engines.gpen_family import load_gpen
 
 DATA = Path(__file__).parent / "data"
 MOBILE = registry.get_spec("RetinaFace-MobileNet0.25")
@@ -594,11 +594,11 @@ def test_missing_model_without_download(tmp_path: Path) -> None:
         verify.load_detector("ParseNet", tmp_path, download=False)
 
 
-# --- GPEN (needs gpen_watch.restore.gpen_model) -------------------------------------------------
+# --- GPEN (needs gpen_watch.restore.nets.gpen_model) -------------------------------------------------
 
 
 def test_gpen_small_by_path(tmp_path: Path) -> None:
-    pytest.importorskip("gpen_watch.restore.gpen_model")
+    pytest.importorskip("gpen_watch.restore.nets.gpen_model")
     ref = torch.load(DATA / "gpen_ref_s64.pt", map_location="cpu", weights_only=True)
     path = tmp_path / "tiny-gpen.pth"
     torch.save(ref["state_dict"], path)
@@ -613,7 +613,7 @@ def test_gpen_small_by_path(tmp_path: Path) -> None:
 
 
 def test_gpen_256_by_name(tmp_path: Path) -> None:
-    gpen_model = pytest.importorskip("gpen_watch.restore.gpen_model")
+    gpen_model = pytest.importorskip("gpen_watch.restore.nets.gpen_model")
     spec = registry.get_spec("GPEN-BFR-256")
     torch.manual_seed(0)
     state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
@@ -632,7 +632,7 @@ def test_gpen_256_by_name(tmp_path: Path) -> None:
 def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
     # ModelScope's pytorch_model.pt is the generator's bare state dict (its pipeline loads it with
     # strict=True into FullGenerator(1024, 512, 8, 2, narrow=1)); saved under our cache name.
-    gpen_model = pytest.importorskip("gpen_watch.restore.gpen_model")
+    gpen_model = pytest.importorskip("gpen_watch.restore.nets.gpen_model")
     spec = registry.get_spec("GPEN-BFR-1024")
     torch.manual_seed(0)
     state = gpen_model.build_gpen(gpen_model.GPEN_CONFIGS[spec.name]).state_dict()
@@ -650,7 +650,7 @@ def test_gpen_1024_by_name_as_modelscope_publishes_it(tmp_path: Path) -> None:
 
 
 def test_gpen_by_path_rejects_other_models(tmp_path: Path) -> None:
-    pytest.importorskip("gpen_watch.restore.gpen_model")
+    pytest.importorskip("gpen_watch.restore.nets.gpen_model")
     save_random(MOBILE, tmp_path / "det.pth")
     with pytest.raises(ModelError, match=re.escape("det.pth")):
         load_gpen(tmp_path / "det.pth")

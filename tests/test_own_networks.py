@@ -1,7 +1,7 @@
 """The project's own RetinaFace, ParseNet and suppression against the reference implementations.
 
-gpen-watch runs its own network modules (``restore.retinaface``, ``restore.resnet``,
-``restore.parsenet``, ``restore.anchors``) so that it needs neither torchvision nor facexlib.
+gpen-watch runs its own network modules (``restore.nets.retinaface``, ``restore.nets.resnet``,
+``restore.nets.parsenet``, ``restore.nets.anchors``) so that it needs neither torchvision nor facexlib.
 facexlib (and torchvision with it) stays in the test extra as the reference: each test here skips
 cleanly where it is not installed, and runs in the README's test venv and CI.
 
@@ -31,12 +31,12 @@ from torch import nn
 
 from gpen_watch.catalog import registry
 from gpen_watch.imaging.load import load_image
-from gpen_watch.restore import verify
-from gpen_watch.restore.anchors import BGR_MEAN, suppress
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.detect import Face, FaceDetector
-from gpen_watch.restore.fold import as_channels_last, prepare_conv_net, prepare_detector
-from gpen_watch.restore.retinaface import CONFIGS, RetinaFace
+from gpen_watch.restore.engines import verify
+from gpen_watch.restore.nets.anchors import BGR_MEAN, suppress
+from gpen_watch.restore.nets.fold import as_channels_last, prepare_conv_net, prepare_detector
+from gpen_watch.restore.nets.retinaface import CONFIGS, RetinaFace
+from gpen_watch.restore.stages.detect import Face, FaceDetector
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SOLVAY = SHARED / "data" / "Solvay_conference_1927.png"
@@ -204,7 +204,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _restore_solvay(models: TinyModels, out: Path) -> np.ndarray:
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
     # fp32 parsing: int8 calibrates on the graph it is given, and the two graphs differ in what
     # the load-time rewrites can reach, not in what they compute.

@@ -14,14 +14,14 @@ from torch import nn
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.config import Config, load
-from gpen_watch.restore import align
-from gpen_watch.restore.device import placement
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.fold import as_channels_last, prepare_conv_net
-from gpen_watch.restore.gpen_family import runner
-from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
-from gpen_watch.restore.parsenet import ParseNet
-from gpen_watch.restore.quant import calibration_images, int8_backend, quantize_parser
+from gpen_watch.restore.engines.gpen_family import runner
+from gpen_watch.restore.nets.fold import as_channels_last, prepare_conv_net
+from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
+from gpen_watch.restore.nets.parsenet import ParseNet
+from gpen_watch.restore.nets.quant import calibration_images, int8_backend, quantize_parser
+from gpen_watch.restore.runtime.device import placement
+from gpen_watch.restore.stages import align
+from gpen_watch.restore.stages.enhance import FaceEnhancer
 
 needs_int8 = pytest.mark.skipif(int8_backend() is None, reason="this torch has no int8 CPU engine")
 

@@ -9,10 +9,10 @@ import torch
 from test_fold import _with_random_statistics
 from torch import nn
 
-from gpen_watch.restore.fold import as_channels_last, fold_batchnorm, prepare_conv_net
-from gpen_watch.restore.parsenet import ConvLayer, ParseNet, ResidualBlock, Scale
-from gpen_watch.restore.reflect_conv import RingFixedConv, reflect_pad_convs
-from gpen_watch.restore.upconv import PolyphaseUpBlock, phase_kernels, polyphase_upsample_blocks
+from gpen_watch.restore.nets.fold import as_channels_last, fold_batchnorm, prepare_conv_net
+from gpen_watch.restore.nets.parsenet import ConvLayer, ParseNet, ResidualBlock, Scale
+from gpen_watch.restore.nets.reflect_conv import RingFixedConv, reflect_pad_convs
+from gpen_watch.restore.nets.upconv import PolyphaseUpBlock, phase_kernels, polyphase_upsample_blocks
 
 
 def _prepared(module: nn.Sequential) -> nn.Sequential:
@@ -119,9 +119,9 @@ def test_rewritten_parsenet_gives_todays_logits_and_mask() -> None:
 
 
 def test_int8_parser_is_built_from_the_plain_graph() -> None:
-    from gpen_watch.restore.device import placement
-    from gpen_watch.restore.enhance import prepare_parser
-    from gpen_watch.restore.quant import int8_backend
+    from gpen_watch.restore.nets.quant import int8_backend
+    from gpen_watch.restore.runtime.device import placement
+    from gpen_watch.restore.stages.enhance import prepare_parser
 
     if int8_backend() is None:
         pytest.skip("this torch has no int8 engine")
@@ -132,7 +132,7 @@ def test_int8_parser_is_built_from_the_plain_graph() -> None:
 
 
 def test_fused_and_two_step_ring_fixed_convs_agree() -> None:
-    from gpen_watch.restore.fused_conv import fused_conv_works
+    from gpen_watch.restore.nets.fused_conv import fused_conv_works
 
     if not fused_conv_works():
         pytest.skip("this torch has no fused oneDNN convolution")
@@ -147,8 +147,8 @@ def test_fused_and_two_step_ring_fixed_convs_agree() -> None:
 
 
 def test_the_engines_parser_skips_the_image_head_and_keeps_the_map() -> None:
-    from gpen_watch.restore.device import placement
-    from gpen_watch.restore.enhance import prepare_parser
+    from gpen_watch.restore.runtime.device import placement
+    from gpen_watch.restore.stages.enhance import prepare_parser
 
     net = _parsenet(128)
     full = prepare_conv_net(copy.deepcopy(net), torch.device("cpu"))

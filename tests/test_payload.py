@@ -13,7 +13,7 @@ from test_restorer import KnownFaces
 
 from gpen_watch.dispatch import payload
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.restorer import Restorer
+from gpen_watch.restore.engines.restorer import Restorer
 
 
 @pytest.fixture()

@@ -67,7 +67,7 @@ def other_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second random-weight generator, the tiny one's layout with another seed."""
     import torch
 
-    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
 
     torch.manual_seed(1)
     path = tmp_path_factory.mktemp("other") / "tiny-gpen-64-b.pth"

@@ -21,9 +21,9 @@ from conftest import (
 from test_restorer import KnownFaces
 
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.modelsets import ModelKey
-from gpen_watch.restore.restorer import Restorer
+from gpen_watch.restore.engines.modelsets import ModelKey
+from gpen_watch.restore.engines.restorer import Restorer
+from gpen_watch.restore.stages.enhance import FaceEnhancer
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def other_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second random-weight generator of the same layout as the tiny one, another seed."""
     import torch
 
-    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
 
     torch.manual_seed(1)
     path = tmp_path_factory.mktemp("other") / "tiny-gpen-64-b.pth"
@@ -159,7 +159,7 @@ def test_the_least_recently_used_model_set_is_unloaded_when_the_budget_is_small(
 
     a = ModelKey.of(tiny_restore_config(tiny_models))
     b = dataclasses.replace(a, model=str(other_gpen))
-    caplog.set_level(logging.INFO, logger="gpen_watch.restore.modelsets")
+    caplog.set_level(logging.INFO, logger="gpen_watch.restore.engines.modelsets")
     # 256 MB is less than the process takes with its first set in: one set at a time.
     loads, held = run(256)
     assert held == [[b], [a], [b]]
@@ -223,7 +223,7 @@ def big_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     it costs a CPU restorer is its passes' working memory."""
     import torch
 
-    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
 
     torch.manual_seed(2)
     path = tmp_path_factory.mktemp("big") / "tiny-gpen-1024.pth"
@@ -241,9 +241,9 @@ def test_a_larger_generators_working_memory_counts_when_deciding_what_stays_load
 ) -> None:
     """Beside the global 64 px set, a 1024 px profile's weights fit the budget many times over, but
     eight faces through it on a CPU take ~17 GB more than the global set's passes (the per-face
-    estimates, restore.memory): under a budget its weights fit but that does not, the idle global
+    estimates, restore.runtime.memory): under a budget its weights fit but that does not, the idle global
     set is unloaded first; with room for both, both stay."""
-    from gpen_watch.restore import memory
+    from gpen_watch.restore.runtime import memory
 
     def run(memory_mb: int) -> list[list[ModelKey]]:
         own = tiny_restore_config(tiny_models, memory_mb=memory_mb)
@@ -263,7 +263,7 @@ def test_a_larger_generators_working_memory_counts_when_deciding_what_stays_load
     b = dataclasses.replace(a, model=str(big_gpen))
     extra = memory.activation_mb(1024, 8, True, False) - memory.activation_mb(64, 8, True, False)
     assert 16384 < extra < 65536 - 4096
-    caplog.set_level(logging.INFO, logger="gpen_watch.restore.modelsets")
+    caplog.set_level(logging.INFO, logger="gpen_watch.restore.engines.modelsets")
     assert run(16384) == [[b], [a]]
     unloaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("unloaded")]
     assert unloaded[0].startswith(

@@ -18,7 +18,7 @@ from test_upscale import TINY, _save
 from gpen_watch.cli import control as control_cli
 from gpen_watch.dispatch import pool
 from gpen_watch.restore.api import FileJob, PhotoProgress, Stage
-from gpen_watch.restore.restorer import Restorer
+from gpen_watch.restore.engines.restorer import Restorer
 from gpen_watch.service.status import PhotoStatus, Status, WorkerStatus
 
 

@@ -37,9 +37,9 @@ from conftest import TinyModels, isolated_env, make_tiny_models, tiny_restore_co
 from PIL import Image
 
 from gpen_watch.imaging.load import load_image
-from gpen_watch.restore import align
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Face, FaceDetector
+from gpen_watch.restore.stages import align
+from gpen_watch.restore.stages.detect import Face, FaceDetector
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SOLVAY = SHARED / "data" / "Solvay_conference_1927.png"
@@ -75,7 +75,7 @@ def real_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
 
 @pytest.fixture(scope="module")
 def restorer(real_models: TinyModels, home: Path) -> Iterator[object]:
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
     with Restorer(tiny_restore_config(real_models), download=False) as r:
         yield r
@@ -84,8 +84,8 @@ def restorer(real_models: TinyModels, home: Path) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def detector(real_models: TinyModels) -> FaceDetector:
     """The project's detector at its default settings, loaded from the store as the engine does."""
-    from gpen_watch.restore import verify
-    from gpen_watch.restore.fold import prepare_detector
+    from gpen_watch.restore.engines import verify
+    from gpen_watch.restore.nets.fold import prepare_detector
 
     cpu = torch.device("cpu")
     net = verify.load_detector("retinaface_mobile0.25", real_models.model_dir, device="cpu", download=False)

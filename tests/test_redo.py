@@ -131,7 +131,7 @@ def other_gpen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from conftest import TINY_GPEN
 
-    from gpen_watch.restore.gpen_model import GPENConfig, build_gpen
+    from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
 
     torch.manual_seed(7)
     path = tmp_path_factory.mktemp("other-gpen") / "tiny-gpen-64-other.pth"

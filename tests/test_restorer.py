@@ -17,8 +17,8 @@ from conftest import TinyModels, tiny_restore_config
 from PIL import Image
 
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.detect import Face
-from gpen_watch.restore.restorer import Restorer
+from gpen_watch.restore.engines.restorer import Restorer
+from gpen_watch.restore.stages.detect import Face
 
 
 class KnownFaces:
@@ -752,7 +752,7 @@ def test_parse_precision_int8_gives_the_worker_an_int8_parser(
 ) -> None:
     from torch.ao.nn import quantized as nnq
 
-    from gpen_watch.restore.quant import int8_backend
+    from gpen_watch.restore.nets.quant import int8_backend
 
     if int8_backend() is None:
         pytest.skip("this torch has no int8 CPU engine")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore.detect import Face
-from gpen_watch.restore.faces import select
+from gpen_watch.restore.stages.detect import Face
+from gpen_watch.restore.stages.faces import select
 
 
 def _face(x: float, y: float, side: float, score: float = 0.99) -> Face:

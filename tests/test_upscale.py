@@ -29,13 +29,13 @@ from gpen_watch.base.errors import ConfigError, ModelError
 from gpen_watch.catalog import registry
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 from gpen_watch.modelstore import needs
-from gpen_watch.restore import verify
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.device import Placement
-from gpen_watch.restore.enhance import OutOfMemory
-from gpen_watch.restore.restorer import Restorer
-from gpen_watch.restore.rrdbnet import build_rrdbnet, infer_rrdb_config, rrdb_state_dict_shapes
-from gpen_watch.restore.upscale import DEFAULT_OVERLAP, Upscaler, plan_tiles
+from gpen_watch.restore.engines import verify
+from gpen_watch.restore.engines.restorer import Restorer
+from gpen_watch.restore.nets.rrdbnet import build_rrdbnet, infer_rrdb_config, rrdb_state_dict_shapes
+from gpen_watch.restore.runtime.device import Placement
+from gpen_watch.restore.stages.enhance import OutOfMemory
+from gpen_watch.restore.stages.upscale import DEFAULT_OVERLAP, Upscaler, plan_tiles
 
 DATA = Path(__file__).parent / "data"
 CPU = Placement(torch.device("cpu"), "fp32", False)

@@ -19,9 +19,9 @@ from test_skip_faces import HW, _face
 from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.api import FileJob
-from gpen_watch.restore.faces import LeftOut, plausible, select
-from gpen_watch.restore.restorer import Restorer
-from gpen_watch.restore.views import PREVIEW_SIDE, THUMB_SIDE
+from gpen_watch.restore.engines.restorer import Restorer
+from gpen_watch.restore.stages.faces import LeftOut, plausible, select
+from gpen_watch.restore.stages.views import PREVIEW_SIDE, THUMB_SIDE
 
 
 def _size(data: bytes) -> tuple[int, int]:
@@ -197,8 +197,8 @@ def test_the_views_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_detection_without_numbers_gets_an_empty_box_and_no_crop(tmp_path: Path) -> None:
     from gpen_watch.imaging.load import load_image
     from gpen_watch.restore.api import FileResult
-    from gpen_watch.restore.staged import StagedPhoto
-    from gpen_watch.restore.views import view_files
+    from gpen_watch.restore.stages.staged import StagedPhoto
+    from gpen_watch.restore.stages.views import view_files
 
     src = tmp_path / "grey.png"
     cv2.imwrite(str(src), np.full((40, 60, 3), 90, np.uint8))

@@ -79,6 +79,9 @@ class ModelSpec:
     rrdb: RRDBConfig | None = None
     # How this choice differs from the others of its kind, for help text and the config file.
     choice_note: str = ""
+    # A model with no weights file (a network made in code alone): nothing to find, check or download
+    # (modelstore.needs leaves it out).
+    weightless: bool = False
 
     @property
     def size_text(self) -> str:
@@ -282,7 +285,7 @@ PARSER_NAME = "ParseNet"
 class FaceFamily:
     """A kind of face-restoration network that restore.model may name: its checkpoints are the
     ``MODELS`` of kind ``kind``, and ``impl`` ("module:attribute", imported only where a model is
-    loaded) names its ``restore.face_model.FaceFamilyImpl``: how to build, check and load one, and
+    loaded) names its ``restore.runtime.face_model.FaceFamilyImpl``: how to build, check and load one, and
     the ``FaceModel`` the enhancer runs. Adding a family is its module plus one entry here (and
     its checkpoints' ``ModelSpec``s)."""
 
@@ -292,7 +295,7 @@ class FaceFamily:
 
 
 FACE_FAMILIES: tuple[FaceFamily, ...] = (
-    FaceFamily(kind="gpen", label="GPEN", impl="gpen_watch.restore.gpen_family:GPEN_FAMILY"),
+    FaceFamily(kind="gpen", label="GPEN", impl="gpen_watch.restore.engines.gpen_family:GPEN_FAMILY"),
 )
 # The family a checkpoint file named by its path (restore.model = "my-model.pth") is read as.
 FILE_FAMILY = FACE_FAMILIES[0]

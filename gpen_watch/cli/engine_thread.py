@@ -25,7 +25,7 @@ from gpen_watch import config
 from gpen_watch.restore.api import FileJob, FileResult
 
 if TYPE_CHECKING:
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
 STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None)
 # How long a stop waits for the engine to wind down (it writes nothing after stop()) before the
@@ -103,7 +103,7 @@ class EngineThread:
             self._thread.join(grace)
 
     def _run(self) -> None:
-        from gpen_watch.restore.restorer import Restorer
+        from gpen_watch.restore.engines.restorer import Restorer
 
         try:
             with Restorer(

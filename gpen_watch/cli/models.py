@@ -148,7 +148,7 @@ def _fetch(
 def _check_download(spec: ModelSpec, path: Path) -> None:
     """Load a fresh download once: the only check of the unpinned files (pinned ones were checked
     against their size and sha256 as they downloaded)."""
-    from gpen_watch.restore.verify import verify_file
+    from gpen_watch.restore.engines.verify import verify_file
 
     try:
         verify_file(spec, path)
@@ -166,7 +166,7 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
         # Said before torch is imported: that import alone takes seconds.
         folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
         raise ModelError(f"no model files present in {folders}; run `gpen-watch models fetch`")
-    from gpen_watch.restore.verify import verify_file
+    from gpen_watch.restore.engines.verify import verify_file
 
     failures: list[str] = []
     for spec in specs:

@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
 
 def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned], list[Planned]]:
     """The jobs left to do, and those whose result an earlier run wrote (each said)."""
-    from gpen_watch.restore.existing import existing_result
+    from gpen_watch.restore.engines.existing import existing_result
 
     planned = {p.dst for p in plan}
     todo: list[Planned] = []

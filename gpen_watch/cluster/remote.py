@@ -40,7 +40,7 @@ _TICK_S = 0.2
 _CLOSE_S = 10.0
 # glibc's malloc settings for the actor's process, from its start (Ray starts a process of its
 # own for an actor with a runtime environment). The engine's runtime tuning
-# (restore.device.tune_malloc_for_inference) does not reach the actor's restorer: it runs on a
+# (restore.runtime.device.tune_malloc_for_inference) does not reach the actor's restorer: it runs on a
 # thread of its own, whose allocations go to a secondary arena that keeps mapping fresh pages
 # (docs/benchmarks.md has the page faults and CPU). One arena, no mmap for large blocks and no
 # trimming keep its activation memory reused, as in a local worker.

@@ -49,7 +49,7 @@ from gpen_watch.dispatch.records import (
 )
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.restore.api import FileResult
-from gpen_watch.restore.batching import in_flight
+from gpen_watch.restore.runtime.batching import in_flight
 
 log = logging.getLogger("gpen_watch.dispatch.pool")
 

@@ -32,7 +32,7 @@ from gpen_watch.dispatch.policy import MIN_OOM_SCALE, FaultPolicy
 from gpen_watch.dispatch.records import Action, Kill, Send, Spawn
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.dispatch.worker import Worker, describe_exit
-from gpen_watch.restore.batching import DEFAULT_IN_FLIGHT
+from gpen_watch.restore.runtime.batching import DEFAULT_IN_FLIGHT
 
 log = logging.getLogger(__name__)
 worker_log = logging.getLogger("gpen_watch.worker")

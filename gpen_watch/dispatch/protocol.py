@@ -73,7 +73,7 @@ class Ready:
 
 @dataclass(frozen=True)
 class ModelSets:
-    """The model sets the restorer holds now, least recently used first (restore.modelsets): the
+    """The model sets the restorer holds now, least recently used first (restore.engines.modelsets): the
     global settings' and those other inboxes' profiles loaded since."""
 
     loaded: tuple[ModelKey, ...]
@@ -141,7 +141,7 @@ EXIT_CODES = {FatalKind.MODEL: 3, FatalKind.DEVICE: 4, FatalKind.CRASH: 5}
 
 # Default factory for the restorer inside a worker: "module:attribute", called as
 # factory(restore_cfg, device, threads=threads). Tests and benchmarks substitute a fake one.
-DEFAULT_FACTORY = "gpen_watch.restore.restorer:Restorer"
+DEFAULT_FACTORY = "gpen_watch.restore.engines.restorer:Restorer"
 
 
 @dataclass(frozen=True)

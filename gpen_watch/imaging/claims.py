@@ -47,7 +47,7 @@ _MAX_RATIO = {
 _UNBOUNDED_FORMATS = frozenset({"TIFF", "MIC", "FPX"})
 _SMALL_RAWMODE = re.compile(r"^(?:1(?:;\w*)?|[LP];([124])\w*)$")
 # What one pixel takes while it is decoded, converted and restored: three 8-bit BGR frames
-# (restore/memory.py's rule), twice that for 16-bit samples.
+# (restore/runtime/memory.py's rule), twice that for 16-bit samples.
 _FRAMES_BYTES = 9
 
 

@@ -2,4 +2,4 @@
 whether each is there and whole (``needs``, torch-free), where they are looked for (``store``),
 and downloading them atomically (in the background with progress: ``fetcher``). Checking that a
 file is the architecture it claims before a worker loads it (``weights_only`` loads only) is
-gpen_watch.restore.verify."""
+gpen_watch.restore.engines.verify."""

@@ -1,6 +1,6 @@
 """How a checkpoint's layout differs from a model's: the keys it lacks, the keys it has that the model
 does not, and the keys whose shapes differ. Torch-free (shapes are plain tuples), so the loaders
-of every architecture and the checked loading in gpen_watch.restore.verify compare layouts the same way and only
+of every architecture and the checked loading in gpen_watch.restore.engines.verify compare layouts the same way and only
 word the difference their own way."""
 
 from __future__ import annotations

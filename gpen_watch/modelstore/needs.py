@@ -2,7 +2,7 @@
 
 Torch-free, for the service's parent process and the ``models`` CLI: a file is judged by a stat and
 its container's header and directory (a ``.pth`` is a zip archive, or a legacy pickle stream), never
-by loading it. Loading, and the architecture check, belong to the workers (gpen_watch.restore.verify).
+by loading it. Loading, and the architecture check, belong to the workers (gpen_watch.restore.engines.verify).
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def needs(cfg: RestoreConfig) -> tuple[Need, ...]:
     out: list[Need] = []
     names = {n.lower(): n for n in registry.model_names()}
     if cfg.model.lower() in names:
-        out.append(Need("generator", registry.get_spec(cfg.model)))
+        spec = registry.get_spec(cfg.model)
+        if not spec.weightless:
+            out.append(Need("generator", spec))
     else:
         out.append(Need("generator", None, Path(cfg.model).expanduser()))
     out.append(Need("detector", registry.detector_spec(cfg.detector)))

@@ -1,7 +1,7 @@
 """The contract between the restoration engine and its callers (`restore` CLI, daemon workers).
 
 Kept free of torch imports so callers can type against it; `Restorer` itself lives in
-``gpen_watch.restore.restorer`` and is imported only inside worker processes.
+``gpen_watch.restore.engines.restorer`` and is imported only inside worker processes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gpen_watch.config import RestoreConfig
 @dataclass(frozen=True)
 class ModelKey:
     """The restore settings that decide which generator-side models a photo needs (its model set,
-    restore.modelsets)."""
+    restore.engines.modelsets)."""
 
     model: str
     use_parse: bool
@@ -168,7 +168,7 @@ class ModelSetWatch(Protocol):
 
 
 class Engine(Protocol):
-    """What a worker drives: ``restore.restorer.Restorer``, or a stand-in (tests, benchmarks).
+    """What a worker drives: ``restore.engines.restorer.Restorer``, or a stand-in (tests, benchmarks).
 
     The worker (``dispatch.worker_main``, ``cluster.actor``) reads the hints once it is loaded
     (``device_label``, ``read_ahead``, ``loaded``, ``memory_budget_mb``, ``models``), the progress

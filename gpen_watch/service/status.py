@@ -62,7 +62,7 @@ class Throughput:
 
 @dataclass(frozen=True)
 class ModelSetStatus:
-    """One model set a worker holds (restore.modelsets): its networks, and the inboxes whose own
+    """One model set a worker holds (restore.engines.modelsets): its networks, and the inboxes whose own
     settings need it (none: the global settings' set)."""
 
     networks: str = ""  # "GPEN-BFR-512 + ParseNet"

@@ -1,7 +1,7 @@
 """Where each photo's views live (the previews and face crops the dashboard shows), and keeping
 them within dashboard.views_mb.
 
-The workers write a job's views (restore/views.py, or a remote worker's through
+The workers write a job's views (restore/stages/views.py, or a remote worker's through
 dispatch.payload.unpack) into ``views_dir(root, job_id)`` while they hold the pixels; the service
 only names the folder, and after each commit drops the oldest jobs' views beyond the limit. Sizes
 are counted once at start and then per committed job, never by walking the whole tree per photo.
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 # The folder beside the journal's SQLite file that holds one folder of views per job.
 VIEWS_FOLDER = "views"
-# The views' list of the faces found (restore/views.py; its keys in docs/architecture.md).
+# The views' list of the faces found (restore/stages/views.py; its keys in docs/architecture.md).
 FACES_FILE = "faces.json"
 
 

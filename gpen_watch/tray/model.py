@@ -45,7 +45,7 @@ MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 b
 MAX_LINE = 64  # a menu line wider than this makes the whole menu too wide
 # The problem line is cut shorter: the whole text is in the title, the notification and the log.
 MAX_PROBLEM = 48
-# Worker device names (restore.device.device_label) of GPUs that NVML does not list.
+# Worker device names (restore.runtime.device.device_label) of GPUs that NVML does not list.
 OTHER_GPU_PREFIXES = ("Apple GPU",)
 
 

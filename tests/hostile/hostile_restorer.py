@@ -56,7 +56,7 @@ class CopyRestorer(FakeRestorer):
 def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
     import torch
 
-    from gpen_watch.restore.restorer import Restorer
+    from gpen_watch.restore.engines.restorer import Restorer
 
     restorer = Restorer(cfg, device, threads=threads)
     limit = int(os.environ.get("HOSTILE_OOM_ABOVE", "0"))
@@ -84,8 +84,8 @@ def OomRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
 
 def FaultyWriteRestorer(cfg: Any, device: str, threads: int | None = None) -> Any:
     from gpen_watch.imaging import save
-    from gpen_watch.restore import finish
-    from gpen_watch.restore import restorer as engine
+    from gpen_watch.restore.engines import restorer as engine
+    from gpen_watch.restore.stages import finish
 
     fault = Path(os.environ["HOSTILE_WRITE_FAULT"])
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpen_watch.restore.detect import Face
-from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
-from gpen_watch.restore.enhance import OutOfMemory
-from gpen_watch.restore.rrdbnet import RRDBNet
+from gpen_watch.restore.nets.rrdbnet import RRDBNet
+from gpen_watch.restore.runtime.device import Placement, free_cached_memory, is_out_of_memory
+from gpen_watch.restore.stages.detect import Face
+from gpen_watch.restore.stages.enhance import OutOfMemory
 
 # Input pixels of context around each core tile: Real-ESRGAN's and upstream GPEN's tile_pad is 10;
 # 16 keeps the seams within a level or two at little extra cost ((192 / 160)^2 at x4 on a CPU).

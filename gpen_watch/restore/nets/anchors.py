@@ -15,7 +15,7 @@ import math
 import numpy as np
 import torch
 
-from gpen_watch.restore.retinaface import RetinaFaceConfig
+from gpen_watch.restore.nets.retinaface import RetinaFaceConfig
 
 # RetinaFace was trained on BGR images with these per-channel means subtracted.
 BGR_MEAN = (104.0, 117.0, 123.0)

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from gpen_watch.base.fsutil import replace_folder
-from gpen_watch.restore.staged import StagedPhoto
+from gpen_watch.restore.stages.staged import StagedPhoto
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from gpen_watch.catalog.gpen_config import GPENConfig
 from gpen_watch.catalog.registry import GPEN_CONFIGS
 from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.modelstore.layout import compare_layout
-from gpen_watch.restore.gpen_blocks import (
+from gpen_watch.restore.nets.gpen_blocks import (
     BLUR_TAPS,
     DEFAULT_MODULATION,
     MAPPING_LR_MUL,
@@ -207,7 +207,7 @@ def resolve_precision(device: torch.device | str, precision: Precision) -> Resol
 @dataclass
 class GPENRunner:
     """A GPEN ready for inference: call it with (N, 3, S, S) faces in [-1, 1], get fp32 images back
-    (the GPEN family's ``restore.face_model.FaceModel``)."""
+    (the GPEN family's ``restore.runtime.face_model.FaceModel``)."""
 
     model: GPEN
     device: torch.device

@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from gpen_watch.restore import memory
-
 # ModelKey lives with the engine's torch-free contract (the service's status names the sets too).
 from gpen_watch.restore.api import ModelKey as ModelKey
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.upscale import Upscaler
+from gpen_watch.restore.runtime import memory
+from gpen_watch.restore.stages.enhance import FaceEnhancer
+from gpen_watch.restore.stages.upscale import Upscaler
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ that the restore settings ask for. Plain numpy; no torch."""
 from __future__ import annotations
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore import align
-from gpen_watch.restore.detect import Face
+from gpen_watch.restore.stages import align
+from gpen_watch.restore.stages.detect import Face
 
 # A face whose box is under this many pixels on its longer side in the result is left as it is:
 # its eyes are then ~3 px apart, and pasting a 256-1024 px crop back into it averages some 100+

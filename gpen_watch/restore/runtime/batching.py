@@ -7,7 +7,7 @@ The face batch (faces per generator pass) is here too: its size from the device'
 to retry with after the device ran out of memory (``after_out_of_memory``, which the enhancer asks).
 
 Torch-free: the pool (in the service's parent process) asks ``in_flight``; the restorer
-(``restore.restorer``) drives its stages through ``Admission`` and ``BatchPolicy``. Only
+(``restore.engines.restorer``) drives its stages through ``Admission`` and ``BatchPolicy``. Only
 ``auto_face_batch`` reads the device (through ``device.free_memory``), in a restorer.
 """
 
@@ -19,11 +19,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob
+from gpen_watch.restore.runtime import memory
 
 if TYPE_CHECKING:
-    from gpen_watch.restore.device import Placement
+    from gpen_watch.restore.runtime.device import Placement
 
 # Photos handed to one worker at once when neither the settings nor its restorer say (a CPU's).
 DEFAULT_IN_FLIGHT = 4
@@ -93,7 +93,7 @@ def auto_face_batch(size: int, place: Placement, parse: bool = False) -> int:
     if place.device.type not in ("cuda", "mps"):
         return 1 if parse else 4
     # torch, so only here: a restorer sizing its batch, never the service's parent process.
-    from gpen_watch.restore.device import free_memory
+    from gpen_watch.restore.runtime.device import free_memory
 
     free = free_memory(place.device)
     if free is None:

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpen_watch.restore import convlayer
-from gpen_watch.restore.convlayer import replace_children
-from gpen_watch.restore.parsenet import ResidualBlock
+from gpen_watch.restore.nets import convlayer
+from gpen_watch.restore.nets.convlayer import replace_children
+from gpen_watch.restore.nets.parsenet import ResidualBlock
 
 # Which low-resolution input row (offset -1, 0 or +1 from the output pixel's own) each 3x3 tap
 # row reads, for an even (phase 0) and an odd (phase 1) output row; the same holds for columns.

@@ -15,10 +15,10 @@ from gpen_watch.base.errors import ErrorKind, GpenWatchError, OutboxUnavailable
 from gpen_watch.base.fsutil import require_device
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.imaging.save import copy_source, output_choice, save_image
-from gpen_watch.restore import paste
 from gpen_watch.restore.api import FileResult
-from gpen_watch.restore.staged import StagedPhoto, note_rss
-from gpen_watch.restore.views import write_views
+from gpen_watch.restore.stages import paste
+from gpen_watch.restore.stages.staged import StagedPhoto, note_rss
+from gpen_watch.restore.stages.views import write_views
 
 log = logging.getLogger(__name__)
 

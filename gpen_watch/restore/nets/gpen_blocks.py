@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gpen_watch.restore.gpen_ops import (
+from gpen_watch.restore.nets.gpen_ops import (
     LRELU_GAIN,
     LRELU_SLOPE,
     fp32_matmul,

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 
 from gpen_watch.catalog.registry import model_label
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
-from gpen_watch.restore import decode_stage, memory, upscale
 from gpen_watch.restore.api import EngineFactory, FileJob, FileResult, PhotoProgress, Stage
-from gpen_watch.restore.batching import Admission, BatchPolicy
-from gpen_watch.restore.detect import Detector
-from gpen_watch.restore.device import (
+from gpen_watch.restore.engines.device_stages import detect_and_align, run_batch, upscale_photo
+from gpen_watch.restore.engines.loader import Loader
+from gpen_watch.restore.engines.modelsets import ModelKey, ModelSets, release_memory
+from gpen_watch.restore.runtime import memory
+from gpen_watch.restore.runtime.batching import Admission, BatchPolicy
+from gpen_watch.restore.runtime.device import (
     Placement,
     device_label,
     free_cached_memory,
@@ -40,12 +42,11 @@ from gpen_watch.restore.device import (
     set_threads,
     tune_malloc_for_inference,
 )
-from gpen_watch.restore.device_stages import detect_and_align, run_batch, upscale_photo
-from gpen_watch.restore.enhance import FaceEnhancer
-from gpen_watch.restore.finish import finish
-from gpen_watch.restore.loader import Loader
-from gpen_watch.restore.modelsets import ModelKey, ModelSets, release_memory
-from gpen_watch.restore.staged import StagedPhoto
+from gpen_watch.restore.stages import decode_stage, upscale
+from gpen_watch.restore.stages.detect import Detector
+from gpen_watch.restore.stages.enhance import FaceEnhancer
+from gpen_watch.restore.stages.finish import finish
+from gpen_watch.restore.stages.staged import StagedPhoto
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpen_watch.config import ParsePrecision
-from gpen_watch.restore.batching import after_out_of_memory
-from gpen_watch.restore.device import Placement, free_cached_memory, is_out_of_memory
-from gpen_watch.restore.face_model import FaceModel
-from gpen_watch.restore.fold import as_channels_last, drop_image_head, prepare_conv_net
+from gpen_watch.restore.nets.fold import as_channels_last, drop_image_head, prepare_conv_net
+from gpen_watch.restore.runtime.batching import after_out_of_memory
+from gpen_watch.restore.runtime.device import Placement, free_cached_memory, is_out_of_memory
+from gpen_watch.restore.runtime.face_model import FaceModel
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def resolve_parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePr
         )
         return "auto"
     if wanted == "int8":
-        from gpen_watch.restore.quant import int8_backend
+        from gpen_watch.restore.nets.quant import int8_backend
 
         if int8_backend() is None:
             log.warning(
@@ -195,7 +195,7 @@ def prepare_parser(parser: nn.Module, place: Placement, precision: ParsePrecisio
     parser = prepare_conv_net(parser, place.device, rewrite=precision != "int8")
     drop_image_head(parser)  # _parse reads only the class map
     if precision == "int8":
-        from gpen_watch.restore.quant import quantize_parser
+        from gpen_watch.restore.nets.quant import quantize_parser
 
         return quantize_parser(parser)
     if precision == "bf16":

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.catalog.registry import FaceFamily, ModelSpec, face_family
-from gpen_watch.restore.device import Placement
+from gpen_watch.restore.runtime.device import Placement
 
 
 class FaceModel(Protocol):
@@ -66,7 +66,7 @@ def family_impl(family: FaceFamily) -> FaceFamilyImpl:
     impl = vars(importlib.import_module(module)).get(attr)
     if not isinstance(impl, FaceFamilyImpl):
         raise TypeError(
-            f"{family.impl}: not a face family implementation (restore.face_model.FaceFamilyImpl)"
+            f"{family.impl}: not a face family implementation (restore.runtime.face_model.FaceFamilyImpl)"
         )
     return impl
 

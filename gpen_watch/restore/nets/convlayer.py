@@ -12,7 +12,7 @@ from typing import Literal
 
 from torch import nn
 
-from gpen_watch.restore.parsenet import ConvLayer
+from gpen_watch.restore.nets.parsenet import ConvLayer
 
 Scale = Literal["same", "up"]
 

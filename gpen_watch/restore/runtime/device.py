@@ -13,7 +13,7 @@ import torch
 from gpen_watch import platform as platforms
 from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Precision, ResolvedPrecision
-from gpen_watch.restore.gpen_model import resolve_precision
+from gpen_watch.restore.nets.gpen_model import resolve_precision
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpen_watch.restore.resnet import ResNet50Body
+from gpen_watch.restore.nets.resnet import ResNet50Body
 
 Backbone = Literal["mobile0.25", "resnet50"]
 

@@ -9,10 +9,9 @@ import numpy as np
 from gpen_watch.base.errors import ErrorKind
 from gpen_watch.config import RestoreConfig
 from gpen_watch.imaging.load import LoadedImage
-from gpen_watch.restore import memory
-from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.detect import Face, Prepared
-from gpen_watch.restore.modelsets import ModelKey
+from gpen_watch.restore.api import FileJob, FileResult, ModelKey
+from gpen_watch.restore.runtime import memory
+from gpen_watch.restore.stages.detect import Face, Prepared
 
 
 @dataclass

@@ -20,7 +20,7 @@ import math
 import cv2
 import numpy as np
 
-from gpen_watch.restore.align import invert_affine, transform_points, warp_affine_resampled
+from gpen_watch.restore.stages.align import invert_affine, transform_points, warp_affine_resampled
 
 # Feathered mask geometry at 512 (scaled linearly with the crop size). The outer band is exactly
 # zero: GPEN's output is least reliable next to the crop border (the network saw padding there),

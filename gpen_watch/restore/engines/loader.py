@@ -7,15 +7,16 @@ from __future__ import annotations
 from torch import nn
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.restore import memory, upscale
-from gpen_watch.restore.batching import auto_face_batch
-from gpen_watch.restore.detect import Detector, FaceDetector
-from gpen_watch.restore.device import Placement
-from gpen_watch.restore.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
-from gpen_watch.restore.face_model import load_face_model
-from gpen_watch.restore.fold import prepare_detector
-from gpen_watch.restore.modelsets import ModelKey, ModelSet, weights_mb
-from gpen_watch.restore.retinaface import RetinaFace
+from gpen_watch.restore.engines.modelsets import ModelKey, ModelSet, weights_mb
+from gpen_watch.restore.nets.fold import prepare_detector
+from gpen_watch.restore.nets.retinaface import RetinaFace
+from gpen_watch.restore.runtime import memory
+from gpen_watch.restore.runtime.batching import auto_face_batch
+from gpen_watch.restore.runtime.device import Placement
+from gpen_watch.restore.runtime.face_model import load_face_model
+from gpen_watch.restore.stages import upscale
+from gpen_watch.restore.stages.detect import Detector, FaceDetector
+from gpen_watch.restore.stages.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
 
 
 class Loader:
@@ -34,7 +35,7 @@ class Loader:
         self._parser: nn.Module | None = None  # loaded with the first set that uses it
 
     def model_set(self, key: ModelKey) -> ModelSet:
-        from gpen_watch.restore import verify
+        from gpen_watch.restore.engines import verify
 
         dev, cfg, place = self.place.device, self.cfg, self.place
         face = load_face_model(key.model, cfg.model_dir, place, self.download)
@@ -78,7 +79,7 @@ class Loader:
             return found
         net = self._detector_nets.get(cfg.detector)
         if net is None:
-            from gpen_watch.restore import verify
+            from gpen_watch.restore.engines import verify
 
             dev = str(self.place.device)
             net = prepare_detector(

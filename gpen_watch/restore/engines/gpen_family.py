@@ -11,9 +11,8 @@ from torch import Tensor, nn
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec, get_spec, model_names
 from gpen_watch.modelstore.store import ensure_model
-from gpen_watch.restore.device import Placement
-from gpen_watch.restore.face_model import FaceFamilyImpl
-from gpen_watch.restore.gpen_model import (
+from gpen_watch.restore.engines.verify import check_state_dict, load_checkpoint, not_a_file
+from gpen_watch.restore.nets.gpen_model import (
     GPEN,
     GPENConfig,
     GPENRunner,
@@ -21,7 +20,8 @@ from gpen_watch.restore.gpen_model import (
     infer_gpen_config,
     prepare_for_inference,
 )
-from gpen_watch.restore.verify import check_state_dict, load_checkpoint, not_a_file
+from gpen_watch.restore.runtime.device import Placement
+from gpen_watch.restore.runtime.face_model import FaceFamilyImpl
 
 
 class GPENFamily:

@@ -35,10 +35,10 @@ from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.store import ensure_model
 
 if TYPE_CHECKING:
-    from gpen_watch.restore.face_model import FaceFamilyImpl
-from gpen_watch.restore.parsenet import ParseNet
-from gpen_watch.restore.retinaface import RetinaFace, build_retinaface
-from gpen_watch.restore.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
+    from gpen_watch.restore.runtime.face_model import FaceFamilyImpl
+from gpen_watch.restore.nets.parsenet import ParseNet
+from gpen_watch.restore.nets.retinaface import RetinaFace, build_retinaface
+from gpen_watch.restore.nets.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -198,7 +198,7 @@ def build_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Modul
 
 
 def _face_family(spec: ModelSpec) -> FaceFamilyImpl:
-    from gpen_watch.restore.face_model import family_impl
+    from gpen_watch.restore.runtime.face_model import family_impl
 
     return family_impl(face_family(spec.name))
 

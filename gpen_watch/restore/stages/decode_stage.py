@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpen_watch.base.errors import InputError
 from gpen_watch.config import RestoreConfig
@@ -16,12 +17,19 @@ from gpen_watch.imaging.formats import MAX_SIDES, display_name
 from gpen_watch.imaging.load import LoadedImage, load_image, probe_image
 from gpen_watch.imaging.reasons import decoder_bug
 from gpen_watch.imaging.save import output_choice
-from gpen_watch.restore import memory
 from gpen_watch.restore.api import FileJob, FileResult
-from gpen_watch.restore.loader import Loader
-from gpen_watch.restore.staged import StagedPhoto, note_rss
+from gpen_watch.restore.runtime import memory
+from gpen_watch.restore.stages.detect import Detector
+from gpen_watch.restore.stages.staged import StagedPhoto, note_rss
 
 log = logging.getLogger(__name__)
+
+
+class MadeDetectors(Protocol):
+    """Where the decode stage looks for the detector of a photo's settings (the engine's loader,
+    ``restore.engines.loader.Loader``): the stages do not import the engine that drives them."""
+
+    def made_detector(self, cfg: RestoreConfig) -> Detector | None: ...
 
 
 def photo_cost(job: FileJob, cfg: RestoreConfig) -> int:
@@ -78,7 +86,7 @@ def max_side(job: FileJob, cfg: RestoreConfig) -> int:
 
 
 def decode(
-    job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: Loader, cost: int = 0
+    job: FileJob, cfg: RestoreConfig, max_megapixels: float, loader: MadeDetectors, cost: int = 0
 ) -> StagedPhoto:
     """Read ``job``'s photo for settings ``cfg``; a file that cannot be read ends as a failed
     ``StagedPhoto`` whose result says why. ``loader``: where the detector's own shrunken copy is made,

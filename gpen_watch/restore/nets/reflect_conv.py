@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpen_watch.restore import convlayer
-from gpen_watch.restore.convlayer import replace_children
-from gpen_watch.restore.fused_conv import PointwiseAttr, conv_then, fused_conv_works, pointwise_attr
+from gpen_watch.restore.nets import convlayer
+from gpen_watch.restore.nets.convlayer import replace_children
+from gpen_watch.restore.nets.fused_conv import PointwiseAttr, conv_then, fused_conv_works, pointwise_attr
 
 # Below this many pixels an activation's padded copy is cheaper than four strip convolutions.
 _MIN_PIXELS = 96 * 96

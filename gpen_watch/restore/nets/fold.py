@@ -16,11 +16,11 @@ import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from gpen_watch.restore.parsenet import BatchNormSlot, ConvLayer
-from gpen_watch.restore.reflect_conv import reflect_pad_convs
-from gpen_watch.restore.resnet import Bottleneck, ResNet50Body
-from gpen_watch.restore.retinaface import RetinaFace
-from gpen_watch.restore.upconv import polyphase_upsample_blocks
+from gpen_watch.restore.nets.parsenet import BatchNormSlot, ConvLayer
+from gpen_watch.restore.nets.reflect_conv import reflect_pad_convs
+from gpen_watch.restore.nets.resnet import Bottleneck, ResNet50Body
+from gpen_watch.restore.nets.retinaface import RetinaFace
+from gpen_watch.restore.nets.upconv import polyphase_upsample_blocks
 
 # The ResNet-50 stem and its bottlenecks: forward applies bnN right after convN.
 _PAIRS = (("conv1", "bn1"), ("conv2", "bn2"), ("conv3", "bn3"))

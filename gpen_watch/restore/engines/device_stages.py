@@ -15,14 +15,14 @@ import numpy as np
 import torch
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.restore import align, upscale
 from gpen_watch.restore.api import face_ids_refusal
-from gpen_watch.restore.device import free_cached_memory, is_out_of_memory
-from gpen_watch.restore.enhance import OutOfMemory
-from gpen_watch.restore.faces import LeftOut, pick, plausible, select
-from gpen_watch.restore.loader import Loader
-from gpen_watch.restore.modelsets import ModelKey, ModelSets
-from gpen_watch.restore.staged import StagedPhoto, note_rss
+from gpen_watch.restore.engines.loader import Loader
+from gpen_watch.restore.engines.modelsets import ModelKey, ModelSets
+from gpen_watch.restore.runtime.device import free_cached_memory, is_out_of_memory
+from gpen_watch.restore.stages import align, upscale
+from gpen_watch.restore.stages.enhance import OutOfMemory
+from gpen_watch.restore.stages.faces import LeftOut, pick, plausible, select
+from gpen_watch.restore.stages.staged import StagedPhoto, note_rss
 
 log = logging.getLogger(__name__)
 

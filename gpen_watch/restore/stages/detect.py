@@ -23,8 +23,8 @@ import cv2
 import numpy as np
 import torch
 
-from gpen_watch.restore.anchors import BGR_MEAN, anchor_priors, decode_boxes, decode_landmarks, suppress
-from gpen_watch.restore.retinaface import RetinaFace
+from gpen_watch.restore.nets.anchors import BGR_MEAN, anchor_priors, decode_boxes, decode_landmarks, suppress
+from gpen_watch.restore.nets.retinaface import RetinaFace
 
 # Feature strides go down to 32: padding to a multiple keeps every prior aligned with the image.
 _STRIDE = 32
