@@ -1,0 +1,181 @@
+"""The project's own networks exported to ONNX, cached beside their weights files.
+
+The export is torch's dynamo exporter (``torch.onnx.export(..., dynamo=True)``, through onnxscript):
+the older TorchScript exporter refuses GPEN's modulated convolution ("convolution for kernel of
+unknown shape": the per-sample weights have no static shape in its trace). Opset ``OPSET``; the
+batch axis is dynamic, the image side is the model's.
+
+A cached export is used only when it is known whole and current. Its manifest (``*.onnx.json``)
+records the source file's sha256, the exporter key (torch, onnxscript, opset and this module's
+format) and the exported file's own sha256 and size. The ONNX file and then the manifest are each
+written to a temp name in the same folder and renamed into place, so a conversion killed half-way
+leaves either no manifest or one naming the previous file, which the hash check then refuses; a
+refused or stale export is made again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+# 18: what every provider in onnx_providers takes today (DirectML and CoreML trail the newest
+# opsets); nothing GPEN uses needs a newer one.
+OPSET = 18
+# Bumped when what this module writes changes (names, axes, options), so older exports are redone.
+FORMAT = 1
+INPUT_NAME = "faces"
+OUTPUT_NAME = "restored"
+_CHUNK = 1 << 20
+
+
+def exporter_key() -> str:
+    """What made an export: a change in any part of it makes the cached file stale."""
+    import onnxscript
+
+    return f"torch-{torch.__version__}+onnxscript-{onnxscript.__version__}+opset{OPSET}+format{FORMAT}"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What the ``*.onnx.json`` beside an export says about it."""
+
+    source_sha256: str
+    exporter: str
+    onnx_sha256: str
+    onnx_bytes: int
+    size: int  # the image side the export takes
+
+
+def manifest_path(onnx_path: Path) -> Path:
+    return onnx_path.with_name(onnx_path.name + ".json")
+
+
+def export_path(source: Path, cache_dir: Path | None = None) -> Path:
+    """Where ``source``'s export goes: beside it unless ``cache_dir`` says otherwise; one name per
+    source file, so a re-export replaces the old one instead of piling up."""
+    return (cache_dir or source.parent) / f"{source.stem}.onnx"
+
+
+def export_module(module: nn.Module, size: int, dst: Path) -> None:
+    """``module`` (eval mode, (N, 3, size, size) -> (N, 3, size, size)) exported to ``dst`` as one
+    self-contained file (no external data: the largest GPEN is well under protobuf's 2 GB)."""
+    module = module.eval()
+    # Batch 2 as the example: with 1 the exporter may specialise the axis even when told it is dynamic.
+    example = torch.zeros(2, 3, size, size)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    # The forward's argument name keys dynamic_shapes; take it from the signature so any network fits.
+    first = next(iter(inspect.signature(module.forward).parameters))
+    with torch.inference_mode(False), torch.no_grad():
+        program = torch.onnx.export(
+            module,
+            (example,),
+            dynamo=True,
+            opset_version=OPSET,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_shapes={first: {0: batch}},
+            external_data=False,
+        )
+    if program is None:  # only the TorchScript exporter returns None
+        raise RuntimeError("torch.onnx.export gave no program")
+    program.save(str(dst), external_data=False)
+
+
+def _write_replace(dst: Path, write: Callable[[Path], object]) -> None:
+    """``write`` into a temp name beside ``dst``, then rename it into place (nothing half-written
+    is ever at ``dst``); the temp file goes whatever happens."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        # mkstemp makes it 0600; the export is as readable as the weights beside it normally are.
+        tmp.chmod(0o644)
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_manifest(onnx_path: Path) -> Manifest | None:
+    try:
+        data = json.loads(manifest_path(onnx_path).read_text(encoding="utf-8"))
+        return Manifest(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def stale_reason(onnx_path: Path, source_sha256: str) -> str | None:
+    """Why the export at ``onnx_path`` must not be used (None: it is whole and current)."""
+    manifest = read_manifest(onnx_path)
+    if manifest is None:
+        return "no readable manifest"
+    if manifest.source_sha256 != source_sha256:
+        return "made from another weights file"
+    if manifest.exporter != exporter_key():
+        return f"made by {manifest.exporter}"
+    try:
+        if onnx_path.stat().st_size != manifest.onnx_bytes or file_sha256(onnx_path) != manifest.onnx_sha256:
+            return "the file is not the one its manifest describes"
+    except OSError:
+        return "no file"
+    return None
+
+
+@dataclass(frozen=True)
+class CachedExport:
+    path: Path
+    manifest: Manifest
+    exported: bool  # made now, not read from the cache
+
+
+def cached_export(
+    source: Path,
+    build: Callable[[], tuple[nn.Module, int]],
+    cache_dir: Path | None = None,
+    force: bool = False,
+) -> CachedExport:
+    """The ONNX export of the network in ``source`` (``build`` loads it and says its image side),
+    made now unless a whole, current one is cached (then ``source`` is hashed, never loaded).
+    The side needs no check of its own: the source's hash fixes it. ``force``: export again whatever the cache holds (a cached file that
+    ONNX Runtime refused)."""
+    source_sha = file_sha256(source)
+    dst = export_path(source, cache_dir)
+    reason = "asked to export again" if force else stale_reason(dst, source_sha)
+    if reason is None:
+        manifest = read_manifest(dst)
+        assert manifest is not None
+        return CachedExport(dst, manifest, exported=False)
+    log.info("exporting %s to ONNX (%s)", source.name, reason)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # The old manifest goes first: from here until the new one is in place nothing is trusted.
+    manifest_path(dst).unlink(missing_ok=True)
+    module, size = build()
+    _write_replace(dst, lambda tmp: export_module(module, size, tmp))
+    manifest = Manifest(source_sha, exporter_key(), file_sha256(dst), dst.stat().st_size, size)
+    _write_replace(
+        manifest_path(dst),
+        lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),
+    )
+    return CachedExport(dst, manifest, exported=True)

@@ -1,0 +1,104 @@
+"""ONNX Runtime's execution providers as restore.provider names them, and the choice among them.
+
+One table rather than one module each: a provider here is only a name, the package that brings it
+and its options; ONNX Runtime does the rest. Only ``cpu`` and ``openvino`` (on a CPU) have been run
+in this project; the others are spelled from ONNX Runtime's documentation and wait for a machine
+that has them.
+
+A provider asked for but not present never raises: the session runs on the CPU provider, and the
+note says so in one sentence that names the package to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One execution provider: restore.provider's word for it, ONNX Runtime's name, where it comes from."""
+
+    name: str
+    ort_name: str
+    # What to pip install for it. Every onnxruntime-* wheel replaces the plain onnxruntime one (they
+    # share the import name), hence "in place of" in the fallback note.
+    package: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    run_here: bool = False  # run in this project's tests and benchmarks, not only written down
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider("cpu", "CPUExecutionProvider", "onnxruntime", run_here=True),
+        # device_type CPU: OpenVINO's CPU plugin; "GPU" would be an Intel GPU, "NPU" an Intel NPU.
+        Provider(
+            "openvino", "OpenVINOExecutionProvider", "onnxruntime-openvino", {"device_type": "CPU"}, True
+        ),
+        Provider("cuda", "CUDAExecutionProvider", "onnxruntime-gpu"),
+        # TensorRT's provider comes in onnxruntime-gpu but also needs NVIDIA's TensorRT libraries.
+        Provider("tensorrt", "TensorrtExecutionProvider", "onnxruntime-gpu"),
+        Provider("directml", "DmlExecutionProvider", "onnxruntime-directml"),
+        # CoreML is in the plain onnxruntime wheel for macOS.
+        Provider("coreml", "CoreMLExecutionProvider", "onnxruntime"),
+        Provider("rocm", "ROCMExecutionProvider", "onnxruntime-rocm"),
+    )
+}
+
+CPU = PROVIDERS["cpu"]
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """What a session is created with: ONNX Runtime's providers in order, with their options, and
+    the note to show when the one asked for is not what runs (None when it is)."""
+
+    asked: Provider
+    providers: list[tuple[str, dict[str, str]]]
+    note: str | None
+
+    @property
+    def runs(self) -> str:
+        """restore.provider's word for the provider that runs first."""
+        first = self.providers[0][0]
+        return next(p.name for p in PROVIDERS.values() if p.ort_name == first)
+
+
+def provider(name: str) -> Provider:
+    """restore.provider = ``name``; ValueError listing the known names for any other word."""
+    try:
+        return PROVIDERS[name.strip().lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown ONNX Runtime provider {name!r}; expected one of {', '.join(PROVIDERS)}"
+        ) from None
+
+
+def fallback_note(asked: Provider) -> str:
+    """The one sentence said when ``asked`` is not installed and the CPU provider runs instead."""
+    return (
+        f"restore.provider = {asked.name}: ONNX Runtime's {asked.ort_name} is not installed, so the "
+        f"CPU provider runs instead (pip install {asked.package} in place of onnxruntime to have it)."
+    )
+
+
+def choose(name: str, available: Sequence[str]) -> ProviderChoice:
+    """The providers to open a session with for restore.provider = ``name``, given ONNX Runtime's
+    ``get_available_providers()``. The CPU provider always comes last: ONNX Runtime hands it every
+    node the first provider cannot run."""
+    asked = provider(name)
+    cpu = (CPU.ort_name, dict(CPU.options))
+    if asked is CPU:
+        return ProviderChoice(asked, [cpu], None)
+    if asked.ort_name not in available:
+        return ProviderChoice(asked, [cpu], fallback_note(asked))
+    return ProviderChoice(asked, [(asked.ort_name, dict(asked.options)), cpu], None)
+
+
+def failed_note(asked: Provider, reason: str) -> str:
+    """The sentence said when ``asked`` is installed but would not start (its libraries, its device)."""
+    return (
+        f"restore.provider = {asked.name}: ONNX Runtime's {asked.ort_name} is installed but did not "
+        f"start ({reason}), so the CPU provider runs instead."
+    )
