@@ -2,7 +2,7 @@
 beside ONNX Runtime (CPU provider, OpenVINO provider) and OpenVINO's own runtime, side by side.
 
 Random weights in a GPEN shape (the same compute as the released file), saved once to a .pth so
-every engine runs the same network, and exported by ``restore.onnx_export`` (cached under
+every engine runs the same network, and exported by ``restore.engines.onnx_export`` (cached under
 ``--work``). Each engine runs in a child process of its own: a fresh heap, and the OpenVINO ones
 can import ``onnxruntime-openvino`` from ``--openvino-path`` (``pip install --target``), since that
 wheel replaces the plain onnxruntime one. A missing engine is reported, not fatal.
