@@ -22,7 +22,8 @@ pytest.importorskip("onnxscript")
 import torch
 from conftest import TinyModels
 
-from gpen_watch.restore.engines import onnx_export, onnx_providers
+from gpen_watch.catalog import providers as onnx_providers
+from gpen_watch.restore.engines import onnx_export
 from gpen_watch.restore.engines.gpen_family import load_gpen
 from gpen_watch.restore.engines.modelsets import weights_mb
 from gpen_watch.restore.engines.onnx_face_model import OnnxFaceModel, load_onnx_gpen

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch.catalog import registry
+from gpen_watch.catalog.providers import PROVIDERS
 from gpen_watch.config.schema import Config, InboxConfig
 
 
@@ -173,6 +174,17 @@ DESCRIPTIONS: dict[str, Description] = {
         f"Empty: upstream GPEN's RealESRNet of that factor; or {', '.join(registry.UPSCALER_NAMES)}, "
         "or a .pth file.",
         "The RealESRGAN ones are sharper and invent texture; a `.pth` must be an RRDBNet of that factor.",
+    ),
+    "restore.engine": Description(
+        "What runs the networks: torch (PyTorch), or onnx (ONNX Runtime on restore.provider).",
+        "`onnx` exports the same weights files at first use (a minute or two, once; cached beside "
+        "them) and needs the `onnx` extra. It gives the same faces within one level, and it is "
+        "how AMD, Intel and Apple GPUs are used ([models](models.md#onnx-runtime-engine)).",
+    ),
+    "restore.provider": Description(
+        f"ONNX Runtime's execution provider with restore.engine = onnx: {', '.join(PROVIDERS)}.",
+        "One that is not installed or does not start falls back to `cpu`, with one line saying "
+        "which package to install ([models](models.md#onnx-runtime-engine)).",
     ),
     "output.format": Description(
         "same, jpeg, png, webp or tiff.",

@@ -20,6 +20,7 @@ from string import Formatter
 from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.providers import PROVIDERS
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
 from gpen_watch.config.schedule import check as check_schedule
 from gpen_watch.platform import paths
@@ -36,6 +37,8 @@ ParsePrecision = Literal["auto", "fp32", "bf16", "int8"]
 # How inboxes are watched: "auto" polls those on network and FUSE filesystems (where OS events
 # miss other machines' writes) and uses OS events elsewhere; "always" and "never" decide for all.
 PollingMode = Literal["auto", "always", "never"]
+# What runs the networks: PyTorch, or ONNX Runtime on restore.provider (the project's own exports).
+EngineName = Literal["torch", "onnx"]
 
 
 DASHBOARD_PORT = 4736
@@ -120,6 +123,10 @@ class RestoreConfig:
     # Which upscaler runs: "" for upstream GPEN's RealESRNet of that factor, another registry name,
     # or an RRDBNet .pth file of that factor.
     upscale_model: str = ""
+    # "onnx": the networks run through ONNX Runtime, exported from the same weights files at first
+    # use; restore.provider then names its execution provider (catalog.providers).
+    engine: EngineName = "torch"
+    provider: str = "cpu"
 
 
 @dataclass
@@ -234,6 +241,8 @@ GLOBAL_ONLY: dict[str, str] = {
     "restore.face_batch": "it sizes each worker's generator passes, which serve every inbox",
     "restore.memory_mb": "it is the budget of a whole worker process, shared by every inbox's models and photos",
     "restore.model_dir": "every worker looks for every model in the same folders",
+    "restore.engine": "each worker loads its networks into one runtime, shared by every inbox",
+    "restore.provider": "each worker runs its networks on one ONNX Runtime provider, for every inbox",
     "restore.max_megapixels": "it protects the worker processes' memory, which every inbox shares",
 }
 _PROFILE_SECTIONS = ("restore", "output")
@@ -369,6 +378,7 @@ def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, 
             f"must be one of {', '.join(FACE_MODEL_NAMES)} or a .pth file",
         ),
         (r.detector in DETECTOR_NAMES, "restore.detector", f"must be one of {', '.join(DETECTOR_NAMES)}"),
+        (r.provider in PROVIDERS, "restore.provider", f"must be one of {', '.join(PROVIDERS)}"),
         (0.0 < r.detect_threshold <= 1.0, "restore.detect_threshold", "must be in (0, 1]"),
         (r.detect_max_side >= 64, "restore.detect_max_side", "must be at least 64"),
         (r.detect_shrink_above >= 64, "restore.detect_shrink_above", "must be at least 64"),

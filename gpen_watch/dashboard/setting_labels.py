@@ -69,6 +69,8 @@ LABELS: dict[str, str] = {
     "restore.memory_mb": "Memory per worker (MB)",
     "restore.upscale": "Upscale the background",
     "restore.upscale_model": "Upscaling model",
+    "restore.engine": "Engine",
+    "restore.provider": "ONNX Runtime provider",
     "output.format": "File format",
     "output.jpeg_quality": "JPEG and WebP quality",
     "output.name_template": "Result name",

@@ -171,7 +171,7 @@ class Engine(Protocol):
     """What a worker drives: ``restore.engines.restorer.Restorer``, or a stand-in (tests, benchmarks).
 
     The worker (``dispatch.worker_main``, ``cluster.actor``) reads the hints once it is loaded
-    (``device_label``, ``read_ahead``, ``loaded``, ``memory_budget_mb``, ``models``), the progress
+    (``device_label``, ``engine_label``, ``engine_note``, ``read_ahead``, ``loaded``, ``memory_budget_mb``, ``models``), the progress
     with each heartbeat (``steps``, ``restoring``, ``progress``), and drives ``restore_files``
     over a live source until it is asked to stop.
     """
@@ -179,6 +179,19 @@ class Engine(Protocol):
     @property
     def device_label(self) -> str:
         """What status and the tray show for its device ("Apple GPU (mps)"); "": say the slot's."""
+        ...
+
+    @property
+    def engine_label(self) -> str:
+        """What runs its networks, for status and the dashboard: "PyTorch 2.14.1", "ONNX Runtime
+        1.24.1, OpenVINO provider"; "": it says nothing (a stand-in)."""
+        ...
+
+    @property
+    def engine_note(self) -> str:
+        """Why what runs is not what the settings asked for, in one sentence ("restore.provider =
+        directml: ... is not installed, so the CPU provider runs instead (pip install ...)"); ""
+        when it is."""
         ...
 
     @property

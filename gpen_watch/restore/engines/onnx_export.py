@@ -30,7 +30,7 @@ from torch import nn
 
 log = logging.getLogger(__name__)
 
-# 18: what every provider in onnx_providers takes today (DirectML and CoreML trail the newest
+# 18: what every provider in catalog.providers takes today (DirectML and CoreML trail the newest
 # opsets); nothing GPEN uses needs a newer one.
 OPSET = 18
 # Bumped when what this module writes changes (names, axes, options), so older exports are redone.

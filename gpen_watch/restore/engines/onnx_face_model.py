@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.restore.engines import onnx_providers
+from gpen_watch.catalog import providers as onnx_providers
 from gpen_watch.restore.engines.onnx_export import INPUT_NAME, CachedExport, cached_export
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,8 @@
 """ONNX Runtime's execution providers as restore.provider names them, and the choice among them.
 
+Plain data, below the config that checks restore.provider against it; nothing here imports
+onnxruntime.
+
 One table rather than one module each: a provider here is only a name, the package that brings it
 and its options; ONNX Runtime does the rest. Only ``cpu`` and ``openvino`` (on a CPU) have been run
 in this project; the others are spelled from ONNX Runtime's documentation and wait for a machine
