@@ -12,14 +12,24 @@ import sys
 from pathlib import Path
 
 from benchmarks.engine import run_engine, run_warm
+from benchmarks.engine_modes import is_engine_mode, mode_spec
+from benchmarks.results import ModeRun
 from benchmarks.spec import RunSpec
-
-RUNNERS = {"warm-loop": run_warm, "engine": run_engine}
 
 
 def main(argv: list[str]) -> int:
-    mode, spec_path, out_dir, result_path = argv
-    run = RUNNERS[mode](RunSpec.load(Path(spec_path)), Path(out_dir))
+    """``--warm-up`` after the four arguments: an engine mode on its first photo only."""
+    mode, spec_path, out_dir, result_path, *flags = argv
+    spec = RunSpec.load(Path(spec_path))
+    run: ModeRun
+    if is_engine_mode(mode):
+        run = run_engine(
+            mode_spec(spec, mode), Path(out_dir), mode, limit=1 if "--warm-up" in flags else None
+        )
+    elif mode == "warm-loop":
+        run = run_warm(spec, Path(out_dir))
+    else:
+        raise SystemExit(f"benchmarks.child: no in-process mode {mode!r}")
     Path(result_path).write_text(json.dumps(run.to_dict()))
     return 0
 

@@ -85,6 +85,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="find faces with the MobileNet detector's real weights (default: ../shared/fixtures/"
         "retinaface_mobilenet0.25_real.pth) instead of known landmarks; the report says how many it found",
     )
+    p.add_argument(
+        "--engine",
+        default="torch",
+        help="runtimes for mode 'engine', e.g. torch,onnx: each its own mode, engine[onnx-cpu] ... (default torch)",
+    )
+    p.add_argument(
+        "--provider",
+        default="cpu",
+        help="ONNX Runtime providers for --engine onnx, e.g. cpu,openvino (default cpu)",
+    )
+    p.add_argument(
+        "--openvino-path",
+        type=Path,
+        help="a pip install --target folder with onnxruntime-openvino, put first on the path of the "
+        "engine[onnx-openvino] processes only (that wheel replaces the plain onnxruntime)",
+    )
+    p.add_argument(
+        "--goal", type=float, default=3.0, help="photos/s over upstream's warm loop to reach (default 3.0)"
+    )
     p.add_argument("--tiny", action="store_true", help="tiny GPEN and MobileNet detector (tests only)")
     p.add_argument("--keep", action="store_true", help="keep the photos, models and outputs (printed path)")
     return p
@@ -132,6 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         args.parse = True
         if args.modes == ",".join(MODES):
             modes = [*REAL_MODES, *modes]
+    from benchmarks import engine_modes
+
+    engines, providers = _csv(args.engine), _csv(args.provider)
+    why = engine_modes.check(engines, providers, args.openvino_path)
+    if why:
+        print(why, file=sys.stderr)
+        return 2
+    # Kept for "daemon", which runs on the same runtimes as "engine".
+    args.engine_modes = engine_modes.expand(engines, providers)
+    if "engine" in modes:
+        at = modes.index("engine")
+        modes[at : at + 1] = args.engine_modes
     worker_counts = [int(w) for w in (args.workers or ("1" if args.quick or gpus else "1,2")).split(",")]
     out = args.out or Path("results") / f"bench-{dt.date.today().isoformat()}"
     out.mkdir(parents=True, exist_ok=True)
@@ -188,15 +219,16 @@ def _run(
     for note in photos.notes:
         print(f"note: {note}")
     print(DETECT_REAL_NOTE if spec.detect_real else FACES_NOTE)
-    runs = _expand(modes, worker_counts)
+    runs = _expand(modes, worker_counts, args.engine_modes)
     results: dict[str, list[ModeRun]] = {m: [] for m in runs}
     started = time.time()
+    warm_ups = _warm_ups(args, runs, spec, work)
     for rnd in range(args.repeat):
         order = runs[rnd % len(runs) :] + runs[: rnd % len(runs)]
         for mode in order:
             t0 = time.perf_counter()
             load_before = _load()
-            run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}", args.upstream)
+            run = _run_one(mode, spec, work, gpus, args.timeout, f"r{rnd}", args.upstream, args.openvino_path)
             # Other jobs on a shared machine slow a run down; the load average shows when they did.
             run.settings["load_avg_1m"] = [load_before, _load()]
             results[mode].append(run)
@@ -216,6 +248,22 @@ def _run(
         agreement = _agreement(spec, runs, args.repeat)
         meta["agreement_psnr_face_box_db"] = agreement
         headline += "".join(f"\n{line}" for line in _real_headline(summaries, agreement))
+    if args.engine != "torch":
+        from benchmarks import engine_report
+
+        diffs, meta["onnx_vs_torch_pixels"] = engine_report.diff_lines(
+            spec.out_root, runs, args.repeat, [p.path.name for p in photos.photos]
+        )
+        meta["warm_up"] = [w.__dict__ for w in warm_ups]
+        text += "\n\n" + engine_report.table(summaries, args.goal)
+        headline += "".join(
+            f"\n{line}"
+            for line in [
+                *engine_report.goal_lines(summaries, args.goal),
+                *diffs,
+                *(w.line() for w in warm_ups),
+            ]
+        )
     print()
     print(text)
     print(headline)
@@ -231,17 +279,46 @@ def _run(
     return 0
 
 
-def _expand(modes: list[str], worker_counts: list[int]) -> list[str]:
+def _expand(modes: list[str], worker_counts: list[int], engines: list[str]) -> list[str]:
+    """The daemon as one mode per worker count and runtime (``engines``: the engine's modes)."""
+    from benchmarks.engine_modes import daemon_modes
+
     out: list[str] = []
     for m in modes:
-        out += [f"daemon-{n}w" for n in worker_counts] if m == "daemon" else [m]
+        out += daemon_modes(worker_counts, engines) if m == "daemon" else [m]
+    return out
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _warm_ups(args: argparse.Namespace, runs: list[str], spec: RunSpec, work: Path) -> list[Any]:
+    """Each ONNX mode once before the rounds: its exports made and cached, not timed with them."""
+    from benchmarks.engine_modes import is_onnx_mode, warm_up
+
+    out = []
+    for mode in (m for m in runs if is_onnx_mode(m)):
+        done = warm_up(
+            mode, work / "spec.json", work, spec.models.model_dir, args.openvino_path, args.timeout
+        )
+        print(done.line(), flush=True)
+        out.append(done)
     return out
 
 
 def _run_one(
-    mode: str, spec: RunSpec, work: Path, gpus: list[int], timeout: float, tag: str, upstream: Path | None
+    mode: str,
+    spec: RunSpec,
+    work: Path,
+    gpus: list[int],
+    timeout: float,
+    tag: str,
+    upstream: Path | None,
+    openvino_path: Path | None = None,
 ) -> ModeRun:
     from benchmarks import runner
+    from benchmarks.engine_modes import is_engine_mode, mode_env
 
     out_dir = spec.out_root / tag / mode
     if mode in REAL_MODES and upstream is not None:
@@ -252,9 +329,17 @@ def _run_one(
         return runner.run_upstream(spec, work / "spec.json", out_dir, gpus, timeout)
     if mode.startswith("daemon-"):
         from benchmarks.daemon_mode import run_daemon
+        from benchmarks.engine_modes import DaemonMode
 
-        return run_daemon(spec, work / "daemon" / tag / mode, int(mode.split("-")[1].rstrip("w")), timeout)
-    return runner.run_in_child(mode, work / "spec.json", out_dir, work, timeout)
+        daemon = DaemonMode.parse(mode)
+        extra = mode_env(daemon.engine_mode, openvino_path)
+        run = run_daemon(
+            spec, work / "daemon" / tag / mode, daemon.workers, timeout, extra, daemon.settings()
+        )
+        run.mode = mode
+        return run
+    env = mode_env(mode, openvino_path) if is_engine_mode(mode) else None
+    return runner.run_in_child(mode, work / "spec.json", out_dir, work, timeout, env)
 
 
 def _found_line(summaries: list[ModeSummary], known: int) -> str:
@@ -300,7 +385,9 @@ def _agreement(spec: RunSpec, runs: list[str], repeat: int) -> dict[str, list[fl
     theirs = next((m for m in REAL_MODES if m in runs), None)
     if theirs is None:
         return out
-    for mode in ("engine", "warm-loop"):
+    from benchmarks.engine_modes import is_engine_mode
+
+    for mode in [m for m in runs if is_engine_mode(m)] + ["warm-loop"]:
         if mode not in runs:
             continue
         for rnd in range(repeat):

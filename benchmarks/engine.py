@@ -6,10 +6,12 @@ Used in-process by modes 2-3 (through ``benchmarks.child``) and inside the daemo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.engine_modes import parse_seconds, split_parse
 from benchmarks.known_faces import FaceTable, KnownFaces
 from benchmarks.photos import PhotoSet
 from benchmarks.results import ModeRun
@@ -64,11 +66,14 @@ def face_table(spec: RunSpec, photos: PhotoSet) -> FaceTable | None:
     return None if spec.detect_real else FaceTable(photos.faces)
 
 
-def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
-    """Mode 3: all photos through one warm ``Restorer.restore_files`` call (the `restore` path)."""
+def run_engine(spec: RunSpec, out_dir: Path, mode: str = "engine", limit: int | None = None) -> ModeRun:
+    """Mode 3: all photos (or the first ``limit``) through one warm ``Restorer.restore_files``
+    call (the `restore` path), on the runtime ``spec.engine`` names."""
     from gpen_watch.restore.api import FileJob
 
     photos = PhotoSet.load(spec.photo_set)
+    if limit is not None:
+        photos = dataclasses.replace(photos, photos=photos.photos[:limit])
     clock = StageClock()
     t0 = time.perf_counter()
     restorer = make_restorer(
@@ -87,15 +92,16 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
             if res.ok:
                 ok += 1
                 faces += res.faces
-    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+        wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+        parse_s = parse_seconds(restorer.enhancer)
     return ModeRun(
-        mode="engine",
+        mode=mode,
         images=len(jobs),
         ok=ok,
         faces=faces,
         wall_s=wall,
         load_s=load_s,
-        stages=stages.totals,
+        stages=split_parse(stages.totals, parse_s),
         # The engine's "restore" stage is the wall time of its generator passes, split over the faces.
         generator_s=stages.totals.get("restore", 0.0),
         detect_s=clock.totals.get("detector", 0.0),
@@ -112,6 +118,11 @@ def run_engine(spec: RunSpec, out_dir: Path) -> ModeRun:
             "device": str(restorer.place.device),
             "malloc_tuned": _malloc_tuned(),
             "minor_page_faults": _minor_faults() - f1,
+            "engine": spec.engine,
+            "provider": spec.provider if spec.engine == "onnx" else None,
+            # What the engine says runs its networks, and why that differs from what was asked.
+            "engine_label": getattr(restorer, "engine_label", ""),
+            "engine_note": getattr(restorer, "engine_note", ""),
         },
     )
 
@@ -138,7 +149,7 @@ def run_warm(spec: RunSpec, out_dir: Path) -> ModeRun:
         faces=faces,
         wall_s=wall,
         load_s=pipeline.load_s,
-        stages=pipeline.clock.totals,
+        stages=split_parse(pipeline.clock.totals, parse_seconds(pipeline.enhancer)),
         generator_s=pipeline.generator.totals.get("generator", 0.0),
         detect_s=pipeline.clock.totals.get("detect", 0.0),
         cpu_s=cpu,

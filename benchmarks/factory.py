@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.engine import make_restorer
+from benchmarks.engine_modes import parse_seconds, split_parse
 from benchmarks.known_faces import FaceTable
 from benchmarks.photos import PhotoSet
 from benchmarks.stages import StageClock
@@ -49,6 +50,14 @@ class _Measured:
         self.restoring = -1
 
     @property
+    def engine_label(self) -> str:
+        return str(getattr(self.restorer, "engine_label", ""))
+
+    @property
+    def engine_note(self) -> str:
+        return str(getattr(self.restorer, "engine_note", ""))
+
+    @property
     def progress(self) -> tuple[PhotoProgress, ...]:
         return self.restorer.progress
 
@@ -62,6 +71,7 @@ class _Measured:
                 "rss_mb": res.rss_mb,
                 "at": time.time(),
                 "clock": dict(self.clock.totals),
+                "parse_s": parse_seconds(self.restorer.enhancer),
             }
             with self.log.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")
@@ -97,7 +107,7 @@ def read_worker_rss(folder: Path) -> dict[str, float]:
 def read_worker_logs(folder: Path) -> tuple[dict[str, float], float, float, int, int]:
     """(stage totals, generator s, detector s, photos ok, faces) over all workers' logs."""
     stages = StageClock()
-    detector = 0.0
+    detector = parse = 0.0
     ok = faces = 0
     for path in sorted(folder.glob("worker-*.jsonl")):
         lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -108,5 +118,7 @@ def read_worker_logs(folder: Path) -> tuple[dict[str, float], float, float, int,
             faces += line["faces"] if line["ok"] else 0
         if lines:
             detector += float(lines[-1]["clock"].get("detector", 0.0))
+            parse += float(lines[-1].get("parse_s", 0.0))
     # The engine's "restore" stage is the wall time of its generator passes, split over the faces.
-    return dict(stages.totals), stages.totals.get("restore", 0.0), detector, ok, faces
+    totals = split_parse(stages.totals, parse)
+    return totals, stages.totals.get("restore", 0.0), detector, ok, faces

@@ -12,7 +12,8 @@ a run cut short by ``--budget`` still reports what it got; what the budget left 
    restored crops and parse masks back on the host), per precision and batch, channels_last on
    and off: the faces/s a worker's device loop can reach at best.
 3. End to end on a photo set of ``--images`` 12 MP photos: the engine (``restore`` path, its
-   defaults on this GPU), the warm one-face loop, and the daemon (one worker asking for its own
+   defaults on this GPU; then on ONNX Runtime's CUDA and TensorRT providers, the CPU provider
+   where one is missing, each after an untimed warm-up that exports), the warm one-face loop, and the daemon (one worker asking for its own
    read-ahead; the same with the old fixed 4 photos in flight; two workers sharing the GPU):
    images/s, faces/s, and the ratio of faces/s to the best model-only figure.
 4. RetinaFace-R50 detection at ~1000 px: fp32, channels_last, fp16 autocast.
@@ -390,6 +391,15 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
     ]
     if DRY["on"]:
         runs = [r for r in runs if r[0] in ("engine", "daemon", "warm-loop")]
+    # The engine on ONNX Runtime (CUDA, TensorRT; the CPU provider where one is missing), after
+    # the torch engine and the daemon: benchmarks.gpu_onnx.
+    from benchmarks.gpu_onnx import onnx_runs
+
+    recorded: dict[str, dict[str, Any]] = {}
+    onnx = onnx_runs(work, work / "spec.json", models.model_dir, lambda: max(60, budget.left()))
+    for i, (mode, start, extra) in enumerate(onnx):
+        runs.insert(2 + i, (mode, start))
+        recorded[mode] = extra
     for mode, start in runs:
         if budget.left() < 60:
             rec.add("skipped", {"what": f"end-to-end {mode}", "why": "budget"})
@@ -397,7 +407,10 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
         try:
             run = start()
         except Exception as exc:  # noqa: BLE001 - one failed run is a result; the rest still run
-            rec.add("end_to_end", {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-600:]})
+            rec.add(
+                "end_to_end",
+                {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-600:], **recorded.get(mode, {})},
+            )
             continue
         rec.add(
             "end_to_end",
@@ -416,6 +429,7 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
                 "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1) for k, v in run.stages.items()},
                 "rss_mb": run.rss_parent_mb,
                 "rss_workers_mb": run.rss_workers_mb,
+                **recorded.get(mode, {}),
             },
         )
 

@@ -21,9 +21,13 @@ _TABLE_STAGES = (*STAGES, "startup+load")
 
 
 def label(mode: str) -> str:
+    if mode.startswith("engine["):  # the engine on another runtime (benchmarks.engine_modes)
+        return f"{LABELS['engine']}, {mode.removeprefix('engine[').removesuffix(']')}"
     if mode.startswith("daemon-"):
-        n = mode.split("-")[1].rstrip("w")
-        return f"(4) daemon, {n} worker{'s' if n != '1' else ''}"
+        n, _, runtime = mode.removeprefix("daemon-").partition("[")
+        n = n.rstrip("w")
+        on = f", {runtime.removesuffix(']')}" if runtime else ""
+        return f"(4) daemon, {n} worker{'s' if n != '1' else ''}{on}"
     return LABELS.get(mode, mode)
 
 

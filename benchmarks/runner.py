@@ -34,11 +34,21 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_in_child(mode: str, spec_path: Path, out_dir: Path, work: Path, timeout: float) -> ModeRun:
-    """Mode 2 or 3 in a fresh process."""
+def run_in_child(
+    mode: str,
+    spec_path: Path,
+    out_dir: Path,
+    work: Path,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    warm_up: bool = False,
+) -> ModeRun:
+    """Mode 2 or 3 (or 3 on another runtime, ``benchmarks.engine_modes``) in a fresh process;
+    ``warm_up``: the engine on the first photo only, outside the timed rounds."""
     result = work / f"{mode}-{time.monotonic_ns()}.json"
     cmd = [sys.executable, "-m", "benchmarks.child", mode, str(spec_path), str(out_dir), str(result)]
-    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
+    cmd += ["--warm-up"] if warm_up else []
+    proc = subprocess.run(cmd, env=child_env(env), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or not result.exists():
         raise BenchError(f"{mode} run failed (exit {proc.returncode}):\n{_tail(proc.stderr)}")
     return ModeRun.from_dict(json.loads(result.read_text()))

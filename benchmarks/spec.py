@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.models import BenchModels
-from gpen_watch.config import Precision, RestoreConfig
+from gpen_watch.config import EngineName, Precision, RestoreConfig
 
 
 @dataclass
@@ -36,6 +36,10 @@ class RunSpec:
     # Faces found by the MobileNet detector with its real weights (models.detector is it) instead
     # of the photo set's known landmarks.
     detect_real: bool = False
+    # restore.engine and restore.provider: what runs the networks. Set per mode from its label
+    # ("engine[onnx-cpu]", benchmarks.engine_modes); the saved spec keeps the defaults.
+    engine: EngineName = "torch"
+    provider: str = "cpu"
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -67,4 +71,6 @@ class RunSpec:
             detect_shrink_above=self.detect_shrink_above,
             precision=self.precision,
             memory_mb=self.memory_mb,
+            engine=self.engine,
+            provider=self.provider,
         )

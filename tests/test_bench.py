@@ -218,3 +218,188 @@ def test_detect_real_mode_reports_the_faces_the_real_detector_finds(tmp_path: Pa
     net = verify.load_detector(models.detector, models.model_dir, device="cpu", download=False)
     detector = KnownFaces(FaceDetector(net, torch.device("cpu")), None)
     assert len(detector.detect([load_image(photo).bgr8])[0]) == 29  # the marks count 29 too
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_tiny_benchmark_runs_the_engine_on_torch_and_onnx(tmp_path: Path) -> None:
+    """--engine torch,onnx: one mode per runtime, each with its stage columns, its ratio to the warm
+    loop against the goal, and the ONNX one's pixel difference from torch's output."""
+    from benchmarks.cli import main
+
+    out = tmp_path / "results"
+    rc = main(
+        [
+            "--quick",
+            "--tiny",
+            "--images",
+            "2",
+            "--megapixels",
+            "0.3",
+            "--modes",
+            "warm-loop,engine",
+            "--engine",
+            "torch,onnx",
+            "--provider",
+            "cpu",
+            "--out",
+            str(out),
+            "--solvay",
+            str(tmp_path / "absent.png"),
+        ]
+    )
+    assert rc == 0
+    data = json.loads((out / "results.json").read_text())
+    assert set(data["modes"]) == {"warm-loop", "engine", "engine[onnx-cpu]"}
+    for name, engine in (("engine", "torch"), ("engine[onnx-cpu]", "onnx")):
+        (run,) = data["modes"][name]["runs"]
+        assert run["ok"] == run["images"] == 2
+        assert run["settings"]["engine"] == engine
+        # "restore" stays whole beside its split, so nothing reading it changes.
+        assert 0 < run["stages"]["generate"] <= run["stages"]["restore"]
+    assert data["modes"]["engine[onnx-cpu]"]["runs"][0]["settings"]["provider"] == "cpu"
+    # The export happened in a warm-up before the rounds, reported on its own.
+    (warm,) = data["warm_up"]
+    assert warm["mode"] == "engine[onnx-cpu]"
+    assert warm["load_s"] > 0
+    assert data["onnx_vs_torch_pixels"]["engine[onnx-cpu]"]["photos"] == 2
+    text = (out / "table.txt").read_text()
+    head = next(line for line in text.splitlines() if "generate faces/s" in line)
+    for column in ("photos/s", "detect faces/s", "parse faces/s", "peak RSS MB", "x (2)", "goal"):
+        assert column in head
+    rows = {line.split("  ")[0]: line for line in text.splitlines() if line.startswith("(3)")}
+    onnx_row = rows["(3) gpen-watch engine (restore), onnx-cpu"]
+    torch_row = rows["(3) gpen-watch engine (restore)"]
+    for row in (onnx_row, torch_row):
+        assert "3.0x goal: " in row
+        assert ("not met (" in row) or ("met (" in row)
+    assert "onnx-cpu vs the torch engine, over 2 photos" in text
+    assert "warm-up engine[onnx-cpu]: load with export" in text
+
+
+def test_engine_options_that_cannot_run_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.cli import main
+
+    assert main(["--engine", "torch,jax", "--out", str(tmp_path / "r")]) == 2
+    assert "--engine jax: choose from torch, onnx" in capsys.readouterr().err
+    assert main(["--engine", "onnx", "--provider", "cpu,tpu", "--out", str(tmp_path / "r")]) == 2
+    assert "--provider tpu" in capsys.readouterr().err
+    empty = tmp_path / "no-openvino"
+    empty.mkdir()
+    assert main(["--engine", "onnx", "--openvino-path", str(empty), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert str(empty) in err
+    assert "pip install --target" in err
+
+
+def test_engine_modes_are_named_and_configured_by_runtime(tmp_path: Path) -> None:
+    from benchmarks.engine_modes import expand, mode_env, mode_spec
+    from benchmarks.models import BenchModels
+    from benchmarks.spec import RunSpec
+
+    modes = expand(["torch", "onnx"], ["cpu", "openvino"])
+    assert modes == ["engine", "engine[onnx-cpu]", "engine[onnx-openvino]"]
+    spec = RunSpec(BenchModels(tmp_path, "x.pth", "retinaface_mobile0.25", False, 64), tmp_path, tmp_path)
+    cfg = mode_spec(spec, "engine[onnx-openvino]").restore_config()
+    assert (cfg.engine, cfg.provider) == ("onnx", "openvino")
+    assert mode_spec(spec, "engine").restore_config().engine == "torch"
+    # Only the OpenVINO mode's process gets the other wheel, first on its path.
+    env = mode_env("engine[onnx-openvino]", tmp_path / "ov")
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path / "ov")
+    assert mode_env("engine[onnx-cpu]", tmp_path / "ov") == {}
+    assert mode_env("engine[onnx-openvino]", None) == {}
+
+
+def test_enhancer_counts_the_parsers_seconds_apart(tmp_path: Path) -> None:
+    """FaceEnhancer.parse_s: the benchmark's parse / generate split of the "restore" stage."""
+    import torch
+    from torch import nn
+
+    from benchmarks.engine_modes import split_parse
+    from benchmarks.models import TINY_GPEN
+    from gpen_watch.restore.engines.gpen_family import runner
+    from gpen_watch.restore.nets.gpen_model import build_gpen
+    from gpen_watch.restore.runtime.device import placement
+    from gpen_watch.restore.stages.enhance import FaceEnhancer
+
+    class Parser(nn.Module):  # ParseNet's interface (a tuple, its class map first), small
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 19, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+            return (self.conv(x),)
+
+    torch.manual_seed(0)
+    place = placement("cpu", "fp32", False)
+    model = runner(build_gpen(TINY_GPEN).eval(), place)
+    crops = np.random.default_rng(0).integers(0, 255, (3, 64, 64, 3), dtype=np.uint8)
+    plain = FaceEnhancer(model, place, 2)
+    plain.enhance(crops)
+    assert plain.parse_s == 0.0
+    parsing = FaceEnhancer(model, place, 2, Parser().eval(), parser_ready=True)
+    _, masks = parsing.enhance(crops)
+    assert masks is not None and masks.shape == (3, 64, 64)
+    first = parsing.parse_s
+    assert first > 0
+    parsing.enhance(crops)
+    assert parsing.parse_s > first  # a running total over the calls
+    split = split_parse({"restore": 2.0, "detect": 1.0}, 0.5)
+    assert split == {"restore": 2.0, "detect": 1.0, "parse": 0.5, "generate": 1.5}
+    assert split_parse({"detect": 1.0}, 0.0) == {"detect": 1.0}
+
+
+def test_gpu_script_runs_the_cpu_provider_in_place_of_a_missing_gpu_one() -> None:
+    from benchmarks.gpu_onnx import plan
+
+    both = plan(["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert [(r.mode, r.why) for r in both] == [("engine[onnx-cuda]", ""), ("engine[onnx-tensorrt]", "")]
+    (cpu,) = plan(["CPUExecutionProvider"])  # neither: the CPU provider runs once, saying why
+    assert cpu.mode == "engine[onnx-cpu]"
+    assert cpu.asked == "cuda"
+    assert "CUDAExecutionProvider is not in this onnxruntime" in cpu.why
+    assert "pip install onnxruntime-gpu" in cpu.why
+    cuda_only = plan(["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert [r.mode for r in cuda_only] == ["engine[onnx-cuda]", "engine[onnx-cpu]"]
+    assert cuda_only[1].asked == "tensorrt"
+
+
+def test_daemon_modes_follow_the_engines_runtimes() -> None:
+    from benchmarks.engine_modes import DaemonMode, daemon_modes
+    from benchmarks.report import label
+
+    modes = daemon_modes([1, 2], ["engine", "engine[onnx-openvino]"])
+    assert modes == ["daemon-1w", "daemon-1w[onnx-openvino]", "daemon-2w", "daemon-2w[onnx-openvino]"]
+    assert daemon_modes([1], ["engine[onnx-cpu]"]) == ["daemon-1w[onnx-cpu]"]
+    mode = DaemonMode.parse("daemon-2w[onnx-openvino]")
+    assert (mode.workers, mode.engine_mode) == (2, "engine[onnx-openvino]")
+    assert mode.settings() == {"restore.engine": "onnx", "restore.provider": "openvino"}
+    assert DaemonMode.parse("daemon-1w").settings() == {}
+    assert label("daemon-2w[onnx-openvino]") == "(4) daemon, 2 workers, onnx-openvino"
+    assert label("daemon-1w") == "(4) daemon, 1 worker"
+    assert label("engine[onnx-cpu]") == "(3) gpen-watch engine (restore), onnx-cpu"
+
+
+def test_onnx_outputs_are_compared_with_the_torch_engines_pixel_by_pixel(tmp_path: Path) -> None:
+    import cv2
+
+    from benchmarks.engine_report import diff_lines
+
+    img = np.random.default_rng(1).integers(0, 200, (40, 60, 3), dtype=np.uint8)
+    other = img.copy()
+    other[10, 20, 1] += 7
+    for mode, pixels in (("engine", img), ("engine[onnx-cpu]", other)):
+        folder = tmp_path / "r0" / mode
+        folder.mkdir(parents=True)
+        ok, buf = cv2.imencode(".png", pixels)  # lossless, under the photo's own name
+        assert ok
+        (folder / "a.jpg").write_bytes(buf.tobytes())
+    lines, data = diff_lines(tmp_path, ["engine", "engine[onnx-cpu]"], 1, ["a.jpg", "missing.jpg"])
+    assert data == {"engine[onnx-cpu]": {"photos": 1, "max": 7, "mean": round(7 / img.size, 4)}}
+    (line,) = lines
+    assert "onnx-cpu vs the torch engine, over 1 photos" in line
+    assert "largest pixel difference 7 levels of 255" in line
+    # Without the torch engine in the run there is nothing to compare with.
+    assert diff_lines(tmp_path, ["engine[onnx-cpu]"], 1, ["a.jpg"]) == ([], {})

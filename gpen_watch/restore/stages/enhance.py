@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 
 import numpy as np
 import torch
@@ -67,6 +68,9 @@ class FaceEnhancer:
         self.parse_small_below = parse_small_below
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
         self._not_face[list(NOT_FACE)] = True
+        # Seconds inside ParseNet's passes so far, for the benchmark's parse / generate split; kept
+        # out of FileResult.timings, whose stages add up to a photo's time where they are shown.
+        self.parse_s = 0.0
 
     def enhance(
         self, crops: np.ndarray, strengths: np.ndarray | None = None, paste_px: np.ndarray | None = None
@@ -133,13 +137,15 @@ class FaceEnhancer:
                 # (docs/benchmarks.md, "Memory"). On a GPU the batch pays, in device memory.
                 step = 1 if dev.type == "cpu" else len(y)
                 mask = torch.empty(len(y), self.size, self.size, device=dev)
+                timer = _PassTimer(dev)
                 with self._parse_context():
                     for flag in (False, True):
                         idx = [i for i, s in enumerate(small) if s is flag]
                         for j in range(0, len(idx), step):
                             mask[idx[j : j + step]] = self._parse(y[idx[j : j + step]], flag)
+                timer.stop()
             else:
-                mask = None
+                mask, timer = None, None
             y = y.clamp_(-1, 1)
             if strengths is not None and bool((strengths < 1.0).any()):
                 # Blended here, in crop space, so paste-back costs what it did; the mask above
@@ -150,6 +156,8 @@ class FaceEnhancer:
                 y = torch.lerp(x, y, self.strength)
             y = y.add_(1).mul_(127.5).round_()
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
+            if timer is not None:
+                self.parse_s += timer.seconds()  # after .cpu(): the device is done with the passes
             return out, (mask.float().cpu().numpy() if mask is not None else None)
 
     def _parse(self, y: torch.Tensor, small: bool = False) -> torch.Tensor:
@@ -169,6 +177,30 @@ class FaceEnhancer:
         if face.shape[-1] != self.size:
             face = F.interpolate(face, size=(self.size, self.size), mode="bilinear", align_corners=False)
         return face[:, 0]
+
+
+class _PassTimer:
+    """Wall seconds of work queued on ``device``: CUDA events there (read once the device has
+    synchronised, so timing costs no extra wait), the clock elsewhere."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._events: tuple[torch.cuda.Event, torch.cuda.Event] | None = None
+        if device.type == "cuda":
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))  # type: ignore[no-untyped-call]
+            start.record()
+            self._events = (start, end)
+        self._t0 = time.perf_counter()
+        self._t1 = self._t0
+
+    def stop(self) -> None:
+        if self._events is not None:
+            self._events[1].record()
+        self._t1 = time.perf_counter()
+
+    def seconds(self) -> float:
+        if self._events is not None:
+            return float(self._events[0].elapsed_time(self._events[1])) / 1000.0
+        return self._t1 - self._t0
 
 
 def resolve_parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision:
