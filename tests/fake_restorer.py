@@ -28,7 +28,8 @@ raises a CUDA-like RuntimeError, "bug" raises AttributeError, "sleep:S" sleeps S
 creates the file FAKE_LOAD_STARTED names, if set, to say it is loading). FAKE_LOG_TORCH=1 makes each result
 carry a note saying whether torch is imported in the worker. FAKE_READ_AHEAD=N is the number of
 photos it asks the pool to hand it at once. FAKE_DEVICE names the device a slot's "auto" resolves
-to (default cpu). Each result's notes say the restore.strength it was given ("strength=0.8").
+to (default cpu). FAKE_ENGINE and FAKE_ENGINE_NOTE are the engine_label and engine_note it reports
+(default ""). Each result's notes say the restore.strength it was given ("strength=0.8").
 
 A photo that ends well and whose job names a views folder gets a views set written there with the
 engine's helper (base.fsutil.replace_folder): after.jpg holds the original's bytes, faces.json says
@@ -80,6 +81,10 @@ class FakeRestorer:
         self.read_ahead = int(os.environ.get("FAKE_READ_AHEAD", "0"))
         # What the real engine says it loaded, for the start-up log and status.
         self.loaded = f"fake model, fake detector, on {device}"
+        # What runs its networks and why not what was asked (restore.api.Engine): FAKE_ENGINE
+        # and FAKE_ENGINE_NOTE stand in for an engine and a provider this machine lacks.
+        self.engine_label = os.environ.get("FAKE_ENGINE", "")
+        self.engine_note = os.environ.get("FAKE_ENGINE_NOTE", "")
         # It keeps no memory budget, no model sets and no progress counts (restore.api.Engine).
         self.memory_budget_mb = 0
         self.models: ModelSetWatch | None = None

@@ -136,11 +136,15 @@ def format_status(s: Status) -> str:
     lines.append("workers (processed this run):")
     for w in s.workers:
         extra = f" pid {w.pid}" if w.pid else ""
+        # The engine beside the device: together they say what really runs the networks.
+        device = f"{w.device}, {w.engine}," if w.engine else w.device
         line = (
-            f"  {w.name:<10} {w.device:<28} {w.state:<10} in flight {w.in_flight}"
+            f"  {w.name:<10} {device:<28} {w.state:<10} in flight {w.in_flight}"
             f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}{extra}"
         )
         lines.append(line)
+        if w.engine_note:
+            lines.append(f"             note: {w.engine_note}")
         lines += [f"             {text}" for text in photo_lines(w)]
         if w.loaded:
             lines.append(f"             {w.loaded}")

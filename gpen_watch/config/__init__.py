@@ -23,17 +23,16 @@ from __future__ import annotations
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.name_template import TEMPLATE_FIELDS, NameSource, check_name_template, name_fields
 from gpen_watch.config.parse import from_text, load, set_value
 from gpen_watch.config.schema import (
     GLOBAL_ONLY,
-    TEMPLATE_FIELDS,
     ClusterConfig,
     Config,
     DashboardConfig,
     EngineName,
     FaceChoice,
     InboxConfig,
-    NameSource,
     NotifyConfig,
     OriginalsPolicy,
     OutputConfig,
@@ -45,13 +44,11 @@ from gpen_watch.config.schema import (
     RestoreConfig,
     WatchConfig,
     WorkerConfig,
-    check_name_template,
     default_inbox,
     default_outbox,
     inbox_config,
     inbox_label,
     inbox_profiles,
-    name_fields,
     profile_note,
     short_path,
 )

@@ -2,9 +2,9 @@
 
 The status joins its problems into one sentence for `gpen-watch status`; the page shows some of
 their subjects in a form of their own (the model files as a list, a worker's error under that
-worker), so it takes the problems one by one (``Status.problems``) and says each thing once.
-The time left is computed from the very rate the page shows, and there is none while that rate is
-0: a time left for a queue nobody is working on would be made up.
+worker, the engines' notes as warnings), so it takes the problems one by one (``Status.problems``) and
+says each thing once. The time left is computed from the very rate the page shows, and there is
+none while that rate is 0: a time left for a queue nobody is working on would be made up.
 """
 
 from __future__ import annotations
@@ -48,15 +48,24 @@ class OverviewFacts:
     inboxes_away: list[tuple[str, str]] = field(default_factory=list)
     # Worth knowing about the others, as (path, note): polled and why, photos waiting for download.
     inbox_notes: list[tuple[str, str]] = field(default_factory=list)
+    # What the workers' engines say is not what the settings ask for (a provider not installed):
+    # warning banners, each sentence once; the workers' lines do not repeat them.
+    engine_notes: list[str] = field(default_factory=list)
 
 
 def facts(status: Status) -> OverviewFacts:
     models = _models_wait(status.models)
     problems: list[str] = []
+    engine: list[str] = []
     said: list[str] = []
     for p in status.problems:
         if p.about == "models" and models is not None:
             continue  # the list of files says it
+        if p.about == "engine":
+            # Not a fault (the photos are restored, on another provider): a warning of its own.
+            engine.append(p.text)
+            said.append(p.text)
+            continue
         if p.about == "workers":
             said.append(p.text)
         problems.append(f"Cluster: {p.text}" if p.about == "cluster" else p.text)
@@ -71,7 +80,7 @@ def facts(status: Status) -> OverviewFacts:
     away = [(i.path, i.away_text) for i in status.inbox_states if i.away_text]
     inbox_notes = [(i.path, n) for i in status.inbox_states for n in (i.polling_text, i.download_text) if n]
     return OverviewFacts(
-        headline(status), problems, notices, models, said, rate, eta, note, standby, away, inbox_notes
+        headline(status), problems, notices, models, said, rate, eta, note, standby, away, inbox_notes, engine
     )
 
 

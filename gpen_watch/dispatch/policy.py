@@ -24,7 +24,6 @@ what was taken, a hang's deadline on how many images were started), and they are
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -45,7 +44,7 @@ from gpen_watch.dispatch.records import (
     Spawn,
     WorkerRecord,
     WorkerState,
-    photo_rows,
+    status_row,
 )
 from gpen_watch.dispatch.tasks import EventKind, PoolEvent, Task
 from gpen_watch.restore.api import FileResult
@@ -273,6 +272,10 @@ class FaultPolicy:
                 w.device_label = msg.device_label
             w.memory_budget_mb = msg.memory_budget_mb
             w.threads = msg.threads
+            w.engine, w.engine_note = msg.engine, msg.engine_note
+            if msg.engine_note and msg.engine_note != w.note_logged:
+                log.warning("worker %s: %s", w.slot.name, msg.engine_note)
+            w.note_logged = msg.engine_note
             w.rss_mb = {}
             w.model_sets = ()  # a new process: it says what it holds next
             if w.said_gone and w.start_failures:
@@ -452,34 +455,7 @@ class FaultPolicy:
 
     def snapshot(self) -> list[dict[str, Any]]:
         now = self._clock()
-        rows = []
-        for w in self.workers:
-            alive = w.state in ALIVE
-            state = ("busy" if w.flights else "idle") if w.state == WorkerState.READY else str(w.state)
-            rows.append(
-                {
-                    "name": w.slot.name,
-                    "device": w.device_label or w.slot.label,
-                    "state": state,
-                    "pid": w.pid if alive else None,
-                    "threads": w.threads or w.slot.threads,
-                    "in_flight": len(w.flights),
-                    "in_flight_cap": self.in_flight_cap(w),
-                    "done": w.done,
-                    "faces": w.faces,
-                    "loaded": w.loaded if alive else "",
-                    "model_sets": [dataclasses.asdict(k) for k in w.model_sets] if alive else [],
-                    "node": w.node,
-                    "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
-                    "photos": photo_rows(w) if alive else [],
-                    "restarts": w.restarts,
-                    "memory_budget_mb": w.memory_budget_mb or None,
-                    "rss_mb": dict(w.rss_mb),
-                    "last_seen_s": round(now - w.last_msg_at, 1) if alive else None,
-                    "error": w.error,
-                }
-            )
-        return rows
+        return [status_row(w, self.in_flight_cap(w), now) for w in self.workers]
 
     def problem(self) -> str | None:
         if self.workers and all(w.state in (WorkerState.ERROR, WorkerState.RETIRED) for w in self.workers):

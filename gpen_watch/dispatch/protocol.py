@@ -10,7 +10,8 @@ parent -> worker (``ToWorker``)
     Stop()                   finish the images already started, hand back the rest, exit
 
 worker -> parent (``FromWorker``)
-    Ready(...)               models loaded: pid, device, threads, read-ahead, what it loaded
+    Ready(...)               models loaded: pid, device, threads, read-ahead, what it loaded,
+                             the engine that runs it (and why not the one asked for)
     Took(key)                the restorer started on this image (blame for a crash is laid here)
     Result(key, result)
     ModelSets(loaded)        the model sets it holds, after the first load and each load or unload
@@ -69,6 +70,10 @@ class Ready:
     memory_budget_mb: int = 0
     # Where it runs, for status ("" for a worker on this machine).
     node: str = ""
+    # What runs its networks ("ONNX Runtime 1.32.0, CPU provider"; "": not said), and the one
+    # sentence saying why that is not what the settings asked for ("" when it is).
+    engine: str = ""
+    engine_note: str = ""
 
 
 @dataclass(frozen=True)

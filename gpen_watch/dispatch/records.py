@@ -3,6 +3,7 @@ the actions the policy asks the pool to carry out."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,11 @@ class WorkerRecord:
     # node's actor may be confined to fewer cores than its Ray node counts.
     threads: int = 0
     node: str = ""
+    # What runs its networks, and why that is not what was asked for, as it said when ready; and
+    # the last note the parent logged for it (a restart saying the same note again is not logged).
+    engine: str = ""
+    engine_note: str = ""
+    note_logged: str = ""
     # Its machine's GPUs, from its last heartbeat (cluster workers only).
     gpus: tuple[GpuSample, ...] = ()
     # The photos its restorer holds and where each is, from its last heartbeat.
@@ -129,3 +135,33 @@ def photo_rows(w: WorkerRecord) -> list[dict[str, Any]]:
         name = Path(flight.task.job.src).name
         rows.append({"job_id": at.key, "name": name, "stage": str(p.stage), "done": p.done, "total": p.total})
     return rows
+
+
+def status_row(w: WorkerRecord, in_flight_cap: int, now: float) -> dict[str, Any]:
+    """One worker as the pool's snapshot (and so the status) shows it; what its process said
+    (what it loaded, its engine, its photos) only while one runs."""
+    alive = w.state in ALIVE
+    state = ("busy" if w.flights else "idle") if w.state == WorkerState.READY else str(w.state)
+    return {
+        "name": w.slot.name,
+        "device": w.device_label or w.slot.label,
+        "state": state,
+        "pid": w.pid if alive else None,
+        "threads": w.threads or w.slot.threads,
+        "in_flight": len(w.flights),
+        "in_flight_cap": in_flight_cap,
+        "done": w.done,
+        "faces": w.faces,
+        "loaded": w.loaded if alive else "",
+        "engine": w.engine if alive else "",
+        "engine_note": w.engine_note if alive else "",
+        "model_sets": [dataclasses.asdict(k) for k in w.model_sets] if alive else [],
+        "node": w.node,
+        "gpus": [dataclasses.asdict(g) for g in w.gpus] if alive else [],
+        "photos": photo_rows(w) if alive else [],
+        "restarts": w.restarts,
+        "memory_budget_mb": w.memory_budget_mb or None,
+        "rss_mb": dict(w.rss_mb),
+        "last_seen_s": round(now - w.last_msg_at, 1) if alive else None,
+        "error": w.error,
+    }

@@ -287,6 +287,8 @@ def ready_message(restorer: Engine, slot: WorkerSlot, pid: int | None, node: str
         loaded=restorer.loaded,
         memory_budget_mb=restorer.memory_budget_mb,
         node=node,
+        engine=restorer.engine_label,
+        engine_note=restorer.engine_note,
     )
 
 

@@ -5,8 +5,9 @@ decision, for the tray (fed its ``TrayView``) and for the headless service's not
 Three kinds: a batch finished (the queue ran empty after work: "N restored, M failed"), a failure
 burst (photos keep failing while a batch goes on: said before the batch ends, at most once per
 ``BURST_QUIET_S``), and a problem that needs the user (weights missing or damaged, outbox not
-writable, originals waiting for a folder that refuses them, no worker can run). A problem is
-announced once when it appears, not on every look while it lasts.
+writable, originals waiting for a folder that refuses them, no worker can run, a worker's engine
+not the one the settings ask for). A problem is announced once when it appears, not on every look
+while it lasts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PROBLEM_TITLES = {
     "outbox": "gpen-watch: cannot write to the outbox",
     "away": "gpen-watch: the outbox's drive or share is away",
     "originals": "gpen-watch: originals waiting to be moved",
+    "engine": "gpen-watch: not the engine or provider the settings ask for",
     "other": "gpen-watch needs attention",
 }
 BATCH_TITLE = "gpen-watch: batch finished"
@@ -146,6 +148,10 @@ def problem_kind(problem: str | None) -> str | None:
     if not problem:
         return None
     text = problem.lower()
+    # A worker's engine note ("restore.provider = directml: ... so the CPU provider runs
+    # instead"): the service puts it last (report.build_status), so alone it starts the text.
+    if text.startswith(("restore.provider", "restore.engine")):
+        return "engine"
     if text.startswith("outbox") and " is away: " in text:
         return "away"
     if text.startswith("outbox"):

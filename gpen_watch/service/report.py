@@ -53,6 +53,12 @@ def build_status(run: Running) -> Status:
     # what is missing, not the pool's "no worker configured".
     pool_problem = pool.problem() if run.cluster is None or pool.worker_count() else None
     counts = journal.counts()
+    rss, rss_peak = rss_mb()
+    # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
+    workers = tuple(
+        from_json(WorkerStatus, {**w, "model_sets": model_sets_status(run.cfg, w.get("model_sets", []))})
+        for w in pool.snapshot()
+    )
     problems = _each(
         ("outbox", run.presence.outbox_problem(counts.get("queued", 0) + len(run.held))),
         ("service", run.problem),
@@ -60,15 +66,10 @@ def build_status(run: Running) -> Status:
         ("models", gate.problem() if gate is not None else None),
         ("originals", run.originals.problem()),
         ("cluster", run.cluster.problem if run.cluster is not None else None),
+        ("engine", engine_problem(workers)),
     )
     notices = _each(
         ("models", gate.notice() if gate is not None else None), ("originals", run.originals.notice())
-    )
-    rss, rss_peak = rss_mb()
-    # The pool (dispatch/) still reports plain dicts: typed here, at the one border.
-    workers = tuple(
-        from_json(WorkerStatus, {**w, "model_sets": model_sets_status(run.cfg, w.get("model_sets", []))})
-        for w in pool.snapshot()
     )
     return Status(
         version=__version__,
@@ -137,6 +138,13 @@ def inbox_statuses(cfg: config.Config, states: Iterable[InboxState]) -> tuple[In
         )
         for st in sorted(states, key=lambda st: order.get(st.root, len(order)))
     )
+
+
+def engine_problem(workers: Iterable[WorkerStatus]) -> str | None:
+    """What the workers' engines say is not what the settings asked for (a provider that is not
+    installed, so the CPU provider runs): each sentence once, however many workers say it."""
+    notes = dict.fromkeys(w.engine_note for w in workers if w.engine_note)
+    return " ".join(notes) or None
 
 
 def _each(*items: tuple[str, str | None]) -> tuple[ProblemStatus, ...]:

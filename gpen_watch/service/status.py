@@ -132,6 +132,10 @@ class WorkerStatus:
     done: int = 0  # every photo it finished this run, failures included
     faces: int = 0
     loaded: str = ""
+    # What runs its networks ("PyTorch 2.14.1", "ONNX Runtime 1.32.0, CPU provider"; "": not
+    # said), and why that is not what the settings asked for, in one sentence ("" when it is).
+    engine: str = ""
+    engine_note: str = ""
     # The model sets its restorer holds now, least recently used first.
     model_sets: tuple[ModelSetStatus, ...] = ()
     restarts: int = 0
@@ -243,8 +247,8 @@ class ModelsStatus:
 class ProblemStatus:
     """One of the problems (or notices) ``Status.problem`` (``notice``) joins, with what it is
     about, so that a page that shows that thing in its own way (the model files, the workers)
-    does not say it twice: "outbox" (away), "service", "workers", "models", "originals" or
-    "cluster"."""
+    does not say it twice: "outbox" (away), "service", "workers", "models", "originals",
+    "cluster" or "engine" (a worker's engine is not the one the settings asked for)."""
 
     about: str = ""
     text: str = ""

@@ -70,6 +70,8 @@ class TrayView:
     gpus: tuple[GpuSample, ...] = ()
     # Devices workers report that NVML does not see ("Apple GPU (mps)"): shown by name.
     other_devices: tuple[str, ...] = ()
+    # What runs this machine's workers' networks, each once ("ONNX Runtime 1.32.0, CPU provider").
+    engines: tuple[str, ...] = ()
     cpu_mode: bool = True
     login_enabled: bool = False
     # Cluster nodes whose workers the service drives, each listed with its GPUs under its host.
@@ -153,6 +155,7 @@ def view_from_status(
         failed_total=status.throughput.failed,
         gpus=gpus,
         other_devices=other,
+        engines=tuple(dict.fromkeys(w.engine for w in workers if w.engine)),
         cpu_mode=cpu_mode,
         login_enabled=login_enabled,
         nodes=tuple(n for n in status.nodes if not n.local),
@@ -235,6 +238,13 @@ def device_lines(view: TrayView) -> list[str]:
     return lines
 
 
+def engine_line(view: TrayView) -> str | None:
+    """Under the devices, what runs on them: "Engine: PyTorch 2.14.1"; None when no worker says."""
+    if not view.engines:
+        return None
+    return _clip(f"Engine{'s' if len(view.engines) > 1 else ''}: {'; '.join(view.engines)}", MAX_LINE)
+
+
 def node_entries(nodes: tuple[NodeStatus, ...]) -> list[Entry]:
     """Each cluster node, then its GPUs indented under it:
     "studio-b (192.168.1.12): 3 done, 1 in flight" / "    NVIDIA RTX 4090: 87%, ..."."""
@@ -265,6 +275,8 @@ def menu(
         click_pauses = not has_menu
     entries = [Entry(line) for line in summary_lines(view)]
     entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
+    if (engine := engine_line(view)) is not None:
+        entries.append(Entry(engine))
     entries += node_entries(view.nodes)
     entries.append(SEPARATOR)
     entries.append(Entry("Pause", "toggle_pause", checked=view.paused, default=click_pauses))
