@@ -74,16 +74,9 @@ def load_gpen(
     ``model`` is a registry name ("GPEN-BFR-512"), whose fixed configuration is used, or a path to a
     ``.pth`` file, whose configuration is inferred from its state dict (custom or small checkpoints).
     """
-    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
-        spec = get_spec(model)
-        if spec.kind != "gpen":
-            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
-        path = ensure_model(spec, model_dir, download=download)
+    path, spec = _gpen_file(model, model_dir, download)
+    if spec is not None:
         return gpen_from_state(GPEN_CONFIGS[spec.name], load_checkpoint(path, spec.name), path, device)
-    path = Path(model).expanduser()
-    if not path.is_file():
-        gpen_names = [n for n in model_names() if "GPEN" in n]
-        raise ModelError(not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
     state = load_checkpoint(path)
     try:
         cfg = infer_gpen_config(state)
@@ -92,3 +85,24 @@ def load_gpen(
     except Exception as exc:
         raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
     return gpen_from_state(cfg, state, path, device)
+
+
+def gpen_file(model: str | Path, model_dir: Path | None = None, download: bool = True) -> Path:
+    """The weights file restore.model = ``model`` names (fetched for a registry name as
+    ``load_gpen`` would), without loading it: what the onnx engine exports."""
+    return _gpen_file(model, model_dir, download)[0]
+
+
+def _gpen_file(model: str | Path, model_dir: Path | None, download: bool) -> tuple[Path, ModelSpec | None]:
+    """The file, and the registry entry when ``model`` is a registry name; ModelError when
+    ``model`` names neither a GPEN checkpoint of the registry nor a file."""
+    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
+        spec = get_spec(model)
+        if spec.kind != "gpen":
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
+        return ensure_model(spec, model_dir, download=download), spec
+    path = Path(model).expanduser()
+    if not path.is_file():
+        gpen_names = [n for n in model_names() if "GPEN" in n]
+        raise ModelError(not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
+    return path, None

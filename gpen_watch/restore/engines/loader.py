@@ -1,6 +1,7 @@
 """Loading what a restorer runs: a model set for a profile's generator-side settings, and the
 detector for its detection settings. The networks that do not differ between profiles (each
-detector network, the parser) are loaded once and shared."""
+detector network, the parser) are loaded once and shared. Each network comes from the restorer's
+engine (``networks.Networks``: torch or ONNX Runtime), which the stages cannot tell apart."""
 
 from __future__ import annotations
 
@@ -8,26 +9,35 @@ from torch import nn
 
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSet, weights_mb
-from gpen_watch.restore.nets.fold import prepare_detector
+from gpen_watch.restore.engines.networks import Networks
 from gpen_watch.restore.nets.retinaface import RetinaFace
 from gpen_watch.restore.runtime import memory
 from gpen_watch.restore.runtime.batching import auto_face_batch
 from gpen_watch.restore.runtime.device import Placement
-from gpen_watch.restore.runtime.face_model import load_face_model
 from gpen_watch.restore.stages import upscale
 from gpen_watch.restore.stages.detect import Detector, FaceDetector
-from gpen_watch.restore.stages.enhance import FaceEnhancer, prepare_parser, resolve_parse_precision
+from gpen_watch.restore.stages.enhance import FaceEnhancer
 
 
 class Loader:
     """Loads from the restorer's own folders (restore.model_dir) onto its device."""
 
     def __init__(
-        self, cfg: RestoreConfig, place: Placement, download: bool, detector: Detector | None = None
+        self,
+        cfg: RestoreConfig,
+        place: Placement,
+        download: bool,
+        detector: Detector | None = None,
+        nets: Networks | None = None,
     ) -> None:
         self.cfg = cfg
         self.place = place
         self.download = download
+        if nets is None:
+            from gpen_watch.restore.engines.torch_networks import TorchNetworks
+
+            nets = TorchNetworks(cfg, download, None)
+        self.nets = nets
         # A stand-in detector (tests) serves every profile.
         self.fixed_detector = detector
         self._detector_nets: dict[str, RetinaFace] = {}
@@ -35,16 +45,13 @@ class Loader:
         self._parser: nn.Module | None = None  # loaded with the first set that uses it
 
     def model_set(self, key: ModelKey) -> ModelSet:
-        from gpen_watch.restore.engines import verify
-
-        dev, cfg, place = self.place.device, self.cfg, self.place
-        face = load_face_model(key.model, cfg.model_dir, place, self.download)
+        dev, cfg, place, nets = self.place.device, self.cfg, self.place, self.nets
+        face = nets.face_model(key.model, place)
         size = face.size
         parser = None
         if key.use_parse:
             if self._parser is None:
-                raw = verify.load_parser(cfg.model_dir, device=str(dev), download=self.download)
-                self._parser = prepare_parser(raw, place, resolve_parse_precision(cfg.parse_precision, place))
+                self._parser = nets.parser(place)
             parser = self._parser
         batch = cfg.face_batch or auto_face_batch(size, place, parse=parser is not None)
         mb = weights_mb(face.network)
@@ -57,12 +64,12 @@ class Loader:
             parser,
             strength=1.0,
             parser_ready=True,
-            parse_precision=cfg.parse_precision,
+            parse_precision=nets.parse_precision(place),
             parse_small_below=cfg.parse_small_below,
         )
         upscaler = None
         if key.upscale > 1:
-            net = verify.load_upscaler(key.upscale, key.upscale_model, cfg.model_dir, str(dev), self.download)
+            net = nets.upscaler(key.upscale, key.upscale_model, place)
             mb += weights_mb(net)
             upscaler = upscale.Upscaler(net, place)
         on_cpu = dev.type == "cpu"
@@ -79,13 +86,7 @@ class Loader:
             return found
         net = self._detector_nets.get(cfg.detector)
         if net is None:
-            from gpen_watch.restore.engines import verify
-
-            dev = str(self.place.device)
-            net = prepare_detector(
-                verify.load_detector(cfg.detector, self.cfg.model_dir, device=dev, download=self.download),
-                self.place.device,
-            )
+            net = self.nets.detector(cfg.detector, self.place)
             self._detector_nets[cfg.detector] = net
         found = FaceDetector(
             net,

@@ -3,7 +3,8 @@
 The export is torch's dynamo exporter (``torch.onnx.export(..., dynamo=True)``, through onnxscript):
 the older TorchScript exporter refuses GPEN's modulated convolution ("convolution for kernel of
 unknown shape": the per-sample weights have no static shape in its trace). Opset ``OPSET``; the
-batch axis is dynamic, the image side is the model's.
+batch axis is dynamic, and for a network whose input is a whole photo or a tile (the detector, the
+upscaler, the parser at either of its sizes) so are height and width (``ExportSpec``).
 
 A cached export is used only when it is known whole and current. Its manifest (``*.onnx.json``)
 records the source file's sha256, the exporter key (torch, onnxscript, opset and this module's
@@ -15,13 +16,15 @@ refused or stale export is made again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,10 +37,33 @@ log = logging.getLogger(__name__)
 # opsets); nothing GPEN uses needs a newer one.
 OPSET = 18
 # Bumped when what this module writes changes (names, axes, options), so older exports are redone.
-FORMAT = 1
+# 2: several network kinds, each with its own names and dynamic axes (``ExportSpec``).
+FORMAT = 2
 INPUT_NAME = "faces"
 OUTPUT_NAME = "restored"
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """How one kind of network is exported: its names, its example input and which of its axes
+    are dynamic. ``kind`` also goes into the file name, so the networks of one weights file (or of
+    files that share a stem) never share an export."""
+
+    kind: str = ""  # "": the generator's plain ``<stem>.onnx`` (what the first exports were named)
+    inputs: tuple[str, ...] = (INPUT_NAME,)
+    outputs: tuple[str, ...] = (OUTPUT_NAME,)
+    # The example input's (N, C, H, W). Batch 2: with 1 the exporter may specialise the axis even
+    # when told it is dynamic; likewise H and W differ from each other where they are dynamic.
+    example: tuple[int, int, int, int] = (2, 3, 512, 512)
+    # H and W dynamic too, each a multiple of this (the network's stride: the detector pads its
+    # input to 32, the upscaler to its unshuffle grid); 0: fixed at the example's.
+    spatial_multiple: int = 0
+
+
+def generator_spec(size: int) -> ExportSpec:
+    """The GPEN generator: (N, 3, size, size) -> (N, 3, size, size), only the batch dynamic."""
+    return ExportSpec(example=(2, 3, size, size))
 
 
 def exporter_key() -> str:
@@ -63,42 +89,75 @@ class Manifest:
     exporter: str
     onnx_sha256: str
     onnx_bytes: int
-    size: int  # the image side the export takes
+    size: int  # the image side the export takes (0: any, its H and W are dynamic)
 
 
 def manifest_path(onnx_path: Path) -> Path:
     return onnx_path.with_name(onnx_path.name + ".json")
 
 
-def export_path(source: Path, cache_dir: Path | None = None) -> Path:
-    """Where ``source``'s export goes: beside it unless ``cache_dir`` says otherwise; one name per
-    source file, so a re-export replaces the old one instead of piling up."""
-    return (cache_dir or source.parent) / f"{source.stem}.onnx"
+def export_path(source: Path, cache_dir: Path | None = None, kind: str = "") -> Path:
+    """Where ``source``'s export of network ``kind`` goes: beside it unless ``cache_dir`` says
+    otherwise; one name per source file and kind, so a re-export replaces the old one instead of
+    piling up."""
+    suffix = f".{kind}.onnx" if kind else ".onnx"
+    return (cache_dir or source.parent) / f"{source.stem}{suffix}"
 
 
-def export_module(module: nn.Module, size: int, dst: Path) -> None:
-    """``module`` (eval mode, (N, 3, size, size) -> (N, 3, size, size)) exported to ``dst`` as one
-    self-contained file (no external data: the largest GPEN is well under protobuf's 2 GB)."""
+def _dynamic_axes(spec: ExportSpec) -> dict[int, object]:
+    axes: dict[int, object] = {0: torch.export.Dim("batch", min=1, max=1024)}
+    if spec.spatial_multiple:
+        m = spec.spatial_multiple
+        # Multiples of the stride as derived dims: the exporter then knows every feature map's
+        # side divides evenly, and needs no guard that would pin the example's size.
+        for axis, name in ((2, "height"), (3, "width")):
+            dim = torch.export.Dim(f"{name}_steps", min=1, max=16384 // m)
+            axes[axis] = dim * m if m > 1 else dim
+    return axes
+
+
+def export_module(module: nn.Module, size: int, dst: Path, spec: ExportSpec | None = None) -> None:
+    """``module`` (eval mode) exported to ``dst`` as one self-contained file (no external data:
+    the largest GPEN is well under protobuf's 2 GB). Without ``spec``: a generator,
+    (N, 3, size, size) -> (N, 3, size, size)."""
+    spec = spec or generator_spec(size)
     module = module.eval()
-    # Batch 2 as the example: with 1 the exporter may specialise the axis even when told it is dynamic.
-    example = torch.zeros(2, 3, size, size)
-    batch = torch.export.Dim("batch", min=1, max=1024)
+    example = torch.zeros(spec.example)
     # The forward's argument name keys dynamic_shapes; take it from the signature so any network fits.
     first = next(iter(inspect.signature(module.forward).parameters))
-    with torch.inference_mode(False), torch.no_grad():
+    with torch.inference_mode(False), torch.no_grad(), _quiet(_CHATTY_LOGGERS):
         program = torch.onnx.export(
             module,
             (example,),
             dynamo=True,
             opset_version=OPSET,
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            dynamic_shapes={first: {0: batch}},
+            input_names=list(spec.inputs),
+            output_names=list(spec.outputs),
+            dynamic_shapes={first: _dynamic_axes(spec)},
             external_data=False,
+            verbose=False,  # its progress lines go to stdout; cached_export logs what it did
         )
     if program is None:  # only the TorchScript exporter returns None
         raise RuntimeError("torch.onnx.export gave no program")
     program.save(str(dst), external_data=False)
+
+
+# The exporter's passes log a line at INFO for each initializer merged and node removed (hundreds
+# for a ResNet-50): noise in a log whose level is INFO. Their warnings still show.
+_CHATTY_LOGGERS = ("onnx_ir", "onnxscript", "torch.onnx")
+
+
+@contextlib.contextmanager
+def _quiet(names: tuple[str, ...]) -> Iterator[None]:
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _write_replace(dst: Path, write: Callable[[Path], object]) -> None:
@@ -155,13 +214,15 @@ def cached_export(
     build: Callable[[], tuple[nn.Module, int]],
     cache_dir: Path | None = None,
     force: bool = False,
+    spec: ExportSpec | None = None,
 ) -> CachedExport:
-    """The ONNX export of the network in ``source`` (``build`` loads it and says its image side),
-    made now unless a whole, current one is cached (then ``source`` is hashed, never loaded).
-    The side needs no check of its own: the source's hash fixes it. ``force``: export again whatever the cache holds (a cached file that
-    ONNX Runtime refused)."""
+    """The ONNX export of the network in ``source`` (``build`` loads it and says its image side,
+    0 for a network whose H and W are dynamic), made now unless a whole, current one is cached
+    (then ``source`` is hashed, never loaded). The side needs no check of its own: the source's
+    hash fixes it. ``force``: export again whatever the cache holds (a cached file that ONNX
+    Runtime refused). ``spec``: how to export it; None: a generator of the side ``build`` says."""
     source_sha = file_sha256(source)
-    dst = export_path(source, cache_dir)
+    dst = export_path(source, cache_dir, spec.kind if spec else "")
     reason = "asked to export again" if force else stale_reason(dst, source_sha)
     if reason is None:
         manifest = read_manifest(dst)
@@ -171,9 +232,11 @@ def cached_export(
     dst.parent.mkdir(parents=True, exist_ok=True)
     # The old manifest goes first: from here until the new one is in place nothing is trusted.
     manifest_path(dst).unlink(missing_ok=True)
+    t0 = time.perf_counter()
     module, size = build()
-    _write_replace(dst, lambda tmp: export_module(module, size, tmp))
+    _write_replace(dst, lambda tmp: export_module(module, size, tmp, spec))
     manifest = Manifest(source_sha, exporter_key(), file_sha256(dst), dst.stat().st_size, size)
+    log.info("exported %s in %.1f s (%.1f MB)", dst.name, time.perf_counter() - t0, manifest.onnx_bytes / 1e6)
     _write_replace(
         manifest_path(dst),
         lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),

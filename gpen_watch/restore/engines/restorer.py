@@ -32,13 +32,13 @@ from gpen_watch.restore.api import EngineFactory, FileJob, FileResult, PhotoProg
 from gpen_watch.restore.engines.device_stages import detect_and_align, run_batch, upscale_photo
 from gpen_watch.restore.engines.loader import Loader
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSets, release_memory
+from gpen_watch.restore.engines.networks import Networks, open_networks
 from gpen_watch.restore.runtime import memory
 from gpen_watch.restore.runtime.batching import Admission, BatchPolicy
 from gpen_watch.restore.runtime.device import (
     Placement,
     device_label,
     free_cached_memory,
-    placement,
     set_threads,
     tune_malloc_for_inference,
 )
@@ -65,7 +65,9 @@ class Restorer:
     ) -> None:
         self.cfg = cfg
         self.threads = set_threads(threads)
-        self.place: Placement = placement(device or cfg.device, cfg.precision, cfg.channels_last)
+        # restore.engine: what runs the networks (torch, or ONNX Runtime when it is installed).
+        self.networks: Networks = open_networks(cfg, download, self.threads)
+        self.place: Placement = self.networks.placement(device or cfg.device)
         dev = self.place.device
         if dev.type == "cpu":
             # Before the models load: CPU inference is page-fault bound under glibc's defaults.
@@ -77,7 +79,7 @@ class Restorer:
             for name in GLOBAL_ONLY
             if name.startswith("restore.")
         }
-        self._loader = Loader(cfg, self.place, download, detector)
+        self._loader = Loader(cfg, self.place, download, detector, self.networks)
         self.models = ModelSets(self._loader.model_set, release_memory(lambda: free_cached_memory(dev)))
         # The restorer's own model set (the global settings'), loaded now; others on first use.
         self._own_key = ModelKey.of(cfg)
@@ -112,7 +114,10 @@ class Restorer:
         # every "auto" resolved.
         # What status and the tray show for this worker's device ("Apple GPU (mps)").
         self.device_label = device_label(dev)
-        self.loaded = f"{model} ({self.size} px), {cfg.detector}, {mask}, on {self.device_label} in {self.place.precision}"
+        self.loaded = (
+            f"{model} ({self.size} px), {cfg.detector}, {mask}, on {self.device_label} in "
+            f"{self.place.precision}{self.networks.through}"
+        )
         if own.upscaler is not None:
             self.loaded += f", background upscaled x{cfg.upscale}"
         self._stopping = threading.Event()
@@ -125,6 +130,8 @@ class Restorer:
         # Where each photo in hand is (``progress``), by id(job): written by the loop and the
         # decode and finish threads, read by the heartbeat's; single dict operations, no lock.
         self._photos: dict[int, PhotoProgress] = {}
+        if self.engine_note:
+            log.warning("%s", self.engine_note)  # once: every network of the restorer shares it
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -134,6 +141,16 @@ class Restorer:
         )
 
     # --- models ---------------------------------------------------------------------------------
+
+    @property
+    def engine_label(self) -> str:
+        """What runs the networks: "PyTorch 2.14.1", "ONNX Runtime 1.24.1, OpenVINO provider"."""
+        return self.networks.label
+
+    @property
+    def engine_note(self) -> str:
+        """Why that is not what restore.engine and restore.provider asked for; "" when it is."""
+        return self.networks.note
 
     @property
     def enhancer(self) -> FaceEnhancer:

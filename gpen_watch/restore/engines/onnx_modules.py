@@ -1,0 +1,145 @@
+"""ONNX Runtime sessions dressed as the torch networks the stages call, and where their exports go.
+
+The stages (detect, enhance's parser, upscale) call a network as ``net(x)`` on a torch tensor and
+read a few attributes of it (the detector's and the upscaler's ``config``). ``OnnxNet`` is that
+call over a session: numpy in, torch tensors out, on the tensor's own device (the CPU: the onnx
+engine keeps the torch side there). Its weights are counted as ``WeightsSize`` counts the
+generator's, by the export's byte size, without a second copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from gpen_watch.catalog import providers as onnx_providers
+from gpen_watch.platform import paths
+from gpen_watch.restore.engines.onnx_export import CachedExport, ExportSpec, cached_export
+
+log = logging.getLogger(__name__)
+
+
+class WeightsSize(nn.Module):
+    """Stands for a session's weights where a ``nn.Module`` is asked for (``FaceModel.network``,
+    which ``modelsets.weights_mb`` sizes): one meta-device buffer of their byte count, so the memory
+    accounting sees what unloading gives back without a second copy of the weights."""
+
+    def __init__(self, nbytes: int) -> None:
+        super().__init__()
+        self.register_buffer("weights", torch.empty(nbytes, dtype=torch.uint8, device="meta"))
+
+
+def _session(path: Path, providers: list[tuple[str, dict[str, str]]], threads: int | None) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
+
+
+def open_session(
+    path: Path, provider: str, threads: int | None = None
+) -> tuple[Any, onnx_providers.ProviderChoice, str | None]:
+    """A session on ``path`` for restore.provider = ``provider``, with the note to show (None: the
+    provider asked for runs). A provider that is installed but fails to start is retried on the CPU
+    provider alone, so an error that stays is the file's own (the caller may re-export)."""
+    import onnxruntime as ort
+
+    choice = onnx_providers.choose(provider, ort.get_available_providers())
+    note = choice.note
+    if choice.asked is onnx_providers.CPU or note is not None:
+        return _session(path, choice.providers, threads), choice, note
+    try:
+        session = _session(path, choice.providers, threads)
+    # ONNX Runtime raises plain RuntimeErrors and its own pybind types for a provider whose libraries
+    # or device are missing; none of them is worth a traceback when the CPU provider can run.
+    except Exception as exc:  # noqa: BLE001
+        note = onnx_providers.failed_note(choice.asked, str(exc).splitlines()[0][:200])
+        return _session(path, choice.providers[-1:], threads), choice, note
+    if choice.asked.ort_name not in session.get_providers():
+        # ONNX Runtime dropped it itself (it only warns): say so as if it were missing.
+        note = onnx_providers.failed_note(choice.asked, "ONNX Runtime left it out of the session")
+    return session, choice, note
+
+
+class OnnxNet(nn.Module):
+    """``session`` where a stage calls a torch network: (N, C, H, W) float in, its outputs out as
+    fp32 tensors (a tuple when ``as_tuple``, as RetinaFace and ParseNet give them), and ``config``
+    as the torch network's (the detector's anchors, the upscaler's factor and grid)."""
+
+    def __init__(
+        self, session: Any, export: CachedExport, config: object = None, as_tuple: bool = False
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.export = export
+        self.config = config
+        self.weights = WeightsSize(export.manifest.onnx_bytes)
+        self._input = session.get_inputs()[0].name
+        self._as_tuple = as_tuple
+
+    def to(self, *args: Any, **kwargs: Any) -> OnnxNet:
+        # The session stays on its provider's device; the meta-device size buffer cannot be copied.
+        return self
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, ...]:
+        # contiguous(): the stages hand channels_last views, ONNX Runtime reads NCHW.
+        arr = x.detach().to("cpu", torch.float32).contiguous().numpy()
+        outs = self.session.run(None, {self._input: arr})
+        tensors = tuple(torch.from_numpy(np.asarray(o, dtype=np.float32)).to(x.device) for o in outs)
+        return tensors if self._as_tuple else tensors[0]
+
+
+def writable(folder: Path) -> bool:
+    """Whether a file can be made in ``folder`` (tried, not inferred from its mode: root, ACLs and
+    read-only mounts all say otherwise than the permission bits)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def cache_folder(source: Path) -> Path:
+    """Where ``source``'s exports go: beside it, or when that folder takes no new file (a read-only
+    restore.model_dir, a system install) a folder of the user's cache, one per source folder."""
+    if writable(source.parent):
+        return source.parent
+    tag = hashlib.sha256(str(source.parent.resolve()).encode()).hexdigest()[:16]
+    folder = paths.cache_dir() / "onnx" / tag
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def open_export(
+    source: Path,
+    build: Callable[[], tuple[nn.Module, int]],
+    spec: ExportSpec | None,
+    provider: str,
+    threads: int | None,
+    cache_dir: Path | None = None,
+) -> tuple[Any, CachedExport, onnx_providers.ProviderChoice, str | None]:
+    """A session on ``source``'s export (made now unless a whole, current one is cached) on
+    ``provider``, with the note ``open_session`` gives. A cached file this ONNX Runtime will not
+    read, though its hashes match, is exported once more from the weights."""
+    folder = cache_dir or cache_folder(source)
+    export = cached_export(source, build, folder, spec=spec)
+    try:
+        session, choice, note = open_session(export.path, provider, threads)
+    except Exception as exc:
+        if export.exported:
+            raise
+        log.warning("ONNX Runtime refused the cached export %s (%s); exporting again", export.path, exc)
+        export = cached_export(source, build, folder, force=True, spec=spec)
+        session, choice, note = open_session(export.path, provider, threads)
+    return session, export, choice, note

@@ -1,0 +1,207 @@
+"""The ONNX Runtime engine's networks (restore.engine = "onnx", ``networks.ENGINES``).
+
+Every network is the project's own torch network, prepared as the torch engine prepares it
+(BatchNorm folded, the parser's rewrites), exported once per weights file by ``onnx_export`` and
+run in an ONNX Runtime session on restore.provider; ``onnx_modules.OnnxNet`` lets the stages call
+it as they call the torch module. The torch side (align, paste, the detector's decoding) stays on
+the CPU in fp32: the sessions take and give numpy arrays there.
+
+The exported forms: the generator (N, 3, S, S), only the batch dynamic; the detector, whose input
+is a whole padded photo, with batch, height and width dynamic (multiples of 32) and its three
+outputs (boxes, scores, landmarks); the parser (fp32, height and width dynamic: 512 px faces, and
+256 px ones under restore.parse_small_below) giving only its class map; the upscaler's tiles with
+height and width dynamic on its unshuffle grid.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+
+from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog import providers as onnx_providers
+from gpen_watch.catalog.registry import (
+    UPSCALER_CONFIGS,
+    UPSCALER_NAMES,
+    face_family,
+    get_spec,
+    parser_spec,
+    upscaler_spec,
+)
+from gpen_watch.catalog.rrdbnet_config import RRDBConfig
+from gpen_watch.config import ParsePrecision, RestoreConfig
+from gpen_watch.modelstore.store import ensure_model
+from gpen_watch.restore.engines import verify
+from gpen_watch.restore.engines.gpen_family import gpen_file
+from gpen_watch.restore.engines.onnx_export import ExportSpec
+from gpen_watch.restore.engines.onnx_face_model import load_onnx_gpen
+from gpen_watch.restore.engines.onnx_modules import OnnxNet, open_export
+from gpen_watch.restore.nets.fold import fold_batchnorm, prepare_detector
+from gpen_watch.restore.nets.retinaface import RetinaFace, config_for
+from gpen_watch.restore.nets.rrdbnet import RRDBNet
+from gpen_watch.restore.nets.upconv import polyphase_upsample_blocks
+from gpen_watch.restore.runtime.device import Placement, placement
+from gpen_watch.restore.runtime.face_model import FaceModel
+
+log = logging.getLogger(__name__)
+
+# Example inputs: H differs from W where both are dynamic, so the exporter cannot tie them.
+DETECTOR_SPEC = ExportSpec("detector", ("photos",), ("loc", "conf", "landmarks"), (2, 3, 320, 416), 32)
+PARSER_SPEC = ExportSpec("parser", ("faces",), ("logits",), (2, 3, 256, 320), 32)
+# restore.provider's names as their makers write them, where ONNX Runtime's own differ.
+_SHOWN = {
+    "cpu": "CPU",
+    "openvino": "OpenVINO",
+    "tensorrt": "TensorRT",
+    "directml": "DirectML",
+    "rocm": "ROCm",
+}
+
+
+def upscaler_export_spec(cfg: RRDBConfig) -> ExportSpec:
+    return ExportSpec("upscaler", ("tiles",), ("upscaled",), (2, 3, 64, 96), max(1, cfg.unshuffle))
+
+
+def provider_shown(name: str) -> str:
+    """ "OpenVINO" for restore.provider = openvino."""
+    return _SHOWN.get(name, onnx_providers.PROVIDERS[name].ort_name.removesuffix("ExecutionProvider"))
+
+
+class _ClassMap(nn.Module):
+    """ParseNet giving only its class map: the engine reads nothing else of it, and an empty
+    second output (``fold.drop_image_head``) is nothing worth exporting."""
+
+    def __init__(self, parser: nn.Module) -> None:
+        super().__init__()
+        self.parser = parser
+
+    def forward(self, faces: Tensor) -> Tensor:
+        out: Tensor = self.parser(faces)[0]
+        return out
+
+
+class OnnxNetworks:
+    """``networks.Networks`` with every network an ONNX Runtime session on restore.provider."""
+
+    def __init__(self, cfg: RestoreConfig, download: bool, threads: int | None, note: str = "") -> None:
+        import onnxruntime as ort
+
+        self.cfg = cfg
+        self.download = download
+        self.threads = threads
+        self.version = ort.__version__
+        self._note = note
+        # restore.provider's word for what the first session ran on (the rest run on the same).
+        self._runs = cfg.provider
+        self._opened = False
+        if cfg.use_parse and cfg.parse_precision not in ("auto", "fp32"):
+            log.info(
+                "restore.parse_precision = %s: the onnx engine's parser runs in fp32", cfg.parse_precision
+            )
+
+    @property
+    def label(self) -> str:
+        return f"ONNX Runtime {self.version}, {provider_shown(self._runs)} provider"
+
+    @property
+    def note(self) -> str:
+        return self._note
+
+    @property
+    def through(self) -> str:
+        return f" through ONNX Runtime ({provider_shown(self._runs)} provider)"
+
+    def placement(self, device: str) -> Placement:
+        # The sessions run on restore.provider's device; what torch still does (align, paste, the
+        # detector's decoding) is light and stays on the CPU, in fp32 as the exports are.
+        return placement("cpu", "fp32", False)
+
+    def _opened_on(self, choice: onnx_providers.ProviderChoice, note: str | None) -> None:
+        """Record what a session runs on; a note is said once per restorer (``Restorer`` logs the
+        first at start, and one that differs from it here)."""
+        runs = choice.runs if note is None else onnx_providers.CPU.name
+        if not self._opened:
+            self._runs, self._opened = runs, True
+        if note and not self._note:
+            self._note = note
+        elif note and note != self._note:
+            log.warning("%s", note)
+
+    def face_model(self, model: str, place: Placement) -> FaceModel:
+        if face_family(model).kind != "gpen":
+            raise ModelError(
+                f"restore.engine = onnx runs GPEN generators only, not {model}; use restore.engine = torch"
+            )
+        path = gpen_file(model, self.cfg.model_dir, self.download)
+        face = load_onnx_gpen(
+            path,
+            self.cfg.provider,
+            threads=self.threads,
+            model=model,
+            model_dir=self.cfg.model_dir,
+            say_note=False,
+        )
+        self._opened_on(face.choice, face.note)
+        return face
+
+    def _net(
+        self, path: Path, build: Callable[[], nn.Module], spec: ExportSpec, config: object = None
+    ) -> OnnxNet:
+        session, export, choice, note = open_export(
+            path, lambda: (build(), 0), spec, self.cfg.provider, self.threads
+        )
+        self._opened_on(choice, note)
+        return OnnxNet(session, export, config, as_tuple=spec.kind in ("detector", "parser"))
+
+    def detector(self, name: str, place: Placement) -> RetinaFace:
+        spec = get_spec(name)
+        if spec.kind != "detector":
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a face detector")
+        path = ensure_model(spec, self.cfg.model_dir, download=self.download)
+        cpu = torch.device("cpu")
+
+        def build() -> nn.Module:
+            net = verify.load_detector(name, self.cfg.model_dir, device="cpu", download=False)
+            return prepare_detector(net, cpu)
+
+        # FaceDetector reads the network's config (anchors, variances) and calls it: OnnxNet does both.
+        return cast(RetinaFace, self._net(path, build, DETECTOR_SPEC, config_for(spec.arch)))
+
+    def parse_precision(self, place: Placement) -> ParsePrecision:
+        return "fp32"
+
+    def parser(self, place: Placement) -> nn.Module:
+        spec = parser_spec()
+        path = ensure_model(spec, self.cfg.model_dir, download=self.download)
+
+        def build() -> nn.Module:
+            # prepare_conv_net's rewrites but the CPU's ring-padded convolutions (``reflect_conv``):
+            # those run as oneDNN's own ops, which the exporter cannot translate, and ONNX
+            # Runtime fuses the padding itself.
+            parser = verify.load_model_file(spec, path, "cpu").eval()
+            fold_batchnorm(parser)
+            polyphase_upsample_blocks(parser)
+            return _ClassMap(parser)
+
+        return self._net(path, build, PARSER_SPEC)
+
+    def upscaler(self, factor: int, model: str, place: Placement) -> RRDBNet:
+        def build() -> nn.Module:
+            return verify.load_upscaler(factor, model, self.cfg.model_dir, "cpu", download=False)
+
+        if model and model not in UPSCALER_NAMES:
+            # The user's own file: its shape is in its keys, read (and checked) once here.
+            net = verify.load_upscaler(factor, model, self.cfg.model_dir, "cpu", self.download)
+            path, config = Path(model).expanduser(), net.config
+            del net
+        else:
+            spec = upscaler_spec(factor, model)
+            path = ensure_model(spec, self.cfg.model_dir, download=self.download)
+            config = UPSCALER_CONFIGS[spec.name]
+        # The Upscaler reads the network's config (factor, grid) and calls it: OnnxNet does both.
+        return cast(RRDBNet, self._net(path, build, upscaler_export_spec(config), config))
