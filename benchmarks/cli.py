@@ -238,6 +238,8 @@ def _run(
                 f"{time.perf_counter() - t0:.0f} s with start-up)",
                 flush=True,
             )
+            for why in run.settings.get("failed", [])[:3]:
+                print(f"  failed: {why}", flush=True)
     summaries = [ModeSummary(m, results[m]) for m in runs if results[m]]
     text = report.table(summaries)
     meta = _meta(args, device, size, photos, started, spec)

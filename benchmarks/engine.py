@@ -37,20 +37,17 @@ def make_restorer(
     With ``clock``, the detector network's wall time is summed into it ("detector"); the engine
     reports every other stage, pre-scale and generator ("restore") included, in its results.
     """
-    from gpen_watch.restore.engines import verify
+    from gpen_watch.restore.engines.networks import open_networks
     from gpen_watch.restore.engines.restorer import Restorer
-    from gpen_watch.restore.nets.fold import prepare_detector
-    from gpen_watch.restore.runtime.device import resolve_device
     from gpen_watch.restore.stages.detect import FaceDetector
 
-    dev = resolve_device(device or cfg.device)
-    # Prepared as the engine's own loader prepares it (``restore.engines.loader``).
-    net = prepare_detector(
-        verify.load_detector(cfg.detector, cfg.model_dir, device=str(dev), download=False), dev
-    )
+    # The detector network of restore.engine, made as the engine's own loader makes it
+    # (``restore.engines.loader``): with engine = onnx the detect stage times ONNX Runtime.
+    nets = open_networks(cfg, download=False, threads=threads)
+    place = nets.placement(device or cfg.device)
     network = FaceDetector(
-        net,
-        dev,
+        nets.detector(cfg.detector, place),
+        place.device,
         threshold=cfg.detect_threshold,
         max_side=cfg.detect_max_side,
         shrink_above=cfg.detect_shrink_above,
@@ -84,6 +81,7 @@ def run_engine(spec: RunSpec, out_dir: Path, mode: str = "engine", limit: int | 
     jobs = [FileJob(p.path, out_dir / p.path.name, jpeg_quality=spec.jpeg_quality) for p in photos.photos]
     stages = StageClock()
     ok = faces = 0
+    failed: list[str] = []
     f1, c1, t1 = _minor_faults(), time.process_time(), time.perf_counter()
     with restorer:
         for res in restorer.restore_files(jobs):
@@ -92,6 +90,8 @@ def run_engine(spec: RunSpec, out_dir: Path, mode: str = "engine", limit: int | 
             if res.ok:
                 ok += 1
                 faces += res.faces
+            else:
+                failed.append(f"{res.src.name}: {res.error}")
         wall, cpu = time.perf_counter() - t1, time.process_time() - c1
         parse_s = parse_seconds(restorer.enhancer)
     return ModeRun(
@@ -123,6 +123,8 @@ def run_engine(spec: RunSpec, out_dir: Path, mode: str = "engine", limit: int | 
             # What the engine says runs its networks, and why that differs from what was asked.
             "engine_label": getattr(restorer, "engine_label", ""),
             "engine_note": getattr(restorer, "engine_note", ""),
+            # Why photos failed: a mode that restores nothing must say so, not print zeros.
+            "failed": failed,
         },
     )
 

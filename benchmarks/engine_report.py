@@ -30,10 +30,17 @@ def stage_faces_per_s(runs: list[ModeRun], stage: str) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def goal_text(ratio: float | None, goal: float) -> str:
+def goal_text(ratio: float | None, goal: float, restored: bool = True) -> str:
+    if not restored:
+        # A ratio of 0 would read as a slow engine; it restored nothing (the failures are printed).
+        return f"{goal:.1f}x goal: not measured (no photo restored)"
     if ratio is None:
         return f"{goal:.1f}x goal: no baseline"
     return f"{goal:.1f}x goal: {'met' if ratio >= goal else 'not met'} ({ratio:.2f}x)"
+
+
+def _restored(m: ModeSummary) -> bool:
+    return any(r.ok for r in m.runs)
 
 
 def _peak(m: ModeSummary) -> float | None:
@@ -69,7 +76,7 @@ def table(summaries: list[ModeSummary], goal: float = DEFAULT_GOAL) -> str:
                 *[f"{c:.2f}" if c is not None else "-" for c in cells],
                 f"{peak:.0f}" if peak is not None else "-",
                 f"{ratio:.2f}" if ratio is not None else "-",
-                "" if m is base else goal_text(ratio, goal),
+                "" if m is base else goal_text(ratio, goal, _restored(m)),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -93,7 +100,7 @@ def goal_lines(summaries: list[ModeSummary], goal: float = DEFAULT_GOAL) -> list
     base_ips = base.median("images_per_s")
     return [
         f"{report.label(m.mode)} over {report.label(base.mode)}: "
-        + goal_text(m.median("images_per_s") / base_ips, goal)
+        + goal_text(m.median("images_per_s") / base_ips, goal, _restored(m))
         for m in summaries
         if is_engine_mode(m.mode) or m.mode.startswith("daemon-")
     ]

@@ -144,6 +144,42 @@ def test_a_missing_provider_falls_back_to_cpu_with_one_sentence(
     assert (model(faces) - exported(faces)).abs().max().item() == 0.0
 
 
+class _RefusingProvider:
+    """A provider's session that started but fails each run, as OpenVINO's did on a graph its CPU
+    plugin would not take: the edge a CPU-only machine cannot reproduce with a real provider."""
+
+    def run(self, outputs: object, feeds: object) -> list[object]:
+        raise RuntimeError("[OpenVINO-EP] ScatterNDUpdate node failed shape inference\nmore detail")
+
+
+def test_a_provider_that_fails_a_run_hands_that_network_to_the_cpu_provider_once(
+    exported: OnnxFaceModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+
+    from gpen_watch.restore.engines.onnx_modules import ProviderSession
+
+    choice = onnx_providers.choose("openvino", ["OpenVINOExecutionProvider", "CPUExecutionProvider"])
+    path = exported.export.path
+    session = ProviderSession(_RefusingProvider(), path, choice, threads=1)
+    faces = (torch.rand(2, 3, 64, 64) * 2 - 1).numpy()
+    with caplog.at_level(logging.WARNING):
+        first = session.run(None, {onnx_export.INPUT_NAME: faces})
+        second = session.run(None, {onnx_export.INPUT_NAME: faces})
+    want = exported(torch.from_numpy(faces)).numpy()
+    assert np.abs(first[0] - want).max() <= ATOL and np.array_equal(first[0], second[0])
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == [
+        onnx_providers.run_failed_note(
+            choice.asked, path.name, "[OpenVINO-EP] ScatterNDUpdate node failed shape inference"
+        )
+    ]
+    # What the CPU provider also refuses is raised: the input's fault, not the provider's.
+    with pytest.raises(Exception, match=r"faces|input|feed"):
+        session.run(None, {"not-an-input": faces})
+
+
 def test_the_provider_table_names_each_provider_the_issue_lists() -> None:
     assert list(onnx_providers.PROVIDERS) == [
         "cpu", "openvino", "cuda", "tensorrt", "directml", "coreml", "rocm",

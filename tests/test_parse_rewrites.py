@@ -12,7 +12,12 @@ from torch import nn
 from gpen_watch.restore.nets.fold import as_channels_last, fold_batchnorm, prepare_conv_net
 from gpen_watch.restore.nets.parsenet import ConvLayer, ParseNet, ResidualBlock, Scale
 from gpen_watch.restore.nets.reflect_conv import RingFixedConv, reflect_pad_convs
-from gpen_watch.restore.nets.upconv import PolyphaseUpBlock, phase_kernels, polyphase_upsample_blocks
+from gpen_watch.restore.nets.upconv import (
+    Interleave,
+    PolyphaseUpBlock,
+    phase_kernels,
+    polyphase_upsample_blocks,
+)
 
 
 def _prepared(module: nn.Sequential) -> nn.Sequential:
@@ -42,12 +47,13 @@ def test_phase_kernels_of_a_nearest_upsample_are_sums_of_the_3x3_taps() -> None:
 
 @pytest.mark.parametrize("shape", [(2, 6, 9, 7), (1, 6, 1, 4), (1, 6, 16, 16)])
 @pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("interleave", ["writes", "reshape"])
 def test_polyphase_block_matches_the_upsampling_block(
-    shape: tuple[int, int, int, int], channels_last: bool
+    shape: tuple[int, int, int, int], channels_last: bool, interleave: Interleave
 ) -> None:
     ref = _block("up")
     fast = copy.deepcopy(ref)
-    assert polyphase_upsample_blocks(fast) == 1
+    assert polyphase_upsample_blocks(fast, interleave) == 1
     assert isinstance(fast[0], PolyphaseUpBlock)
     x = torch.randn(*shape)
     if channels_last:

@@ -105,3 +105,12 @@ def failed_note(asked: Provider, reason: str) -> str:
         f"restore.provider = {asked.name}: ONNX Runtime's {asked.ort_name} is installed but did not "
         f"start ({reason}), so the CPU provider runs instead."
     )
+
+
+def run_failed_note(asked: Provider, network: str, reason: str) -> str:
+    """The sentence said when ``asked`` started but failed running ``network`` (a graph its
+    compiler will not take, a device that went away): that network moves to the CPU provider."""
+    return (
+        f"restore.provider = {asked.name}: ONNX Runtime's {asked.ort_name} failed running {network} "
+        f"({reason}), so the CPU provider runs it from now on."
+    )

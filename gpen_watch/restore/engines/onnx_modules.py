@@ -47,12 +47,44 @@ def _session(path: Path, providers: list[tuple[str, dict[str, str]]], threads: i
     return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
 
 
+class ProviderSession:
+    """A session on a provider other than the CPU's that, when a run fails there (OpenVINO's
+    compiler refusing a node only at inference, a GPU lost), runs that call and every later one on
+    the CPU provider alone, saying so once: a provider's fault must not fail the user's photo.
+    Everything else is the session's own (``get_inputs``, ``get_providers``...)."""
+
+    def __init__(self, session: Any, path: Path, choice: onnx_providers.ProviderChoice, threads: int | None):
+        self.session = session
+        self.path = path
+        self.choice = choice
+        self.threads = threads
+        self.fell_back = False
+
+    def run(self, outputs: list[str] | None, feeds: dict[str, np.ndarray]) -> list[Any]:
+        try:
+            return list(self.session.run(outputs, feeds))
+        # As at start (``open_session``): ONNX Runtime's failures are plain RuntimeErrors or its own
+        # pybind types. One that the CPU provider repeats is raised from there, as the file's own.
+        except Exception as exc:
+            if self.fell_back:
+                raise
+            reason = str(exc).splitlines()[0][:200]
+            log.warning("%s", onnx_providers.run_failed_note(self.choice.asked, self.path.name, reason))
+            self.session = _session(self.path, self.choice.providers[-1:], self.threads)
+            self.fell_back = True
+        return list(self.session.run(outputs, feeds))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+
 def open_session(
     path: Path, provider: str, threads: int | None = None
 ) -> tuple[Any, onnx_providers.ProviderChoice, str | None]:
     """A session on ``path`` for restore.provider = ``provider``, with the note to show (None: the
     provider asked for runs). A provider that is installed but fails to start is retried on the CPU
-    provider alone, so an error that stays is the file's own (the caller may re-export)."""
+    provider alone, so an error that stays is the file's own (the caller may re-export); one that
+    starts is wrapped in ``ProviderSession``, for a run that fails there."""
     import onnxruntime as ort
 
     choice = onnx_providers.choose(provider, ort.get_available_providers())
@@ -69,7 +101,8 @@ def open_session(
     if choice.asked.ort_name not in session.get_providers():
         # ONNX Runtime dropped it itself (it only warns): say so as if it were missing.
         note = onnx_providers.failed_note(choice.asked, "ONNX Runtime left it out of the session")
-    return session, choice, note
+        return session, choice, note
+    return ProviderSession(session, path, choice, threads), choice, note
 
 
 class OnnxNet(nn.Module):

@@ -181,11 +181,11 @@ class OnnxNetworks:
 
         def build() -> nn.Module:
             # prepare_conv_net's rewrites but the CPU's ring-padded convolutions (``reflect_conv``):
-            # those run as oneDNN's own ops, which the exporter cannot translate, and ONNX
-            # Runtime fuses the padding itself.
+            # those run as oneDNN's own ops, which the exporter cannot translate. The phases are
+            # interleaved by reshaping: strided writes would export as ScatterNDs (``upconv``).
             parser = verify.load_model_file(spec, path, "cpu").eval()
             fold_batchnorm(parser)
-            polyphase_upsample_blocks(parser)
+            polyphase_upsample_blocks(parser, interleave="reshape")
             return _ClassMap(parser)
 
         return self._net(path, build, PARSER_SPEC)

@@ -11,11 +11,19 @@ with both branches' four phases as its output channels, gives the same numbers u
 with 4/9 of the multiplications, and no doubled copy or padded copy is made of the input. The phases
 are then interleaved into the doubled picture.
 
+The interleaving is done one of two ways (``Interleave``): "writes" stores each phase through a
+strided view of the output, the fastest in PyTorch eager; "reshape" stacks the phases and reorders
+them with one transpose, for an ONNX export, where each strided write becomes a ScatterND that
+ONNX Runtime's CPU provider runs four times slower than the whole network otherwise takes and
+OpenVINO refuses on dynamic shapes (docs/benchmarks.md).
+
 ``polyphase_upsample_blocks`` swaps those blocks in place; the int8 path leaves them as they are
 (torch.ao's FX tracing cannot follow the interleaving writes).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +41,7 @@ _TAPS = (
     torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),  # phase 1 reads input rows 0 and +1
 )
 _PHASES = ((0, 0), (0, 1), (1, 0), (1, 1))
+Interleave = Literal["writes", "reshape"]
 
 
 def phase_kernels(weight: torch.Tensor) -> torch.Tensor:
@@ -53,10 +62,16 @@ class PolyphaseUpBlock(nn.Module):
     """
 
     def __init__(
-        self, main: nn.Conv2d, activation: nn.Module, shortcut: nn.Conv2d, second: nn.Module
+        self,
+        main: nn.Conv2d,
+        activation: nn.Module,
+        shortcut: nn.Conv2d,
+        second: nn.Module,
+        interleave: Interleave = "writes",
     ) -> None:
         super().__init__()
         self.out_channels = main.out_channels
+        self.interleave = interleave
         weight = torch.cat([phase_kernels(main.weight), phase_kernels(shortcut.weight)])
         self.phases = nn.Conv2d(
             main.in_channels,
@@ -78,6 +93,9 @@ class PolyphaseUpBlock(nn.Module):
         c = self.out_channels
         # (N, 8*C_out, H+1, W+1): phase (a, b) of output pixel (2r+a, 2c+b) sits at (r+a, c+b).
         y = self.phases(F.pad(x, (1, 1, 1, 1), mode="replicate"))
+        if self.interleave == "reshape":
+            second: torch.Tensor = self.second(self.activation(_interleaved(y, 0, c, h, w)))
+            return second + _interleaved(y, 4, c, h, w)
         res = _empty_like_layout(x, (n, c, 2 * h, 2 * w), y.dtype)
         for k, (a, b) in enumerate(_PHASES):
             res[:, :, a::2, b::2] = y[:, k * c : (k + 1) * c, a : a + h, b : b + w]
@@ -85,6 +103,17 @@ class PolyphaseUpBlock(nn.Module):
         for k, (a, b) in enumerate(_PHASES):
             out[:, :, a::2, b::2] += y[:, (4 + k) * c : (5 + k) * c, a : a + h, b : b + w]
         return out
+
+
+def _interleaved(y: torch.Tensor, first: int, c: int, h: int, w: int) -> torch.Tensor:
+    """Phases ``first``..``first + 3`` of ``y`` (each C channels) as one (N, C, 2H, 2W) picture."""
+    parts = [
+        y[:, (first + k) * c : (first + k + 1) * c, a : a + h, b : b + w] for k, (a, b) in enumerate(_PHASES)
+    ]
+    n = y.shape[0]
+    # (N, C, row phase, column phase, H, W) -> (N, C, H, row phase, W, column phase).
+    stacked = torch.stack(parts, 2).reshape(n, c, 2, 2, h, w)
+    return stacked.permute(0, 1, 4, 2, 5, 3).reshape(n, c, 2 * h, 2 * w)
 
 
 def _empty_like_layout(x: torch.Tensor, shape: tuple[int, int, int, int], dtype: torch.dtype) -> torch.Tensor:
@@ -101,14 +130,15 @@ def _bias(conv: nn.Conv2d) -> torch.Tensor:
     return conv.bias.detach()
 
 
-def polyphase_upsample_blocks(model: nn.Module) -> int:
+def polyphase_upsample_blocks(model: nn.Module, interleave: Interleave = "writes") -> int:
     """Replace each of ParseNet's upsampling ``ResidualBlock``s in ``model`` (after
-    ``fold.fold_batchnorm``) with a ``PolyphaseUpBlock``, in place.
-    Returns how many were replaced; a block that is not exactly that shape is left alone."""
-    return replace_children(model, _as_polyphase)
+    ``fold.fold_batchnorm``) with a ``PolyphaseUpBlock`` interleaving its phases as ``interleave``
+    says, in place. Returns how many were replaced; a block that is not exactly that shape is left
+    alone."""
+    return replace_children(model, lambda block: _as_polyphase(block, interleave))
 
 
-def _as_polyphase(block: nn.Module) -> PolyphaseUpBlock | None:
+def _as_polyphase(block: nn.Module, interleave: Interleave) -> PolyphaseUpBlock | None:
     if not isinstance(block, ResidualBlock):
         return None
     main, shortcut, second = block.conv1, block.shortcut_func, block.conv2
@@ -118,7 +148,7 @@ def _as_polyphase(block: nn.Module) -> PolyphaseUpBlock | None:
     act = convlayer.activation(main)
     if act is None or not isinstance(convlayer.activation(shortcut), nn.Identity):
         return None
-    return PolyphaseUpBlock(main_conv, act, shortcut_conv, second)
+    return PolyphaseUpBlock(main_conv, act, shortcut_conv, second, interleave)
 
 
 def _stride_one(layer: object, want: convlayer.Scale) -> nn.Conv2d | None:
