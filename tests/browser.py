@@ -59,3 +59,12 @@ def chromium(width: int = 1280, height: int = 900, *, javascript: bool = True) -
         yield driver
     finally:
         driver.quit()
+
+
+def wait_until(driver: Any, cond: Any, timeout: float = 20.0) -> Any:
+    """Wait for ``cond``; an element the live page replaced meanwhile is looked up again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    ignored = (StaleElementReferenceException, NoSuchElementException)
+    return WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=ignored).until(cond)

@@ -147,6 +147,29 @@ def assert_same_up_to_rounding(got: np.ndarray, want: np.ndarray) -> None:
     assert same_up_to_rounding(got, want), f"differ by up to {biggest} levels on {fraction:.3%} of values"
 
 
+# Where two faces' paste masks overlap, the face whose mask is strictly larger takes the pixel
+# (``paste``, as upstream). Two runs of the same detector weights (another engine, another
+# implementation) give landmarks within 1e-4 px of each other, which moves the masks by as little,
+# and on a pixel where the two masks are that close to equal it hands the pixel to the other face:
+# a jump of any size, on pixels that no tolerance in levels can cover. Measured: 8 values of the tiny models' 921,600 (under 1e-5) on an Intel Xeon, none
+# on an AMD EPYC. Any real fault (a face misplaced, a wrong network) differs on far more.
+OVERLAP_FLIPS = 1e-4
+
+
+def same_photo_but_overlaps(got: np.ndarray, want: np.ndarray, what: str, levels: int = 1) -> None:
+    """Within ``levels`` on every value but the few that overlapping faces' masks hand over."""
+    biggest, fraction = rounding_flips(got, want)
+    far = float((np.abs(got.astype(np.int64) - want.astype(np.int64)) > levels).mean())
+    # Figures for docs/models.md and the report (pytest -s shows them).
+    print(
+        f"\n{what}: largest difference {biggest} level(s), {fraction:.4%} of values differ, "
+        f"{far:.5%} by more than {levels}"
+    )
+    assert far <= OVERLAP_FLIPS, (
+        f"{what}: {far:.4%} of values differ by more than {levels} level(s) (up to {biggest})"
+    )
+
+
 # --- tiny models --------------------------------------------------------------------------------
 
 

@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from browser import chromium
+from browser import chromium, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
-from test_dashboard_browser import text_of, wait_until
+from test_dashboard_browser import text_of
 
 from gpen_watch.dashboard.live import TICK_S
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium
+from browser import chromium, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
 
@@ -25,15 +25,6 @@ def page(dash: Dashboard) -> Iterator[Any]:
     with chromium() as driver:
         driver.get(f"{dash.url}?token={dash.token}")
         yield driver
-
-
-def wait_until(driver: Any, cond: Any, timeout: float = 20.0) -> Any:
-    """Wait for ``cond``; an element the live page replaced meanwhile is looked up again."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    ignored = (StaleElementReferenceException, NoSuchElementException)
-    return WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=ignored).until(cond)
 
 
 def click(driver: Any, css: str) -> None:

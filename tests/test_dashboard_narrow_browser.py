@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium
+from browser import chromium, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
-from test_dashboard_browser import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

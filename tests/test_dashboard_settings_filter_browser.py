@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium
+from browser import chromium, wait_until
 from dashboard_client import Dashboard, served_dashboard
-from test_dashboard_browser import wait_until
 from test_dashboard_settings_page import user_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser import chromium
+from browser import chromium, wait_until
 from dashboard_client import served_dashboard
-from test_dashboard_browser import wait_until
 from test_dashboard_settings_page import user_file
 
 from gpen_watch import config

@@ -26,7 +26,15 @@ pytest.importorskip("onnxscript")
 
 import onnx
 import torch
-from conftest import TinyModels, cli_env, isolated_env, make_tiny_models, restore_command, rounding_flips
+from conftest import (
+    TinyModels,
+    cli_env,
+    isolated_env,
+    make_tiny_models,
+    restore_command,
+    rounding_flips,
+    same_photo_but_overlaps,
+)
 from conftest import tiny_restore_config as tiny_config
 from test_real_faces import REAL_DETECTOR, SOLVAY, SOLVAY_FACES
 
@@ -72,29 +80,6 @@ def torch_restorer(models: TinyModels, home: Path) -> Iterator[Restorer]:
         yield r
 
 
-# Where two faces' paste masks overlap, the face whose mask is strictly larger takes the pixel
-# (``paste``, as upstream). Each engine's detector gives landmarks within 1e-4 px of the other's,
-# which moves the masks by as little, and on a pixel where the two masks are that close to equal
-# it hands the pixel to the other face: a jump of any size, on pixels that no tolerance in levels
-# can cover. Measured: 8 values of the tiny models' 921,600 (under 1e-5) on an Intel Xeon, none
-# on an AMD EPYC. Any real fault (a face misplaced, a wrong network) differs on far more.
-OVERLAP_FLIPS = 1e-4
-
-
-def compare(got: np.ndarray, want: np.ndarray, what: str, levels: int = 1) -> None:
-    """Within ``levels`` on every value but the few that overlapping faces' masks hand over."""
-    biggest, fraction = rounding_flips(got, want)
-    far = float((np.abs(got.astype(np.int64) - want.astype(np.int64)) > levels).mean())
-    # Figures for docs/models.md and the report (pytest -s shows them).
-    print(
-        f"\n{what}: largest difference {biggest} level(s), {fraction:.4%} of values differ, "
-        f"{far:.5%} by more than {levels}"
-    )
-    assert far <= OVERLAP_FLIPS, (
-        f"{what}: {far:.4%} of values differ by more than {levels} level(s) (up to {biggest})"
-    )
-
-
 def test_the_onnx_engine_restores_a_photo_as_the_torch_engine_does(
     onnx_restorer: Restorer, torch_restorer: Restorer, grace_hopper_path: Path, tmp_path: Path
 ) -> None:
@@ -104,7 +89,7 @@ def test_the_onnx_engine_restores_a_photo_as_the_torch_engine_does(
     assert got.faces == want.faces and got.found == want.found
     # The photo really changed where the faces are: equal outputs are not two copies of the input.
     assert np.abs(want_px.astype(int) - load_image(grace_hopper_path).bgr8.astype(int)).max() > 10
-    compare(got_px, want_px, "tiny models, grace_hopper.jpg")
+    same_photo_but_overlaps(got_px, want_px, "tiny models, grace_hopper.jpg")
 
 
 def test_each_network_of_the_onnx_restorer_is_an_onnx_runtime_session(
@@ -274,12 +259,12 @@ def test_with_the_upscaler_the_onnx_engine_gives_the_torch_engines_photo(
     assert got.faces == want.faces > 0
     assert backgrounds[0] is not None and backgrounds[1] is not None
     # The upscaler itself: within one level (measured: 1 level on 5e-7 of values).
-    compare(backgrounds[1], backgrounds[0], "tiny x2 upscaler alone, grace_hopper.jpg")
+    same_photo_but_overlaps(backgrounds[1], backgrounds[0], "tiny x2 upscaler alone, grace_hopper.jpg")
     # The photo: a face pasted at twice the scale is warped to uint8 and then blended, two
     # roundings in a row, so a generator output one level off (a float32 tie, as in the test
     # above) may come out two levels off on a pixel (measured: 2 levels on 0.06 % of values, all
     # inside faces; the background alone never more than one).
-    compare(got_px, want_px, "tiny models, upscaled x2", levels=2)
+    same_photo_but_overlaps(got_px, want_px, "tiny models, upscaled x2", levels=2)
     assert rounding_flips(got_px, want_px)[1] <= 0.005
     assert (tmp_path / "tiny-rrdb-x2.upscaler.onnx").is_file()
 
@@ -294,7 +279,7 @@ def test_with_the_parse_mask_the_onnx_engine_gives_the_torch_engines_photo(
             photos.append(restore_one(r, grace_hopper_path, tmp_path / f"{engine}.png"))
     (want, want_px), (got, got_px) = photos
     assert want.faces > 0 and got.faces == want.faces
-    compare(got_px, want_px, "tiny models with ParseNet, grace_hopper.jpg")
+    same_photo_but_overlaps(got_px, want_px, "tiny models with ParseNet, grace_hopper.jpg")
     export = models.model_dir / f"{Path(registry.parser_spec().filename).stem}.parser.onnx"
     # Strided writes would export as ScatterNDs: slow on the CPU provider, refused by OpenVINO's.
     ops = {node.op_type for node in onnx.load(str(export)).graph.node}
@@ -389,4 +374,4 @@ def test_both_engines_restore_the_solvay_photo_alike(engines: dict[str, Restorer
         (result,) = r.restore_files([FileJob(SOLVAY, tmp_path / f"{e}.png", format="png")])
         assert result.ok and result.faces == SOLVAY_FACES, result.error
         out[e] = load_image(tmp_path / f"{e}.png").bgr8
-    compare(out["onnx"], out["torch"], "Solvay, both engines")
+    same_photo_but_overlaps(out["onnx"], out["torch"], "Solvay, both engines")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -342,17 +342,21 @@ def test_a_redo_killed_mid_way_leaves_the_old_result_and_finishes_after_a_restar
 
 
 def test_photo_page_slider_and_a_redo_at_strength_0_in_chromium(dash: Dashboard) -> None:
-    from browser import chromium
+    from browser import chromium, wait_until
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
 
     photo = first_photo(dash)
     with chromium() as page:
         page.get(f"{dash.url}photo/{photo['id']}?token={dash.token}")
-        wait = WebDriverWait(page, 60, poll_frequency=0.1)
-        wait.until(lambda d: d.find_element(By.ID, "conn").text == "live")
+
+        def wait(cond: Callable[[Any], object]) -> None:
+            # The live page redraws its parts while the test reads them: a stale element is
+            # looked up again.
+            wait_until(page, cond, timeout=60)
+
+        wait(lambda d: d.find_element(By.ID, "conn").text == "live")
         clip = page.find_element(By.CSS_SELECTOR, ".before-clip")
         frame = page.find_element(By.CSS_SELECTOR, ".compare-frame")
         slider = page.find_element(By.CSS_SELECTOR, "[data-compare-range]")
@@ -361,19 +365,26 @@ def test_photo_page_slider_and_a_redo_at_strength_0_in_chromium(dash: Dashboard)
         ActionChains(page).click_and_hold(slider).move_by_offset(
             slider.size["width"] // 3, 0
         ).release().perform()
-        wait.until(lambda d: clip.size["width"] > frame.size["width"] * 0.7)
+        wait(lambda d: clip.size["width"] > frame.size["width"] * 0.7)
         # And with the keyboard: Home shows the result alone.
         slider.send_keys(Keys.HOME)
-        wait.until(lambda d: clip.size["width"] <= 2)
+        wait(lambda d: clip.size["width"] <= 2)
         before, after = (page.find_element(By.CSS_SELECTOR, f"img.{k}") for k in ("before", "after"))
         assert before.size == after.size  # the same geometry under the line
         page.find_element(By.CSS_SELECTOR, "form[data-redo] input[name=strength]").send_keys("0")
         page.find_element(By.CSS_SELECTOR, "form[data-redo] button.primary").click()
-        wait.until(lambda d: "Queued as run" in d.find_element(By.CSS_SELECTOR, ".queued").text)
+        # The page says the run is queued; a tiny model's run may finish, and the page move on
+        # to it, before the test reads that line.
+        wait(
+            lambda d: (
+                f"/photo/{photo['id']}" not in d.current_url
+                or "Queued as run" in d.find_element(By.CSS_SELECTOR, ".queued").text
+            )
+        )
         # The page updates by itself: once the new run is done it is the page shown, the
         # old run among its runs.
-        wait.until(lambda d: f"/photo/{photo['id']}" not in d.current_url)
-        wait.until(lambda d: "restore.strength=0" in d.find_element(By.ID, "live").text)
+        wait(lambda d: f"/photo/{photo['id']}" not in d.current_url)
+        wait(lambda d: "restore.strength=0" in d.find_element(By.ID, "live").text)
         assert "done" in page.find_element(By.CSS_SELECTOR, "h1 .state").text
     assert np.array_equal(pixels(dash.svc.outbox / "solvay.png"), pixels(SOLVAY))
 

@@ -144,10 +144,8 @@ def test_retry_from_the_page_needs_the_pages_own_origin(dash: Dashboard) -> None
 
 @pytest.mark.slow
 def test_retry_a_failed_file_from_the_failed_page_in_chromium(dash: Dashboard) -> None:
-    from browser import chromium
-    from selenium.common.exceptions import StaleElementReferenceException
+    from browser import chromium, wait_until
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     broken_marker(dash).touch()
     fail_one(dash, "browser fixable.jpg")
@@ -155,10 +153,7 @@ def test_retry_a_failed_file_from_the_failed_page_in_chromium(dash: Dashboard) -
     done = dash.status()["queue"]["done"]
     with chromium() as page:
         page.get(f"{dash.url}failed?token={dash.token}")
-        wait = WebDriverWait(
-            page, 30, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
-        )
-        wait.until(lambda d: d.find_element(By.ID, "conn").text == "live")
+        wait_until(page, lambda d: d.find_element(By.ID, "conn").text == "live", timeout=30)
         item = next(
             li
             for li in page.find_elements(By.CSS_SELECTOR, ".failures li")
@@ -166,7 +161,9 @@ def test_retry_a_failed_file_from_the_failed_page_in_chromium(dash: Dashboard) -
         )
         item.find_element(By.XPATH, ".//button[text()='Retry']").click()
         # The failure leaves the page by itself once it is sent back.
-        wait.until(lambda d: "browser fixable.jpg" not in d.find_element(By.ID, "live").text)
+        wait_until(
+            page, lambda d: "browser fixable.jpg" not in d.find_element(By.ID, "live").text, timeout=30
+        )
     dash.wait(lambda s: s["queue"]["done"] > done, 30, "restored on its retry")
     assert (dash.svc.outbox / "browser fixable.jpg").exists()
 
