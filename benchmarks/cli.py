@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="ONNX Runtime providers for --engine onnx, e.g. cpu,openvino (default cpu)",
     )
     p.add_argument(
+        "--parse-precision",
+        default="auto",
+        help="ParseNet number formats for the torch engine, each its own mode, e.g. auto,bf16: "
+        "engine, engine[parse-bf16] (default auto)",
+    )
+    p.add_argument(
         "--openvino-path",
         type=Path,
         help="a pip install --target folder with onnxruntime-openvino, put first on the path of the "
@@ -154,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import engine_modes
 
     engines, providers = _csv(args.engine), _csv(args.provider)
-    why = engine_modes.check(engines, providers, args.openvino_path)
+    parses = tuple(_csv(args.parse_precision))
+    why = engine_modes.check(engines, providers, args.openvino_path, parses)
     if why:
         print(why, file=sys.stderr)
         return 2
     # Kept for "daemon", which runs on the same runtimes as "engine".
-    args.engine_modes = engine_modes.expand(engines, providers)
+    args.engine_modes = engine_modes.expand(engines, providers, parses)
     if "engine" in modes:
         at = modes.index("engine")
         modes[at : at + 1] = args.engine_modes
@@ -250,10 +257,12 @@ def _run(
         agreement = _agreement(spec, runs, args.repeat)
         meta["agreement_psnr_face_box_db"] = agreement
         headline += "".join(f"\n{line}" for line in _real_headline(summaries, agreement))
-    if args.engine != "torch":
+    from benchmarks.engine_modes import TORCH_MODE
+
+    if args.engine_modes != [TORCH_MODE]:  # torch alone has no other engine mode to compare
         from benchmarks import engine_report
 
-        diffs, meta["onnx_vs_torch_pixels"] = engine_report.diff_lines(
+        diffs, meta["engine_modes_vs_torch_pixels"] = engine_report.diff_lines(
             spec.out_root, runs, args.repeat, [p.path.name for p in photos.photos]
         )
         meta["warm_up"] = [w.__dict__ for w in warm_ups]

@@ -115,6 +115,7 @@ def run_engine(spec: RunSpec, out_dir: Path, mode: str = "engine", limit: int | 
             "threads": restorer.threads,
             "io_threads": restorer.io_threads,
             "precision": restorer.place.precision,
+            "parse_precision": spec.parse_precision,
             "device": str(restorer.place.device),
             "malloc_tuned": _malloc_tuned(),
             "minor_page_faults": _minor_faults() - f1,

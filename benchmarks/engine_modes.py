@@ -1,5 +1,7 @@
 """The engine on each runtime as a mode of its own: "engine" (PyTorch), "engine[onnx-cpu]",
-"engine[onnx-openvino]"... (``--engine torch,onnx --provider cpu,openvino``).
+"engine[onnx-openvino]"... (``--engine torch,onnx --provider cpu,openvino``), and the PyTorch
+engine with ParseNet in another number format, "engine[parse-bf16]"... (``--parse-precision
+auto,bf16``; ONNX exports are fp32, so the ONNX modes take no such variant).
 
 Each ONNX mode's exports are made once, by a warm-up run before the timed rounds, into the run's
 model folder (where the engine caches them beside the weights); the timed runs then load the
@@ -16,20 +18,26 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import cv2
 import numpy as np
 
 from benchmarks.results import ModeRun
 from benchmarks.spec import RunSpec
+from gpen_watch.config import ParsePrecision
 
 TORCH_MODE = "engine"
 ENGINES = ("torch", "onnx")
+_PARSE_PREFIX = "engine[parse-"
 
 
-def engine_mode(engine: str, provider: str) -> str:
-    """The mode label of the engine on ``engine`` (and, for onnx, ``provider``)."""
-    return TORCH_MODE if engine == "torch" else f"engine[{engine}-{provider}]"
+def engine_mode(engine: str, provider: str, parse_precision: str = "auto") -> str:
+    """The mode label of the engine on ``engine`` (and, for onnx, ``provider``; for torch, a
+    ParseNet number format other than auto)."""
+    if engine != "torch":
+        return f"engine[{engine}-{provider}]"
+    return TORCH_MODE if parse_precision == "auto" else f"{_PARSE_PREFIX}{parse_precision}]"
 
 
 def is_engine_mode(mode: str) -> bool:
@@ -41,29 +49,47 @@ def is_onnx_mode(mode: str) -> bool:
 
 
 def mode_spec(spec: RunSpec, mode: str) -> RunSpec:
-    """``spec`` with restore.engine and restore.provider as ``mode`` names them."""
+    """``spec`` with restore.engine, restore.provider and restore.parse_precision as ``mode``
+    names them."""
+    if mode.startswith(_PARSE_PREFIX):
+        wanted = mode.removeprefix(_PARSE_PREFIX).removesuffix("]")
+        parse = next(p for p in get_args(ParsePrecision) if p == wanted)
+        return dataclasses.replace(spec, engine="torch", parse_precision=parse)
     if not is_onnx_mode(mode):
         return dataclasses.replace(spec, engine="torch")
     provider = mode.removeprefix("engine[onnx-").removesuffix("]")
     return dataclasses.replace(spec, engine="onnx", provider=provider)
 
 
-def expand(engines: list[str], providers: list[str]) -> list[str]:
-    """The engine modes for ``--engine`` and ``--provider``: torch once, onnx on each provider."""
+def expand(
+    engines: list[str], providers: list[str], parse_precisions: tuple[str, ...] = ("auto",)
+) -> list[str]:
+    """The engine modes for ``--engine``, ``--provider`` and ``--parse-precision``: torch once
+    for each ParseNet format, onnx on each provider."""
     out: list[str] = []
     for engine in engines:
-        for provider in providers if engine == "onnx" else ["cpu"]:
-            out.append(engine_mode(engine, provider))
+        if engine == "onnx":
+            out += [engine_mode(engine, provider) for provider in providers]
+        else:
+            out += [engine_mode(engine, "cpu", parse) for parse in parse_precisions]
     return list(dict.fromkeys(out))
 
 
-def check(engines: list[str], providers: list[str], openvino_path: Path | None) -> str | None:
+def check(
+    engines: list[str],
+    providers: list[str],
+    openvino_path: Path | None,
+    parse_precisions: tuple[str, ...] = ("auto",),
+) -> str | None:
     """Why these options cannot run (one sentence), or None."""
     from gpen_watch.catalog.providers import PROVIDERS
 
     bad = [e for e in engines if e not in ENGINES]
     if bad:
         return f"--engine {','.join(bad)}: choose from {', '.join(ENGINES)}"
+    bad = [p for p in parse_precisions if p not in get_args(ParsePrecision)]
+    if bad:
+        return f"--parse-precision {','.join(bad)}: choose from {', '.join(get_args(ParsePrecision))}"
     bad = [p for p in providers if p not in PROVIDERS]
     if bad:
         return f"--provider {','.join(bad)}: choose from {', '.join(PROVIDERS)}"
@@ -159,16 +185,18 @@ def parse_seconds(enhancer: object) -> float:
 
 @dataclass(frozen=True)
 class PixelDiff:
-    """The largest difference (levels of 255) of one mode's outputs from the torch engine's."""
+    """How far one mode's outputs are from the torch engine's (levels of 255)."""
 
     photos: int
     max_diff: int
     mean_diff: float
+    over_one: float  # the share of values more than one level off
 
 
 def pixel_diff(ours: Path, torch_out: Path, names: list[str]) -> PixelDiff | None:
-    """Largest and mean absolute difference over the photos both folders hold; None if none."""
-    worst, means, n = 0, [], 0
+    """Largest and mean absolute difference, and the share over one level, over the photos both
+    folders hold; None if none."""
+    worst, means, over, n = 0, [], [], 0
     for name in names:
         a = cv2.imread(str(ours / name), cv2.IMREAD_COLOR)
         b = cv2.imread(str(torch_out / name), cv2.IMREAD_COLOR)
@@ -177,8 +205,11 @@ def pixel_diff(ours: Path, torch_out: Path, names: list[str]) -> PixelDiff | Non
         d = np.abs(a.astype(np.int16) - b.astype(np.int16))
         worst = max(worst, int(d.max()))
         means.append(float(d.mean()))
+        over.append(float((d > 1).mean()))
         n += 1
-    return PixelDiff(n, worst, round(float(np.mean(means)), 4)) if n else None
+    if not n:
+        return None
+    return PixelDiff(n, worst, round(float(np.mean(means)), 4), round(float(np.mean(over)), 6))
 
 
 def load_note(runs: list[ModeRun]) -> str:

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks import report
-from benchmarks.engine_modes import TORCH_MODE, is_engine_mode, is_onnx_mode, pixel_diff
+from benchmarks.engine_modes import TORCH_MODE, is_engine_mode, pixel_diff
 from benchmarks.results import ModeRun, ModeSummary
 
 # What the engine is measured against: upstream's own warm loop where it ran (--upstream), else
@@ -109,19 +109,26 @@ def goal_lines(summaries: list[ModeSummary], goal: float = DEFAULT_GOAL) -> list
 def diff_lines(
     out_root: Path, runs: list[str], repeat: int, names: list[str]
 ) -> tuple[list[str], dict[str, dict[str, float]]]:
-    """Each ONNX mode's largest pixel difference from the torch engine's outputs, same round."""
+    """Each other engine mode's (ONNX, another ParseNet format) pixel difference from the torch
+    engine's outputs, same round."""
     lines: list[str] = []
     data: dict[str, dict[str, float]] = {}
     if TORCH_MODE not in runs:
         return lines, data
-    for mode in (m for m in runs if is_onnx_mode(m)):
+    for mode in (m for m in runs if is_engine_mode(m) and m != TORCH_MODE):
         for rnd in range(repeat):
             diff = pixel_diff(out_root / f"r{rnd}" / mode, out_root / f"r{rnd}" / TORCH_MODE, names)
             if diff is not None:
-                data[mode] = {"photos": diff.photos, "max": diff.max_diff, "mean": diff.mean_diff}
+                data[mode] = {
+                    "photos": diff.photos,
+                    "max": diff.max_diff,
+                    "mean": diff.mean_diff,
+                    "over_one": diff.over_one,
+                }
                 lines.append(
                     f"{report.label(mode)} vs the torch engine, over {diff.photos} photos (decoded "
-                    f"outputs): largest pixel difference {diff.max_diff} levels of 255, mean {diff.mean_diff}"
+                    f"outputs): largest pixel difference {diff.max_diff} levels of 255, mean "
+                    f"{diff.mean_diff}, {diff.over_one:.3%} of values more than one level off"
                 )
                 break
     return lines, data

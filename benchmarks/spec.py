@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.models import BenchModels
-from gpen_watch.config import EngineName, Precision, RestoreConfig
+from gpen_watch.config import EngineName, ParsePrecision, Precision, RestoreConfig
 
 
 @dataclass
@@ -40,6 +40,8 @@ class RunSpec:
     # ("engine[onnx-cpu]", benchmarks.engine_modes); the saved spec keeps the defaults.
     engine: EngineName = "torch"
     provider: str = "cpu"
+    # restore.parse_precision, set per mode from its label ("engine[parse-bf16]") likewise.
+    parse_precision: ParsePrecision = "auto"
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -73,4 +75,5 @@ class RunSpec:
             memory_mb=self.memory_mb,
             engine=self.engine,
             provider=self.provider,
+            parse_precision=self.parse_precision,
         )
