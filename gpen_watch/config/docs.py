@@ -89,8 +89,10 @@ DESCRIPTIONS: dict[str, Description] = {
         "synthetic image, nothing downloaded): 2.0x as fast per face end to end with GPEN-BFR-256 on a "
         "CPU (1.46x model-only: int8 quantizes the plain network, without the fp32 load-time rewrites), "
         "but on random weights it changed 3.2-3.7 % of the output's pixels by more than 1 level. `bf16` "
-        "was not faster on the CPU measured and changed 2.1 %. Neither is the default, because the error "
-        "has only been judged on random weights "
+        "was not faster on a CPU without AMX and changed 2.1 %. On a CPU with AMX (Intel Xeon of the 4th "
+        "generation and later) both parse 2.6-2.9x as fast and restore a photo 2.0-2.3x as fast "
+        "([measured](benchmarks.md#parsenets-number-format-on-a-cpu-with-amx)). Neither is the default, "
+        "because the error has only been judged on random weights "
         "([measured](benchmarks.md#int8-and-smaller-parsenet-passes-on-cpu)).",
     ),
     "restore.parse_small_below": Description(
