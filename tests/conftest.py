@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -216,6 +217,17 @@ def make_tiny_models(folder: Path, with_parser: bool = False) -> TinyModels:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     return make_tiny_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_gpen(tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The tiny GPEN as an ONNX Runtime face model on the CPU provider, exported once a session
+    (about 15 s on 2 cores) into a cache folder of its own (the tiny models' folder is shared)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from gpen_watch.restore.engines.onnx_face_model import load_onnx_gpen
+
+    return load_onnx_gpen(tiny_models.gpen, "cpu", cache_dir=tmp_path_factory.mktemp("onnx_cache"))
 
 
 @pytest.fixture(scope="session")

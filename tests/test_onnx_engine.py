@@ -4,7 +4,8 @@ that is not whole is made again, and a provider that is not installed falls back
 with one sentence. Skipped where the `onnx` extra (onnxruntime, onnx, onnxscript) is not installed.
 
 The tiny real-architecture GPEN (conftest's TINY_GPEN) exports in about 15 s on 2 cores; the
-module exports it once and reuses that file wherever a test does not need a fresh export.
+session exports it once (conftest's tiny_onnx_gpen) and reuses that file wherever a test does not
+need a fresh export.
 """
 
 from __future__ import annotations
@@ -38,10 +39,9 @@ from gpen_watch.restore.nets.gpen_model import prepare_for_inference
 ATOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def exported(tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> OnnxFaceModel:
-    # A cache folder of its own: the tiny models' folder is shared by the whole session.
-    return load_onnx_gpen(tiny_models.gpen, "cpu", cache_dir=tmp_path_factory.mktemp("onnx_cache"))
+@pytest.fixture
+def exported(tiny_onnx_gpen: OnnxFaceModel) -> OnnxFaceModel:
+    return tiny_onnx_gpen
 
 
 def torch_reference(weights: Path, faces: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ import onnx.numpy_helper
 import onnxruntime as ort
 import torch
 
-from gpen_watch.restore.engines import onnx_quant
+from gpen_watch.restore.engines import onnx_derived, onnx_quant
 from gpen_watch.restore.engines.onnx_quant import Calibration, cached_quantized
 
 SIDE = 64
@@ -105,7 +105,7 @@ def test_the_int8_model_has_int8_weights_and_runs(fp32: Path) -> None:
     faces = _faces()
     calib, held_out = faces[:4], faces[4:]  # measured on Grace Hopper's wider and mirrored crops
     made = cached_quantized(fp32, _calibration(calib))
-    assert made.quantized and made.path == fp32.with_name("parsenet.int8.onnx")
+    assert made.made and made.path == fp32.with_name("parsenet.int8.onnx")
     graph = onnx.load(str(made.path)).graph
     ops = {n.op_type for n in graph.node}
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
@@ -179,12 +179,12 @@ def test_a_current_int8_file_is_reused_and_a_changed_export_or_calibration_remad
     first = cached_quantized(fp32, _calibration(faces[:2]))
     stamp = first.path.stat().st_mtime_ns
     again = cached_quantized(fp32, _calibration(faces[:2]))
-    assert not again.quantized and again.manifest == first.manifest
+    assert not again.made and again.manifest == first.manifest
     assert first.path.stat().st_mtime_ns == stamp
 
     other_calibration = cached_quantized(fp32, _calibration(faces[2:4]))
-    assert other_calibration.quantized
-    assert other_calibration.manifest.calibration != first.manifest.calibration
+    assert other_calibration.made
+    assert other_calibration.manifest.recipe != first.manifest.recipe
 
     # The weights changed, so the export did (one convolution's weights, nudged: a whole second
     # export would cost ~10 s): the int8 file beside it is made from the new one.
@@ -196,11 +196,9 @@ def test_a_current_int8_file_is_reused_and_a_changed_export_or_calibration_remad
     onnx.save(model, str(tmp_path / "new.onnx"))
     (tmp_path / "new.onnx").replace(fp32)
     remade = cached_quantized(fp32, _calibration(faces[2:4]))
-    assert remade.quantized
-    assert remade.manifest.fp32_sha256 == onnx_quant.file_sha256(fp32) != first.manifest.fp32_sha256
-    assert (
-        onnx_quant.stale_reason(remade.path, remade.manifest.fp32_sha256, remade.manifest.calibration) is None
-    )
+    assert remade.made
+    assert remade.manifest.fp32_sha256 == onnx_derived.file_sha256(fp32) != first.manifest.fp32_sha256
+    assert onnx_quant.stale_reason(remade.path, remade.manifest.fp32_sha256, remade.manifest.recipe) is None
 
 
 def test_a_truncated_or_half_made_int8_file_is_refused_and_made_again(fp32: Path) -> None:
@@ -213,12 +211,12 @@ def test_a_truncated_or_half_made_int8_file_is_refused_and_made_again(fp32: Path
         "the file is not the one its manifest describes"
     )
     again = cached_quantized(fp32, calibration)
-    assert again.quantized
+    assert again.made
     assert _run(again.path, faces[:1]).shape == (1, 19, SIDE, SIDE)
 
     # A run killed between the int8 file and its manifest: no manifest, so nothing is trusted.
-    onnx_quant.manifest_path(again.path).unlink()
-    assert cached_quantized(fp32, calibration).quantized
+    onnx_derived.manifest_path(again.path).unlink()
+    assert cached_quantized(fp32, calibration).made
     # No temp file is left beside the export, whatever happened.
     assert sorted(p.name for p in fp32.parent.iterdir()) == [
         "parsenet.int8.onnx",

@@ -29,6 +29,9 @@ class Provider:
     package: str
     options: Mapping[str, str] = field(default_factory=dict)
     run_here: bool = False  # run in this project's tests and benchmarks, not only written down
+    # Runs fp16 graphs on a GPU's fp16 units: restore.precision auto (and fp16, bf16) then opens
+    # the fp16 copy of each export but the detector's (``onnx_half``); fp32 everywhere else.
+    half: bool = False
 
 
 PROVIDERS: dict[str, Provider] = {
@@ -39,13 +42,14 @@ PROVIDERS: dict[str, Provider] = {
         Provider(
             "openvino", "OpenVINOExecutionProvider", "onnxruntime-openvino", {"device_type": "CPU"}, True
         ),
-        Provider("cuda", "CUDAExecutionProvider", "onnxruntime-gpu"),
+        Provider("cuda", "CUDAExecutionProvider", "onnxruntime-gpu", half=True),
         # TensorRT's provider comes in onnxruntime-gpu but also needs NVIDIA's TensorRT libraries.
-        Provider("tensorrt", "TensorrtExecutionProvider", "onnxruntime-gpu"),
-        Provider("directml", "DmlExecutionProvider", "onnxruntime-directml"),
-        # CoreML is in the plain onnxruntime wheel for macOS.
+        Provider("tensorrt", "TensorrtExecutionProvider", "onnxruntime-gpu", half=True),
+        Provider("directml", "DmlExecutionProvider", "onnxruntime-directml", half=True),
+        # CoreML is in the plain onnxruntime wheel for macOS. Not half: Core ML chooses the
+        # precision of an fp32 graph itself (fp16 on the GPU and the Neural Engine).
         Provider("coreml", "CoreMLExecutionProvider", "onnxruntime"),
-        Provider("rocm", "ROCMExecutionProvider", "onnxruntime-rocm"),
+        Provider("rocm", "ROCMExecutionProvider", "onnxruntime-rocm", half=True),
     )
 }
 
@@ -114,3 +118,10 @@ def run_failed_note(asked: Provider, network: str, reason: str) -> str:
         f"restore.provider = {asked.name}: ONNX Runtime's {asked.ort_name} failed running {network} "
         f"({reason}), so the CPU provider runs it from now on."
     )
+
+
+def runs_half(choice: ProviderChoice, precision: str) -> bool:
+    """Whether a session of ``choice`` opens fp16 copies for restore.precision = ``precision``:
+    on a provider that runs them (``Provider.half``) and is there to run (no fallback note), for
+    auto, fp16 and bf16 (the nearest these providers run throughout); fp32 asks for fp32."""
+    return choice.asked.half and choice.note is None and precision != "fp32"

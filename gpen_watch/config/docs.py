@@ -140,7 +140,9 @@ DESCRIPTIONS: dict[str, Description] = {
     "restore.max_side": Description("Photos with a longer side are pre-scaled first (px; 0: never)."),
     "restore.precision": Description(
         "auto (fp32 on CPU and Apple GPU, bf16 on NVIDIA GPUs that have it), fp32, fp16 or bf16.",
-        "fp16 needs a GPU.",
+        'fp16 needs a GPU. With `restore.engine = "onnx"`, auto, fp16 and bf16 run fp16 copies of the '
+        "networks on a GPU's provider (not the detector), and fp32 everywhere else "
+        "([how](models.md#onnx-runtime-engine)).",
     ),
     "restore.channels_last": Description(
         "Channels-last memory layout on GPUs (pays off with tensor cores; not used on CPU)."

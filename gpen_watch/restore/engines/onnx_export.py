@@ -17,12 +17,9 @@ refused or stale export is made again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -30,6 +27,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from gpen_watch.restore.engines.onnx_derived import file_sha256, write_replace
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,6 @@ OPSET = 18
 FORMAT = 3
 INPUT_NAME = "faces"
 OUTPUT_NAME = "restored"
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -72,14 +70,6 @@ def exporter_key() -> str:
     import onnxscript
 
     return f"torch-{torch.__version__}+onnxscript-{onnxscript.__version__}+opset{OPSET}+format{FORMAT}"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -161,23 +151,6 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
             lg.setLevel(level)
 
 
-def _write_replace(dst: Path, write: Callable[[Path], object]) -> None:
-    """``write`` into a temp name beside ``dst``, then rename it into place (nothing half-written
-    is ever at ``dst``); the temp file goes whatever happens."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        # mkstemp makes it 0600; the export is as readable as the weights beside it normally are.
-        tmp.chmod(0o644)
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def read_manifest(onnx_path: Path) -> Manifest | None:
     try:
         data = json.loads(manifest_path(onnx_path).read_text(encoding="utf-8"))
@@ -235,10 +208,10 @@ def cached_export(
     manifest_path(dst).unlink(missing_ok=True)
     t0 = time.perf_counter()
     module, size = build()
-    _write_replace(dst, lambda tmp: export_module(module, size, tmp, spec))
+    write_replace(dst, lambda tmp: export_module(module, size, tmp, spec))
     manifest = Manifest(source_sha, exporter_key(), file_sha256(dst), dst.stat().st_size, size)
     log.info("exported %s in %.1f s (%.1f MB)", dst.name, time.perf_counter() - t0, manifest.onnx_bytes / 1e6)
-    _write_replace(
+    write_replace(
         manifest_path(dst),
         lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),
     )

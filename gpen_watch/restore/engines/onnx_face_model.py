@@ -35,6 +35,7 @@ class OnnxFaceModel:
     choice: onnx_providers.ProviderChoice
     export: CachedExport
     note: str | None  # why the provider asked for is not the one that runs; None when it is
+    half: bool = False  # the session runs the export's fp16 copy (``onnx_half``)
 
     @property
     def size(self) -> int:
@@ -50,7 +51,8 @@ class OnnxFaceModel:
         return self.choice.runs if self.note is None else onnx_providers.CPU.name
 
     def autocast(self) -> contextlib.AbstractContextManager[object]:
-        # The export is fp32 throughout; the parser beside it (torch) gets no autocast from it.
+        # The session's own graph fixes its precision (fp32, or an fp16 copy taking and giving
+        # fp32); the parser beside it gets no autocast from it.
         return contextlib.nullcontext()
 
     def __call__(self, faces: Tensor, /) -> Tensor:
@@ -68,12 +70,15 @@ def load_onnx_gpen(
     model: str | Path | None = None,
     model_dir: Path | None = None,
     say_note: bool = True,
+    precision: str = "fp32",
 ) -> OnnxFaceModel:
     """The GPEN generator in ``weights`` as an ONNX Runtime face model: exported at first use (or
     when the file, the exporter or the cache changed), then opened on ``provider``. ``model``:
     restore.model as given (a registry name keeps its fixed shape), default the file itself;
     ``cache_dir``: default beside the file (``onnx_modules.cache_folder``). ``say_note``: log the
-    provider's note here (the engine says it once for all its networks instead)."""
+    provider's note here (the engine says it once for all its networks instead). ``precision``:
+    restore.precision, which on a provider that runs fp16 graphs opens the export's fp16 copy
+    (``onnx_modules.open_export``)."""
     from gpen_watch.restore.engines.gpen_family import load_gpen
 
     def build() -> tuple[nn.Module, int]:
@@ -82,7 +87,14 @@ def load_onnx_gpen(
         return gpen, int(gpen.config.size)
 
     # No spec: a generator, its side the one ``build`` says.
-    session, export, choice, note = open_export(weights, build, None, provider, threads, cache_dir)
-    if note and say_note:
-        log.warning("%s", note)
-    return OnnxFaceModel(session=session, side=export.manifest.size, choice=choice, export=export, note=note)
+    opened = open_export(weights, build, None, provider, threads, cache_dir, precision)
+    if opened.note and say_note:
+        log.warning("%s", opened.note)
+    return OnnxFaceModel(
+        session=opened.session,
+        side=opened.export.manifest.size,
+        choice=opened.choice,
+        export=opened.export,
+        note=opened.note,
+        half=opened.half,
+    )

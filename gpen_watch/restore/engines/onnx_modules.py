@@ -13,6 +13,7 @@ import hashlib
 import logging
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import Tensor, nn
 from gpen_watch.catalog import providers as onnx_providers
 from gpen_watch.platform import paths
 from gpen_watch.restore.engines.onnx_export import CachedExport, ExportSpec, cached_export
+from gpen_watch.restore.engines.onnx_half import cached_half
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,20 @@ class ProviderSession:
     the CPU provider alone, saying so once: a provider's fault must not fail the user's photo.
     Everything else is the session's own (``get_inputs``, ``get_providers``...)."""
 
-    def __init__(self, session: Any, path: Path, choice: onnx_providers.ProviderChoice, threads: int | None):
+    def __init__(
+        self,
+        session: Any,
+        path: Path,
+        choice: onnx_providers.ProviderChoice,
+        threads: int | None,
+        cpu_path: Path | None = None,
+    ):
         self.session = session
         self.path = path
         self.choice = choice
         self.threads = threads
+        # What the CPU provider runs instead: the fp32 export where ``path`` is its fp16 copy.
+        self.cpu_path = cpu_path or path
         self.fell_back = False
 
     def run(self, outputs: list[str] | None, feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -70,7 +81,7 @@ class ProviderSession:
                 raise
             reason = str(exc).splitlines()[0][:200]
             log.warning("%s", onnx_providers.run_failed_note(self.choice.asked, self.path.name, reason))
-            self.session = _session(self.path, self.choice.providers[-1:], self.threads)
+            self.session = _session(self.cpu_path, self.choice.providers[-1:], self.threads)
             self.fell_back = True
         return list(self.session.run(outputs, feeds))
 
@@ -79,30 +90,36 @@ class ProviderSession:
 
 
 def open_session(
-    path: Path, provider: str, threads: int | None = None
+    path: Path, provider: str, threads: int | None = None, cpu_path: Path | None = None
 ) -> tuple[Any, onnx_providers.ProviderChoice, str | None]:
     """A session on ``path`` for restore.provider = ``provider``, with the note to show (None: the
     provider asked for runs). A provider that is installed but fails to start is retried on the CPU
     provider alone, so an error that stays is the file's own (the caller may re-export); one that
-    starts is wrapped in ``ProviderSession``, for a run that fails there."""
+    starts is wrapped in ``ProviderSession``, for a run that fails there. ``cpu_path``: what the CPU
+    provider opens where it stands in for another (the fp32 export where ``path`` is its fp16 copy)."""
     import onnxruntime as ort
 
     choice = onnx_providers.choose(provider, ort.get_available_providers())
+    cpu_path = cpu_path or path
     note = choice.note
-    if choice.asked is onnx_providers.CPU or note is not None:
+    if choice.asked is onnx_providers.CPU:
         return _session(path, choice.providers, threads), choice, note
+    if note is not None:
+        return _session(cpu_path, choice.providers, threads), choice, note
     try:
         session = _session(path, choice.providers, threads)
     # ONNX Runtime raises plain RuntimeErrors and its own pybind types for a provider whose libraries
     # or device are missing; none of them is worth a traceback when the CPU provider can run.
     except Exception as exc:  # noqa: BLE001
         note = onnx_providers.failed_note(choice.asked, str(exc).splitlines()[0][:200])
-        return _session(path, choice.providers[-1:], threads), choice, note
+        return _session(cpu_path, choice.providers[-1:], threads), choice, note
     if choice.asked.ort_name not in session.get_providers():
         # ONNX Runtime dropped it itself (it only warns): say so as if it were missing.
         note = onnx_providers.failed_note(choice.asked, "ONNX Runtime left it out of the session")
+        if cpu_path != path:
+            session = _session(cpu_path, choice.providers[-1:], threads)
         return session, choice, note
-    return ProviderSession(session, path, choice, threads), choice, note
+    return ProviderSession(session, path, choice, threads, cpu_path), choice, note
 
 
 class OnnxNet(nn.Module):
@@ -154,6 +171,17 @@ def cache_folder(source: Path) -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class OpenedExport:
+    """A session over one network's export, and what it runs."""
+
+    session: Any
+    export: CachedExport  # the fp32 export (its fp16 copy, where one runs, is made from it)
+    choice: onnx_providers.ProviderChoice
+    note: str | None  # why the provider asked for is not the one that runs; None when it is
+    half: bool  # the session runs the export's fp16 copy
+
+
 def open_export(
     source: Path,
     build: Callable[[], tuple[nn.Module, int]],
@@ -161,18 +189,38 @@ def open_export(
     provider: str,
     threads: int | None,
     cache_dir: Path | None = None,
-) -> tuple[Any, CachedExport, onnx_providers.ProviderChoice, str | None]:
+    precision: str = "fp32",
+) -> OpenedExport:
     """A session on ``source``'s export (made now unless a whole, current one is cached) on
-    ``provider``, with the note ``open_session`` gives. A cached file this ONNX Runtime will not
-    read, though its hashes match, is exported once more from the weights."""
+    ``provider``, with the note ``open_session`` gives; on a provider that runs fp16 graphs, and
+    unless ``precision`` (restore.precision) is fp32, on the export's fp16 copy (``onnx_half``),
+    with the fp32 export kept for the CPU provider should the GPU's fail. A cached file this ONNX
+    Runtime will not read, though its hashes match, is made once more."""
+    import onnxruntime as ort
+
     folder = cache_dir or cache_folder(source)
+    half = onnx_providers.runs_half(onnx_providers.choose(provider, ort.get_available_providers()), precision)
     export = cached_export(source, build, folder, spec=spec)
     try:
-        session, choice, note = open_session(export.path, provider, threads)
+        path = _half_copy(export.path, force=False) if half else export.path
+        session, choice, note = open_session(path, provider, threads, cpu_path=export.path)
     except Exception as exc:
         if export.exported:
             raise
-        log.warning("ONNX Runtime refused the cached export %s (%s); exporting again", export.path, exc)
+        log.warning("ONNX Runtime refused the cached export %s (%s); making it again", export.path, exc)
         export = cached_export(source, build, folder, force=True, spec=spec)
-        session, choice, note = open_session(export.path, provider, threads)
-    return session, export, choice, note
+        path = _half_copy(export.path, force=True) if half else export.path
+        session, choice, note = open_session(path, provider, threads, cpu_path=export.path)
+    return OpenedExport(session, export, choice, note, path != export.path and note is None)
+
+
+def _half_copy(fp32: Path, force: bool) -> Path:
+    """The fp16 copy of the export at ``fp32``, or ``fp32`` itself, with one sentence, where the
+    copy cannot be made: the provider then runs the fp32 export, slower but the same faces."""
+    try:
+        return cached_half(fp32, force=force).path
+    # The converter is ONNX Runtime's own script and raises what its graph walk meets.
+    except Exception as exc:  # noqa: BLE001
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        log.warning("could not make the fp16 copy of %s (%s); it runs in fp32", fp32.name, reason)
+        return fp32

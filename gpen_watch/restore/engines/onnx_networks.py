@@ -8,9 +8,11 @@ the CPU in fp32: the sessions take and give numpy arrays there.
 
 The exported forms: the generator (N, 3, S, S), only the batch dynamic; the detector, whose input
 is a whole padded photo, with batch, height and width dynamic (multiples of 32) and its three
-outputs (boxes, scores, landmarks); the parser (fp32, height and width dynamic: 512 px faces, and
+outputs (boxes, scores, landmarks); the parser (height and width dynamic: 512 px faces, and
 256 px ones under restore.parse_small_below) giving only its class map; the upscaler's tiles with
-height and width dynamic on its unshuffle grid.
+height and width dynamic on its unshuffle grid. On a provider that runs fp16 graphs (a GPU's:
+``Provider.half``) the generator, the parser and the upscaler run the fp16 copy of their export
+unless restore.precision is fp32; the detector stays fp32 everywhere.
 """
 
 from __future__ import annotations
@@ -99,14 +101,18 @@ class OnnxNetworks:
         # restore.provider's word for what the first session ran on (the rest run on the same).
         self._runs = cfg.provider
         self._opened = False
+        self._half = False  # some session runs an fp16 copy
         if cfg.use_parse and cfg.parse_precision not in ("auto", "fp32"):
             log.info(
-                "restore.parse_precision = %s: the onnx engine's parser runs in fp32", cfg.parse_precision
+                "restore.parse_precision = %s: the onnx engine's parser runs as its generator does "
+                "(fp32, or fp16 on a GPU's provider)",
+                cfg.parse_precision,
             )
 
     @property
     def label(self) -> str:
-        return f"ONNX Runtime {self.version}, {provider_shown(self._runs)} provider"
+        half = ", fp16" if self._half else ""
+        return f"ONNX Runtime {self.version}, {provider_shown(self._runs)} provider{half}"
 
     @property
     def note(self) -> str:
@@ -121,9 +127,10 @@ class OnnxNetworks:
         # detector's decoding) is light and stays on the CPU, in fp32 as the exports are.
         return placement("cpu", "fp32", False)
 
-    def _opened_on(self, choice: onnx_providers.ProviderChoice, note: str | None) -> None:
+    def _opened_on(self, choice: onnx_providers.ProviderChoice, note: str | None, half: bool) -> None:
         """Record what a session runs on; a note is said once per restorer (``Restorer`` logs the
         first at start, and one that differs from it here)."""
+        self._half = self._half or half
         runs = choice.runs if note is None else onnx_providers.CPU.name
         if not self._opened:
             self._runs, self._opened = runs, True
@@ -145,18 +152,24 @@ class OnnxNetworks:
             model=model,
             model_dir=self.cfg.model_dir,
             say_note=False,
+            precision=self.cfg.precision,
         )
-        self._opened_on(face.choice, face.note)
+        self._opened_on(face.choice, face.note, face.half)
         return face
 
     def _net(
-        self, path: Path, build: Callable[[], nn.Module], spec: ExportSpec, config: object = None
+        self,
+        path: Path,
+        build: Callable[[], nn.Module],
+        spec: ExportSpec,
+        config: object = None,
+        precision: str = "fp32",
     ) -> OnnxNet:
-        session, export, choice, note = open_export(
-            path, lambda: (build(), 0), spec, self.cfg.provider, self.threads
+        opened = open_export(
+            path, lambda: (build(), 0), spec, self.cfg.provider, self.threads, precision=precision
         )
-        self._opened_on(choice, note)
-        return OnnxNet(session, export, config, as_tuple=spec.kind in ("detector", "parser"))
+        self._opened_on(opened.choice, opened.note, opened.half)
+        return OnnxNet(opened.session, opened.export, config, as_tuple=spec.kind in ("detector", "parser"))
 
     def detector(self, name: str, place: Placement) -> RetinaFace:
         spec = get_spec(name)
@@ -170,6 +183,7 @@ class OnnxNetworks:
             return prepare_detector(net, cpu)
 
         # FaceDetector reads the network's config (anchors, variances) and calls it: OnnxNet does both.
+        # fp32 on every provider, as the torch engine's detector: the landmarks place every face.
         return cast(RetinaFace, self._net(path, build, DETECTOR_SPEC, config_for(spec.arch)))
 
     def parse_precision(self, place: Placement) -> ParsePrecision:
@@ -188,7 +202,7 @@ class OnnxNetworks:
             polyphase_upsample_blocks(parser, interleave="reshape")
             return _ClassMap(parser)
 
-        return self._net(path, build, PARSER_SPEC)
+        return self._net(path, build, PARSER_SPEC, precision=self.cfg.precision)
 
     def upscaler(self, factor: int, model: str, place: Placement) -> RRDBNet:
         def build() -> nn.Module:
@@ -204,4 +218,4 @@ class OnnxNetworks:
             path = ensure_model(spec, self.cfg.model_dir, download=self.download)
             config = UPSCALER_CONFIGS[spec.name]
         # The Upscaler reads the network's config (factor, grid) and calls it: OnnxNet does both.
-        return cast(RRDBNet, self._net(path, build, upscaler_export_spec(config), config))
+        return cast(RRDBNet, self._net(path, build, upscaler_export_spec(config), config, self.cfg.precision))

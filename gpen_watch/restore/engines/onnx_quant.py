@@ -11,32 +11,30 @@ The calibration set is the caller's: it must be real inputs of the kind the mode
 faces then overflow or leave unused. It is named, and its name carries a digest of its arrays, so
 the cache knows when the set changed.
 
-A cached int8 file is used only when whole and current: its manifest (``*.int8.onnx.json``)
-records the fp32 export's sha256, the quantiser key (ONNX Runtime's version and this module's
-options), the calibration set's name and the int8 file's own sha256 and size. The file and then
-the manifest are written to temp names in the same folder and renamed into place, and the old
-manifest goes first, so a run killed half-way leaves nothing that is used.
+The int8 file is cached beside the export as ``onnx_derived`` caches every file made from one:
+its manifest names the quantiser (ONNX Runtime's version and this module's options) as its maker
+and the calibration set as its recipe.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from gpen_watch.restore.engines import onnx_derived
+from gpen_watch.restore.engines.onnx_derived import CachedDerived, cached_derived, derived_path
 
 log = logging.getLogger(__name__)
 
 # Bumped when what quantize() asks of the quantiser changes (format, types, options), so older
 # int8 files are made again.
 FORMAT = 1
-_CHUNK = 1 << 20
 
 
 def quantiser_key() -> str:
@@ -44,15 +42,6 @@ def quantiser_key() -> str:
     import onnxruntime
 
     return f"onnxruntime-{onnxruntime.__version__}+qdq-s8w-perchannel-u8a-minmax+format{FORMAT}"
-
-
-def file_sha256(path: Path) -> str:
-    # onnx_export's own would do, but it imports torch: quantising needs only ONNX Runtime.
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -118,95 +107,26 @@ def quantize(fp32: Path, dst: Path, calibration: Calibration) -> None:
         )
 
 
-@dataclass(frozen=True)
-class QuantManifest:
-    """What the ``*.int8.onnx.json`` beside an int8 file says about it."""
-
-    fp32_sha256: str
-    quantiser: str
-    calibration: str
-    onnx_sha256: str
-    onnx_bytes: int
+TAG = "int8"
 
 
 def quantized_path(fp32: Path) -> Path:
     """Beside the fp32 export, one name per export so a redo replaces the old file."""
-    return fp32.with_name(f"{fp32.stem}.int8.onnx")
-
-
-def manifest_path(int8: Path) -> Path:
-    return int8.with_name(int8.name + ".json")
-
-
-def read_manifest(int8: Path) -> QuantManifest | None:
-    try:
-        data = json.loads(manifest_path(int8).read_text(encoding="utf-8"))
-        return QuantManifest(**data)
-    except (OSError, ValueError, TypeError):
-        return None
+    return derived_path(fp32, TAG)
 
 
 def stale_reason(int8: Path, fp32_sha256: str, calibration_name: str) -> str | None:
     """Why the int8 file at ``int8`` must not be used (None: whole and current)."""
-    manifest = read_manifest(int8)
-    if manifest is None:
-        return "no readable manifest"
-    if manifest.fp32_sha256 != fp32_sha256:
-        return "made from another fp32 export"
-    if manifest.quantiser != quantiser_key():
-        return f"made by {manifest.quantiser}"
-    if manifest.calibration != calibration_name:
-        return f"calibrated on {manifest.calibration}"
-    try:
-        if int8.stat().st_size != manifest.onnx_bytes or file_sha256(int8) != manifest.onnx_sha256:
-            return "the file is not the one its manifest describes"
-    except OSError:
-        return "no file"
-    return None
+    return onnx_derived.stale_reason(int8, fp32_sha256, quantiser_key(), calibration_name)
 
 
-def _write_replace(dst: Path, write: Callable[[Path], object]) -> None:
-    """``write`` into a temp name beside ``dst``, then rename it into place; the temp file goes
-    whatever happens, so nothing half-written is ever at ``dst``."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        tmp.chmod(0o644)  # mkstemp's 0600; as readable as the fp32 export beside it
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-@dataclass(frozen=True)
-class CachedQuant:
-    path: Path
-    manifest: QuantManifest
-    quantized: bool  # made now, not read from the cache
-
-
-def cached_quantized(fp32: Path, calibration: Calibration, force: bool = False) -> CachedQuant:
+def cached_quantized(fp32: Path, calibration: Calibration, force: bool = False) -> CachedDerived:
     """The int8 model of the fp32 export at ``fp32``, made now unless a whole, current one is
     cached beside it. ``force``: make it again whatever the cache holds (a cached file ONNX
     Runtime refused)."""
-    fp32_sha = file_sha256(fp32)
-    dst = quantized_path(fp32)
-    name = calibration.name
-    reason = "asked to quantise again" if force else stale_reason(dst, fp32_sha, name)
-    if reason is None:
-        manifest = read_manifest(dst)
-        assert manifest is not None
-        return CachedQuant(dst, manifest, quantized=False)
-    log.info("quantising %s to int8 on %s (%s)", fp32.name, calibration.label, reason)
-    # From here until the new manifest is in place nothing at dst is trusted.
-    manifest_path(dst).unlink(missing_ok=True)
-    _write_replace(dst, lambda tmp: quantize(fp32, tmp, calibration))
-    manifest = QuantManifest(fp32_sha, quantiser_key(), name, file_sha256(dst), dst.stat().st_size)
-    _write_replace(
-        manifest_path(dst),
-        lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),
-    )
-    return CachedQuant(dst, manifest, quantized=True)
+
+    def make(src: Path, dst: Path) -> None:
+        log.info("quantising %s to int8 on %s", src.name, calibration.label)
+        quantize(src, dst, calibration)
+
+    return cached_derived(fp32, TAG, quantiser_key(), make, calibration.name, force)
