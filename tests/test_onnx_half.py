@@ -14,6 +14,7 @@ import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -143,6 +144,57 @@ def test_a_gpu_provider_that_does_not_start_leaves_the_fp32_export_to_the_cpu_pr
     x = faces()
     got = np.asarray(opened.session.run(None, {onnx_export.INPUT_NAME: x.numpy()})[0])
     assert float(np.abs(got - tiny_onnx_gpen(x).numpy()).max()) <= FP32_ATOL  # the fp32 graph, not the copy
+
+
+class _GpuWithoutHalfKernels:
+    """Stands for a GPU provider's sessions (none can run here): one on an fp16 copy does not
+    start, as a provider lacking an operator's fp16 kernel refuses it; one on the fp32 export runs
+    (on the CPU provider underneath) and reports the GPU's provider first."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __call__(self, path: Path, providers: list[tuple[str, dict[str, str]]], threads: int | None) -> Any:
+        if providers[0][0] != "CUDAExecutionProvider":
+            return self.real(path, providers, threads)
+        if path.name.endswith(".fp16.onnx"):
+            raise RuntimeError("Could not find an implementation for Resize(19) node with name 'up'")
+        session = self.real(path, providers[-1:], threads)
+        session.get_providers = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        return session
+
+
+def test_a_gpu_provider_that_refuses_the_fp16_copy_keeps_the_fp32_export_on_the_gpu(
+    tiny_models: TinyModels,
+    tiny_onnx_gpen: OnnxFaceModel,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import onnxruntime as ort
+
+    from gpen_watch.restore.engines import onnx_modules
+
+    monkeypatch.setattr(
+        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    monkeypatch.setattr(onnx_modules, "_session", _GpuWithoutHalfKernels(onnx_modules._session))
+    folder = tiny_onnx_gpen.export.path.parent
+
+    def build() -> tuple[torch.nn.Module, int]:
+        raise AssertionError("the export is cached: nothing is built")
+
+    with caplog.at_level(logging.WARNING):
+        opened = open_export(tiny_models.gpen, build, None, "cuda", 1, folder, precision="auto")
+    assert opened.note is None and not opened.half
+    assert opened.session.get_providers()[0] == "CUDAExecutionProvider"
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == [
+        f"restore.provider = cuda runs the fp32 export of {tiny_onnx_gpen.export.path.name}: "
+        "it did not start on its fp16 copy"
+    ]
+    x = faces()
+    got = np.asarray(opened.session.run(None, {onnx_export.INPUT_NAME: x.numpy()})[0])
+    assert float(np.abs(got - tiny_onnx_gpen(x).numpy()).max()) <= FP32_ATOL
 
 
 class _FailingGpu:

@@ -211,6 +211,17 @@ def open_export(
         export = cached_export(source, build, folder, force=True, spec=spec)
         path = _half_copy(export.path, force=True) if half else export.path
         session, choice, note = open_session(path, provider, threads, cpu_path=export.path)
+    if path != export.path and note is not None and choice.note is None:
+        # The provider is installed but did not start on the fp16 copy (an operator its fp16
+        # kernels lack): it may still run the fp32 export, which keeps the work on the GPU.
+        fp32_session, fp32_choice, fp32_note = open_session(export.path, provider, threads)
+        if fp32_note is None:
+            log.warning(
+                "restore.provider = %s runs the fp32 export of %s: it did not start on its fp16 copy",
+                provider,
+                export.path.name,
+            )
+            session, choice, note, path = fp32_session, fp32_choice, None, export.path
     return OpenedExport(session, export, choice, note, path != export.path and note is None)
 
 
