@@ -32,7 +32,7 @@ from gpen_watch.imaging.load import load_image
 from gpen_watch.restore.api import FileJob
 from gpen_watch.restore.engines import onnx_derived, onnx_export, onnx_half
 from gpen_watch.restore.engines.onnx_face_model import OnnxFaceModel
-from gpen_watch.restore.engines.onnx_modules import ProviderSession, open_export
+from gpen_watch.restore.engines.onnx_modules import OpenedExport, ProviderSession, open_export
 from gpen_watch.restore.engines.restorer import Restorer
 
 # As in test_onnx_engine: the fp32 export against torch, float32 rounding only.
@@ -118,26 +118,35 @@ def test_the_fp16_copy_computes_the_export_at_fp16_precision_and_is_cached(
     )
 
 
-def test_a_gpu_provider_that_does_not_start_leaves_the_fp32_export_to_the_cpu_provider(
-    tiny_models: TinyModels,
-    tiny_onnx_gpen: OnnxFaceModel,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+@pytest.fixture
+def cuda_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime lists CUDA's provider as installed (no GPU provider can run here)."""
     import onnxruntime as ort
 
-    # ONNX Runtime lists CUDA's provider as installed, but this build cannot start it: what a
-    # machine with onnxruntime-gpu and no working driver gives.
     monkeypatch.setattr(
         ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
     )
-    folder = tiny_onnx_gpen.export.path.parent
+
+
+def open_on_cuda(models: TinyModels, exported: OnnxFaceModel) -> OpenedExport:
+    """The tiny generator's cached export opened for restore.provider = cuda, precision auto."""
 
     def build() -> tuple[torch.nn.Module, int]:
         raise AssertionError("the export is cached: nothing is built")
 
+    return open_export(models.gpen, build, None, "cuda", 1, exported.export.path.parent, precision="auto")
+
+
+def test_a_gpu_provider_that_does_not_start_leaves_the_fp32_export_to_the_cpu_provider(
+    tiny_models: TinyModels,
+    tiny_onnx_gpen: OnnxFaceModel,
+    cuda_listed: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # This build cannot start CUDA's provider: what a machine with onnxruntime-gpu and no working
+    # driver gives.
     with caplog.at_level(logging.WARNING, logger="onnxruntime"):
-        opened = open_export(tiny_models.gpen, build, None, "cuda", 1, folder, precision="auto")
+        opened = open_on_cuda(tiny_models, tiny_onnx_gpen)
     assert opened.note is not None and "restore.provider = cuda" in opened.note
     assert not opened.half and opened.export.path == tiny_onnx_gpen.export.path
     assert opened.session.get_providers() == ["CPUExecutionProvider"]
@@ -167,24 +176,15 @@ class _GpuWithoutHalfKernels:
 def test_a_gpu_provider_that_refuses_the_fp16_copy_keeps_the_fp32_export_on_the_gpu(
     tiny_models: TinyModels,
     tiny_onnx_gpen: OnnxFaceModel,
+    cuda_listed: None,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import onnxruntime as ort
-
     from gpen_watch.restore.engines import onnx_modules
 
-    monkeypatch.setattr(
-        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    )
     monkeypatch.setattr(onnx_modules, "_session", _GpuWithoutHalfKernels(onnx_modules._session))
-    folder = tiny_onnx_gpen.export.path.parent
-
-    def build() -> tuple[torch.nn.Module, int]:
-        raise AssertionError("the export is cached: nothing is built")
-
     with caplog.at_level(logging.WARNING):
-        opened = open_export(tiny_models.gpen, build, None, "cuda", 1, folder, precision="auto")
+        opened = open_on_cuda(tiny_models, tiny_onnx_gpen)
     assert opened.note is None and not opened.half
     assert opened.session.get_providers()[0] == "CUDAExecutionProvider"
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

@@ -22,8 +22,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M")
 
 _CHUNK = 1 << 20
 
@@ -73,12 +76,33 @@ def manifest_path(derived: Path) -> Path:
     return derived.with_name(derived.name + ".json")
 
 
-def read_manifest(derived: Path) -> DerivedManifest | None:
+def load_manifest(onnx_path: Path, kind: type[M]) -> M | None:
+    """The ``kind`` manifest beside ``onnx_path``; None where there is none or it does not read as one."""
     try:
-        data = json.loads(manifest_path(derived).read_text(encoding="utf-8"))
-        return DerivedManifest(**data)
+        data = json.loads(manifest_path(onnx_path).read_text(encoding="utf-8"))
+        return kind(**data)
     except (OSError, ValueError, TypeError):
         return None
+
+
+def write_manifest(onnx_path: Path, manifest: object) -> None:
+    """``manifest`` (a dataclass) beside ``onnx_path``, under a temp name until whole."""
+    text = json.dumps(asdict(manifest), indent=1)  # type: ignore[call-overload]
+    write_replace(manifest_path(onnx_path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def changed_reason(onnx_path: Path, onnx_bytes: int, onnx_sha256: str) -> str | None:
+    """Why the file at ``onnx_path`` is not the one its manifest describes (None: it is)."""
+    try:
+        if onnx_path.stat().st_size != onnx_bytes or file_sha256(onnx_path) != onnx_sha256:
+            return "the file is not the one its manifest describes"
+    except OSError:
+        return "no file"
+    return None
+
+
+def read_manifest(derived: Path) -> DerivedManifest | None:
+    return load_manifest(derived, DerivedManifest)
 
 
 def stale_reason(derived: Path, fp32_sha256: str, maker: str, recipe: str = "") -> str | None:
@@ -92,12 +116,7 @@ def stale_reason(derived: Path, fp32_sha256: str, maker: str, recipe: str = "") 
         return f"made by {manifest.maker}"
     if manifest.recipe != recipe:
         return f"made to {manifest.recipe}"
-    try:
-        if derived.stat().st_size != manifest.onnx_bytes or file_sha256(derived) != manifest.onnx_sha256:
-            return "the file is not the one its manifest describes"
-    except OSError:
-        return "no file"
-    return None
+    return changed_reason(derived, manifest.onnx_bytes, manifest.onnx_sha256)
 
 
 @dataclass(frozen=True)
@@ -130,8 +149,5 @@ def cached_derived(
     manifest_path(dst).unlink(missing_ok=True)
     write_replace(dst, lambda tmp: make(fp32, tmp))
     manifest = DerivedManifest(fp32_sha, maker, recipe, file_sha256(dst), dst.stat().st_size)
-    write_replace(
-        manifest_path(dst),
-        lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),
-    )
+    write_manifest(dst, manifest)
     return CachedDerived(dst, manifest, made=True)

@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from gpen_watch.restore.engines.onnx_derived import file_sha256, write_replace
+from gpen_watch.restore.engines.onnx_derived import (
+    changed_reason,
+    file_sha256,
+    load_manifest,
+    manifest_path,
+    write_manifest,
+    write_replace,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +87,6 @@ class Manifest:
     onnx_sha256: str
     onnx_bytes: int
     size: int  # the image side the export takes (0: any, its H and W are dynamic)
-
-
-def manifest_path(onnx_path: Path) -> Path:
-    return onnx_path.with_name(onnx_path.name + ".json")
 
 
 def export_path(source: Path, cache_dir: Path | None = None, kind: str = "") -> Path:
@@ -152,11 +154,7 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
 
 
 def read_manifest(onnx_path: Path) -> Manifest | None:
-    try:
-        data = json.loads(manifest_path(onnx_path).read_text(encoding="utf-8"))
-        return Manifest(**data)
-    except (OSError, ValueError, TypeError):
-        return None
+    return load_manifest(onnx_path, Manifest)
 
 
 def stale_reason(onnx_path: Path, source_sha256: str) -> str | None:
@@ -168,12 +166,7 @@ def stale_reason(onnx_path: Path, source_sha256: str) -> str | None:
         return "made from another weights file"
     if manifest.exporter != exporter_key():
         return f"made by {manifest.exporter}"
-    try:
-        if onnx_path.stat().st_size != manifest.onnx_bytes or file_sha256(onnx_path) != manifest.onnx_sha256:
-            return "the file is not the one its manifest describes"
-    except OSError:
-        return "no file"
-    return None
+    return changed_reason(onnx_path, manifest.onnx_bytes, manifest.onnx_sha256)
 
 
 @dataclass(frozen=True)
@@ -211,8 +204,5 @@ def cached_export(
     write_replace(dst, lambda tmp: export_module(module, size, tmp, spec))
     manifest = Manifest(source_sha, exporter_key(), file_sha256(dst), dst.stat().st_size, size)
     log.info("exported %s in %.1f s (%.1f MB)", dst.name, time.perf_counter() - t0, manifest.onnx_bytes / 1e6)
-    write_replace(
-        manifest_path(dst),
-        lambda tmp: tmp.write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8"),
-    )
+    write_manifest(dst, manifest)
     return CachedExport(dst, manifest, exported=True)
