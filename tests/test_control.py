@@ -351,3 +351,27 @@ def test_a_start_that_fails_leaves_no_socket_open(short_tmp: Path) -> None:
         srv.close()
         gc.collect()
     assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_workers_line_names_its_device_and_engine_without_stray_commas_or_padding() -> None:
+    """One worker alone: its columns carry no padding, and the engine sits in brackets beside the
+    device; several workers line up, each column as wide as its widest entry."""
+    from gpen_watch.service.status import WorkerStatus
+
+    alone = WorkerStatus(
+        name="cpu#0", device="cpu", state="idle", engine="PyTorch 2.13.0", pid=43, loaded="GPEN"
+    )
+    assert control_cli.worker_lines([alone]) == [
+        "  cpu#0  cpu (PyTorch 2.13.0)  idle  in flight 0  processed 0  faces 0  restarts 0  pid 43",
+        "         GPEN",
+    ]
+    # Before its engine says which it is, the device alone; no pid yet, no "pid".
+    waiting = WorkerStatus(name="cpu#1", device="cpu", state="stopped")
+    assert control_cli.worker_lines([waiting]) == [
+        "  cpu#1  cpu  stopped  in flight 0  processed 0  faces 0  restarts 0"
+    ]
+    both = control_cli.worker_lines([alone, waiting])
+    assert both[0].startswith("  cpu#0  cpu (PyTorch 2.13.0)  idle     in flight 0")
+    assert both[2].startswith("  cpu#1  cpu                   stopped  in flight 0")
+    text = control_cli.format_status(Status(workers=(alone,)))
+    assert ",  " not in text and ", idle" not in text

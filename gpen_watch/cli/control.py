@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 
 from gpen_watch.cli.argtypes import seconds
 from gpen_watch.cli.exitcodes import NOT_RUNNING
@@ -134,26 +135,7 @@ def format_status(s: Status) -> str:
     # A worker's count is every photo it finished this run, failures included: named apart from
     # "done" so the two are not read as the same number.
     lines.append("workers (processed this run):")
-    for w in s.workers:
-        extra = f" pid {w.pid}" if w.pid else ""
-        # The engine beside the device: together they say what really runs the networks.
-        device = f"{w.device}, {w.engine}," if w.engine else w.device
-        line = (
-            f"  {w.name:<10} {device:<28} {w.state:<10} in flight {w.in_flight}"
-            f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}{extra}"
-        )
-        lines.append(line)
-        if w.engine_note:
-            lines.append(f"             note: {w.engine_note}")
-        lines += [f"             {text}" for text in photo_lines(w)]
-        if w.loaded:
-            lines.append(f"             {w.loaded}")
-        if w.model_sets:
-            lines.append(f"             models: {', '.join(m.text for m in w.model_sets)}")
-        if w.rss_mb:
-            lines.append("             " + _memory_line(w))
-        if w.error:
-            lines.append(f"             error: {w.error}")
+    lines += worker_lines(s.workers)
     if any(not n.local for n in s.nodes):
         lines.append("nodes (processed this run):")
         for n in s.nodes:
@@ -180,6 +162,35 @@ def format_status(s: Status) -> str:
     elif s.dashboard_problem:
         lines.append(f"dashboard: none ({s.dashboard_problem})")
     return "\n".join(lines)
+
+
+def worker_lines(workers: Sequence[WorkerStatus]) -> list[str]:
+    """Each worker's line, then what it holds and says under it. Its name, where it runs and its
+    state are columns as wide as the widest of them, so several workers line up and one alone
+    carries no padding."""
+    heads = [(w.name, where_it_runs(w), w.state) for w in workers]
+    name_w, where_w, state_w = (max((len(h[i]) for h in heads), default=0) for i in range(3))
+    indent = " " * (2 + name_w + 2)  # the lines under a worker start under where it runs
+    lines = []
+    for w, (name, where, state) in zip(workers, heads, strict=True):
+        line = (
+            f"  {name:<{name_w}}  {where:<{where_w}}  {state:<{state_w}}  in flight {w.in_flight}"
+            f"  processed {w.done}  faces {w.faces}  restarts {w.restarts}"
+        )
+        lines.append(line + (f"  pid {w.pid}" if w.pid else ""))
+        under = [f"note: {w.engine_note}"] if w.engine_note else []
+        under += photo_lines(w)
+        under += [w.loaded] if w.loaded else []
+        under += [f"models: {', '.join(m.text for m in w.model_sets)}"] if w.model_sets else []
+        under += [_memory_line(w)] if w.rss_mb else []
+        under += [f"error: {w.error}"] if w.error else []
+        lines += [indent + text for text in under]
+    return lines
+
+
+def where_it_runs(w: WorkerStatus) -> str:
+    """The device, and the engine on it once the worker said which: "cpu (PyTorch 2.13.0)"."""
+    return f"{w.device} ({w.engine})" if w.engine else w.device
 
 
 def photo_lines(w: WorkerStatus) -> list[str]:
