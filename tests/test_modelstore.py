@@ -676,7 +676,7 @@ def test_cli_list_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert f"present at {mine / MOBILE.filename}" in out
     assert "1,234 bytes" in out
-    assert "GPEN-BFR-512 (used by the configuration)  [gpen]  missing" in out
+    assert "GPEN-BFR-512 (default, used by the configuration)  [gpen]  missing" in out
     assert "284.1 MB, 284,085,738 bytes" in out
     assert "non-commercial" in out
     assert cli.main(["models", "path"]) == 0
@@ -779,10 +779,20 @@ def test_cli_list_marks_what_the_configuration_uses(
     out = capsys.readouterr().out
     assert "GPEN-BFR-256 (used by the configuration)  [gpen]" in out
     assert "RetinaFace-MobileNet0.25 (used by the configuration)  [detector]" in out
-    assert "ParseNet (used by the configuration)  [parser]" in out
-    # The built-in defaults are not marked when the configuration does not use them.
-    assert "GPEN-BFR-512  [gpen]" in out
-    assert "RetinaFace-R50  [detector]" in out
+    assert "ParseNet (default, used by the configuration)  [parser]" in out
+    # The built-in defaults are marked as such, not as used, when the configuration does not use them.
+    assert "GPEN-BFR-512 (default)  [gpen]" in out
+    assert "RetinaFace-R50 (default)  [detector]" in out
+    # restore.upscale defaults to 1: no upscaler is a default, and no description says one is.
+    for name in registry.UPSCALER_NAMES:
+        assert f"\n{name}  [upscaler]" in out
+
+
+def test_the_default_models_are_what_the_default_settings_use() -> None:
+    from gpen_watch.cli import models as models_cli
+
+    assert models_cli.default_models() == {"GPEN-BFR-512", "RetinaFace-R50", "ParseNet"}
+    assert not any("default" in spec.description for spec in registry.all_specs())
 
 
 def test_cli_fetch_without_names_fetches_what_the_configuration_uses(

@@ -107,7 +107,7 @@ MODELS: tuple[ModelSpec, ...] = (
         kind="gpen",
         size_bytes=284_085_738,
         sha256="f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51",
-        description="GPEN blind face restoration, 512x512 faces (71.0 M parameters; default)",
+        description="GPEN blind face restoration, 512x512 faces (71.0 M parameters)",
         license_note=GPEN_LICENSE,
         gpen=GPENConfig(size=512, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
         choice_note="512 px faces",
@@ -220,7 +220,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="RealESRNet x2 background upscaler, as upstream GPEN's --use_sr --sr_scale 2 "
-        "(restore.upscale = 2; default)",
+        "(what restore.upscale = 2 runs unless restore.upscale_model names another)",
         license_note=GPEN_LICENSE,
         # num_feat 32: what upstream GPEN's sr_model builds for these files.
         rrdb=RRDBConfig(scale=2, num_feat=32),
@@ -235,7 +235,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="RealESRNet x4 background upscaler, as upstream GPEN's --use_sr --sr_scale 4 "
-        "(restore.upscale = 4; default)",
+        "(what restore.upscale = 4 runs unless restore.upscale_model names another)",
         license_note=GPEN_LICENSE,
         rrdb=RRDBConfig(scale=4, num_feat=32),
         approx_size="~38 MB",
@@ -249,7 +249,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="Real-ESRGAN x2plus background upscaler (GAN-trained: sharper, invents texture; "
-        "GFPGAN's default background upsampler)",
+        "GFPGAN's usual background upsampler)",
         license_note=REALESRGAN_LICENSE,
         rrdb=RRDBConfig(scale=2, num_feat=64),
         approx_size="~67 MB",

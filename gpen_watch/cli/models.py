@@ -88,17 +88,29 @@ def _list(restore: RestoreConfig, profiles: list[needs.Profile]) -> int:
     for folder in store.model_search_dirs(model_dir):
         print(f"  {folder}")
     used = {n.spec.name for n in needs.all_needs(restore, profiles) if n.spec is not None}
+    defaults = default_models()
     for spec in registry.all_specs():
         found = store.find_model(spec, model_dir)
         status = f"present at {found}" if found else "missing"
-        mark = " (used by the configuration)" if spec.name in used else ""
         print()
-        print(f"{spec.name}{mark}  [{spec.kind}]  {status}")
+        print(f"{spec.name}{_marks(spec, defaults, used)}  [{spec.kind}]  {status}")
         print(f"  size:    {_size(spec, found)}")
         print(f"  about:   {spec.description}")
         print(f"  file:    {spec.filename}  from {spec.url}")
         print(f"  license: {spec.license_note}")
     return 0
+
+
+def default_models() -> frozenset[str]:
+    """What the default settings use: an upscaler only where restore.upscale's default asks for one."""
+    return frozenset(spec.name for spec in needs.needed_specs(RestoreConfig()))
+
+
+def _marks(spec: ModelSpec, defaults: frozenset[str], used: set[str]) -> str:
+    """ " (default, used by the configuration)": whether the default settings and the user's use it."""
+    marks = [("default", spec.name in defaults), ("used by the configuration", spec.name in used)]
+    said = [mark for mark, on in marks if on]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def _size(spec: ModelSpec, found: Path | None) -> str:
