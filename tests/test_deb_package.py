@@ -172,8 +172,11 @@ def test_removing_leaves_no_file_of_the_package_and_purge_says_what_stays(instal
     left = [p for p in installed if os.path.lexists(p)]
     assert left == []
     assert not Path("/opt/gpen-watch").exists()
-    assert "gpen-watch service uninstall" in run.stdout  # what to do about a login entry
+    # What to do about a login entry, without the gpen-watch command that went with the package.
+    assert "~/.config/autostart/gpen-watch.desktop" in run.stdout
+    assert "gpen-watch service uninstall" not in run.stdout
     purge = _apt("purge", "gpen-watch")
     assert purge.returncode == 0, purge.stdout + purge.stderr
     assert "~/Pictures/GPEN" in purge.stdout, purge.stdout
     assert "never deleted" in purge.stdout
+    assert "$XDG_RUNTIME_DIR/gpen-watch" in purge.stdout
