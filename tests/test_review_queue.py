@@ -13,7 +13,7 @@ from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.review import Outcome, Review, ReviewFilter, Sort
 from gpen_watch.journal.schema import MIGRATIONS
-from gpen_watch.journal.states import JobState, Mark
+from gpen_watch.journal.states import JobState, Mark, Original
 
 
 class Clock:
@@ -251,3 +251,113 @@ def test_a_dismissed_failure_leaves_results(journal: tuple[Journal, JournalBrows
     assert "broken.jpg" not in names(b.review_page(ReviewFilter()).jobs)
     j.unhide(runs["broken.jpg"].id, "shown again")
     assert "broken.jpg" in names(b.review_page(ReviewFilter()).jobs)
+
+
+def copy_of(journal: Journal, first: Job, inbox: Path, rel: str, output: bool = True) -> Job:
+    """The same photo as ``first`` dropped again as ``rel``: a copy of its result (``output``), or
+    the same name dropped again (no output of its own)."""
+    added = journal.add(inbox / rel, inbox, rel, first.size, 1.0, first.sha256)
+    assert added.status == "duplicate"
+    claim = journal.claim_batch(1, "w")
+    assert [t.job.id for t in claim.copies] == [added.job.id]
+    if output:
+        journal.finish(added.job.id, inbox.parent / "out" / rel, first.faces or 0, {}, ["a copy"])
+    else:
+        journal.end_as_duplicate(added.job.id, "dropped again")
+    return journal.require(added.job.id)
+
+
+def test_flags_stars_and_reviewed_come_and_go_together(
+    journal: tuple[Journal, JournalBrowser, dict[str, Job]],
+) -> None:
+    j, b, runs = journal
+    picked, rejected, rated = (runs[n].id for n in ("wedding_001.jpg", "wedding_002.jpg", "landscape.jpg"))
+    assert j.set_mark([rejected], Mark.REJECTED) == 1
+    assert j.set_stars([rated, picked], 4) == 2
+    assert j.set_mark([picked], Mark.ACCEPTED) == 1
+    assert j.set_stars([runs["broken.jpg"].id], 3) == 0  # a failure has no result to rate
+    assert names(b.review_page(ReviewFilter(review=Review.REJECTED)).jobs) == ["wedding_002.jpg"]
+    assert set(names(b.review_page(ReviewFilter(stars_min=4)).jobs)) == {"wedding_001.jpg", "landscape.jpg"}
+    assert b.review_page(ReviewFilter(stars_min=5)).total == 0
+    unreviewed = {"Portrait_100%.jpg", "broken.jpg"}
+    assert set(names(b.review_page(ReviewFilter(review=Review.UNREVIEWED)).jobs)) == unreviewed
+    # Clearing the flag keeps the rating (still reviewed); clearing both leaves it unreviewed.
+    j.set_mark([picked], None)
+    assert j.require(picked).reviewed is not None and j.require(picked).stars == 4
+    j.set_stars([picked], 0)
+    assert j.require(picked).reviewed is None and j.require(picked).stars is None
+    assert set(names(b.review_page(ReviewFilter(review=Review.UNREVIEWED)).jobs)) == unreviewed | {
+        "wedding_001.jpg"
+    }
+    with pytest.raises(ValueError, match="stars must be 0 to 5"):
+        j.set_stars([rated], 6)
+    assert [e.detail for e in j.history(rated)][-1] == "rated 4 stars"
+
+
+def test_a_copy_under_its_own_name_is_a_photo_of_results(
+    tmp_path: Path, journal: tuple[Journal, JournalBrowser, dict[str, Job]]
+) -> None:
+    j, b, runs = journal
+    inbox = tmp_path / "inbox"
+    first = runs["wedding_001.jpg"]
+    j.set_original(first.id, Original.ARCHIVED, tmp_path / "archive" / "wedding_001.jpg")
+    copy = copy_of(j, first, inbox, "album/wedding_001.jpg")
+    again = copy_of(j, first, inbox, "wedding_001.jpg", output=False)  # the same name: no result of its own
+    shown = b.review_page(ReviewFilter(text="wedding_001")).jobs
+    assert [job.id for job in shown] == [copy.id, first.id]
+    assert again.id not in [job.id for job in b.review_page(ReviewFilter()).jobs]
+    assert [job.id for job in b.review_page(ReviewFilter(outcome=Outcome.COPY)).jobs] == [copy.id]
+    assert copy.id in [job.id for job in b.review_page(ReviewFilter(outcome=Outcome.RESTORED)).jobs]
+    assert {k: v.id for k, v in b.copy_sources(shown).items()} == {copy.id: first.id}
+    # A copy is flagged like any photo; a redo of the original, of the copy, groups them.
+    assert j.set_mark([copy.id], Mark.ACCEPTED) == 1
+    assert [r.id for r in j.copy_group(first)] == [first.id, copy.id]
+    assert [r.id for r in j.copy_group(copy)] == [first.id, copy.id]
+    assert [r.id for r in j.copy_group(runs["landscape.jpg"])] == [runs["landscape.jpg"].id]
+    # Redone, the copy is its newest run, still a copy of the first photo.
+    newer = redo(j, copy, 3)
+    shown = b.review_page(ReviewFilter(text="album")).jobs
+    assert [job.id for job in shown] == [newer.id]
+    assert {k: v.id for k, v in b.copy_sources(shown).items()} == {newer.id: first.id}
+    assert [job.id for job in b.review_page(ReviewFilter(outcome=Outcome.COPY)).jobs] == [newer.id]
+    assert [r.id for r in j.copy_group(first)] == [first.id, newer.id]
+
+
+def test_neighbours_around_a_photo_for_the_filmstrip(
+    journal: tuple[Journal, JournalBrowser, dict[str, Job]],
+) -> None:
+    _, b, _ = journal
+    f = ReviewFilter(sort=Sort.NAME)
+    order = b.review_page(f).jobs
+    n = b.neighbours(f, order[2], around=2)
+    assert [job.id for job in n.before] == [order[1].id, order[0].id]  # the nearest first
+    assert [job.id for job in n.after] == [order[3].id, order[4].id]
+    assert n.previous == order[1] and n.next == order[3] and n.position == 3
+
+
+def test_version_8_journal_lists_its_copies_and_keeps_its_marks(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:8]:
+        conn.executescript(step)
+    conn.execute("PRAGMA user_version = 8")
+    row = (
+        "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, state, created, finished, output,"
+        " duplicate_of, mark, listed) VALUES"
+    )
+    conn.execute(
+        f"{row} ('/i/a.jpg', '/i', 'a.jpg', 1, 1, 'x', 'done', 1, 1, '/o/a.jpg', NULL, 'accepted', 1)"
+    )
+    conn.execute(
+        f"{row} ('/i/b/a.jpg', '/i', 'b/a.jpg', 1, 1, 'x', 'duplicate', 2, 2, '/o/b/a.jpg', 1, NULL, NULL)"
+    )
+    conn.execute(f"{row} ('/i/a.jpg', '/i', 'a.jpg', 1, 1, 'x', 'duplicate', 3, 3, NULL, 1, NULL, NULL)")
+    conn.commit()
+    conn.close()
+    with Journal.open(path) as j:
+        assert j.require(1).mark == Mark.ACCEPTED and j.require(1).stars is None
+    b = JournalBrowser.open(path)
+    try:
+        assert [job.id for job in b.review_page(ReviewFilter()).jobs] == [2, 1]
+    finally:
+        b.close()

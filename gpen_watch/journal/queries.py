@@ -26,6 +26,9 @@ from gpen_watch.journal.states import (
 _ACTIVE = sql_in(ACTIVE)
 _FAILURES = sql_in(FAILURES)
 _SUCCEEDED = sql_in(SUCCEEDED)
+# The runs whose result is in the outbox (a person can flag and rate them): done ones, and
+# copies of another photo's result with a result of their own.
+HAS_RESULT = f"(state = '{JobState.DONE}' OR (state = '{JobState.DUPLICATE}' AND output IS NOT NULL))"
 # Failures read at a time while looking for those still to see to.
 _OPEN_PAGE = 50
 
@@ -243,6 +246,40 @@ class JournalQueries(JournalConnection):
             (job_id,),
         )
         return [job_from_row(r) for r in rows]
+
+    def current_run(self, job: Job) -> Job | None:
+        """The newest run of ``job``'s photo whose result is in the outbox: a done run, or a
+        copy's own copy of another photo's result."""
+        rows = self._read(
+            f"SELECT * FROM jobs WHERE (id = ? OR photo = ?) AND {HAS_RESULT} ORDER BY id DESC LIMIT 1",
+            (job.photo_id, job.photo_id),
+        )
+        return job_from_row(rows[0]) if rows else None
+
+    def copy_group(self, job: Job) -> list[Job]:
+        """The photo ``job`` is a run of, with every copy of it (the same photo dropped again under
+        another name, given a copy of its result) or, when it is a copy, the photo it copied and
+        its other copies: each one's newest run with a result, the first photo first. A redo of
+        one is a redo of them all."""
+        first = self.get(job.photo_id) or job
+        root = first
+        copied = (
+            self.get(first.duplicate_of) if first.state == JobState.DUPLICATE and first.duplicate_of else None
+        )
+        if copied is not None:
+            root = self.get(copied.photo_id) or copied
+        copies = self._read(
+            f"SELECT * FROM jobs WHERE sha256 = ? AND size = ? AND state = '{JobState.DUPLICATE}'"
+            " AND output IS NOT NULL AND duplicate_of IN (SELECT id FROM jobs WHERE id = ? OR photo = ?)"
+            " ORDER BY id",
+            (root.sha256, root.size, root.id, root.id),
+        )
+        group = []
+        for photo in (root, *(job_from_row(r) for r in copies)):
+            run = self.current_run(photo)
+            if run is not None:
+                group.append(run)
+        return group
 
     def history(self, job_id: int) -> list[Event]:
         rows = self._read("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))

@@ -70,12 +70,17 @@ class Job:
     # setting names, and "face_ids"); None and {} for every other job.
     redo_of: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
-    # Review (schema version 8): a redo's first run (None on a first run), the person's mark and
-    # its note, and when the run's page was seen.
+    # Review (schema version 8): a redo's first run (None on a first run), the person's flag and
+    # its note, and when the run was first flagged or rated (before schema 9: when its page was seen).
     photo: int | None = None
     mark: Mark | None = None
     mark_note: str | None = None
     reviewed: float | None = None
+    # Culling (schema version 9): a rating of 1 to 5 beside the flag (None: none).
+    stars: int | None = None
+    # The settings the run was restored with, as its result said (schema version 10: the JSON of
+    # config.SettingsUsed); {} when not recorded.
+    used: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_redo(self) -> bool:
@@ -193,4 +198,6 @@ def job_from_row(row: sqlite3.Row) -> Job:
         mark=None if row["mark"] is None else Mark(row["mark"]),
         mark_note=row["mark_note"],
         reviewed=row["reviewed"],
+        stars=row["stars"],
+        used=json.loads(row["used"]) if row["used"] else {},
     )

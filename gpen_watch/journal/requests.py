@@ -9,11 +9,20 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gpen_watch.journal.queries import JournalQueries
+from gpen_watch.journal.queries import HAS_RESULT, JournalQueries
 from gpen_watch.journal.records import Job, describe_settings, job_from_row
-from gpen_watch.journal.states import FAILURES, Hidden, JobState, Mark, sql_in
+from gpen_watch.journal.states import FAILURES, MAX_STARS, Hidden, JobState, Mark, sql_in
 
 _FAILURES = sql_in(FAILURES)
+# ``reviewed`` once a flag or rating is set: when the first was given, cleared with the last. An
+# UPDATE's expressions read the row as it was, so the new flag or rating is passed in.
+_REVIEWED = "reviewed = CASE WHEN {flag} IS NULL AND {stars} IS NULL THEN NULL ELSE COALESCE(reviewed, ?) END"
+_FLAG_WORDS = {
+    None: "flag cleared",
+    Mark.ACCEPTED: "picked",
+    Mark.REJECTED: "rejected",
+    Mark.LOOK: "needs another look",
+}
 
 
 class UserRequests(JournalQueries):
@@ -57,28 +66,40 @@ class UserRequests(JournalQueries):
         return queued
 
     def set_mark(self, job_ids: Iterable[int], mark: Mark | None, note: str | None = None) -> int:
-        """Mark the done runs ``job_ids`` (None: clear the mark); how many were marked."""
+        """Flag the runs ``job_ids`` that have a result (None: clear the flag); how many were."""
         ids = list(job_ids)
+        flag = None if mark is None else str(mark)
         with self._write() as conn:
             rows = conn.execute(
-                f"UPDATE jobs SET mark = ?, mark_note = ?, reviewed = COALESCE(reviewed, ?)"
-                f" WHERE state = '{JobState.DONE}' AND id IN (SELECT value FROM json_each(?)) RETURNING id",
-                (
-                    None if mark is None else str(mark),
-                    note if mark == Mark.LOOK else None,
-                    self._clock(),
-                    json.dumps(ids),
-                ),
+                f"UPDATE jobs SET mark = ?, mark_note = ?, {_REVIEWED.format(flag='?', stars='stars')}"
+                f" WHERE {HAS_RESULT} AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (flag, note if mark == Mark.LOOK else None, flag, self._clock(), json.dumps(ids)),
             ).fetchall()
-            what = (
-                "mark cleared"
-                if mark is None
-                else ("accepted" if mark == Mark.ACCEPTED else "needs another look")
-            )
+            what = _FLAG_WORDS[mark]
             for row in rows:
                 self._event(
                     conn, row[0], "marked", what + (f": {note}" if note and mark == Mark.LOOK else "")
                 )
+            return len(rows)
+
+    def set_stars(self, job_ids: Iterable[int], stars: int | None) -> int:
+        """Rate the runs ``job_ids`` that have a result 1 to ``MAX_STARS`` stars (None or 0: no
+        rating); how many were."""
+        ids = list(job_ids)
+        if stars is not None and not 0 <= stars <= MAX_STARS:
+            raise ValueError(f"stars must be 0 to {MAX_STARS}, not {stars!r}")
+        rating = stars or None
+        with self._write() as conn:
+            rows = conn.execute(
+                f"UPDATE jobs SET stars = ?, {_REVIEWED.format(flag='mark', stars='?')}"
+                f" WHERE {HAS_RESULT} AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (rating, rating, self._clock(), json.dumps(ids)),
+            ).fetchall()
+            what = (
+                "rating cleared" if rating is None else f"rated {rating} star" + ("" if rating == 1 else "s")
+            )
+            for row in rows:
+                self._event(conn, row[0], "marked", what)
             return len(rows)
 
     def set_reviewed(self, job_ids: Iterable[int]) -> int:

@@ -9,14 +9,16 @@ are in docs/benchmarks.md (``python -m benchmarks.review``).
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gpen_watch.base.strenum import StrEnum
 from gpen_watch.journal.queries import JournalQueries
 from gpen_watch.journal.records import Job, job_from_row
-from gpen_watch.journal.states import FAILURES, JobState, Mark, sql_in
+from gpen_watch.journal.states import FAILURES, SUCCEEDED, JobState, Mark, sql_in
 
 # The most a page shows, and the most runs one bulk action over "every match" takes.
 PAGE_MAX = 200
@@ -27,14 +29,16 @@ class Outcome(StrEnum):
     RESTORED = "restored"  # done, with at least one face restored
     NO_FACE = "noface"  # done, nothing restored (no face, or none picked)
     REDONE = "redone"  # done by a redo
+    COPY = "copy"  # a copy of another photo's result (the same photo dropped again elsewhere)
     FAILED = "failed"  # failed or unsupported, still on the Failed page
 
 
 class Review(StrEnum):
-    UNREVIEWED = "unreviewed"  # its page not seen yet, and no mark
-    REVIEWED = "reviewed"
-    ACCEPTED = "accepted"
-    LOOK = "look"  # marked "needs another look"
+    UNREVIEWED = "unreviewed"  # no flag and no stars yet
+    REVIEWED = "reviewed"  # a flag or stars
+    ACCEPTED = "accepted"  # picked
+    REJECTED = "rejected"
+    LOOK = "look"  # flagged "needs another look"
 
 
 class Sort(StrEnum):
@@ -54,8 +58,14 @@ _ORDERS: dict[Sort, tuple[tuple[str, ...], bool]] = {
 }
 
 # The runs Results holds (``jobs.listed``, kept by the schema's triggers): each photo's newest done
-# run, and each failure still on the Failed page.
+# run (or its copy of another photo's result), and each failure still on the Failed page.
 _SHOWN = "j.listed = 1"
+_RESULT = f"j.state IN {sql_in(SUCCEEDED)}"
+# A run of a photo that is a copy: the copy itself, or a redo of one.
+_COPY = (
+    f"(j.state = '{JobState.DUPLICATE}' OR (j.photo IS NOT NULL AND EXISTS"
+    f" (SELECT 1 FROM jobs AS f WHERE f.id = j.photo AND f.state = '{JobState.DUPLICATE}')))"
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,7 @@ class ReviewFilter:
     faces_min: int | None = None
     faces_max: int | None = None
     review: Review | None = None
+    stars_min: int | None = None  # rated at least this many stars
     sort: Sort = Sort.NEWEST
 
     def where(self) -> tuple[str, list[Any]]:
@@ -80,11 +91,13 @@ class ReviewFilter:
             terms.append("j.rel LIKE ? ESCAPE '!'")
             args.append(f"%{escaped}%")
         if self.outcome == Outcome.RESTORED:
-            terms.append(f"j.state = '{JobState.DONE}' AND j.faces > 0")
+            terms.append(f"{_RESULT} AND j.faces > 0")
         elif self.outcome == Outcome.NO_FACE:
-            terms.append(f"j.state = '{JobState.DONE}' AND COALESCE(j.faces, 0) = 0")
+            terms.append(f"{_RESULT} AND COALESCE(j.faces, 0) = 0")
         elif self.outcome == Outcome.REDONE:
             terms.append(f"j.state = '{JobState.DONE}' AND j.redo_of IS NOT NULL")
+        elif self.outcome == Outcome.COPY:
+            terms.append(_COPY)
         elif self.outcome == Outcome.FAILED:
             terms.append(f"j.state IN {sql_in(FAILURES)}")
         if self.inbox is not None:
@@ -108,8 +121,13 @@ class ReviewFilter:
             terms.append("(j.reviewed IS NOT NULL OR j.mark IS NOT NULL)")
         elif self.review == Review.ACCEPTED:
             terms.append(f"j.mark = '{Mark.ACCEPTED}'")
+        elif self.review == Review.REJECTED:
+            terms.append(f"j.mark = '{Mark.REJECTED}'")
         elif self.review == Review.LOOK:
             terms.append(f"j.mark = '{Mark.LOOK}'")
+        if self.stars_min is not None:
+            terms.append("j.stars >= ?")
+            args.append(self.stars_min)
         return " AND ".join(f"({t})" for t in terms), args
 
     def order(self, reverse: bool = False) -> str:
@@ -135,6 +153,10 @@ class Neighbours:
     next: Job | None
     position: int  # 1-based; 0 when the run itself no longer matches (it was just marked)
     total: int
+    # Up to ``around`` runs on each side (``ReviewQueries.neighbours``), the nearest first: the
+    # photo page's filmstrip.
+    before: tuple[Job, ...] = ()
+    after: tuple[Job, ...] = ()
 
 
 class ReviewQueries(JournalQueries):
@@ -169,9 +191,10 @@ class ReviewQueries(JournalQueries):
         )
         return [int(r[0]) for r in rows]
 
-    def neighbours(self, f: ReviewFilter, job: Job) -> Neighbours:
-        """The runs before and after ``job`` in ``f``'s order, whether or not ``job`` still
-        matches ``f`` (marking a photo under "unreviewed" must not lose the way to the next)."""
+    def neighbours(self, f: ReviewFilter, job: Job, around: int = 1) -> Neighbours:
+        """The runs before and after ``job`` in ``f``'s order (``around`` on each side), whether or
+        not ``job`` still matches ``f`` (marking a photo under "unreviewed" must not lose the way
+        to the next)."""
         keys, desc = _ORDERS[f.sort]
         row = self._read(f"SELECT {', '.join(keys)} FROM jobs AS j WHERE j.id = ?", (job.id,))
         if not row:
@@ -181,15 +204,16 @@ class ReviewQueries(JournalQueries):
         terms = ", ".join(keys)
         marks = ", ".join("?" * len(keys))
         later, earlier = ("<", ">") if desc else (">", "<")
+        n = max(1, min(int(around), PAGE_MAX))
 
-        def step(op: str, reverse: bool) -> Job | None:
+        def step(op: str, reverse: bool) -> tuple[Job, ...]:
             # The row-value comparison alone does not bound the index scan; its first term does.
             found = self._read(
                 f"SELECT j.* FROM jobs AS j WHERE {where} AND {keys[0]} {op}= ? AND ({terms}) {op} ({marks})"
-                f" ORDER BY {f.order(reverse)} LIMIT 1",
-                [*args, key[0], *key],
+                f" ORDER BY {f.order(reverse)} LIMIT ?",
+                [*args, key[0], *key, n],
             )
-            return job_from_row(found[0]) if found else None
+            return tuple(job_from_row(r) for r in found)
 
         before = int(
             self._read(
@@ -199,12 +223,38 @@ class ReviewQueries(JournalQueries):
             )[0][0]
         )
         matches = bool(self._read(f"SELECT 1 FROM jobs AS j WHERE {where} AND j.id = ?", [*args, job.id]))
+        previous, following = step(earlier, reverse=True), step(later, reverse=False)
         return Neighbours(
-            previous=step(earlier, reverse=True),
-            next=step(later, reverse=False),
+            previous=previous[0] if previous else None,
+            next=following[0] if following else None,
             position=before + 1 if matches else 0,
             total=self.review_count(f),
+            before=previous,
+            after=following,
         )
+
+    def copy_sources(self, jobs: Iterable[Job]) -> dict[int, Job]:
+        """For each of ``jobs`` that is a run of a copy (a photo dropped again elsewhere, given a
+        copy of the first one's result), the newest run of the photo it copied, by the job's id."""
+        photos = {j.id: j.photo_id for j in jobs}
+        if not photos:
+            return {}
+        rows = self._read(
+            f"SELECT id, duplicate_of FROM jobs WHERE id IN (SELECT value FROM json_each(?))"
+            f" AND state = '{JobState.DUPLICATE}' AND duplicate_of IS NOT NULL",
+            (json.dumps(sorted(set(photos.values()))),),
+        )
+        copied = {int(r[0]): int(r[1]) for r in rows}
+        sources: dict[int, Job] = {}
+        for first in set(copied.values()):
+            origin = self.get(first)
+            if origin is not None:
+                sources[first] = self.current_run(origin) or origin
+        return {
+            job_id: sources[copied[photo]]
+            for job_id, photo in photos.items()
+            if photo in copied and copied[photo] in sources
+        }
 
     def progress(self, first: int, last: int) -> dict[str, int]:
         """How the runs ``first`` to ``last`` (one bulk action's) stand: runs per state."""
@@ -214,11 +264,3 @@ class ReviewQueries(JournalQueries):
         ):
             counts[state] = n
         return counts
-
-    def current_run(self, job: Job) -> Job | None:
-        """The newest done run of ``job``'s photo (the one whose result is in the outbox)."""
-        rows = self._read(
-            f"SELECT * FROM jobs WHERE (id = ? OR photo = ?) AND state = '{JobState.DONE}' ORDER BY id DESC LIMIT 1",
-            (job.photo_id, job.photo_id),
-        )
-        return job_from_row(rows[0]) if rows else None

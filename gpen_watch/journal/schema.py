@@ -157,7 +157,36 @@ CREATE INDEX jobs_listed_filter ON jobs(rel COLLATE NOCASE, state, faces, redo_o
     WHERE listed = 1;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
+# Version 9: culling. ``stars`` is a rating of 1 to 5 a person gave a run (NULL: none), beside its
+# flag (``mark``: 'accepted' for a pick, 'rejected', or 'look'); ``reviewed`` now says when the run
+# was first given a flag or stars, and is cleared with the last of them. A copy of a done photo
+# under a name of its own (a duplicate with an output) is a photo of Results too: ``listed`` holds
+# it as it holds a done run, and a redo of it unlists it as a redo unlists the run it replaces. A
+# copy with no output of its own (the same name dropped again) is not listed: its photo is.
+_V9 = """
+ALTER TABLE jobs ADD COLUMN stars INTEGER;
+DROP TRIGGER jobs_listed_done;
+CREATE TRIGGER jobs_listed_done AFTER UPDATE OF state ON jobs WHEN NEW.state IN ('done', 'duplicate') BEGIN
+    UPDATE jobs SET listed = NULL WHERE (id = COALESCE(NEW.photo, NEW.id) OR photo = COALESCE(NEW.photo, NEW.id))
+        AND state IN ('done', 'duplicate') AND id < NEW.id AND listed = 1;
+    UPDATE jobs SET listed = 1 WHERE id = NEW.id AND output IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs AS r
+        WHERE r.photo = COALESCE(NEW.photo, NEW.id) AND r.state = 'done' AND r.id > NEW.id);
+END;
+UPDATE jobs SET listed = 1 WHERE state = 'duplicate' AND output IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM jobs AS r WHERE r.photo = jobs.id AND r.state = 'done');
+DROP INDEX jobs_listed_filter;
+CREATE INDEX jobs_listed_filter ON jobs(rel COLLATE NOCASE, state, faces, redo_of, mark, reviewed, stars, inbox,
+    finished) WHERE listed = 1;
+"""
+
+# Version 10: the settings a run was really restored with (``config.SettingsUsed`` as JSON: its
+# model, strength, faces, upscale and the format written), recorded with its result: the settings
+# in effect change with a reload, and a run's page names what that run used. NULL: not recorded.
+_V10 = """
+ALTER TABLE jobs ADD COLUMN used TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
 VERSION = len(MIGRATIONS)
 
 

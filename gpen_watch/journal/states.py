@@ -150,8 +150,15 @@ def sql_in(values: Iterable[StrEnum]) -> str:
 
 
 class Mark(StrEnum):
-    """What a person said of a run on the dashboard (``jobs.mark``; NULL: nothing yet)."""
+    """The flag a person gave a run on the dashboard (``jobs.mark``; NULL: none yet)."""
 
+    # A pick (the key P): the restorer keeps this result.
     ACCEPTED = "accepted"
+    # A reject (the key X): this result is not to be used as it is.
+    REJECTED = "rejected"
     # Needs another look, with a short note (``jobs.mark_note``).
     LOOK = "look"
+
+
+# A rating a person gave a run, beside its flag (``jobs.stars``; NULL: none).
+MAX_STARS = 5
