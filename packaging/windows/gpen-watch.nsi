@@ -1,7 +1,11 @@
 ; The Windows installer around the PyInstaller folder (packaging/bundle/gpen-watch.spec, built on
 ; Windows by build.ps1). makensis /DVERSION=<pyproject's version> /DDIST=<the folder> gpen-watch.nsi
 ; Per-user install (no administrator rights): %LOCALAPPDATA%\Programs\gpen-watch.
+; Silent install: setup.exe /S, with start at login: setup.exe /S /LOGIN; silent removal:
+; uninstall.exe /S. tests/test_windows_installer.py runs all three under Wine.
 Unicode true
+; A 64-bit installer for a 64-bit program (PyTorch runs on x64 Windows only).
+Target amd64-unicode
 !ifndef VERSION
   !error "VERSION is not defined: build.ps1 passes pyproject.toml's version as /DVERSION=..."
 !endif
@@ -13,6 +17,7 @@ Unicode true
 !endif
 
 !include "MUI2.nsh"
+!include "FileFunc.nsh"
 
 Name "gpen-watch ${VERSION}"
 OutFile "${OUTFILE}"
@@ -53,6 +58,15 @@ SectionEnd
 Section /o "Start at login" SecLogin
   ExecWait '"$INSTDIR\gpen-watch.exe" service install'
 SectionEnd
+
+; /LOGIN on the command line ticks "Start at login" (for a silent install, which shows no page).
+Function .onInit
+  ${GetParameters} $0
+  ClearErrors
+  ${GetOptions} $0 "/LOGIN" $1
+  IfErrors +2
+    SectionSetFlags ${SecLogin} ${SF_SELECTED}
+FunctionEnd
 
 Section "Uninstall"
   ExecWait '"$INSTDIR\gpen-watch.exe" stop'
