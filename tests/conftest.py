@@ -25,6 +25,19 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
+def module_command(args: str, env: dict[str, str] | None = None) -> str:
+    """`gpen-watch ARGS` as a ``python -m gpen_watch`` subprocess of these tests (a service, a
+    command) names it in its hints under ``env`` (gpen_watch.platform.program)."""
+    import shutil
+
+    from gpen_watch.platform import program
+
+    path = (os.environ if env is None else env).get("PATH")
+    main = str(REPO / "gpen_watch" / "__main__.py")
+    name = program.program_for(main, sys.executable, frozen=False, which=lambda n: shutil.which(n, path=path))
+    return f"{name} {args}"
+
+
 def heavy_modules_after(code: str, heavy: tuple[str, ...]) -> list[str]:
     """Which of the ``heavy`` modules (torch, cv2, ray...) a fresh interpreter has imported once it
     has run ``code``: how a test holds a light process to staying light."""

@@ -16,6 +16,7 @@ from gpen_watch import cli
 from gpen_watch.base.errors import ClusterError
 from gpen_watch.cli import cluster as cluster_cli
 from gpen_watch.cluster import started, token
+from gpen_watch.platform import program
 
 pytestmark = pytest.mark.skipif(not started.supported(), reason="the node's record needs Linux's /proc")
 
@@ -97,7 +98,7 @@ def test_a_second_join_says_the_machine_is_joined_and_starts_nothing(
     err = capsys.readouterr().err
     assert err == (
         "gpen-watch: error: this machine is already joined to the cluster at 10.0.0.1:6379; nothing "
-        "started; `gpen-watch cluster leave` stops it first\n"
+        f"started; `{program.command('cluster leave')}` stops it first\n"
     )
     # So is a head on a machine that is a node.
     assert cli.main(["cluster", "--config", str(cfg), "head", "--bind", "10.0.0.2"]) == 2

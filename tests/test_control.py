@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpen_watch.cli import control as control_cli
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 from gpen_watch.service import control
 from gpen_watch.service.status import Status
 
@@ -141,7 +141,7 @@ def test_no_service_says_not_running_in_words_and_how_to_start_it() -> None:
     with pytest.raises(control.NotRunning) as refused:
         control.request("status")
     said = str(refused.value)
-    assert said.startswith("gpen-watch is not running; start it with `gpen-watch run`"), said
+    assert said.startswith(f"gpen-watch is not running; start it with `{program.command('run')}`"), said
     assert "channel" not in said and "socket" not in said  # words of ours, not the user's
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import module_command
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
 
@@ -71,7 +72,7 @@ def test_a_request_without_a_host_header_is_refused(dash: Dashboard) -> None:
 def test_every_url_needs_a_login(dash: Dashboard, path: str) -> None:
     r = dash.get(path, signed_in=False)
     assert r.status == 401
-    assert b"gpen-watch dashboard" in r.body  # says how to sign in
+    assert module_command("dashboard").encode() in r.body  # says how to sign in
 
 
 def test_the_token_in_the_url_becomes_a_strict_httponly_cookie_and_leaves_the_url(dash: Dashboard) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import module_command
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
 from gpen_watch.catalog import registry
@@ -100,7 +101,7 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
         assert spec.size_text in problem
     assert str(models) in problem
     assert str(paths.model_cache_dir()) in problem
-    assert "no `gpen-watch resume` needed" in problem
+    assert f"no `{module_command('resume')}` needed" in problem
     assert "Name or service not known" in problem or "download failed" in problem
     assert s["models"]["state"] == "waiting"
     assert [(f["file"], f["state"]) for f in s["models"]["files"]] == [

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from gpen_watch.cli import main
-from gpen_watch.platform import current, linux_login, macos_login, module_name, paths, windows_login
+from gpen_watch.platform import current, linux_login, macos_login, module_name, paths, program, windows_login
 from gpen_watch.platform.api import Platform
-from gpen_watch.platform.login_common import MARKER, NODE, STALE, LoginError, LoginOptions
+from gpen_watch.platform.login_common import MARKER, NODE, LoginError, LoginOptions, stale_note
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -160,7 +160,7 @@ def test_a_file_the_user_wrote_is_never_overwritten_or_removed() -> None:
 def test_status_notices_a_file_written_for_another_python(tmp_path: Path) -> None:
     other = tmp_path / "old-venv" / "python3"
     linux_login.install(LoginOptions(python=str(other)), run=Calls())
-    assert STALE in linux_login.status().notes
+    assert stale_note() in linux_login.status().notes
     linux_login.install(LoginOptions(), run=Calls())
     assert linux_login.status().notes == ()
 
@@ -193,7 +193,7 @@ def test_systemd_unit_for_the_graphical_session(isolated_user_dirs: Path, python
     st = linux_login.status()
     assert st.installed
     assert st.kind == "systemd"
-    assert st.notes == (STALE,)  # written for python_with_spaces, not for the Python running the tests
+    assert st.notes == (stale_note(),)  # written for python_with_spaces, not for the Python running the tests
 
 
 def test_systemd_headless_unit_uses_default_target(isolated_user_dirs: Path) -> None:
@@ -471,7 +471,10 @@ def test_service_cli_installs_the_node_and_refuses_what_a_login_could_not_run(
     assert main(["service", "status", "--node"]) == 0
     assert f"{sys.executable} {' '.join(KEEPER)}" in capsys.readouterr().out
     assert main(["service", "status"]) == 3  # the service's own entry is another one
-    assert "cluster node starts at login too (`gpen-watch service status --node`)" in capsys.readouterr().out
+    assert (
+        f"cluster node starts at login too (`{program.command('service status --node')}`)"
+        in capsys.readouterr().out
+    )
     for bad, says in (
         (["status"], "give a `head` or `join` command"),
         (["join", "192.168.1.10:6379", "--stay"], "leave out --stay"),

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TinyModels, isolated_env, make_tiny_models
+from conftest import TinyModels, isolated_env, make_tiny_models, module_command
 from dashboard_client import Dashboard, served_dashboard, wait_for
 from PIL import Image
 from service_harness import real_engine_args, write_atomic
@@ -247,7 +247,10 @@ def test_a_redo_that_needs_a_model_file_not_here_is_refused_naming_it(dash: Dash
     said = out.stderr
     assert said.startswith("gpen-watch redo: solvay.png: this redo's settings (restore.upscale=2) need ")
     assert f"{upscaler.filename} ({upscaler.name}, {upscaler.size_text}), which is in none of " in said
-    assert f"`gpen-watch models fetch {upscaler.name}` gets it" in said and "nothing was queued" in said
+    assert (
+        f"`{module_command('models fetch ' + upscaler.name)}` gets it" in said
+        and "nothing was queued" in said
+    )
     assert "inbox settings" not in said
     assert dash.status()["queue"]["queued"] == 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import TinyModels, cli_env, restore_command
+from conftest import TinyModels, cli_env, module_command, restore_command
 from PIL import Image, ImageCms
 
 EXIF_MAKE, EXIF_ORIENTATION = 0x010F, 0x0112
@@ -201,7 +201,7 @@ def test_every_missing_weights_file_is_named_in_one_run(tmp_path: Path, album: P
     ]
     for spec in specs:
         assert spec.filename in proc.stderr and spec.url in proc.stderr
-    assert f"`gpen-watch models fetch {' '.join(s.name for s in specs)}`" in proc.stderr
+    assert f"`{module_command('models fetch ' + ' '.join(s.name for s in specs), env)}`" in proc.stderr
     assert str(empty) in proc.stderr and "then run the command again" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()

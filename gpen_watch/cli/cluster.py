@@ -24,6 +24,7 @@ from gpen_watch.cluster import started, stay, token
 from gpen_watch.cluster.head import CPU_RESOURCE, probe_head
 from gpen_watch.cluster.raylib import ray, ray_cli, ray_failure
 from gpen_watch.gpu.nvml import GpuSample
+from gpen_watch.platform import program
 from gpen_watch.tray.model import gpu_line
 
 DEFAULT_PORT = 6379
@@ -140,7 +141,7 @@ def _refuse_second(role: str, address: str) -> bool:
     if (found.role, found.address) == (role, address):
         print(already_there(found))
         return True
-    raise ClusterError(f"{already_there(found)}; `gpen-watch cluster leave` stops it first")
+    raise ClusterError(f"{already_there(found)}; `{program.command('cluster leave')}` stops it first")
 
 
 def _start_node(cmd: list[str], args: argparse.Namespace, path: Path, role: str, address: str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from gpen_watch.cli.argtypes import seconds
 from gpen_watch.cli.exitcodes import NOT_RUNNING
+from gpen_watch.platform import program
 from gpen_watch.service import control, reload
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
@@ -158,7 +159,7 @@ def format_status(s: Status) -> str:
     if s.log_file:
         lines.append(f"log: {s.log_file}")
     if s.dashboard:
-        lines.append(f"dashboard: {s.dashboard} (`gpen-watch dashboard` opens it)")
+        lines.append(f"dashboard: {s.dashboard} (`{program.command('dashboard')}` opens it)")
     elif s.dashboard_problem:
         lines.append(f"dashboard: none ({s.dashboard_problem})")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.cli.config import add_config_option
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import needs, store
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -177,7 +177,7 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
     if not explicit and not any(found.values()):
         # Said before torch is imported: that import alone takes seconds.
         folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
-        raise ModelError(f"no model files present in {folders}; run `gpen-watch models fetch`")
+        raise ModelError(f"no model files present in {folders}; run `{program.command('models fetch')}`")
     from gpen_watch.restore.engines.verify import verify_file
 
     failures: list[str] = []
@@ -185,7 +185,7 @@ def _verify(names: list[str], model_dir: Path | None) -> int:
         path = found[spec.name]
         if path is None:
             if explicit:
-                print(f"{spec.name}: MISSING (run `gpen-watch models fetch {spec.name}`)")
+                print(f"{spec.name}: MISSING (run `{program.command('models fetch ' + spec.name)}`)")
                 failures.append(spec.name)
             else:
                 print(f"{spec.name}: missing, skipped")
@@ -212,7 +212,7 @@ def _path(name: str | None, model_dir: Path | None) -> int:
         folders = ", ".join(str(f) for f in store.model_search_dirs(model_dir))
         raise ModelError(
             f"model {spec.name} ({spec.filename}) not found in {folders}; "
-            f"run `gpen-watch models fetch {spec.name}`"
+            f"run `{program.command('models fetch ' + spec.name)}`"
         )
     print(found)
     return 0

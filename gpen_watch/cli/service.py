@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from gpen_watch import platform
+from gpen_watch.platform import program
 from gpen_watch.platform.login_common import NODE, SERVICE, LoginOptions, LoginStatus
 
 
@@ -54,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         status = plat.login_status(entry)
         print(format_status(status, node=args.node is not None))
         if entry == SERVICE and plat.login_enabled(NODE):
-            print("this machine's cluster node starts at login too (`gpen-watch service status --node`)")
+            print(
+                f"this machine's cluster node starts at login too (`{program.command('service status --node')}`)"
+            )
         return 0 if status.installed else 3  # like `systemctl status` for a unit that is not there
     if args.action == "uninstall":
         result = plat.uninstall_login(entry)
@@ -106,7 +109,7 @@ def node_problem(node: list[str]) -> str | None:
 
 def format_status(status: LoginStatus, node: bool = False) -> str:
     if not status.installed and status.kind is None:
-        how = "gpen-watch service install --node join HEAD:PORT" if node else "gpen-watch service install"
+        how = program.command("service install" + (" --node join HEAD:PORT" if node else ""))
         return f"start at login: not installed (install with `{how}`)"
     lines = [
         f"start at login: {'installed' if status.installed else 'NOT ENABLED'} ({status.kind})",

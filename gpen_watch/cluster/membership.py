@@ -25,6 +25,7 @@ from gpen_watch.cluster.bridge import Bridge, BridgedWorker, Gone
 from gpen_watch.config import Config
 from gpen_watch.dispatch.devices import THREAD_ENV_VARS, WorkerSlot
 from gpen_watch.dispatch.pool import Pool
+from gpen_watch.platform import program
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,9 @@ class Membership:
         if stopped:
             log.warning(
                 "the cluster head on this machine has died (its GCS is gone): stopped the %d Ray "
-                "process(es) it left running; `gpen-watch cluster head` starts it again",
+                "process(es) it left running; `%s` starts it again",
                 stopped,
+                program.command("cluster head"),
             )
 
     def _say(self, problem: str) -> None:

@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from gpen_watch.dashboard import access
+from gpen_watch.platform import program
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +23,13 @@ CSP = (
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SAFE_METHODS = frozenset({"GET", "HEAD"})
-_NOT_SIGNED_IN = (
-    "Not signed in. Open the dashboard with `gpen-watch dashboard` (or the tray's Open dashboard): "
-    "its link carries the login token."
-)
+
+
+def _not_signed_in() -> str:
+    return (
+        f"Not signed in. Open the dashboard with `{program.command('dashboard')}` (or the tray's Open "
+        "dashboard): its link carries the login token."
+    )
 
 
 def guard(origin: access.Origin, token: str) -> Middleware:
@@ -52,12 +56,12 @@ async def _checked(
     given = request.query.get("token")
     if given is not None:
         if request.method not in SAFE_METHODS or not access.token_matches(token, given):
-            raise _plain(web.HTTPForbidden, "That login token is not this service's. " + _NOT_SIGNED_IN)
+            raise _plain(web.HTTPForbidden, "That login token is not this service's. " + _not_signed_in())
         return _sign_in(request, token)
     if not _signed_in(request, token):
         if request.headers.get("Authorization", "").startswith("Bearer "):
             raise _plain(web.HTTPForbidden, "That token is not this service's.")
-        raise _plain(web.HTTPUnauthorized, _NOT_SIGNED_IN)
+        raise _plain(web.HTTPUnauthorized, _not_signed_in())
     if request.method not in SAFE_METHODS and not _same_origin(request, origin, host or ""):
         log.warning("dashboard: refused a cross-site %s %s", request.method, request.path)
         raise _plain(web.HTTPForbidden, "Changes are accepted only from the dashboard's own page.")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpen_watch.journal.batch import Batch
+from gpen_watch.platform import program
 from gpen_watch.service.status import ModelFileStatus, ModelsStatus, Status
 
 # Gate states (service.model_gate.GateState) in which the workers are held for their files.
@@ -129,7 +130,7 @@ def _models_wait(models: ModelsStatus | None) -> ModelsWait | None:
     sentence = ""
     if not files:
         sentence = "A worker could not load the model files; it tries again as soon as a model file changes."
-    fetch = f"gpen-watch models fetch {' '.join(names)}" if names else ""
+    fetch = program.command(f"models fetch {' '.join(names)}") if names else ""
     return ModelsWait(files, models.folders, fetch, sentence, models.download)
 
 

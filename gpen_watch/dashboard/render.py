@@ -9,7 +9,7 @@ from datetime import datetime
 import jinja2
 from markupsafe import Markup, escape
 
-from gpen_watch.platform import resources
+from gpen_watch.platform import program, resources
 
 
 def environment() -> jinja2.Environment:
@@ -24,6 +24,8 @@ def environment() -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["mb"] = lambda v: "" if v is None else f"{v:.0f} MB"
     env.filters["file_name"] = file_name
+    # A command named on a page, as the user can run it: {{ command("stop") }}.
+    env.globals["command"] = program.command
     return env
 
 

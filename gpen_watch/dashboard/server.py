@@ -26,6 +26,7 @@ from gpen_watch.dashboard.render import environment
 from gpen_watch.dashboard.settings_page import SettingsPage
 from gpen_watch.dashboard.site import Control, Site
 from gpen_watch.journal.browse import JournalBrowser
+from gpen_watch.platform import program
 from gpen_watch.service.daemon import Service
 from gpen_watch.service.views import views_root
 
@@ -81,7 +82,7 @@ class Dashboard:
         self._thread.start()
         self._started.wait(timeout)
         if self.url:
-            log.info("dashboard at %s (`gpen-watch dashboard` opens it)", self.url)
+            log.info("dashboard at %s (`%s` opens it)", self.url, program.command("dashboard"))
         return bool(self.url)
 
     def close(self, timeout: float = 5.0) -> None:

@@ -19,6 +19,7 @@ from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import Progress
+from gpen_watch.platform import program
 
 # torch.save's zip format, and the legacy format (a pickle, protocol 2 and up, starts with PROTO).
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -187,12 +188,13 @@ def header_problem(path: Path) -> str | None:
 # --- what the user reads ------------------------------------------------------------------------
 
 
-# What the service does once the files it waits for are there (the close of its problem).
-WORKERS_START = "the workers start as soon as every file is there (no `gpen-watch resume` needed)"
+def workers_start() -> str:
+    """What the service does once the files it waits for are there (the close of its problem)."""
+    return f"the workers start as soon as every file is there (no `{program.command('resume')}` needed)"
 
 
 def missing_message(
-    result: ModelCheck, failures: Mapping[str, str] | None = None, closing: str = WORKERS_START
+    result: ModelCheck, failures: Mapping[str, str] | None = None, closing: str | None = None
 ) -> str:
     """One problem naming every missing file, its URL and size, and the folders looked in (the
     service's status line); ``closing``: what happens once they are there."""
@@ -218,7 +220,7 @@ def missing_message(
             f"`{_fetch_command(specs)}`, or {', '.join(_copy_advice(them))}"
         )
     text += "; ".join(advice)
-    return text + f": {closing}."
+    return text + f": {closing or workers_start()}."
 
 
 def missing_report(
@@ -251,7 +253,7 @@ def missing_report(
         copy, named = _copy_advice(them)
         lines.append(f"    or {copy},")
         lines.append(f"    {named}")
-    lines.append(f"  {WORKERS_START}")
+    lines.append(f"  {workers_start()}")
     if retry_s:
         lines.append(f"  downloads are tried again in {retry_s:g} s")
     return "\n".join(lines)
@@ -303,7 +305,7 @@ def _folders(result: ModelCheck) -> str:
 
 
 def _fetch_command(specs: Sequence[ModelSpec]) -> str:
-    return f"gpen-watch models fetch {' '.join(s.name for s in specs)}"
+    return program.command(f"models fetch {' '.join(s.name for s in specs)}")
 
 
 def _copy_advice(them: str) -> tuple[str, str]:
@@ -331,7 +333,7 @@ def corrupt_message(result: ModelCheck) -> str:
     advice = "Replace it with a good copy" if n == 1 else "Replace them with good copies"
     names = " ".join(f.need.spec.name for f in result.corrupt if f.need.spec is not None)
     if names:
-        advice += f" (delete and run `gpen-watch models fetch {names}`, or copy one in)"
+        advice += f" (delete and run `{program.command('models fetch ' + names)}`, or copy one in)"
     return (
         f"corrupt model file{'s' if n != 1 else ''}: {'; '.join(parts)}. {advice}: "
         "the workers start as soon as the file changes."

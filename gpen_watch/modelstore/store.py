@@ -20,7 +20,7 @@ from pathlib import Path
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def ensure_model(
     if not download:
         raise ModelError(
             f"model {spec.name} ({spec.filename}) not found; looked in {_join(folders)}. "
-            f"Run `gpen-watch models fetch {spec.name}`, or download {spec.url} and put it in one of "
+            f"Run `{program.command('models fetch ' + spec.name)}`, or download {spec.url} and put it in one of "
             "those folders."
         )
     return fetch(spec, model_dir, progress, env, timeout)

@@ -22,6 +22,7 @@ from gpen_watch.journal.records import describe_settings
 from gpen_watch.journal.states import JobState, Original
 from gpen_watch.modelstore import needs
 from gpen_watch.outbox import naming
+from gpen_watch.platform import program
 from gpen_watch.restore.api import face_ids_refusal
 
 # The settings a redo may change (the options `gpen-watch redo` takes), and "face_ids": the faces
@@ -114,7 +115,7 @@ def check_models(job: Job, own: Config, settings: dict[str, Any]) -> None:
         one = len(specs) == 1
         parts.append(
             f"{files}, which {'is' if one else 'are'} in none of {', '.join(map(str, found.folders))} "
-            f"(`gpen-watch models fetch {' '.join(s.name for s in specs)}` gets {'it' if one else 'them'})"
+            f"(`{program.command('models fetch ' + ' '.join(s.name for s in specs))}` gets {'it' if one else 'them'})"
         )
     parts += [
         f"{f.need.custom} ({needs.custom_setting(f.need)}), which does not exist"

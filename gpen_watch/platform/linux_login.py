@@ -23,7 +23,6 @@ import platformdirs
 from gpen_watch.platform import resources
 from gpen_watch.platform.login_common import (
     SERVICE,
-    STALE,
     LoginEntry,
     LoginOptions,
     LoginResult,
@@ -34,6 +33,7 @@ from gpen_watch.platform.login_common import (
     remove_if_ours,
     render,
     run_command,
+    stale_note,
     write_if_changed,
 )
 
@@ -180,11 +180,11 @@ def status(*, entry: LoginEntry = SERVICE) -> LoginStatus:
         notes = [] if links else [f"the unit is not enabled (no {GRAPHICAL}.wants or {HEADLESS}.wants link)"]
         fresh = [unit(LoginOptions(systemd=True, no_tray=n)) for n in (False, True)]
         if known and not _current(unit_path, fresh):
-            notes.append(STALE)
+            notes.append(stale_note())
         return LoginStatus(bool(links), "systemd", str(unit_path), _key(unit_path, "ExecStart"), tuple(notes))
     if is_ours(desktop):
         fresh = [desktop_entry(LoginOptions(no_tray=n)) for n in (False, True)]
-        stale = () if not known or _current(desktop, fresh) else (STALE,)
+        stale = () if not known or _current(desktop, fresh) else (stale_note(),)
         return LoginStatus(True, "xdg-autostart", str(desktop), _key(desktop, "Exec"), stale)
     return LoginStatus(False)
 

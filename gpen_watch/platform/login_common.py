@@ -16,17 +16,20 @@ from string import Template
 
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.base.fsutil import write_text_atomic
-from gpen_watch.platform import resources
+from gpen_watch.platform import program, resources
 
 # Written into every file install makes; uninstall removes only files that carry it, so a file the
 # user wrote by hand under the same name is never deleted.
 MARKER = "Written by `gpen-watch service install`; `gpen-watch service uninstall` removes it."
 
-# A status note for a login file that differs from what install would write now.
-STALE = (
-    "written for another Python or gpen-watch version than this one; "
-    "`gpen-watch service install` brings it up to date"
-)
+
+def stale_note() -> str:
+    """A status note for a login file that differs from what install would write now."""
+    return (
+        "written for another Python or gpen-watch version than this one; "
+        f"`{program.command('service install')}` brings it up to date"
+    )
+
 
 # (exit status, combined output) of an external command; tests pass a fake.
 Runner = Callable[[Sequence[str]], tuple[int, str]]

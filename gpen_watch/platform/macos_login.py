@@ -14,7 +14,6 @@ from xml.sax.saxutils import escape
 from gpen_watch.platform import paths
 from gpen_watch.platform.login_common import (
     SERVICE,
-    STALE,
     LoginEntry,
     LoginOptions,
     LoginResult,
@@ -25,6 +24,7 @@ from gpen_watch.platform.login_common import (
     remove_if_ours,
     render,
     run_command,
+    stale_note,
     write_if_changed,
 )
 
@@ -117,7 +117,7 @@ def status(run: Runner | None = None, *, entry: LoginEntry = SERVICE) -> LoginSt
     # The node's command is the user's own (`--node ...`): only the service's is known to compare.
     fresh = [plist(LoginOptions(no_tray=n)) for n in (False, True)]
     if entry == SERVICE and path.read_text(encoding="utf-8", errors="replace") not in fresh:
-        notes.append(STALE)
+        notes.append(stale_note())
     return LoginStatus(True, "launchagent", str(path), command, tuple(notes))
 
 

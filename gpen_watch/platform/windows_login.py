@@ -14,12 +14,12 @@ from typing import Protocol
 
 from gpen_watch.platform.login_common import (
     SERVICE,
-    STALE,
     LoginEntry,
     LoginError,
     LoginOptions,
     LoginResult,
     LoginStatus,
+    stale_note,
 )
 
 RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
@@ -129,7 +129,7 @@ def status(key: RunKey | None = None, *, entry: LoginEntry = SERVICE) -> LoginSt
         return LoginStatus(False)
     # The node's command is the user's own (`--node ...`): only the service's is known to compare.
     fresh = [command_line(LoginOptions(no_tray=n)) for n in (False, True)]
-    notes = () if entry != SERVICE or current in fresh else (STALE,)
+    notes = () if entry != SERVICE or current in fresh else (stale_note(),)
     return LoginStatus(True, "run-key", f"HKCU\\{RUN_KEY}\\{entry.name}", current, notes)
 
 

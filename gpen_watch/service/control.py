@@ -37,7 +37,7 @@ from gpen_watch import __version__
 from gpen_watch import platform as platforms
 from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.base.fsutil import write_text_atomic
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 from gpen_watch.platform.filelock import lock_file, unlock_file
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class InstanceLock:
             pid = owner[0] if owner else "unknown"
             raise AlreadyRunning(
                 f"gpen-watch is already running (pid {pid}, lock {self.path}); "
-                "use `gpen-watch status` to see it or `gpen-watch stop` to stop it"
+                f"use `{program.command('status')}` to see it or `{program.command('stop')}` to stop it"
             ) from None
         f.seek(0)
         f.truncate()
@@ -277,10 +277,13 @@ class ControlServer:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-NOT_RUNNING = (
-    "gpen-watch is not running; start it with `gpen-watch run`, "
-    "or at every login with `gpen-watch service install`"
-)
+def not_running() -> str:
+    """What a command that finds no service says."""
+    return (
+        f"gpen-watch is not running; start it with `{program.command('run')}`, "
+        f"or at every login with `{program.command('service install')}`"
+    )
+
 
 # --- client --------------------------------------------------------------------------------------
 
@@ -296,14 +299,14 @@ class ControlClient:
             token, address = str(info["token"]), str(info["address"])
             self.pid = info.get("pid")
         except FileNotFoundError:
-            raise NotRunning(NOT_RUNNING) from None
+            raise NotRunning(not_running()) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ControlError(f"{secret_path}: cannot read the control secret: {exc}") from None
         try:
             self.sock = _connect(address, timeout)
         except OSError:
             # A service killed without its goodbye leaves its files: no answer means not running.
-            raise NotRunning(NOT_RUNNING) from None
+            raise NotRunning(not_running()) from None
         self.reader = self.sock.makefile("rb")
         try:
             hello = _recv(self.reader)

@@ -34,6 +34,7 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch
 from gpen_watch.modelstore.needs import ModelCheck
+from gpen_watch.platform import program
 from gpen_watch.service.status import DownloadStatus, ModelFileStatus, ModelsStatus
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class ModelGate:
         then = (
             f"next try in {self._retry_s:g} s"
             if self._retried()
-            else "no download is tried again before `gpen-watch resume`"
+            else f"no download is tried again before `{program.command('resume')}`"
         )
         level = logging.WARNING if said != self._said_missing else logging.DEBUG
         log.log(level, "model files still missing: %s; %s", files, then)

@@ -33,6 +33,7 @@ from gpen_watch.catalog.registry import (
 )
 from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.modelstore.store import ensure_model
+from gpen_watch.platform import program
 
 if TYPE_CHECKING:
     from gpen_watch.restore.runtime.face_model import FaceFamilyImpl
@@ -140,7 +141,7 @@ def _refetch_advice(path: Path, name: str | None) -> str:
     spec = get_spec(name) if name else spec_for_filename(path.name)
     if spec is None:
         return "delete it and get the file again from where it came from."
-    return f"delete it and run `gpen-watch models fetch {spec.name}`."
+    return f"delete it and run `{program.command('models fetch ' + spec.name)}`."
 
 
 # --- matching a model ---------------------------------------------------------------------------
