@@ -206,6 +206,24 @@ class ConvLayer(nn.Sequential):
 # Decoder (StyleGAN2 generator with concatenated encoder features)
 
 
+def bounded_style(style: Tensor) -> Tensor:
+    """(N, Cin) styles divided by each sample's largest entry. Demodulation is invariant to a
+    per-sample rescaling of the style, so this changes nothing but the range: x*style and the
+    pre-demodulation activations stay in fp16 range under autocast."""
+    return style / style.detach().abs().amax(dim=1, keepdim=True).clamp_min(1e-8)
+
+
+def demodulation(weight: Tensor, style: Tensor) -> Tensor:
+    """StyleGAN2's demodulation factor rsqrt(||W * s||^2 + eps) per sample and output channel:
+    weight (Cout, Cin, k, k) as the conv uses it, style (N, Cin) -> (N, Cout), float32.
+
+    ||w * s||^2 over (Cin, k, k) for each output channel = s^2 @ (sum_k w^2)^T; the matmul form
+    never materialises per-sample weights.  fp32 even under autocast: a sum of squares followed by
+    rsqrt is where reduced precision hurts most."""
+    w_sq = weight.float().pow(2).sum(dim=(2, 3))  # (Cout, Cin)
+    return torch.rsqrt(fp32_matmul(style.float().pow(2), w_sq.t()) + DEMOD_EPS)  # (N, Cout)
+
+
 class ModulatedConv2d(nn.Module):
     def __init__(
         self,
@@ -258,23 +276,13 @@ class ModulatedConv2d(nn.Module):
         weight = self.weight[0] * self.scale  # (Cout, Cin, k, k)
         demod = None
         if self.demodulate:
-            # Demodulation is invariant to a per-sample rescaling of the style, so divide by its
-            # largest entry: keeps x*style and the pre-demod activations in fp16 range under autocast.
-            style = style / style.detach().abs().amax(dim=1, keepdim=True).clamp_min(1e-8)
-            demod = self._demodulation(weight, style)  # (N, Cout), float32
+            style = bounded_style(style)
+            demod = demodulation(weight, style)  # (N, Cout), float32
         if self.mode == "grouped":
             return self._forward_grouped(x, weight, style, demod)
         if self.mode == "input_scaling":
             return self._forward_input_scaling(x, weight, style, demod)
         raise ValueError(f"unknown modulation mode {self.mode!r}; expected one of {MODULATION_MODES}")
-
-    @staticmethod
-    def _demodulation(weight: Tensor, style: Tensor) -> Tensor:
-        # ||w * s||^2 over (Cin, k, k) for each output channel = s^2 @ (sum_k w^2)^T; the matmul form
-        # never materialises per-sample weights.  fp32 even under autocast: a sum of squares followed
-        # by rsqrt is where reduced precision hurts most.
-        w_sq = weight.float().pow(2).sum(dim=(2, 3))  # (Cout, Cin)
-        return torch.rsqrt(fp32_matmul(style.float().pow(2), w_sq.t()) + DEMOD_EPS)  # (N, Cout)
 
     def _forward_grouped(
         self, x: Tensor, weight: Tensor, style: Tensor, demod: Tensor | None

@@ -12,16 +12,13 @@ GPEN-BFR-512 / GPEN-BFR-256 state dicts load unchanged; the code is an independe
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from gpen_watch.catalog.gpen_config import GPENConfig
 from gpen_watch.catalog.registry import GPEN_CONFIGS
-from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.modelstore.layout import compare_layout
 from gpen_watch.restore.nets.gpen_blocks import (
     BLUR_TAPS,
@@ -37,6 +34,10 @@ from gpen_watch.restore.nets.gpen_blocks import (
     ToRGB,
     iter_modulated_convs,
 )
+
+# The runner was written for GPEN first; its callers still import it from here.
+from gpen_watch.restore.nets.runner import FaceRunner as GPENRunner
+from gpen_watch.restore.nets.runner import prepare_for_inference, resolve_precision
 
 # ---------------------------------------------------------------------------------------------------
 # The generator
@@ -178,85 +179,6 @@ def gpen_state_dict_shapes(cfg: GPENConfig) -> dict[str, tuple[int, ...]]:
     with torch.device("meta"):
         model = build_gpen(cfg)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Inference setup
-
-_AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def resolve_precision(device: torch.device | str, precision: Precision) -> ResolvedPrecision:
-    """ "auto" -> fp32 on CPU (the measured-safe default); bf16 on CUDA when supported (fp32 range,
-    unlike fp16), else fp32.  fp16 on CPU is rejected: CPU autocast fp16 is slow and untested here.
-
-    On Apple's GPU (mps) "auto" is fp32 too: its half-precision autocast depends on the torch and
-    macOS versions and has not been run on one here; fp16 and bf16 can be asked for."""
-    dev = torch.device(device)
-    if precision == "auto":
-        if dev.type == "cuda" and torch.cuda.is_bf16_supported():
-            return "bf16"
-        return "fp32"
-    if precision == "fp16" and dev.type not in ("cuda", "mps"):
-        raise ValueError("fp16 is only supported on a GPU (CUDA or Apple's mps); use bf16 or fp32 on CPU")
-    if precision in ("fp32", "fp16", "bf16"):
-        return precision
-    raise ValueError(f"unknown precision {precision!r}")
-
-
-@dataclass
-class GPENRunner:
-    """A GPEN ready for inference: call it with (N, 3, S, S) faces in [-1, 1], get fp32 images back
-    (the GPEN family's ``restore.runtime.face_model.FaceModel``)."""
-
-    model: GPEN
-    device: torch.device
-    precision: ResolvedPrecision
-    channels_last: bool
-
-    @property
-    def size(self) -> int:
-        return int(self.model.config.size)
-
-    @property
-    def network(self) -> nn.Module:
-        return self.model
-
-    def autocast(self) -> contextlib.AbstractContextManager[object]:
-        if self.precision == "fp32":
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=_AUTOCAST_DTYPES[self.precision])
-
-    def __call__(self, x: Tensor) -> Tensor:
-        x = x.to(self.device, dtype=torch.float32, non_blocking=True)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.inference_mode(), self.autocast():
-            out: Tensor = self.model(x)
-        return out.float()
-
-
-def prepare_for_inference(
-    model: GPEN,
-    device: torch.device | str = "cpu",
-    precision: Precision = "fp32",
-    channels_last: bool = False,
-) -> GPENRunner:
-    """Move ``model`` to ``device`` in eval mode without gradients and wrap it in a runner.
-
-    Weights stay fp32; reduced precision comes from autocast inside the runner, so the fp32-only
-    parts (demodulation, RGB skip path) keep full precision.
-    """
-    dev = torch.device(device)
-    prec = resolve_precision(dev, precision)
-    model = model.to(dev).eval().requires_grad_(False)
-    if channels_last:
-        # Module.to(memory_format=...) rejects the 5-D modulated weights, so convert the 4-D ones
-        # (encoder convs) directly; modulated weights are rebuilt as 4-D tensors on every call.
-        for p in model.parameters():
-            if p.ndim == 4:
-                p.data = p.data.contiguous(memory_format=torch.channels_last)
-    return GPENRunner(model=model, device=dev, precision=prec, channels_last=channels_last)
 
 
 __all__: list[str] = [
