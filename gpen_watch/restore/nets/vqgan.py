@@ -37,7 +37,7 @@ class ResBlock(nn.Module):
         self.conv_out = nn.Conv2d(in_ch, out_ch, 1) if in_ch != out_ch else None
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.conv1(F.silu(self.norm1(x)))
+        h: Tensor = self.conv1(F.silu(self.norm1(x)))
         h = self.conv2(F.silu(self.norm2(h)))
         skip: Tensor = x if self.conv_out is None else self.conv_out(x)
         return h + skip
