@@ -586,7 +586,7 @@ def test_no_prescale_when_small_enough(tmp_path: Path) -> None:
 
 def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = png_claiming(tmp_path / "bomb.png", 20000, 20000)
-    assert probe_image(src) == ("PNG", (20000, 20000))  # header only: cheap, no error
+    assert probe_image(src, 200) == ("PNG", (20000, 20000))  # header only: cheap, no error
 
     def no_decoding(self):  # type: ignore[no-untyped-def]
         raise AssertionError("pixels were decoded")
@@ -611,7 +611,7 @@ def test_megapixel_limit_is_ours_not_pillows(tmp_path: Path) -> None:
     # 190 MP: Image.open would raise DecompressionBombError (over 2 x 89.5 MP); our opener reads the
     # header, and the refusal names our own limit.
     big = sparse_bmp(tmp_path / "big.bmp", 19000, 10000)
-    assert probe_image(big) == ("BMP", (19000, 10000))
+    assert probe_image(big, 150) == ("BMP", (19000, 10000))
     with pytest.raises(ImageTooLargeError, match="19000x10000 \\(190 MP\\), over the 150 MP limit"):
         load_image(big, max_megapixels=150)
     # Pillow's own guard (an error at twice its value) now agrees with ours instead of its 179 MP.
@@ -687,7 +687,7 @@ def test_text_file_named_jpg(tmp_path: Path) -> None:
     src = tmp_path / "notes.jpg"
     src.write_text("Shopping list:\n- milk\n- film for the Leica\n" * 20, encoding="utf-8")
     with pytest.raises(NotAnImageError) as err:
-        probe_image(src)
+        probe_image(src, 200)
     assert err.value.reason == "not an image file (looks like text)"
     with pytest.raises(NotAnImageError):
         load_image(src)
@@ -728,7 +728,7 @@ def test_symlink_is_not_followed(tmp_path: Path) -> None:
     link.symlink_to(target)
     for fn in (load_image, probe_image):
         with pytest.raises(NotAnImageError, match="symbolic link"):
-            fn(link)
+            fn(link, max_megapixels=200)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
@@ -808,7 +808,7 @@ def test_supported_extensions() -> None:
 def test_probe_reads_header_only(tmp_path: Path) -> None:
     src = tmp_path / "p.webp"
     astronaut(300, 200).save(src, quality=80)
-    assert probe_image(src) == ("WEBP", (300, 200))
+    assert probe_image(src, 200) == ("WEBP", (300, 200))
 
 
 # --- saving --------------------------------------------------------------------------------------
@@ -980,9 +980,12 @@ def test_a_frame_larger_than_the_canvas_is_refused_with_our_limit(tmp_path: Path
     """Pillow checks a GIF frame's own size against its process-wide guard (179 MP by default):
     that guard follows restore.max_megapixels, and the refusal names our limit, not Pillow's."""
     screen = b"GIF89a" + struct.pack("<HHBBB", 10, 10, 0x80, 0, 0) + bytes([0, 0, 0, 255, 255, 255])
-    frame = b"," + struct.pack("<HHHHB", 0, 0, 3000, 3000, 0) + bytes([2, 2, 0x4C, 0x01, 0]) + b";"
+    frame = b"," + struct.pack("<HHHHB", 0, 0, 3000, 3000, 0) + bytes([2, 2, 0x4C, 0x01, 0])
+    # A comment after the frame: 3.6 KB, which GIF's LZW could make 9 MP of (one code per 4,096
+    # pixels), so the size is one the file could hold (without it, the file is damaged).
+    comment = b"!\xfe" + (b"\xff" + bytes(255)) * 14 + b"\x00"
     src = tmp_path / "frame.gif"
-    src.write_bytes(screen + frame)
+    src.write_bytes(screen + frame + comment + b";")
     with pytest.raises(ImageTooLargeError) as err:
         load_image(src, max_megapixels=1)
     assert err.value.reason.startswith("a frame or tile inside the file declares 9 MP, over the 1 MP limit")

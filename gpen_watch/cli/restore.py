@@ -19,7 +19,7 @@ from gpen_watch.cli import engine_thread
 from gpen_watch.cli.argtypes import positive_int
 from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import messages
 from gpen_watch.platform.files import publish_file
 from gpen_watch.restore.api import FileJob, FileResult
 
@@ -69,10 +69,11 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
 
     outdir: Path = args.output.expanduser().resolve()
     state.outdir = outdir
-    plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format)
+    limit = cfg.restore.max_megapixels
+    plan, problems, ignored = plan_jobs(args.inputs, outdir, SUPPORTED_EXTENSIONS, cfg.output.format, limit)
     skipped: list[Planned] = []
     if not args.overwrite:
-        plan, skipped = _skip_existing(plan, cfg.output.format)
+        plan, skipped = _skip_existing(plan, cfg.output.format, limit)
     if not plan:
         # Nothing to restore: say why, without paying for the models or creating any folder.
         for src, reason in problems:
@@ -85,7 +86,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
         _check_creatable(folder)
     # Every missing model file named at once (downloaded first when it may be), as `run` does,
     # rather than the first one the engine's load trips on, one per try.
-    needs.ensure_all(cfg.restore, download=not args.no_download, progress=not args.no_progress)
+    messages.ensure_all(cfg.restore, download=not args.no_download, progress=not args.no_progress)
 
     started = time.perf_counter()
     results: list[FileResult] = state.results
@@ -118,7 +119,9 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
     return 0 if not failures else 1
 
 
-def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned], list[Planned]]:
+def _skip_existing(
+    plan: list[Planned], out_format: str, max_megapixels: float
+) -> tuple[list[Planned], list[Planned]]:
     """The jobs left to do, and those whose result an earlier run wrote (each said)."""
     from gpen_watch.restore.engines.existing import existing_result
 
@@ -126,7 +129,7 @@ def _skip_existing(plan: list[Planned], out_format: str) -> tuple[list[Planned],
     todo: list[Planned] = []
     skipped: list[Planned] = []
     for p in plan:
-        found = existing_result(p.src, p.dst, out_format, planned)
+        found = existing_result(p.src, p.dst, out_format, planned, max_megapixels)
         if found is None:
             todo.append(p)
         else:
@@ -166,11 +169,16 @@ def _restore(
 
 
 def plan_jobs(
-    inputs: list[Path], outdir: Path, extensions: frozenset[str] | set[str], out_format: str
+    inputs: list[Path],
+    outdir: Path,
+    extensions: frozenset[str] | set[str],
+    out_format: str,
+    max_megapixels: float,
 ) -> tuple[list[Planned], list[tuple[Path, str]], list[Path]]:
     """Files to restore and where each result goes (folders keep their structure under OUTDIR),
     the inputs that cannot be restored with the reason, and the files in folders left out
-    (``_folder_file_taken``)."""
+    (``_folder_file_taken``). Headers are read with restore.max_megapixels, as the engine reads
+    them."""
     from gpen_watch.imaging.load import probe_image
 
     plan: list[Planned] = []
@@ -192,7 +200,7 @@ def plan_jobs(
                     f = here / name
                     if name.startswith(".") or f.is_symlink():
                         continue
-                    if not _folder_file_taken(f, extensions):
+                    if not _folder_file_taken(f, extensions, max_megapixels):
                         ignored.append(f)
                         continue
                     rel = f.relative_to(root)
@@ -203,7 +211,7 @@ def plan_jobs(
             # A file the user named is judged by its content (any name), from its header alone, so
             # a document given by mistake is reported before the models load.
             try:
-                probe_image(f)
+                probe_image(f, max_megapixels)
             except InputError as exc:
                 problems.append((raw, exc.reason))
                 continue
@@ -216,7 +224,7 @@ def plan_jobs(
     return plan, problems, ignored
 
 
-def _folder_file_taken(f: Path, extensions: frozenset[str] | set[str]) -> bool:
+def _folder_file_taken(f: Path, extensions: frozenset[str] | set[str], max_megapixels: float) -> bool:
     """The watcher's decision for a file found in a folder: a name that is never a photo (text,
     documents, archives, sidecars) or a temporary one is left out unread, a known image extension
     is taken, and any other name by its header (a scan with no extension, a PNG named .dat).
@@ -232,7 +240,7 @@ def _folder_file_taken(f: Path, extensions: frozenset[str] | set[str]) -> bool:
     if f.suffix.lower() in extensions:
         return True
     try:
-        probe_image(f)
+        probe_image(f, max_megapixels)
     except NotAnImageError:
         return False
     except InputError:

@@ -110,6 +110,7 @@ _DISPLAY_NAMES = {
     "MSP": "Microsoft Paint (MSP)",
     "GD": "GD image",
     "WAL": "Quake 2 texture (WAL)",
+    "XVTHUMB": "XV thumbnail",
 }
 
 

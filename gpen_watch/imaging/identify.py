@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 from PIL import Image
 
 from gpen_watch.base.fsutil import O_NOFOLLOW, READ_NOFOLLOW_FLAGS
+from gpen_watch.imaging.claims import check_inner_picture, part_refusal
 from gpen_watch.imaging.errors import (
     EmptyFileError,
     ImageInputError,
@@ -25,12 +26,10 @@ from gpen_watch.imaging.formats import RAW_EXTENSIONS
 from gpen_watch.imaging.known import known_type_failure
 from gpen_watch.imaging.reasons import (
     DATA_ERRORS,
-    bomb_pixels,
     damaged,
     decoder_bug,
     explain,
     missing_feature,
-    too_large_part,
     truncated,
     unreadable_here,
 )
@@ -131,11 +130,16 @@ def open_file(path: Path) -> IO[bytes]:
         raise
 
 
-def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.Image:
-    """Open the header lazily, content first (the extension is ignored), or raise why not."""
+def identify(fh: IO[bytes], path: Path, max_megapixels: float) -> Image.Image:
+    """Open the header lazily, content first (the extension is ignored), or raise why not.
+
+    ``max_megapixels``: restore.max_megapixels (0: none), which Pillow's own guard and the
+    picture inside an icon file are held to here (the image's own size: ``claims.check_size``).
+    """
     head = fh.read(64)
     kind = sniff(head)
     use_our_pixel_limit(max_megapixels)
+    check_inner_picture(path, head, fh, max_megapixels)
     try:
         im = _open_header(fh)
         if im is None and kind in HEIF_KINDS and register_heif():
@@ -148,7 +152,7 @@ def identify(fh: IO[bytes], path: Path, max_megapixels: float = 200.0) -> Image.
         exc, name = err.cause, kind or err.fmt
         short = ran_out(fh)  # before _riff_truncated's seek clears it
         if isinstance(exc, Image.DecompressionBombError):
-            raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
+            raise part_refusal(path, err.fmt, exc, fh, max_megapixels) from exc
         if not isinstance(exc, (*DATA_ERRORS, MemoryError)):
             raise decoder_bug(path, exc) from exc  # (load_image logs it)
         if _riff_truncated(head, fh):
@@ -248,6 +252,10 @@ def register_heif() -> bool:
 _MAGIC: list[tuple[bytes, int, str]] = [
     (b"\xff\xd8\xff", 0, "JPEG"),
     (b"\x89PNG\r\n\x1a\n", 0, "PNG"),
+    # A PNG whose first byte is gone: no reader opens it, but its other seven signature bytes
+    # (made to show transfer damage: a CR-LF, a Ctrl-Z and a lone LF) leave no doubt that it is one,
+    # so it is a damaged PNG, not "not an image file", and a new copy is what the user needs.
+    (b"PNG\r\n\x1a\n", 0, "PNG"),
     (b"GIF8", 0, "GIF"),
     (b"WEBP", 8, "WEBP"),
     (b"II*\x00", 0, "TIFF"),

@@ -1,11 +1,16 @@
 """The reason for a file no image reader here opens although it is of a known image type: its
 signature or, for TGA (which has none), its name and header say which type. Such a file is a
 damaged, cut or unusual image of that type, never "not an image file".
+
+Pillow's readers take some damage for "not my format" (an EPS whose binary header points past
+the end, an XV thumbnail that ends in its comments, a PNM header with no space after "P6"), so
+the type is recognised here from the same bytes they check.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
 from pathlib import Path
 from typing import IO
@@ -24,6 +29,14 @@ _TGA_SUFFIXES = frozenset({".tga", ".icb", ".vda", ".vst"})
 _TGA_HEADER = 18
 # Palette entry sizes Pillow's TGA reader decodes, in bits.
 _TGA_PALETTE_BITS = frozenset({16, 24, 32})
+# An EPS with a binary header (written by DOS and Windows programs to carry a TIFF or WMF preview):
+# its signature, then where its PostScript section starts and how long it is.
+_DOS_EPS = b"\xc5\xd0\xd3\xc6"
+_DOS_EPS_HEADER = 30
+_XV_THUMBNAIL = b"P7 332"
+# A Netpbm header as its own tools read it: "P1" to "P6", then the width and the height in decimal,
+# with whitespace or "#" comments between (Pillow's reader wants whitespace after the "P6" too).
+_PNM_HEADER = re.compile(rb"P[1-6](?:\s|#[^\r\n]*[\r\n])*\d+(?:\s|#[^\r\n]*[\r\n])+\d+")
 
 
 def known_type_failure(path: Path, head: bytes, fh: IO[bytes]) -> ImageInputError | None:
@@ -36,6 +49,12 @@ def known_type_failure(path: Path, head: bytes, fh: IO[bytes]) -> ImageInputErro
         return damaged(path, "FLI", "header")
     if head[:4] in _MSP_SIGNATURES:
         return damaged(path, "MSP", "header")
+    if head.startswith(_DOS_EPS):
+        return _dos_eps_failure(path, head, fh)
+    if head.startswith(_XV_THUMBNAIL):
+        return _xv_thumbnail_failure(path, fh)
+    if _PNM_HEADER.match(head):
+        return damaged(path, "PPM", "header")
     if path.suffix.lower() in _TGA_SUFFIXES:
         return _tga_failure(path, head, fh)
     return None
@@ -62,6 +81,30 @@ def _ole_failure(path: Path, fh: IO[bytes]) -> ImageInputError:
         "not an image file that can be read: it is a damaged OLE compound file (the container of older "
         "Office files and of FlashPix and MIC images); if it is an image, copy it again from the original",
     )
+
+
+def _dos_eps_failure(path: Path, head: bytes, fh: IO[bytes]) -> ImageInputError:
+    """A binary-header EPS Pillow's reader refused: cut short when its PostScript section starts
+    where the header says and the file ends before the section does, else damaged (the header
+    points outside the file, or at something that is not PostScript)."""
+    if len(head) < _DOS_EPS_HEADER:
+        return truncated(path, "EPS")
+    start, length = struct.unpack_from("<II", head, 4)
+    end_of_file = fh.seek(0, os.SEEK_END)
+    fh.seek(start)
+    if start >= _DOS_EPS_HEADER and fh.read(2) == b"%!" and start + length > end_of_file:
+        return truncated(path, "EPS")
+    return damaged(path, "EPS", "header")
+
+
+def _xv_thumbnail_failure(path: Path, fh: IO[bytes]) -> ImageInputError:
+    """An XV thumbnail Pillow's reader refused: it does so only when the file ends among the
+    comment lines, before the line that gives the size."""
+    fh.seek(0)
+    lines = fh.read(1 << 16).splitlines()[1:]
+    if all(line.startswith(b"#") for line in lines):
+        return truncated(path, "XVThumb")
+    return damaged(path, "XVThumb", "header")
 
 
 def _tga_failure(path: Path, head: bytes, fh: IO[bytes]) -> ImageInputError | None:

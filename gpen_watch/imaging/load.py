@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
-from gpen_watch.imaging.claims import check_size, size_text
+from gpen_watch.imaging.claims import check_size, part_refusal, size_text
 from gpen_watch.imaging.decode import (
     apply_orientation,
     decode_pixels,
@@ -60,7 +60,7 @@ from gpen_watch.imaging.metadata import (
     reset_xmp_orientation,
     source_info,
 )
-from gpen_watch.imaging.reasons import DATA_ERRORS, bomb_pixels, decoder_bug, too_large_part
+from gpen_watch.imaging.reasons import DATA_ERRORS, decoder_bug
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +136,16 @@ class LoadedImage:
         return self.pixels.shape[1], self.pixels.shape[0]
 
 
-def probe_image(path: Path) -> tuple[str, tuple[int, int]]:
-    """Format and stored (w, h) from the header only (no pixel decoding, no EXIF rotation)."""
+def probe_image(path: Path, max_megapixels: float) -> tuple[str, tuple[int, int]]:
+    """Format and stored (w, h) from the header only (no pixel decoding, no EXIF rotation).
+
+    ``max_megapixels``: restore.max_megapixels, which some headers are already held to (a frame
+    Pillow checks while it opens the file, the picture inside an icon file: ``identify``).
+    """
     path = Path(path)
     check_path(path)
     with open_file(path) as fh:
-        im = identify(fh, path)
+        im = identify(fh, path, max_megapixels)
         return format_name(im), im.size
 
 
@@ -171,7 +175,7 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
             raise
         except Image.DecompressionBombError as exc:
             # A plugin re-checks frame/tile sizes against Pillow's limit (set from ours: identify).
-            raise too_large_part(path, bomb_pixels(exc), max_megapixels) from exc
+            raise part_refusal(path, fmt, exc, fh, max_megapixels) from exc
         except MemoryError as exc:
             raise ImageTooLargeError(
                 path, f"not enough memory to decode this {size_text(im.size)} image"

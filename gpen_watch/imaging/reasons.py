@@ -192,15 +192,21 @@ def _no_renderer(path: Path, fmt: str, low: str) -> UnsupportedFormatError | Non
 
 # Bits per pixel a BMP may validly declare (0: the pixels are an embedded JPEG or PNG).
 _BMP_DEPTHS = frozenset({0, 1, 2, 4, 8, 16, 24, 32, 48, 64})
+# Sizes a BMP's info header has in some version: the OS/2 1.x core header (12), Windows' INFO to
+# V5 (40, 52, 56, 108, 124), and OS/2 2.x's, which may end after any of its fields (16 to 64).
+_BMP_HEADER_SIZES = frozenset({12, 16, 20, 24, 28, 32, 36, 40, 42, 44, 46, 48, 52, 56, 60, 64, 108, 124})
 
 
 def _impossible_value(fmt: str, low: str) -> bool:
     """A value that Pillow calls "unsupported" but no valid file holds (a BMP of 30000 bits per
-    pixel, a palette of millions of colours): damage, not a feature another program would read."""
+    pixel, a palette of millions of colours, a header size no BMP version has): damage, not a
+    feature another program would read."""
     if fmt != "BMP":
         return False
     if "palette size" in low:
         return True
+    if m := re.search(r"unsupported bmp header type \((\d+)\)", low):
+        return int(m.group(1)) not in _BMP_HEADER_SIZES
     m = re.search(r"unsupported bmp pixel depth \((\d+)\)", low)
     return m is not None and int(m.group(1)) not in _BMP_DEPTHS
 

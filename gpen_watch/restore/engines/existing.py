@@ -16,8 +16,9 @@ from pathlib import Path
 from gpen_watch.base.errors import InputError
 
 
-def result_names(src: Path, dst: Path, out_format: str) -> list[Path]:
-    """``dst`` and every other name the result of ``src`` can be written under."""
+def result_names(src: Path, dst: Path, out_format: str, max_megapixels: float) -> list[Path]:
+    """``dst`` and every other name the result of ``src`` (read with restore.max_megapixels) can
+    be written under."""
     if out_format != "same":
         return [dst]  # the planned name already carries the requested format's suffix
     from gpen_watch.imaging.formats import matching_suffix
@@ -25,7 +26,7 @@ def result_names(src: Path, dst: Path, out_format: str) -> list[Path]:
     from gpen_watch.imaging.output_rule import choose_output
 
     try:
-        source_format, _ = probe_image(src)
+        source_format, _ = probe_image(src, max_megapixels)
     except InputError:
         return [dst]  # it will fail to decode, and the run says why
     formats = {
@@ -36,7 +37,9 @@ def result_names(src: Path, dst: Path, out_format: str) -> list[Path]:
     return list(dict.fromkeys(names))
 
 
-def existing_result(src: Path, dst: Path, out_format: str, planned: Collection[Path]) -> Path | None:
+def existing_result(
+    src: Path, dst: Path, out_format: str, planned: Collection[Path], max_megapixels: float
+) -> Path | None:
     """The result of ``src`` that is already on disk, or None.
 
     ``planned`` are the names planned for all inputs: a file under another input's name is that
@@ -44,7 +47,7 @@ def existing_result(src: Path, dst: Path, out_format: str, planned: Collection[P
     """
     if dst.exists():
         return dst
-    for name in result_names(src, dst, out_format)[1:]:
+    for name in result_names(src, dst, out_format, max_megapixels)[1:]:
         if name not in planned and name.exists():
             return name
     return None

@@ -36,7 +36,7 @@ def photo_cost(job: FileJob, cfg: RestoreConfig) -> int:
     """Budget bytes for ``job``'s photo (restored with ``cfg``), from its header; a file that
     cannot be probed costs a minimum (it fails at decode)."""
     try:
-        _fmt, (w, h) = probe_image(job.src)
+        _fmt, (w, h) = probe_image(job.src, cfg.max_megapixels)
     except Exception:  # noqa: BLE001 - the decode stage reports what is wrong with the file
         return memory.photo_bytes(64, 64)
     # Upscaled, the frames a photo holds from then on are upscale^2 times as large.
@@ -81,7 +81,7 @@ def max_side(job: FileJob, cfg: RestoreConfig) -> int:
     """restore.max_side, lowered by the job's scale after an out-of-memory retry."""
     if job.scale >= 1.0:
         return cfg.max_side
-    _fmt, (w, h) = probe_image(job.src)
+    _fmt, (w, h) = probe_image(job.src, cfg.max_megapixels)
     return max_side_for(job, cfg, max(w, h))
 
 
