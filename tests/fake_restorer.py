@@ -49,6 +49,7 @@ from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.base.fsutil import replace_folder
+from gpen_watch.config import RestoreConfig, SettingsUsed
 from gpen_watch.imaging.reasons import decoder_bug
 from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch, PhotoProgress, Stage
 
@@ -156,7 +157,16 @@ class FakeRestorer:
         if os.environ.get("FAKE_LOG_TORCH"):
             notes.append(f"torch={'torch' in sys.modules}")
         faces = 0 if "noface" in name else 1
-        return FileResult(job.src, ok=True, dst=job.dst, faces=faces, notes=notes, timings={"restore": 0.001})
+        # What it restored with, as the real engine says it: the photo's profile, else its own.
+        restore = job.restore or self.cfg
+        used = (
+            SettingsUsed.of(restore, job.format, job.jpeg_quality)
+            if isinstance(restore, RestoreConfig)
+            else None
+        )
+        return FileResult(
+            job.src, ok=True, dst=job.dst, faces=faces, notes=notes, timings={"restore": 0.001}, used=used
+        )
 
     def stop(self) -> None:
         pass

@@ -101,7 +101,12 @@ def test_desktop_only_without_a_tray_the_webhook_always(hook: Hook, tmp_path: Pa
     desktop, looks = Desktop(), Looks()
     cfg = Config(notify=NotifyConfig(webhook=hook.url))
     n = Notifier(
-        cfg, looks, desktop=desktop, tray_shows=lambda: tray, journal_path=tmp_path / "j.db", poll_s=0.02
+        lambda: cfg,
+        looks,
+        desktop=desktop,
+        tray_shows=lambda: tray,
+        journal_path=tmp_path / "j.db",
+        poll_s=0.02,
     )
     n.start()
     try:
@@ -119,8 +124,42 @@ def test_notify_desktop_false_shows_nothing(tmp_path: Path) -> None:
     desktop, looks = Desktop(), Looks()
     cfg = Config(notify=NotifyConfig(desktop=False))
     n = Notifier(
-        cfg, looks, desktop=desktop, tray_shows=lambda: False, journal_path=tmp_path / "j.db", poll_s=0.02
+        lambda: cfg,
+        looks,
+        desktop=desktop,
+        tray_shows=lambda: False,
+        journal_path=tmp_path / "j.db",
+        poll_s=0.02,
     )
     assert n.webhook is None
     n.deliver(notices.Notice("t", "m", NoticeKind.PROBLEM), looks.status)
     assert desktop.shown == []
+
+
+def test_the_notice_thread_follows_notify_settings_changed_by_a_reload(hook: Hook, tmp_path: Path) -> None:
+    """The service's settings change in place with a reload: a webhook set then gets the next
+    notice, and notify.desktop = false stops the desktop's, with no restart."""
+    desktop, looks = Desktop(), Looks()
+    settings = {"now": Config(notify=NotifyConfig())}
+    n = Notifier(
+        lambda: settings["now"],
+        looks,
+        desktop=desktop,
+        tray_shows=lambda: False,
+        journal_path=tmp_path / "j.db",
+        poll_s=0.02,
+    )
+    n.start()
+    try:
+        wait_for(looks.read.is_set, "a first look")
+        looks.batch(1)
+        wait_for(lambda: desktop.shown, "the desktop notice")
+        assert n.webhook is None
+        settings["now"] = Config(notify=NotifyConfig(desktop=False, webhook=hook.url))
+        wait_for(lambda: n.webhook is not None, "the webhook set")
+        looks.batch(4)  # three more this run: the next batch
+        wait_for(lambda: hook.bodies, "the webhook's post")
+    finally:
+        n.close()
+    assert [b["restored"] for b in hook.bodies] == [3]
+    assert desktop.shown == [("gpen-watch: batch finished", "1 photo restored")]

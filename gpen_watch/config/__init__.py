@@ -13,7 +13,8 @@ each module importing only those below it:
 
 - ``schema``: the dataclasses, their defaults, profile resolution and validation;
 - ``parse``: reading TOML, converting values, command-line overrides;
-- ``toml``: writing a config back as TOML.
+- ``toml``: writing a config back as TOML;
+- ``used``: the settings one photo was really restored with, recorded with its result.
 
 The notes written into a new config file are in ``template``; the ``config`` command is
 gpen_watch.cli.config.
@@ -53,6 +54,7 @@ from gpen_watch.config.schema import (
     short_path,
 )
 from gpen_watch.config.toml import to_toml
+from gpen_watch.config.used import SettingsUsed
 
 __all__ = [
     "DETECTOR_NAMES",
@@ -77,6 +79,7 @@ __all__ = [
     "Precision",
     "ResolvedPrecision",
     "RestoreConfig",
+    "SettingsUsed",
     "WatchConfig",
     "WorkerConfig",
     "check_name_template",

@@ -278,6 +278,7 @@ class Applies(enum.Enum):
     the service's ``reload`` acts on it)."""
 
     AT_ONCE = "at once, for the next photo"
+    NOTICES = "at once, from the next notice"
     WATCHER = "at once: the inboxes are watched again"
     WORKERS = "the workers restart (photos in flight finish or go back to the queue)"
     SERVICE = "after a restart of the service"
@@ -292,7 +293,8 @@ APPLIES: dict[str, Applies] = {
     "workers": Applies.WORKERS,
     "cluster": Applies.SERVICE,
     "dashboard": Applies.SERVICE,
-    "notify": Applies.SERVICE,
+    # The notice thread looks at the settings before each look at the status.
+    "notify": Applies.NOTICES,
     # Read by the service loop before each claim, not by the workers: no restart.
     "workers.schedule": Applies.AT_ONCE,
     "workers.pause_on_battery": Applies.AT_ONCE,

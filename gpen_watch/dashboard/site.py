@@ -20,17 +20,15 @@ from urllib.parse import urlsplit
 import jinja2
 from aiohttp import web
 
-from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import model_label
-from gpen_watch.config import FACE_MODEL_NAMES, Config, inbox_config, short_path
+from gpen_watch.config import FACE_MODEL_NAMES, Config, SettingsUsed, short_path
 from gpen_watch.dashboard import activity, overview, params, views
 from gpen_watch.dashboard.review import RESULTS_PAGE, Review
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
 from gpen_watch.journal.browse import InboxCounts, JournalBrowser, Keyset, next_key
 from gpen_watch.journal.records import Job, describe_settings
-from gpen_watch.journal.states import JobState
-from gpen_watch.outbox import naming, redo
+from gpen_watch.journal.states import SUCCEEDED
 from gpen_watch.platform import resources
 from gpen_watch.service.status import Status
 
@@ -96,6 +94,10 @@ class Site:
 
     # --- service ------------------------------------------------------------------------------
 
+    def settings_now(self) -> Config:
+        """The service's settings in effect now (``current``), never a copy taken at start."""
+        return self.current() if self.current is not None else self.cfg
+
     async def status(self) -> tuple[Status | None, str | None]:
         """The service's status (cached briefly), or None and why not."""
         async with self._status_lock:
@@ -142,8 +144,7 @@ class Site:
     def inbox_counts(self) -> list[InboxCounts]:
         """Counted again only when the journal has a new event (or the day changed): an open
         overview asks every second, and most seconds nothing happened."""
-        cfg = self.current() if self.current is not None else self.cfg
-        inboxes = tuple(str(i.path) for i in cfg.watch.inboxes)
+        inboxes = tuple(str(i.path) for i in self.settings_now().watch.inboxes)
         key = (self.journal.last_event_id(), time.strftime("%Y%m%d"), inboxes)
         if self._counts is None or self._counts[0] != key:
             self._counts = (key, self.journal.inbox_counts(list(inboxes)))
@@ -213,20 +214,21 @@ class Site:
             "models": FACE_MODEL_NAMES,
         }
 
-    def settings_used(self, job: Job) -> list[tuple[str, str]]:
-        """The model and settings a run restored with, as the service has them now: its inbox's,
-        with a redo's own on top ("model", "GPEN-BFR-512"), ...)."""
-        own = inbox_config(self.cfg, naming.find_inbox(self.cfg, job.inbox))
-        try:
-            cfg = redo.redo_config(self.cfg, job, job.settings) if job.is_redo else own
-        except ConfigError:
-            cfg = own
-        r = cfg.restore
-        used = [("Model", model_label(r.model)), ("Strength", f"{r.strength:g}"), ("Faces", r.faces)]
-        if r.upscale > 1:
-            used.append(("Upscale", f"x{r.upscale}"))
-        used.append(("Format", cfg.output.format))
-        return used
+    @staticmethod
+    def settings_used(job: Job) -> list[tuple[str, str]]:
+        """The model and settings a run was restored with, as its result recorded them (never
+        the settings in effect now, which a reload changes): ("Model", "GPEN-BFR-512"), ...; none
+        for a run that recorded none (a gpen-watch before it kept them, or a run that ended
+        before it was restored)."""
+        used = SettingsUsed.from_json(job.used)
+        if used is None:
+            return []
+        rows = [("Model", model_label(used.model)), ("Strength", f"{used.strength:g}"), ("Faces", used.faces)]
+        if used.upscale > 1:
+            rows.append(("Upscale", f"x{used.upscale}"))
+        if used.format:
+            rows.append(("Format", used.format))
+        return rows
 
     async def photo_page(self, request: web.Request) -> web.Response:
         job_id = int(request.match_info["id"])
@@ -289,6 +291,7 @@ class Site:
         return web.json_response(
             {
                 "photo": job_json(context["job"]),
+                "used": dict(context["used"]),
                 "faces": [
                     {"index": f.index, "restored": f.restored, "reason": f.reason}
                     for f in (photo_views.faces if photo_views else ())
@@ -352,7 +355,7 @@ def job_json(job: Job) -> dict[str, Any]:
         "name": job.rel.name,
         "state": str(job.state),
         "inbox": str(job.inbox),
-        "output": str(job.output) if job.output and job.state == JobState.DONE else None,
+        "output": str(job.output) if job.output and job.state in SUCCEEDED else None,
         "faces": job.faces,
         "notes": job.notes,
         "error": job.error,
@@ -363,6 +366,7 @@ def job_json(job: Job) -> dict[str, Any]:
         "mark": job.mark,
         "mark_note": job.mark_note,
         "reviewed": job.reviewed,
+        "stars": job.stars,
     }
 
 

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpen_watch.journal.connection import connect, default_path
 from gpen_watch.journal.records import (
@@ -307,17 +308,19 @@ class Journal(UserRequests):
         faces: int = 0,
         timings: dict[str, float] | None = None,
         notes: Sequence[str] = (),
+        used: Mapping[str, Any] | None = None,
     ) -> bool:
         """Durably record that the fsynced temp file (inode ``ino``, ``size`` bytes) is about to be
-        linked to ``output``, with the worker's result, so recovery can finish the job after a crash.
+        linked to ``output``, with the worker's result (``used``: the settings it was restored
+        with), so recovery can finish the job after a crash.
 
         Returns False when the job is no longer active (finished or ended by another path): the
         caller must then discard its temp file instead of publishing it.
         """
         with self._write(durable=True) as conn:
             cur = conn.execute(
-                "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?"
-                f" WHERE id = ? AND state IN {_ACTIVE}",
+                "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?,"
+                f" used = ? WHERE id = ? AND state IN {_ACTIVE}",
                 (
                     os.fspath(output),
                     ino,
@@ -325,6 +328,7 @@ class Journal(UserRequests):
                     faces,
                     json.dumps(timings or {}),
                     json.dumps(list(notes)),
+                    _json_or_null(used),
                     job_id,
                 ),
             )
@@ -339,6 +343,7 @@ class Journal(UserRequests):
         faces: int = 0,
         timings: dict[str, float] | None = None,
         notes: Sequence[str] = (),
+        used: Mapping[str, Any] | None = None,
     ) -> bool:
         """Mark an active job done with its final output (durable). False if it was not active.
 
@@ -359,6 +364,7 @@ class Journal(UserRequests):
                     "faces": faces,
                     "timings": json.dumps(timings or {}),
                     "notes": json.dumps(list(notes)),
+                    "used": _json_or_null(used),
                     "error": None,
                 },
             )
@@ -490,3 +496,7 @@ class Journal(UserRequests):
         """Add a free-form history entry (e.g. "oom: retrying at scale 0.5")."""
         with self._write() as conn:
             self._event(conn, job_id, kind, detail, worker)
+
+
+def _json_or_null(value: Mapping[str, Any] | None) -> str | None:
+    return json.dumps(dict(value)) if value else None

@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpen_watch.base.errors import OutputError
 from gpen_watch.base.fsutil import remove_quietly
@@ -135,8 +136,21 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
         raise OutputError(f"{tmp}: worker reported success but its output cannot be read: {exc}") from exc
     name = output_name(job.output.name, result.format)
     return place_output(
-        journal, job, tmp, st, faces=result.faces, timings=result.timings, notes=result.notes, name=name
+        journal,
+        job,
+        tmp,
+        st,
+        faces=result.faces,
+        timings=result.timings,
+        notes=result.notes,
+        name=name,
+        used=used_json(result),
     )
+
+
+def used_json(result: FileResult) -> dict[str, Any] | None:
+    """The settings the engine says it restored the photo with, as the journal keeps them."""
+    return result.used.to_json() if result.used is not None else None
 
 
 def output_name(name: str, fmt: str | None) -> str:
@@ -162,13 +176,14 @@ def place_output(
     timings: dict[str, float],
     notes: list[str],
     name: str | None = None,
+    used: dict[str, Any] | None = None,
 ) -> Path | None:
     final = job.output
     if final is None:
         raise OutputError(f"{job.source}: run {job.id} has no output name reserved (was it prepared?)")
 
     def record(dst: Path) -> bool:
-        return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes)
+        return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes, used)
 
     if job.is_redo and (name or final.name) == final.name:
         return _replace_output(tmp, final, record)
@@ -222,7 +237,7 @@ def commit(
         if result.dst:
             remove_quietly(result.dst)
         return CommitOutcome(None)
-    journal.finish(job_id, final, result.faces, result.timings, result.notes)
+    journal.finish(job_id, final, result.faces, result.timings, result.notes, used_json(result))
     outcome = CommitOutcome(final, dispose_original(journal, job_id, cfg, away))
     failed.clear_retried(journal, journal.require(job_id))  # a retried failure's old error file
     return outcome

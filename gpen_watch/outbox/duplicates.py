@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gpen_watch.base.errors import OutputError
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
-from gpen_watch.config import Config, inbox_config
+from gpen_watch.config import Config, SettingsUsed, inbox_config
 from gpen_watch.journal.journal import Job, Journal, Twin
 from gpen_watch.journal.states import failure_state
 from gpen_watch.outbox import commit, durable, failed, naming
@@ -36,20 +36,32 @@ from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
 from gpen_watch.platform import presence
 
+# Why a photo is restored itself though a result of its content is there: the settings in
+# effect changed (a reload) since that result was made.
+AGAIN = "that one was restored with settings changed since"
+
 
 class FirstResultGone(Exception):
     """The first one's output is not there as the service wrote it (removed, replaced, edited)."""
 
 
-def same_settings(cfg: Config, job: Job, first: Job) -> bool:
-    """Whether photos of ``job``'s and ``first``'s inboxes come out the same (same restore
-    settings, same output format and quality; the name is each inbox's own either way), so that
-    one may get a copy of the other's result. Different profiles restore their own."""
-    a, b = (inbox_config(cfg, naming.find_inbox(cfg, j.inbox)) for j in (job, first))
-    return a.restore == b.restore and (a.output.format, a.output.jpeg_quality) == (
-        b.output.format,
-        b.output.jpeg_quality,
+def settings_differ(cfg: Config, job: Job, first: Job) -> str | None:
+    """Why a photo of ``job``'s inbox would not come out as ``first``'s result did, the end of a
+    sentence ("its inbox's settings differ: restored with its own"), so that it is restored
+    itself rather than given a copy; None when it would (the name is each inbox's own either way).
+    ``first``'s own record of its settings decides where it has one: the settings in effect may
+    have changed since it was restored (a reload); else the two inboxes' settings now."""
+    own = inbox_config(cfg, naming.find_inbox(cfg, job.inbox))
+    used = SettingsUsed.from_json(first.used)
+    if used is not None and used.key:
+        now = SettingsUsed.of(own.restore, own.output.format, own.output.jpeg_quality)
+        return None if now.key == used.key else f"{AGAIN}: restored with the settings in effect now"
+    other = inbox_config(cfg, naming.find_inbox(cfg, first.inbox))
+    same = own.restore == other.restore and (own.output.format, own.output.jpeg_quality) == (
+        other.output.format,
+        other.output.jpeg_quality,
     )
+    return None if same else "its inbox's settings differ: restored with its own"
 
 
 def copy_result(
@@ -84,12 +96,13 @@ def copy_result(
     name = naming.truncate_name(os.path.splitext(final.name)[0] + first.output.suffix)
     job = journal.require(job.id)
     placed = commit.place_output(
-        journal, job, tmp, st, faces=first.faces or 0, timings={}, notes=notes, name=name
+        journal, job, tmp, st, faces=first.faces or 0, timings={}, notes=notes, name=name, used=first.used
     )
     if placed is None:
         remove_quietly(tmp)
         return commit.CommitOutcome(None)
-    journal.finish(job.id, placed, first.faces or 0, {}, notes)
+    # A copy of the first one's result: restored with the settings that one was.
+    journal.finish(job.id, placed, first.faces or 0, {}, notes, first.used)
     return commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg, away))
 
 

@@ -70,14 +70,21 @@ def _resume_commit(journal: Journal, job: Job) -> Path | None:
             durable.fsync_dir(final.parent)
     elif _same_file(tmp, job.commit_ino, job.commit_size):
         placed = place_output(
-            journal, job, tmp, os.lstat(tmp), faces=job.faces or 0, timings=job.timings, notes=job.notes
+            journal,
+            job,
+            tmp,
+            os.lstat(tmp),
+            faces=job.faces or 0,
+            timings=job.timings,
+            notes=job.notes,
+            used=job.used,
         )
         if placed is None:
             return None
         final = placed
     else:
         return None
-    journal.finish(job.id, final, job.faces or 0, job.timings, [*job.notes, note])
+    journal.finish(job.id, final, job.faces or 0, job.timings, [*job.notes, note], job.used)
     return final
 
 

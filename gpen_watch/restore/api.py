@@ -14,7 +14,7 @@ from typing import Protocol
 from gpen_watch.base.errors import ErrorKind
 from gpen_watch.base.strenum import StrEnum
 from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, model_label
-from gpen_watch.config import RestoreConfig
+from gpen_watch.config import RestoreConfig, SettingsUsed
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,9 @@ class FileResult:
     # Format actually written ("JPEG", "PNG"...): a file's content, not its name, decides "same".
     format: str | None = None
     out_of_memory: bool = False
+    # The settings this photo was restored with (its profile or redo over the engine's own), with
+    # the format it was written in; None: the engine did not say (a stand-in that does not).
+    used: SettingsUsed | None = None
 
 
 class ModelSetWatch(Protocol):

@@ -62,12 +62,9 @@ def add(run: Running, a: Arrival) -> None:
         return
     if added.status == "duplicate":
         first = added.duplicate_of
-        if first is not None and not duplicates.same_settings(run.cfg, added.job, first):
-            log.info(
-                "%s: same content as %s, but its inbox's settings differ: restored with its own",
-                a.path,
-                first.source,
-            )
+        why = duplicates.settings_differ(run.cfg, added.job, first) if first is not None else None
+        if first is not None and why:
+            log.info("%s: same content as %s, but %s", a.path, first.source, why)
         else:
             log.info("%s: %s", a.path, added.message)
         run.maybe_queued = True  # the copy is made when it is claimed (jobs.feed)

@@ -179,9 +179,8 @@ def _copy(run: Running, twin: Twin) -> bool:
 def _other_settings(run: Running, twin: Twin, first: str) -> str | None:
     """Why ``twin.job`` is restored with its own inbox's settings rather than take its twin's
     outcome (``first``: the twin, as the log names it); None when the settings are the same."""
-    if duplicates.same_settings(run.cfg, twin.job, twin.first):
-        return None
-    return f"same content as {first}, but its inbox's settings differ: restored with its own"
+    why = duplicates.settings_differ(run.cfg, twin.job, twin.first)
+    return f"same content as {first}, but {why}" if why else None
 
 
 def _restore_instead(run: Running, twin: Twin, why: str) -> bool:

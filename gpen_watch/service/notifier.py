@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from gpen_watch import __version__
 from gpen_watch import platform as platforms
-from gpen_watch.config import Config
+from gpen_watch.config import Config, NotifyConfig
 from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.service.notices import Notice, NoticeKind, NoticeTracker, facts_of
 from gpen_watch.service.status import Status
@@ -61,7 +61,7 @@ def start_for(service: ServiceLike) -> Notifier:
         return Status.from_json(reply) if reply.get("ok") else None
 
     notifier = Notifier(
-        service.cfg,
+        lambda: service.cfg,  # the settings in effect now: a reload may change notify.*
         status,
         desktop=platforms.current(),
         tray_shows=lambda: service.tray_notices,
@@ -72,11 +72,13 @@ def start_for(service: ServiceLike) -> Notifier:
 
 
 class Notifier:
-    """Start it once the service is ready; ``close`` when it stops."""
+    """Start it once the service is ready; ``close`` when it stops. ``settings``: the service's
+    settings in effect now, looked at before each look at the status, so that a changed
+    notify.* applies from the next notice."""
 
     def __init__(
         self,
-        cfg: Config,
+        settings: Callable[[], Config],
         status: Callable[[], Status | None],
         *,
         desktop: Desktop | None,
@@ -84,9 +86,11 @@ class Notifier:
         journal_path: Path,
         poll_s: float = POLL_S,
     ) -> None:
-        self.cfg = cfg
+        self._settings = settings
         self._status = status
-        self._desktop = desktop if cfg.notify.desktop else None
+        self._platform_desktop = desktop
+        self._notify = settings().notify
+        self._desktop = desktop if self._notify.desktop else None
         self._tray_shows = tray_shows
         self._journal_path = journal_path
         self._poll_s = poll_s
@@ -95,9 +99,7 @@ class Notifier:
         self._since = _now()  # failures after this belong to the next notice
         self._said_no_desktop = False
         self._browser: JournalBrowser | None = None
-        self.webhook = (
-            WebhookSender(cfg.notify.webhook, cfg.notify.webhook_timeout) if cfg.notify.webhook else None
-        )
+        self.webhook = _sender(self._notify)
         self._thread = threading.Thread(target=self._run, name="gpen-watch-notices", daemon=True)
 
     def start(self) -> None:
@@ -109,10 +111,28 @@ class Notifier:
         if self.webhook is not None:
             self.webhook.close(CLOSE_WAIT_S)
 
+    def follow_settings(self) -> None:
+        """Put notify.* as the service has it now in effect (it changes with a reload)."""
+        notify = self._settings().notify
+        if notify == self._notify:
+            return
+        old, self._notify = self._notify, notify
+        self._desktop = self._platform_desktop if notify.desktop else None
+        if (notify.webhook, notify.webhook_timeout) != (old.webhook, old.webhook_timeout):
+            if self.webhook is not None:
+                self.webhook.close(CLOSE_WAIT_S)  # the post in flight goes to the old URL
+            self.webhook = _sender(notify)
+        log.info(
+            "notices now: %s, %s",
+            "on the desktop without a tray" if notify.desktop else "no desktop notices",
+            f"posted to {self.webhook.where}" if self.webhook is not None else "no webhook",
+        )
+
     def _run(self) -> None:
         try:
             while not self._stop.wait(self._poll_s):
                 try:
+                    self.follow_settings()
                     status = self._status()
                     if status is None:
                         continue
@@ -173,6 +193,10 @@ class Notifier:
             for j in jobs
             if j.finished is not None and j.finished >= since
         ]
+
+
+def _sender(notify: NotifyConfig) -> WebhookSender | None:
+    return WebhookSender(notify.webhook, notify.webhook_timeout) if notify.webhook else None
 
 
 def body(notice: Notice, status: Status, failures: list[dict[str, str]]) -> dict[str, Any]:

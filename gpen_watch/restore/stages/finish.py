@@ -96,6 +96,8 @@ def finish(work: StagedPhoto, smooth_below: int, stopping: threading.Event) -> F
         result.error, result.error_kind = f"cannot write result: {exc}", ErrorKind.FAILED
         return result
     result.ok, result.dst = True, job.dst
+    if result.used is not None:
+        result.used = result.used.written_as(result.format)
     return result
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpen_watch.base.errors import ErrorKind
-from gpen_watch.config import RestoreConfig
+from gpen_watch.config import RestoreConfig, SettingsUsed
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.restore.api import FileJob, FileResult, ModelKey
 from gpen_watch.restore.runtime import memory
@@ -41,6 +41,7 @@ class StagedPhoto:
 
     def __post_init__(self) -> None:
         self.models = ModelKey.of(self.cfg)
+        self.result.used = SettingsUsed.of(self.cfg, self.job.format, self.job.jpeg_quality)
 
     def fail(self, reason: str, oom: bool = False) -> None:
         """End this photo with ``reason``: nothing more is computed or written for it."""
