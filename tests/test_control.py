@@ -375,3 +375,56 @@ def test_a_workers_line_names_its_device_and_engine_without_stray_commas_or_padd
     assert both[2].startswith("  cpu#1  cpu                   stopped  in flight 0")
     text = control_cli.format_status(Status(workers=(alone,)))
     assert ",  " not in text and ", idle" not in text
+
+
+def test_a_problem_block_is_printed_with_its_short_first_line_after_problem() -> None:
+    """`status` prints each problem's first line after "PROBLEM:", short, then the rest of its
+    block under it; a one-line problem is one line."""
+    from gpen_watch.service.status import ProblemStatus
+
+    block = "model files missing: no internet connection\n  GPEN-BFR-512.pth (GPEN-BFR-512, 284.1 MB)\n  to get it, run:"
+    s = Status(
+        problem=block + "\noutbox: disk full",
+        problems=(
+            ProblemStatus("models", block, "model files missing: no internet connection"),
+            ProblemStatus("outbox", "outbox: disk full"),
+        ),
+    )
+    lines = control_cli.format_status(s).splitlines()
+    at = lines.index("PROBLEM: model files missing: no internet connection")
+    assert lines[at + 1 : at + 4] == [
+        "  GPEN-BFR-512.pth (GPEN-BFR-512, 284.1 MB)",
+        "  to get it, run:",
+        "PROBLEM: outbox: disk full",
+    ]
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_the_problem_line_is_short_and_says_where_the_rest_is_read() -> None:
+    """The tray's menu line and a desktop notice: the first problem's short line, how many more,
+    and where to read them: the dashboard when it is served, else the log, else `status`."""
+    from gpen_watch.service.status import ProblemStatus
+
+    models = ProblemStatus(
+        "models", "model files missing: x\n  a.pth\n  b.pth", "model files missing: no internet connection"
+    )
+    outbox = ProblemStatus("outbox", "outbox: /out: No space left on device; retrying every 30 s")
+    with_page = Status(problems=(models,), dashboard="http://127.0.0.1:4736/", log_file="/l/gpen-watch.log")
+    line = with_page.problem_line()
+    assert line == "model files missing: no internet connection (see the dashboard)"
+    assert len(line) <= 64  # tray.model.MAX_LINE: the menu shows it whole
+    assert Status(problems=(outbox,), log_file="/l/gpen-watch.log").problem_line() == (
+        "outbox: /out: No space left on device (see the log)"
+    )
+    both = Status(problems=(models, outbox)).problem_line()
+    assert (
+        both
+        == f"model files missing: no internet connection (1 more problem; see `{program.command('status')}`)"
+    )
+    # A problem said whole in one line has nothing more to read elsewhere.
+    whole = ProblemStatus("outbox", "outbox: /out is read-only")
+    assert (
+        Status(problems=(whole,), dashboard="http://127.0.0.1:4736/").problem_line()
+        == "outbox: /out is read-only"
+    )
+    assert Status().problem_line() is None

@@ -114,13 +114,13 @@ def test_status_names_each_workers_engine_and_its_note(dash: Dashboard) -> None:
     assert w["restarts"] == 1
     assert (w["engine"], w["engine_note"]) == (ENGINE, NOTE)
     # Told as the service's other problems are: said once, however many workers say it.
-    assert {"about": "engine", "text": NOTE} in s["problems"]
+    assert {"about": "engine", "text": NOTE, "short": ""} in s["problems"]
     assert s["problem"].count("pip install onnxruntime-directml") == 1
 
     text = dash.cli("status").stdout
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("  cpu#0"))
-    assert f"cpu, {ENGINE}, idle" in lines[at]
+    assert f"  cpu#0  cpu ({ENGINE})  idle  " in lines[at]
     assert lines[at + 1].strip() == f"note: {NOTE}"
 
 

@@ -101,7 +101,10 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
         assert spec.size_text in problem
     assert str(models) in problem
     assert str(paths.model_cache_dir()) in problem
-    assert f"no `{module_command('resume')}` needed" in problem
+    assert "the workers start by themselves as soon as every file is there" in problem
+    assert (
+        f"    {module_command('models fetch GPEN-BFR-256 RetinaFace-MobileNet0.25')}" in problem.splitlines()
+    )
     assert "Name or service not known" in problem or "download failed" in problem
     assert s["models"]["state"] == "waiting"
     assert [(f["file"], f["state"]) for f in s["models"]["files"]] == [

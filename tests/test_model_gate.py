@@ -21,7 +21,7 @@ import torch
 
 from gpen_watch.catalog import registry
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import messages, needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch, FetchProgress
 from gpen_watch.platform import paths, program
 from gpen_watch.service import model_gate
@@ -177,6 +177,13 @@ def test_gate_problem_when_downloads_fail_and_recovers_when_the_network_comes_ba
         assert str(models) in problem
         assert str(paths.model_cache_dir()) in problem
         assert gate.state is GateState.WAITING
+        # A block whose first line is the short one the tray shows: every file failed the same way.
+        line = gate.problem_line()
+        assert line is not None and problem.splitlines()[0] == line
+        assert line == "model files missing: " + messages.failure_headline(
+            gate.status().files[0].reason or ""
+        )
+        assert "\n" not in line and len(line) <= 44
 
         # The server has the files now (the network came back): the next retry gets them.
         for spec in (GPEN256, MOBILE):
@@ -284,11 +291,14 @@ def test_missing_custom_generator_file_says_where_to_put_it(tmp_path: Path) -> N
     (tmp_path / MOBILE.filename).write_bytes(weights_bytes(10))
     result = needs.check(cfg)
     assert [f.state.value for f in result.files] == ["missing", "present"]
-    message = needs.missing_message(result)
-    assert message.startswith(
-        f"model file missing: {mine} (restore.model: no such file). Put your own file at {mine}"
-    )
-    assert "Looked for in" not in message
+    message = messages.missing_block(result)
+    assert message.splitlines()[:3] == [
+        "model file missing",
+        f"  {mine} (restore.model: no such file)",
+        f"  put your own file at {mine} (it is read from that exact path only),",
+    ]
+    # No download brings the user's own file, and no folder is searched for it.
+    assert "models fetch" not in message and "folders" not in message
 
 
 def test_a_missing_custom_file_is_never_told_to_be_downloaded(tmp_path: Path) -> None:
@@ -301,14 +311,14 @@ def test_a_missing_custom_file_is_never_told_to_be_downloaded(tmp_path: Path) ->
     )
     result = needs.check(cfg)
     assert [f.state.value for f in result.files] == ["missing", "missing"]
-    message = needs.missing_message(result)
+    message = messages.missing_block(result)
     assert message.startswith(
-        f"model files missing: {mine} (restore.model: no such file); {MOBILE.filename} ("
+        f"model files missing\n  {mine} (restore.model: no such file)\n  {MOBILE.filename} ("
     )
-    own, downloads = message.split(f"{MOBILE.filename}: looked for in ")
-    assert f"Put your own file at {mine} (it is read from that exact path only)" in own
+    own, downloads = message.split("  to get it, run:\n")
+    assert f"put your own file at {mine} (it is read from that exact path only)" in own
     assert str(mine) not in downloads  # only the registry file is to be downloaded and copied in
-    assert f"`{program.command('models fetch ' + MOBILE.name)}`" in downloads
+    assert f"    {program.command('models fetch ' + MOBILE.name)}\n" in downloads
     assert "--model-dir" in downloads and "GPEN_WATCH_MODEL_DIR" in downloads
 
 
@@ -364,8 +374,11 @@ def test_a_corrupt_file_that_turns_up_is_logged_once_with_its_path_and_what_to_d
             gate.poll()
         said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("corrupt")]
         assert len(said) == 1, said
-        assert said[0].startswith(f"corrupt model file: {mine} (restore.model): truncated or damaged archive")
-        assert "Replace it with a good copy" in said[0]
+        lines = said[0].splitlines()
+        assert lines[0] == "corrupt model file: my-gpen.pth"
+        assert lines[1].startswith(f"  {mine} (restore.model): truncated or damaged archive")
+        assert "  replace it with a good copy" in lines
+        assert gate.problem_line() == "corrupt model file: my-gpen.pth"
         assert [r.levelname for r in caplog.records if r.getMessage().startswith("corrupt")] == ["ERROR"]
     finally:
         gate.close()
@@ -403,18 +416,28 @@ def test_first_run_log_says_the_missing_files_once_in_short_lines_and_a_retry_on
         assert len(said) == 2, said
         assert said[0] == f"model files missing: {GPEN256.filename}, {MOBILE.filename}; downloading them"
         report = said[1].splitlines()
-        assert report[0] == "model files missing, the workers wait for them:"
+        assert report[0] == "model files missing: HTTP 404 File not found"
         for spec in (GPEN256, MOBILE):
             assert f"    from {registry.get_spec(spec.name).url}" in report
         assert sum(line.startswith("    download failed: HTTP 404") for line in report) == 2
-        assert any(line.startswith("  looked for in: ") and str(models) in line for line in report)
+        # The command on a line of its own, then every folder a copy is found in, one a line.
         fetch = program.command(f"models fetch {GPEN256.name} {MOBILE.name}")
-        assert f"  to get them: run `{fetch}`," in report
-        assert report[-1] == "  downloads are tried again in 60 s"
-        # Short lines, but for the folders and the command, whose paths are as long as they are.
-        short = [
-            line for line in report if "looked for in" not in line and program.program_name() not in line
+        at = report.index("  to get them, run:")
+        assert report[at + 1] == f"    {fetch}"
+        assert report[at + 2] == (
+            "  or download them on a machine with internet access and copy them into any of these folders:"
+        )
+        assert report[at + 3 : at + 5] == [
+            f"    {models}",
+            f"    {paths.model_cache_dir()} (the download cache)",
         ]
+        assert report[at + 5].startswith("    a folder of your own, named by --model-dir")
+        assert report[-2:] == [
+            "  the workers start by themselves as soon as every file is there",
+            "  downloads are tried again in 60 s",
+        ]
+        # Short lines, but for those holding a path, which is as long as it is.
+        short = [line for line in report if str(tmp_path) not in line and program.program_name() not in line]
         assert all(len(line) <= 100 for line in short), report
 
         # Two retries that find the network as it was: nothing more at INFO or above.

@@ -214,7 +214,7 @@ def test_the_model_gate_needs_every_model_an_inbox_names_and_says_which_inbox(
     import torch
 
     from gpen_watch.catalog import registry
-    from gpen_watch.modelstore import needs
+    from gpen_watch.modelstore import messages, needs
     from gpen_watch.service.model_gate import GateState, ModelGate
 
     models = tmp_path / "models"
@@ -238,8 +238,8 @@ def test_the_model_gate_needs_every_model_an_inbox_names_and_says_which_inbox(
         ("detector", "present", ""),
         ("generator", "missing", "watch.inboxes[1] (~/Phone)"),
     ]
-    assert needs.missing_message(result).startswith(
-        f"model file missing: {mine} (watch.inboxes[1] (~/Phone): restore.model: no such file)."
+    assert messages.missing_block(result).startswith(
+        f"model file missing\n  {mine} (watch.inboxes[1] (~/Phone): restore.model: no such file)\n"
     )
     gate = ModelGate(cfg.restore, lambda: None, profiles=profiles)
     try:

@@ -148,6 +148,9 @@ class FakeService:
         self.images = 0
         self.failed = 0
         self.problem: str | None = None
+        # The problems one by one, as the service sends them (about, text, short).
+        self.problems: list[dict[str, str]] = []
+        self.dashboard = ""
         self.commands: list[str] = []
         self.ran_on: str | None = None
 
@@ -173,6 +176,8 @@ class FakeService:
             "paused": self.paused,
             "stopping": False,
             "problem": self.problem,
+            "problems": self.problems,
+            "dashboard": self.dashboard,
             "queue": {"queued": self.queued, "running": 0},
             "throughput": {"images": self.images, "failed": self.failed},
             "workers": [{"device": "cuda:0 (NVIDIA A100)"}],
@@ -466,6 +471,28 @@ def test_notifications_fall_back_to_the_platform(running: Callable[..., Running]
     r.service.problem = "cpu#0: GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`"
     wait_for(lambda: r.platform.notices, "platform notice")
     assert r.platform.notices[0][0] == "gpen-watch: model weights missing"
+    r.stop()
+
+
+def test_a_model_files_block_is_one_short_notice_and_not_said_again_in_the_log(
+    running: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service logs the missing files' block itself: the tray's notice of it is one short line
+    (shown as a notice, the menu's line and the tooltip), and not a second, longer copy at INFO."""
+    caplog.set_level(logging.DEBUG, logger="gpen_watch.tray")
+    r = running()
+    wait_for(lambda: r.service.ready.is_set(), "ready")
+    block = "model files missing: no internet connection\n  GPEN-BFR-512.pth (GPEN-BFR-512, 284.1 MB)"
+    short = "model files missing: no internet connection"
+    r.service.dashboard = "http://127.0.0.1:4736/"
+    r.service.problems = [{"about": "models", "text": block, "short": short}]
+    r.service.problem = block
+    wait_for(lambda: r.icon.notices, "the problem's notice")
+    line = f"{short} (see the dashboard)"
+    assert r.icon.notices == [("gpen-watch: model weights missing", line)]
+    wait_for(lambda: any(i.text == line for i in r.icon.menu.items), "the menu's line")
+    said = [rec for rec in caplog.records if "model files missing" in rec.getMessage()]
+    assert said and all(rec.levelno == logging.DEBUG for rec in said)
     r.stop()
 
 

@@ -30,6 +30,8 @@ def status(
             "paused": paused,
             "stopping": False,
             "problem": problem,
+            # As the service sends it: each problem on its own too.
+            "problems": [{"about": "", "text": problem}] if problem else [],
             "queue": {
                 "queued": queued,
                 "running": running,
@@ -157,11 +159,13 @@ def test_restored_today_counts_photos_with_faces_and_those_without_apart() -> No
 
 
 def test_menu_in_cpu_mode_paused_with_a_problem() -> None:
-    view = model.view_from_status(status(queued=2, paused=True, problem="outbox: read-only file system"))
+    view = model.view_from_status(
+        status(queued=2, paused=True, problem="outbox: read-only file system", log_file="/l/gpen-watch.log")
+    )
     lines = texts(model.menu(view))
     assert lines[:4] == [
         "Needs attention: 2 in the queue",
-        "Problem: outbox: read-only file system",
+        "outbox: read-only file system",  # the whole of it: no "see ..." after it
         "Restored today: 0",
         "CPU mode (no NVIDIA GPU)",
     ]
@@ -183,10 +187,12 @@ def test_a_notice_is_a_menu_line_and_in_the_title_but_not_an_error() -> None:
     assert model.title(view).startswith("gpen-watch: idle: queue empty - note: 3 original(s)")
     assert len(model.title(view)) <= model.MAX_TITLE
     # A problem outranks it in the title; the menu keeps both.
-    both = model.view_from_status(status(problem="outbox: read-only file system", notice=note))
+    both = model.view_from_status(
+        status(problem="outbox: read-only file system", notice=note, dashboard="http://127.0.0.1:4736/")
+    )
     assert "note" not in model.title(both)
-    assert [t for t in texts(model.menu(both)) if t.startswith(("Problem:", "Note:"))] == [
-        "Problem: outbox: read-only file system",
+    assert [t for t in texts(model.menu(both)) if t.startswith(("outbox", "Note:"))] == [
+        "outbox: read-only file system",
         "Note: 3 original(s) left in the inbox: inbox is…",
     ]
     # No problem notification for it: only the batch that just finished is announced.
@@ -253,29 +259,31 @@ def test_no_batch_notice_while_paused_with_work_waiting() -> None:
 def test_problem_notice_once_per_problem() -> None:
     t = NoticeTracker()
     weights = "cpu#0: GPEN-BFR-512: weights not found in /nowhere; run `gpen-watch models fetch`"
-    (n,) = t.update(model.view_from_status(status(problem=weights)))
+    (n,) = t.update(model.view_from_status(status(problem=weights, log_file="/l/gpen-watch.log")))
     assert n.title == "gpen-watch: model weights missing"
-    assert n.message == weights
+    # One line, up to its "; ", and where the rest is read.
+    assert n.message == "cpu#0: GPEN-BFR-512: weights not found in /nowhere (see the log)"
     assert t.update(model.view_from_status(status(problem=weights))) == []
     assert t.update(model.view_from_status(status())) == []
     (n,) = t.update(model.view_from_status(status(problem="outbox: [Errno 30] Read-only file system")))
     assert n.title == "gpen-watch: cannot write to the outbox"
     originals = "cannot move originals to /p/failed: No space left on device; 1 left in the inbox; retrying every 30 s"
-    (n,) = t.update(model.view_from_status(status(problem=originals)))
+    (n,) = t.update(model.view_from_status(status(problem=originals, dashboard="http://127.0.0.1:4736/")))
     assert n.title == "gpen-watch: originals waiting to be moved"
-    assert n.message == originals
+    assert n.message == "cannot move originals to /p/failed: No space left on device (see the dashboard)"
     assert t.update(model.view_from_status(status(problem=originals.replace("1 left", "2 left")))) == []
 
 
 def test_a_damaged_weights_file_is_announced_as_damaged_not_missing() -> None:
     t = NoticeTracker()
     corrupt = (
-        "corrupt model file: /m/GPEN-BFR-512.pth (GPEN-BFR-512): truncated (not a complete zip archive)."
-        " Replace it with a good copy (delete and run `gpen-watch models fetch GPEN-BFR-512`, or copy one in)"
+        "corrupt model file: GPEN-BFR-512\n"
+        "  /m/GPEN-BFR-512.pth (GPEN-BFR-512): truncated (not a complete zip archive)\n"
+        "  replace it: delete it and run\n    gpen-watch models fetch GPEN-BFR-512\n"
     )
-    (n,) = t.update(model.view_from_status(status(problem=corrupt)))
+    (n,) = t.update(model.view_from_status(status(problem=corrupt, dashboard="http://127.0.0.1:4736/")))
     assert n.title == "gpen-watch: model weights damaged or the wrong file"
-    assert n.message == corrupt
+    assert n.message == "corrupt model file: GPEN-BFR-512 (see the dashboard)"
 
 
 def test_problem_kinds_and_batch_message() -> None:

@@ -28,7 +28,7 @@ from gpen_watch import config
 from gpen_watch.base.errors import ConfigError, ModelError
 from gpen_watch.catalog import registry
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import messages, needs
 from gpen_watch.restore.api import FileJob
 from gpen_watch.restore.engines import verify
 from gpen_watch.restore.engines.restorer import Restorer
@@ -449,7 +449,7 @@ def test_the_upscaler_file_is_needed_only_when_upscaling(tmp_path: Path) -> None
     assert [s.name for s in needs.needed_specs(four)][-1] == "RealESRNet-x4"
     own = config.RestoreConfig(upscale=2, upscale_model=str(tmp_path / "mine.pth"))
     found = needs.check(own, env={})
-    assert "restore.upscale_model: no such file" in needs.missing_message(found)
+    assert "restore.upscale_model: no such file" in messages.missing_block(found)
 
 
 class _OutOfMemoryAbove(torch.nn.Module):

@@ -94,8 +94,7 @@ def format_status(s: Status) -> str:
     lines.append(f"gpen-watch {s.version}: {state} (pid {s.pid}, up {_duration(s.uptime_s)})")
     if s.standby_text and s.paused:  # the user's pause and a standby: resume lifts only the first
         lines.append(f"also {s.standby_text}")
-    if s.problem:
-        lines.append(f"PROBLEM: {s.problem}")
+    lines += problem_lines(s)
     if s.notice:
         lines.append(f"note: {s.notice}")
     q = s.queue
@@ -163,6 +162,17 @@ def format_status(s: Status) -> str:
     elif s.dashboard_problem:
         lines.append(f"dashboard: none ({s.dashboard_problem})")
     return "\n".join(lines)
+
+
+def problem_lines(s: Status) -> list[str]:
+    """Each problem: its first line after "PROBLEM:", short, then the rest of its block, if it
+    has one (the model files: each file, where it comes from, what to do)."""
+    texts = [p.text for p in s.problems] or ([s.problem] if s.problem else [])
+    lines = []
+    for text in texts:
+        head, *rest = text.splitlines()
+        lines += [f"PROBLEM: {head}", *rest]
+    return lines
 
 
 def worker_lines(workers: Sequence[WorkerStatus]) -> list[str]:

@@ -19,7 +19,7 @@ from gpen_watch.cli import engine_thread
 from gpen_watch.cli.argtypes import positive_int
 from gpen_watch.cli.config import add_config_option, add_set_option, set_overrides
 from gpen_watch.cli.restore_options import add_restore_options, restore_overrides
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import messages
 from gpen_watch.platform.files import publish_file
 from gpen_watch.restore.api import FileJob, FileResult
 
@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace, state: engine_thread.RunState) -> int:
         _check_creatable(folder)
     # Every missing model file named at once (downloaded first when it may be), as `run` does,
     # rather than the first one the engine's load trips on, one per try.
-    needs.ensure_all(cfg.restore, download=not args.no_download, progress=not args.no_progress)
+    messages.ensure_all(cfg.restore, download=not args.no_download, progress=not args.no_progress)
 
     started = time.perf_counter()
     results: list[FileResult] = state.results

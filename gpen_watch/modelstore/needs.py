@@ -13,13 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog import registry
 from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import store
-from gpen_watch.modelstore.download import Progress
-from gpen_watch.platform import program
 
 # torch.save's zip format, and the legacy format (a pickle, protocol 2 and up, starts with PROTO).
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -185,156 +182,6 @@ def header_problem(path: Path) -> str | None:
     return f"not a PyTorch weights file (starts with {head!r})"
 
 
-# --- what the user reads ------------------------------------------------------------------------
-
-
-def workers_start() -> str:
-    """What the service does once the files it waits for are there (the close of its problem)."""
-    return f"the workers start as soon as every file is there (no `{program.command('resume')}` needed)"
-
-
-def missing_message(
-    result: ModelCheck, failures: Mapping[str, str] | None = None, closing: str | None = None
-) -> str:
-    """One problem naming every missing file, its URL and size, and the folders looked in (the
-    service's status line); ``closing``: what happens once they are there."""
-    failures = failures or {}
-    parts = []
-    for f in result.missing:
-        what, source, failed = _file_text(f, failures)
-        # The user's own file names its owner already (``_owned``); a catalogue file does not.
-        owner = f" (needed by {f.need.owner})" if f.need.owner and f.need.spec is not None else ""
-        text = f"{what} {source}".strip() + owner
-        parts.append(text + (f" [download failed: {failed}]" if failed else ""))
-    n = len(parts)
-    text = f"model file{'s' if n != 1 else ''} missing: {'; '.join(parts)}. "
-    advice = []
-    own = _own_files_advice(result)
-    if own:
-        advice.append(", ".join(own))
-    specs = [f.need.spec for f in result.missing if f.need.spec is not None]
-    if specs:
-        them = "them" if len(specs) > 1 else "it"
-        advice.append(
-            f"{' and '.join(s.filename for s in specs)}: looked for in {_folders(result)}; run "
-            f"`{_fetch_command(specs)}`, or {', '.join(_copy_advice(them))}"
-        )
-    text += "; ".join(advice)
-    return text + f": {closing or workers_start()}."
-
-
-def missing_report(
-    result: ModelCheck, failures: Mapping[str, str] | None = None, retry_s: float | None = None
-) -> str:
-    """``missing_message`` in short lines, for the log: each file on a line of its own (and why
-    its download failed below it), then where they are looked for and what to do; ``retry_s``:
-    when the downloads are tried again (None: they are not)."""
-    failures = failures or {}
-    n = len(result.missing)
-    lines = [f"model file{'s' if n != 1 else ''} missing, the workers wait for {'them' if n != 1 else 'it'}:"]
-    for f in result.missing:
-        what, source, failed = _file_text(f, failures)
-        lines.append(
-            f"  {what}" + (f", needed by {f.need.owner}" if f.need.owner and f.need.spec is not None else "")
-        )
-        if source:
-            lines.append(f"    {source}")
-        if failed:
-            lines.append(f"    download failed: {failed}")
-    own = _own_files_advice(result)
-    if own:
-        lines.append(f"  {own[0]},")
-        lines.append(f"    {own[1]}")
-    specs = [f.need.spec for f in result.missing if f.need.spec is not None]
-    if specs:
-        them = "them" if len(specs) > 1 else "it"
-        lines.append(f"  looked for in: {_folders(result)}")
-        lines.append(f"  to get {them}: run `{_fetch_command(specs)}`,")
-        copy, named = _copy_advice(them)
-        lines.append(f"    or {copy},")
-        lines.append(f"    {named}")
-    lines.append(f"  {workers_start()}")
-    if retry_s:
-        lines.append(f"  downloads are tried again in {retry_s:g} s")
-    return "\n".join(lines)
-
-
-def ensure_all(cfg: RestoreConfig, *, download: bool, progress: Progress = True) -> None:
-    """Every file ``cfg`` needs, there before anything loads: the missing registry files are
-    downloaded (when ``download``, and unless a file of the user's own is missing too, which no
-    download can bring), then a ModelError names every file still missing at once, as the
-    service's status does, rather than the first one a load trips on."""
-    result = check(cfg, deep=False)
-    failures: dict[str, str] = {}
-    if download and result.missing and all(f.need.spec is not None for f in result.missing):
-        for spec in result.downloadable():
-            try:
-                store.fetch(spec, cfg.model_dir, progress=progress)
-            except ModelError as exc:
-                failures[spec.name] = store.failure_reason(exc)
-        result = check(cfg, deep=False)
-    if result.missing:
-        raise ModelError(missing_message(result, failures, closing="then run the command again"))
-
-
-def _file_text(f: FileCheck, failures: Mapping[str, str]) -> tuple[str, str, str | None]:
-    """A missing file in words, where it comes from ("from URL"; "" for the user's own file), and
-    why its download failed (None: it was not downloaded)."""
-    spec = f.need.spec
-    if spec is None:
-        return f"{f.need.custom} ({_owned(f.need)}{custom_setting(f.need)}: no such file)", "", None
-    return f"{spec.filename} ({spec.name}, {spec.size_text})", f"from {spec.url}", failures.get(spec.name)
-
-
-def _own_files_advice(result: ModelCheck) -> tuple[str, str] | None:
-    """What to do about the user's own missing files, in two parts: they are looked for at their
-    path only, so no download or cache folder helps them (None when none is missing)."""
-    customs = [f.need for f in result.missing if f.need.spec is None]
-    if not customs:
-        return None
-    settings = " or ".join(dict.fromkeys(custom_setting(need) for need in customs))
-    where = " and ".join(str(need.custom) for need in customs)
-    return (
-        f"Put your own file at {where} (it is read from that exact path only)",
-        f"or set {settings} to a model name or another file",
-    )
-
-
-def _folders(result: ModelCheck) -> str:
-    return ", ".join(str(d) for d in result.folders)
-
-
-def _fetch_command(specs: Sequence[ModelSpec]) -> str:
-    return program.command(f"models fetch {' '.join(s.name for s in specs)}")
-
-
-def _copy_advice(them: str) -> tuple[str, str]:
-    return (
-        f"download {them} on a machine with internet access and copy {them} into one of those folders",
-        f"or into a folder named by --model-dir, restore.model_dir or {store.ENV_MODEL_DIR}",
-    )
-
-
-def _owned(need: Need) -> str:
-    return f"{need.owner}: " if need.owner else ""
-
-
 def custom_setting(need: Need) -> str:
     """The setting that names a custom file ``need`` (the user's own .pth)."""
     return "restore.upscale_model" if need.role == "upscaler" else "restore.model"
-
-
-def corrupt_message(result: ModelCheck) -> str:
-    parts = []
-    for f in result.corrupt:
-        what = f.need.spec.name if f.need.spec is not None else _owned(f.need) + custom_setting(f.need)
-        parts.append(f"{f.path} ({what}): {f.reason}")
-    n = len(parts)
-    advice = "Replace it with a good copy" if n == 1 else "Replace them with good copies"
-    names = " ".join(f.need.spec.name for f in result.corrupt if f.need.spec is not None)
-    if names:
-        advice += f" (delete and run `{program.command('models fetch ' + names)}`, or copy one in)"
-    return (
-        f"corrupt model file{'s' if n != 1 else ''}: {'; '.join(parts)}. {advice}: "
-        "the workers start as soon as the file changes."
-    )

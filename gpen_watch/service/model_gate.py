@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import messages, needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch
 from gpen_watch.modelstore.needs import ModelCheck
 from gpen_watch.platform import program
@@ -228,12 +228,12 @@ class ModelGate:
         the log, with its path and what to do, once; status shows it for as long as it lasts."""
         new = tuple(f for f in check.corrupt if _corrupt_key(f) not in self._logged_corrupt)
         if new:
-            log.error("%s", needs.corrupt_message(dataclasses.replace(check, files=new)))
+            log.error("%s", messages.corrupt_block(dataclasses.replace(check, files=new)))
             self._logged_corrupt |= {_corrupt_key(f) for f in new}
 
     def _log_waiting(self, corrupt: bool = True, retry_s: float | None = None) -> None:
         """Say in the log why the workers wait: what the status says, but the missing files in
-        short lines (``needs.missing_report``); ``retry_s``: when the downloads are tried again."""
+        a block (``messages.missing_block``); ``retry_s``: when the downloads are tried again."""
         check = self._check
         if self.state is not GateState.WAITING or check is None:
             problem = self.problem()
@@ -241,12 +241,12 @@ class ModelGate:
                 log.error("%s", problem)
             return
         if corrupt and check.corrupt:
-            log.error("%s", needs.corrupt_message(check))
+            log.error("%s", messages.corrupt_block(check))
         if not check.missing:
             return
         failures = self._known_failures()
         if self._missing_is_a_problem(failures):
-            log.error("%s", needs.missing_report(check, failures, retry_s))
+            log.error("%s", messages.missing_block(check, failures, retry_s=retry_s))
             self._said_missing = _missing_key(check.missing, failures)
         else:
             names = ", ".join(f.need.label for f in check.missing)
@@ -261,22 +261,33 @@ class ModelGate:
         return failures
 
     def problem(self) -> str | None:
+        """Why the workers wait, as blocks of lines (status, the dashboard); None when they do not."""
+        return self._problems(short=False)
+
+    def problem_line(self) -> str | None:
+        """The same in one short line (the tray, a desktop notice)."""
+        return self._problems(short=True)
+
+    def _problems(self, short: bool) -> str | None:
         if self.state is GateState.READY or self._check is None:
             return None
         if self.state is GateState.WORKERS_FAILED:
             # The loader's own message is the pool's problem (and each worker's error in status).
+            if short:
+                return "the workers could not load the model files"
             return "a worker could not load the model files; it tries again as soon as a model file changes"
-        return self._problems()
-
-    def _problems(self, corrupt: bool = True) -> str | None:
-        assert self._check is not None
         parts = []
-        if corrupt and self._check.corrupt:
-            parts.append(needs.corrupt_message(self._check))
+        if self._check.corrupt:
+            parts.append(messages.corrupt_line(self._check) if short else messages.corrupt_block(self._check))
         failures = self._known_failures()
         if self._check.missing and self._missing_is_a_problem(failures):
-            parts.append(needs.missing_message(self._check, failures))
-        return "; ".join(parts) or None
+            check = self._check
+            parts.append(
+                messages.missing_line(check, failures) if short else messages.missing_block(check, failures)
+            )
+        if short and len(parts) > 1:
+            return "model files missing or corrupt"
+        return "\n".join(parts) or None
 
     def _missing_is_a_problem(self, failures: dict[str, str]) -> bool:
         """While the first downloads run, missing files are news (a notice), not yet a problem;

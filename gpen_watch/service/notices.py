@@ -88,7 +88,7 @@ def facts_of(status: Status) -> StatusFacts:
     return StatusFacts(
         state="stopping" if status.stopping else "running",
         queue_depth=status.queue.depth,
-        problem=status.problem or None,
+        problem=status.problem_line(),  # one short line: a notice is no place for a block
         restored_total=status.throughput.images,
         failed_total=status.throughput.failed,
         no_face=status.no_face_today,

@@ -63,7 +63,11 @@ def build_status(run: Running) -> Status:
         ("outbox", run.presence.outbox_problem(counts.get("queued", 0) + len(run.held))),
         ("service", run.problem),
         ("workers", None if run.problem else pool_problem),
-        ("models", gate.problem() if gate is not None else None),
+        (
+            "models",
+            gate.problem() if gate is not None else None,
+            gate.problem_line() if gate is not None else "",
+        ),
         ("originals", run.originals.problem()),
         ("cluster", run.cluster.problem if run.cluster is not None else None),
         ("engine", engine_problem(workers)),
@@ -80,7 +84,7 @@ def build_status(run: Running) -> Status:
         standby_text=run.standby.text,
         standby_until=run.standby.until,
         stopping=run.stop.is_set(),
-        problem="; ".join(p.text for p in problems) or None,
+        problem="\n".join(p.text for p in problems) or None,
         notice="; ".join(n.text for n in notices) or None,
         problems=problems,
         notices=notices,
@@ -147,9 +151,12 @@ def engine_problem(workers: Iterable[WorkerStatus]) -> str | None:
     return " ".join(notes) or None
 
 
-def _each(*items: tuple[str, str | None]) -> tuple[ProblemStatus, ...]:
-    """The problems (or notices) there are, each with what it is about."""
-    return tuple(ProblemStatus(about, text) for about, text in items if text)
+def _each(*items: tuple[str, str | None] | tuple[str, str | None, str | None]) -> tuple[ProblemStatus, ...]:
+    """The problems (or notices) there are, each with what it is about (and its short line, where
+    its maker gives one)."""
+    return tuple(
+        ProblemStatus(item[0], item[1], (item[2] or "") if len(item) > 2 else "") for item in items if item[1]
+    )
 
 
 def log_file() -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gpen_watch.gpu.nvml import GpuSample
+from gpen_watch.platform import program
 from gpen_watch.service.inbox_status import InboxStatus
 
 T = TypeVar("T")
@@ -248,10 +249,31 @@ class ProblemStatus:
     """One of the problems (or notices) ``Status.problem`` (``notice``) joins, with what it is
     about, so that a page that shows that thing in its own way (the model files, the workers)
     does not say it twice: "outbox" (away), "service", "workers", "models", "originals",
-    "cluster" or "engine" (a worker's engine is not the one the settings asked for)."""
+    "cluster" or "engine" (a worker's engine is not the one the settings asked for). ``text``
+    may be a block of lines (the model files'); ``short`` says it in one short line where its
+    maker has a better one than the first line of ``text`` ("" where it has not)."""
 
     about: str = ""
     text: str = ""
+    short: str = ""
+
+    @property
+    def line(self) -> str:
+        return self.short or short_line(self.text)
+
+
+# A problem's short line is its first line, up to its first "; " where that line is longer than
+# this: with " (see the dashboard)" after it, the model files' fit a tray menu's line.
+SHORT_MAX = 44
+
+
+def short_line(text: str) -> str:
+    """``text`` in one line: its first line, up to its first "; " when longer than SHORT_MAX (a
+    menu clips what is still too long; a notice shows it whole)."""
+    line = text.strip().split("\n", 1)[0]
+    if len(line) > SHORT_MAX and "; " in line:
+        line = line.split("; ", 1)[0]
+    return line
 
 
 @dataclass(frozen=True)
@@ -321,6 +343,22 @@ class Status:
     ray_loaded: bool = False
     rss_mb: float | None = None
     rss_peak_mb: float | None = None
+
+    def problem_line(self) -> str | None:
+        """The problems in one short line that says where the rest is read, where there is more
+        (the tray's menu and tooltip, a desktop notice): "model files missing: no internet
+        connection (see the dashboard)"; None when there is none."""
+        if not self.problems:
+            return short_line(self.problem) if self.problem else None  # a service from before
+        first, others = self.problems[0], len(self.problems) - 1
+        if not others and first.line == first.text.strip():
+            return first.line  # the whole of it: nothing more to read elsewhere
+        if self.dashboard:
+            where = "the dashboard"
+        else:
+            where = "the log" if self.log_file else f"`{program.command('status')}`"
+        more = f"{others} more problem{'s' if others > 1 else ''}; " if others else ""
+        return f"{first.line} ({more}see {where})"
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)

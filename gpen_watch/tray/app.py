@@ -39,7 +39,7 @@ from gpen_watch.tray import menu as menus
 from gpen_watch.tray import model
 from gpen_watch.tray.backend import load
 from gpen_watch.tray.base import Backend, Hooks, TrayUnavailable
-from gpen_watch.tray.notices import Notice, NoticeTracker
+from gpen_watch.tray.notices import Notice, NoticeKind, NoticeTracker
 
 if TYPE_CHECKING:
     from gpen_watch.service.daemon import Service
@@ -275,7 +275,9 @@ class TrayApp:
         self.show(view)
         for notice in self._notices.update(view):
             if self._shows_notices:
-                self._notify(notice)
+                # A problem is in the log already, in the words of what met it (a block for the
+                # model files): its notice is not said there a second time.
+                self._notify(notice, logging.DEBUG if notice.kind == NoticeKind.PROBLEM else logging.INFO)
         return view
 
     def _set_shows_notices(self, shows: bool) -> None:

@@ -43,8 +43,8 @@ STATE_WORDS: dict[State, str] = {
 
 MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 backend: 64 with NUL)
 MAX_LINE = 64  # a menu line wider than this makes the whole menu too wide
-# The problem line is cut shorter: the whole text is in the title, the notification and the log.
-MAX_PROBLEM = 48
+# The note line is cut shorter: the whole text is in the title and the log.
+MAX_NOTE = 48
 # Worker device names (restore.runtime.device.device_label) of GPUs that NVML does not list.
 OTHER_GPU_PREFIXES = ("Apple GPU",)
 
@@ -120,7 +120,8 @@ def view_from_status(
             login_enabled=login_enabled,
         )
     depth = status.queue.depth
-    problem = status.problem or None
+    # One short line that says where the rest is read: the whole text is a block of lines.
+    problem = status.problem_line()
     if stopping or status.stopping:
         state: State = "stopping"
     elif problem:
@@ -221,10 +222,11 @@ def summary_lines(view: TrayView) -> list[str]:
     if view.standby:
         lines.append(_clip(view.standby[0].upper() + view.standby[1:], MAX_LINE))
     if view.problem:
-        lines.append(_clip(f"Problem: {view.problem}", MAX_PROBLEM))
+        # Short already (Status.problem_line), after the "Needs attention" line: no prefix.
+        lines.append(_clip(view.problem, MAX_LINE))
     lines += [_clip(f"Inbox away: {path}", MAX_LINE) for path in view.inboxes_away]
     if view.notice:
-        lines.append(_clip(f"Note: {view.notice}", MAX_PROBLEM))
+        lines.append(_clip(f"Note: {view.notice}", MAX_NOTE))
     restored = f"Restored today: {view.done}"
     lines.append(restored + (f"; {view.no_face} without a face" if view.no_face else ""))
     return lines
