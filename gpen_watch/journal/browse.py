@@ -22,6 +22,7 @@ from gpen_watch.journal.connection import connect, default_path
 from gpen_watch.journal.records import Event, Job, job_from_row
 from gpen_watch.journal.review import ReviewQueries
 from gpen_watch.journal.states import FAILURES, JobState, sql_in
+from gpen_watch.journal.submissions import SubmissionQueries
 
 # Most rows one page may ask for.
 MAX_PAGE = 200
@@ -60,7 +61,7 @@ class Keyset:
         return cls(finished, int(job_id)) if math.isfinite(finished) else None
 
 
-class JournalBrowser(ActivityQueries, BatchQueries, ReviewQueries):
+class JournalBrowser(ActivityQueries, BatchQueries, ReviewQueries, SubmissionQueries):
     """A read-only view of a journal file (the service keeps writing it)."""
 
     @classmethod

@@ -42,6 +42,8 @@ from gpen_watch.journal.states import (
     check_move,
     sql_in,
 )
+from gpen_watch.journal.submissions import Submission, SubmissionWrites
+from gpen_watch.journal.submissions import record as record_submission
 
 # The journal's records, for callers that import them from here.
 __all__ = ["AddResult", "Claim", "Event", "Job", "Journal", "Twin", "default_path", "hash_file"]
@@ -53,7 +55,7 @@ _FAILURES = sql_in(FAILURES)
 VANISHED = "file disappeared before it was processed"
 
 
-class Journal(UserRequests):
+class Journal(UserRequests, SubmissionWrites):
     """The job journal. Open with ``Journal.open(path)``; close with ``close()`` or ``with``."""
 
     @classmethod
@@ -84,6 +86,9 @@ class Journal(UserRequests):
         size: int,
         mtime: float,
         sha256: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        submission: Submission | None = None,
     ) -> AddResult:
         """Record a settled file. See ``AddResult`` for the three outcomes.
 
@@ -92,55 +97,72 @@ class Journal(UserRequests):
         while its job is active or its original was left in place (keep policy, read-only inbox),
         so rescans never create jobs twice. A queued job whose file was overwritten with new
         content is superseded (state gone) by the new one.
+
+        A photo sent through the API comes with its own ``settings`` (dotted names, over its
+        inbox's) and its ``submission``, recorded in the same transaction as its job.
         """
         src, now = os.fspath(source), self._clock()
-        with self._write() as conn:
-            superseded: list[int] = []
-            for row in conn.execute(
-                "SELECT * FROM jobs WHERE source = ? ORDER BY id DESC", (src,)
-            ).fetchall():
-                same = row["sha256"] == sha256 and row["size"] == size
-                if row["state"] in ACTIVE and same:
-                    return AddResult("known", job_from_row(row))
-                if row["state"] == JobState.QUEUED:
-                    self._move(
-                        conn,
-                        row["id"],
-                        JobState.GONE,
-                        ("superseded", "file replaced by new content"),
-                        sets={"finished": now, "error": "replaced by new content before it was processed"},
-                    )
-                    superseded.append(row["id"])
-                elif (
-                    row["state"] in SETTLED
-                    and same
-                    and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE)
-                ):
-                    return AddResult("known", job_from_row(row))
+        own = json.dumps(dict(settings), sort_keys=True) if settings else None
+        with self._write(durable=submission is not None) as conn:
+            result = self._add(conn, src, inbox, rel, size, mtime, sha256, now, own)
+            if submission is not None:
+                record_submission(conn, result.job.id, submission, size, now)
+            return result
 
-            done = self._done_with(conn, sha256, size)
-            values = (src, os.fspath(inbox), os.fspath(rel), size, mtime, sha256, now)
-            if done is not None:
-                # Queued like any drop, linked to the done job: claim_batch hands it out as a copy.
-                message = duplicate_message(done)
-                cur = conn.execute(
-                    "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, duplicate_of)"
-                    f" VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?)",
-                    (*values, done["id"]),
+    def _add(
+        self,
+        conn: sqlite3.Connection,
+        src: str,
+        inbox: os.PathLike[str] | str,
+        rel: os.PathLike[str] | str,
+        size: int,
+        mtime: float,
+        sha256: str,
+        now: float,
+        settings: str | None,
+    ) -> AddResult:
+        superseded: list[int] = []
+        for row in conn.execute("SELECT * FROM jobs WHERE source = ? ORDER BY id DESC", (src,)).fetchall():
+            same = row["sha256"] == sha256 and row["size"] == size
+            if row["state"] in ACTIVE and same:
+                return AddResult("known", job_from_row(row))
+            if row["state"] == JobState.QUEUED:
+                self._move(
+                    conn,
+                    row["id"],
+                    JobState.GONE,
+                    ("superseded", "file replaced by new content"),
+                    sets={"finished": now, "error": "replaced by new content before it was processed"},
                 )
-                job_id = int(cur.lastrowid or 0)
-                self._event(conn, job_id, "duplicate", message)
-                return AddResult(
-                    "duplicate", self._added(conn, job_id), job_from_row(done), message, superseded
-                )
+                superseded.append(row["id"])
+            elif (
+                row["state"] in SETTLED
+                and same
+                and (row["original"] is None or row["original"] in ORIGINAL_IN_PLACE)
+            ):
+                return AddResult("known", job_from_row(row))
+
+        done = self._done_with(conn, sha256, size)
+        values = (src, os.fspath(inbox), os.fspath(rel), size, mtime, sha256, now, settings)
+        if done is not None:
+            # Queued like any drop, linked to the done job: claim_batch hands it out as a copy.
+            message = duplicate_message(done)
             cur = conn.execute(
-                "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state)"
-                f" VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}')",
-                values,
+                "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, settings, state,"
+                f" duplicate_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?)",
+                (*values, done["id"]),
             )
             job_id = int(cur.lastrowid or 0)
-            self._event(conn, job_id, "added", f"{size} bytes, sha256 {sha256[:12]}")
-            return AddResult("new", self._added(conn, job_id), None, "", superseded)
+            self._event(conn, job_id, "duplicate", message)
+            return AddResult("duplicate", self._added(conn, job_id), job_from_row(done), message, superseded)
+        cur = conn.execute(
+            "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, settings, state)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}')",
+            values,
+        )
+        job_id = int(cur.lastrowid or 0)
+        self._event(conn, job_id, "added", f"{size} bytes, sha256 {sha256[:12]}")
+        return AddResult("new", self._added(conn, job_id), None, "", superseded)
 
     @staticmethod
     def _done_with(conn: sqlite3.Connection, sha256: str, size: int) -> sqlite3.Row | None:

@@ -186,7 +186,32 @@ _V10 = """
 ALTER TABLE jobs ADD COLUMN used TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+# Version 11: photos sent through the HTTP API (`gpen-watch submit`, the dashboard's upload, the
+# send-to entries). Each is a job like any drop, its settings in ``jobs.settings`` (as a redo's
+# are); this table says who sent it (``client``: an API token's id, or "dashboard" for the
+# service's own login token), in which ``batch``, under which Idempotency-Key (``key``; NULL: none),
+# what exactly was asked (``request``: a hash of the name, inbox, settings and content, so a key
+# reused for another request is told apart) and the temp file it came in as (``upload``), which
+# the start-up recovery renames into the inbox if a crash came between the record and the rename.
+_V11 = """
+CREATE TABLE submissions (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id   INTEGER NOT NULL REFERENCES jobs(id),
+    client   TEXT    NOT NULL,
+    batch    TEXT    NOT NULL,
+    key      TEXT,
+    request  TEXT    NOT NULL,
+    size     INTEGER NOT NULL,
+    created  REAL    NOT NULL,
+    upload   TEXT
+);
+CREATE UNIQUE INDEX submissions_key ON submissions(client, key) WHERE key IS NOT NULL;
+CREATE INDEX submissions_batch ON submissions(client, batch, id);
+CREATE INDEX submissions_job ON submissions(job_id);
+CREATE INDEX submissions_created ON submissions(client, created);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
 VERSION = len(MIGRATIONS)
 
 

@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.base.errors import OutputError
+from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config, inbox_config, profile_note
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
 from gpen_watch.journal.journal import Job, Journal
+from gpen_watch.journal.records import describe_settings
 from gpen_watch.outbox import durable, failed, folders, naming, redo
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import dispose_original
@@ -96,23 +97,42 @@ def file_job(
     """``prepare`` and build the worker's FileJob (dst is the temp name)."""
     _, tmp = prepare(journal, job_id, cfg, away=away)
     job = journal.require(job_id)
-    # The settings of the inbox the photo came from; the global ones if it is no longer configured.
     inbox = naming.find_inbox(cfg, job.inbox)
-    own = inbox_config(cfg, inbox) if not job.is_redo else redo.redo_config(cfg, job, job.settings)
+    own = own_config(cfg, job)
     return FileJob(
         src=job.source,
         dst=tmp,
         format=own.output.format,
         jpeg_quality=own.output.jpeg_quality,
         scale=scale,
-        restore=own.restore if inbox.restore or job.is_redo else None,
+        restore=own.restore if inbox.restore or job.is_redo or job.settings else None,
         note=profile_note(cfg, inbox),
         face_ids=redo.face_ids(job),
-        settings_label=redo.settings_label(job),
+        settings_label=redo.settings_label(job) or sent_label(job),
         # The output folder's drive as it is now, just made or found: a worker that finds another
         # one there (the drive left, its bare mount point is left) writes nothing into it.
         dst_device=os.stat(tmp.parent).st_dev,
     )
+
+
+def own_config(cfg: Config, job: Job) -> Config:
+    """The settings ``job`` is restored with: its inbox's (the global ones if that inbox is no
+    longer configured), with its own on top where it has some (a redo's, or those a photo was
+    sent through the API with), checked as the TOML file's are. A photo's own settings that no
+    longer pass (a reload changed what they sit on) fail that photo with the sentence why."""
+    if not job.settings:
+        return inbox_config(cfg, naming.find_inbox(cfg, job.inbox))
+    try:
+        return redo.redo_config(cfg, job, job.settings)
+    except ConfigError as exc:
+        raise OutputError(
+            f"{job.rel.name}: its own settings ({describe_settings(job.settings)}) {exc}"
+        ) from None
+
+
+def sent_label(job: Job) -> str:
+    """Whose settings a photo sent with its own is restored with, for the worker's messages."""
+    return f"the settings it was sent with ({describe_settings(job.settings)})" if job.settings else ""
 
 
 # --- 2. publish ---------------------------------------------------------------------------------

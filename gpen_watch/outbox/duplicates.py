@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gpen_watch.base.errors import OutputError
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS, remove_quietly
-from gpen_watch.config import Config, SettingsUsed, inbox_config
+from gpen_watch.config import Config, SettingsUsed
 from gpen_watch.journal.journal import Job, Journal, Twin
 from gpen_watch.journal.states import failure_state
 from gpen_watch.outbox import commit, durable, failed, naming
@@ -39,6 +39,8 @@ from gpen_watch.platform import presence
 # Why a photo is restored itself though a result of its content is there: the settings in
 # effect changed (a reload) since that result was made.
 AGAIN = "that one was restored with settings changed since"
+# ... or the photo came with settings of its own (sent through the API) that give another result.
+SENT_OWN = "it was sent with settings of its own"
 
 
 class FirstResultGone(Exception):
@@ -51,17 +53,32 @@ def settings_differ(cfg: Config, job: Job, first: Job) -> str | None:
     itself rather than given a copy; None when it would (the name is each inbox's own either way).
     ``first``'s own record of its settings decides where it has one: the settings in effect may
     have changed since it was restored (a reload); else the two inboxes' settings now."""
-    own = inbox_config(cfg, naming.find_inbox(cfg, job.inbox))
+    try:
+        own = commit.own_config(cfg, job)
+        other = commit.own_config(cfg, first)
+    except OutputError as exc:
+        return f"its own settings cannot be compared ({exc}): restored itself"
     used = SettingsUsed.from_json(first.used)
     if used is not None and used.key:
         now = SettingsUsed.of(own.restore, own.output.format, own.output.jpeg_quality)
-        return None if now.key == used.key else f"{AGAIN}: restored with the settings in effect now"
-    other = inbox_config(cfg, naming.find_inbox(cfg, first.inbox))
+        if now.key == used.key:
+            return None
+        return (
+            f"{SENT_OWN}: restored with them"
+            if job.settings
+            else f"{AGAIN}: restored with the settings in effect now"
+        )
     same = own.restore == other.restore and (own.output.format, own.output.jpeg_quality) == (
         other.output.format,
         other.output.jpeg_quality,
     )
-    return None if same else "its inbox's settings differ: restored with its own"
+    if same:
+        return None
+    return (
+        f"{SENT_OWN}: restored with them"
+        if job.settings
+        else "its inbox's settings differ: restored with its own"
+    )
 
 
 def copy_result(
@@ -79,7 +96,8 @@ def copy_result(
         # The same name dropped again: its result is already there under that name.
         _check_ours(first.output, first.commit_ino, first.commit_size)
         journal.end_as_duplicate(job.id, f"dropped again: its result is {first.output}")
-        return commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg, away))
+        outcome = commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg, away))
+        return _ended(journal, job, outcome)
     final, tmp = commit.prepare(journal, job.id, cfg, away=away)
     try:
         _copy_if_ours(first.output, tmp, first.commit_ino, first.commit_size)
@@ -103,7 +121,15 @@ def copy_result(
         return commit.CommitOutcome(None)
     # A copy of the first one's result: restored with the settings that one was.
     journal.finish(job.id, placed, first.faces or 0, {}, notes, first.used)
-    return commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg, away))
+    outcome = commit.CommitOutcome(placed, dispose_original(journal, job.id, cfg, away))
+    return _ended(journal, job, outcome)
+
+
+def _ended(journal: Journal, job: Job, outcome: commit.CommitOutcome) -> commit.CommitOutcome:
+    """A copy ended well: a failure of its file retried (its bytes since a photo already done)
+    loses its old error file in failed/, as when a retry is restored."""
+    failed.clear_retried(journal, journal.require(job.id))
+    return outcome
 
 
 def repeat_failure(
