@@ -643,7 +643,7 @@ def test_real_engine_with_corrupt_weights_reports_it_and_keeps_the_photos(
     s = svc.wait(lambda s: bool(s["problem"]) and s["queue"]["queued"] == 1, 90, "corrupt weights problem")
     assert s["problem"].startswith("corrupt model file: ")
     assert str(bad) in s["problem"]
-    assert s["workers"][0]["state"] == "stopped"
+    assert s["workers"][0]["state"] == "waiting for model files"
     assert s["workers"][0]["restarts"] == 0
     svc.stop()
     assert files(svc.inbox) == ["a.jpg"]

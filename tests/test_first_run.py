@@ -112,7 +112,7 @@ def test_first_run_without_weights_waits_then_restores_once_the_files_are_copied
         (MOBILE.filename, "missing"),
     ]
     # The workers are held, not crash-looping on the missing files; the photo waits in the queue.
-    assert all(w["state"] == "stopped" and w["restarts"] == 0 for w in s["workers"])
+    assert all(w["state"] == "waiting for model files" and w["restarts"] == 0 for w in s["workers"])
     assert s["torch_loaded"] is False
     assert (svc.inbox / "grace.jpg").exists()
 

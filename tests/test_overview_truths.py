@@ -84,11 +84,15 @@ def test_the_headline_waits_for_model_files_and_says_each_missing_one_once(tmp_p
         problems=[{"about": "models", "text": MISSING}],
         queue={"queued": 3},
         models=models,
-        workers=[{"name": "cpu#0", "device": "cpu", "state": "stopped"}],
+        workers=[{"name": "cpu#0", "device": "cpu", "state": "waiting for model files"}],
+        nodes=[{"name": "studio", "local": True, "workers": 1}],
     )
     page = live(get(make_site(tmp_path / "j.sqlite3", tmp_path, s), "/"))
     headline = re.search(r"<h1>\s*(.*?)\s*<small>", page, re.S)
     assert headline and headline[1] == "Waiting for model files", page[:600]
+    # The worker too says what it waits for (it said "stopped").
+    worker = re.search(r'<li class="worker state-waiting-for-model-files">(.*?)</li>', page, re.S)
+    assert worker and " · waiting for model files · " in " ".join(worker[1].split()), page
     for name in ("GPEN-BFR-512.pth", "detection_Resnet50_Final.pth"):
         assert said(page).count(name) == 1, (name, page)
     assert "gpen-watch models fetch GPEN-BFR-512 RetinaFace-R50" in page

@@ -387,3 +387,31 @@ def test_photos_in_a_worker_and_being_restored_are_counted_apart() -> None:
         == "stopping: 1 image(s) being restored get up to 10 s to finish; 4 not started go back to the queue"
     )
     assert stopping_line(0, 0, 10.0) == "stopping: 0 image(s) being restored get up to 10 s to finish"
+
+
+def test_workers_held_for_their_model_files_wait_then_start() -> None:
+    from gpen_watch.dispatch.records import TransitionError
+
+    policy, _ = make(n=2)
+    policy.hold_for_models()
+    assert [str(w.state) for w in policy.workers] == ["waiting for model files"] * 2
+    assert policy.problem() is None  # the gate says what is missing, not the pool
+    assert [s["state"] for s in policy.snapshot()] == ["waiting for model files"] * 2
+    # The files are there: the service starts them.
+    for i, action in enumerate(policy.start()):
+        assert action == Spawn(i)
+        policy.spawned(i, 100 + i)
+    assert policy.workers[0].state == WorkerState.STARTING
+    # One cannot load them: stopped for its files, then held until one changes, then tried again.
+    events: list[PoolEvent] = []
+    policy.on_message(0, P.Fatal(P.FatalKind.MODEL, "GPEN-BFR-512: weights not found"), events)
+    policy.on_exit(0, "exit code 3", events, clean=False)
+    assert policy.workers[0].state == WorkerState.ERROR and policy.stopped_for_models()
+    policy.hold_for_models()
+    assert policy.workers[0].state == WorkerState.WAITING_FOR_MODELS
+    assert policy.workers[1].state == WorkerState.STARTING  # the one loading is left alone
+    policy.retry_model_errors()
+    assert policy.workers[0].state == WorkerState.BACKOFF
+    # A move the table does not list is refused: a bug of ours, said at once.
+    with pytest.raises(TransitionError, match="no move from restarting to stopping"):
+        policy.workers[0].move(WorkerState.STOPPING)

@@ -386,3 +386,17 @@ def test_the_menu_opens_the_dashboard_when_the_service_serves_one() -> None:
     assert entry.action == "open_dashboard"
     assert texts(served).index("Open dashboard") == texts(served).index("Pause") + 1
     assert "Open dashboard" not in texts(model.menu(model.view_from_status(status(), [])))
+
+
+def test_workers_waiting_for_their_model_files_say_so_not_working() -> None:
+    """A download under way holds the workers: no problem yet, and no photo is being worked on."""
+    downloading = status(queued=2, models={"state": "waiting", "files": []})
+    view = model.view_from_status(downloading)
+    assert view.state == "waiting"
+    assert model.title(view) == "gpen-watch: waiting for model files: 2 in the queue"
+    assert model.menu(view)[0].text == "Waiting for model files: 2 in the queue"
+    # Once a download failed it is a problem, which says what to do: the problem wins.
+    failed = status(queued=2, problem="model files missing", models={"state": "waiting", "files": []})
+    assert model.view_from_status(failed).state == "error"
+    # The files are there: the workers run.
+    assert model.view_from_status(status(queued=2, models={"state": "ready"})).state == "working"

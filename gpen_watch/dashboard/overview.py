@@ -16,9 +16,6 @@ from gpen_watch.journal.batch import Batch
 from gpen_watch.platform import program
 from gpen_watch.service.status import ModelFileStatus, ModelsStatus, Status
 
-# Gate states (service.model_gate.GateState) in which the workers are held for their files.
-MODELS_HELD = ("waiting", "workers_failed")
-
 
 @dataclass(frozen=True)
 class ModelsWait:
@@ -95,7 +92,7 @@ def headline(status: Status) -> str:
         return "Waiting for the schedule"
     if status.standby == "battery":
         return "Paused on battery"
-    if status.models is not None and status.models.state in MODELS_HELD:
+    if status.models is not None and status.models.held:
         return "Waiting for model files"
     if q.restoring:
         return "Restoring"
@@ -115,7 +112,7 @@ def time_left(status: Status, rate: float) -> tuple[float | None, str]:
         return None, "paused"
     if status.standby_text:
         return None, status.standby_text
-    if status.models is not None and status.models.state in MODELS_HELD:
+    if status.models is not None and status.models.held:
         return None, "not known: waiting for model files"
     if status.queue.in_flight:
         return None, "not known until a photo finishes"
@@ -123,7 +120,7 @@ def time_left(status: Status, rate: float) -> tuple[float | None, str]:
 
 
 def _models_wait(models: ModelsStatus | None) -> ModelsWait | None:
-    if models is None or models.state not in MODELS_HELD:
+    if models is None or not models.held:
         return None
     files = [f for f in models.files if f.state != "present"]
     names = [f.name for f in files if f.name and f.url]

@@ -95,14 +95,15 @@ class FaultPolicy:
         w, now = self.workers[i], self._clock()
         w.fatal, w.kill_reason = None, None
         w.pid = pid
-        w.state, w.started_at, w.last_msg_at = WorkerState.STARTING, now, now
+        w.move(WorkerState.STARTING)
+        w.started_at, w.last_msg_at = now, now
         w.progress_seen = 0  # a new process counts from 0
         log.info("starting worker %s on %s (pid %s)", w.slot.name, w.slot.label, pid)
 
     def spawn_failed(self, i: int, error: str) -> None:
         w = self.workers[i]
         w.start_failures += 1
-        w.state = WorkerState.BACKOFF
+        w.move(WorkerState.BACKOFF)
         w.restart_at = self._clock() + min(MAX_BACKOFF, 2.0**w.start_failures)
         w.error = f"cannot start a worker: {error}"
         # Said once when it starts failing (a cluster node away tries every 30 s for as long as it
@@ -120,13 +121,18 @@ class FaultPolicy:
         for i, w in enumerate(self.workers):
             if w.state == WorkerState.READY:
                 actions.append(Send(i, P.Stop()))
-                w.state = WorkerState.STOPPING
+                w.move(WorkerState.STOPPING)
             elif w.state == WorkerState.STARTING:
                 # No work was sent to it yet; loading models only to exit is a waste of seconds.
                 w.kill_reason = "stopping"
                 actions.append(Kill(i, "stopping"))
-            elif w.state in (WorkerState.BACKOFF, WorkerState.ERROR, WorkerState.RETIRED):
-                w.state = WorkerState.STOPPED
+            elif w.state in (
+                WorkerState.BACKOFF,
+                WorkerState.ERROR,
+                WorkerState.RETIRED,
+                WorkerState.WAITING_FOR_MODELS,
+            ):
+                w.move(WorkerState.STOPPED)
         return actions
 
     def alive(self) -> bool:
@@ -139,7 +145,7 @@ class FaultPolicy:
         for w in self.workers:
             leftover += [f.task for f in w.flights.values()]
             w.flights.clear()
-            w.state = WorkerState.STOPPED
+            w.move(WorkerState.STOPPED)
         return leftover
 
     # --- feeding --------------------------------------------------------------------------------
@@ -162,7 +168,8 @@ class FaultPolicy:
         for w in self.workers:
             if w.state in (WorkerState.ERROR, WorkerState.RETIRED) and not self.stopping:
                 w.start_failures, w.model_error = 0, False
-                w.state, w.restart_at = WorkerState.BACKOFF, now
+                w.move(WorkerState.BACKOFF)
+                w.restart_at = now
 
     def retry_now(self, names: set[str]) -> None:
         """Start these workers at the next ``due`` instead of when their back-off ends: their
@@ -176,12 +183,23 @@ class FaultPolicy:
     def stopped_for_models(self) -> bool:
         return any(w.state == WorkerState.ERROR and w.model_error for w in self.workers)
 
+    def hold_for_models(self) -> None:
+        """The service's model gate holds the workers until their files are there: those not
+        started yet, and those stopped because they could not load them, wait for model files."""
+        for w in self.workers:
+            if w.state == WorkerState.STOPPED or (w.state == WorkerState.ERROR and w.model_error):
+                w.move(WorkerState.WAITING_FOR_MODELS)
+
     def retry_model_errors(self) -> None:
         now = self._clock()
         for w in self.workers:
-            if w.state == WorkerState.ERROR and w.model_error and not self.stopping:
+            held = w.state == WorkerState.WAITING_FOR_MODELS or (
+                w.state == WorkerState.ERROR and w.model_error
+            )
+            if held and not self.stopping:
                 w.start_failures, w.model_error = 0, False
-                w.state, w.restart_at = WorkerState.BACKOFF, now
+                w.move(WorkerState.BACKOFF)
+                w.restart_at = now
 
     def take_back_stranded(self) -> list[Task]:
         if any(w.state in COMING for w in self.workers):
@@ -263,7 +281,7 @@ class FaultPolicy:
             if msg.key in w.flights:
                 w.flights[msg.key].taken = True
         elif isinstance(msg, P.Ready):
-            w.state = WorkerState.READY
+            w.move(WorkerState.READY)
             w.pid = msg.pid if msg.pid is not None else w.pid
             w.restoring_said = -1  # a new process: it says at its first heartbeat
             w.photos = ()
@@ -342,7 +360,7 @@ class FaultPolicy:
 
         if was == WorkerState.STOPPING or self.stopping:
             self.pending.extendleft(f.task for f in flights)
-            w.state = WorkerState.STOPPED
+            w.move(WorkerState.STOPPED)
             if was == WorkerState.STOPPING and not clean:
                 log.warning("worker %s exited while stopping: %s", w.slot.name, reason)
             return
@@ -379,17 +397,19 @@ class FaultPolicy:
         )
         w.said_gone = True
         backoff = 0.0 if w.crash_streak <= 1 else min(MAX_BACKOFF, 2.0 ** (w.crash_streak - 2))
-        w.state, w.restart_at = WorkerState.BACKOFF, now + backoff
+        w.move(WorkerState.BACKOFF)
+        w.restart_at = now + backoff
 
     def _start_failed(self, w: WorkerRecord, reason: str, fatal_kind: P.FatalKind | None, now: float) -> None:
         w.start_failures += 1
         if fatal_kind == P.FatalKind.MODEL:
             # Missing or corrupt weights: every restart would fail the same way.
-            w.state, w.error, w.model_error = WorkerState.ERROR, reason, True
+            w.move(WorkerState.ERROR)
+            w.error, w.model_error = reason, True
             log.error("worker %s cannot load the models: %s", w.slot.name, reason)
             return
         if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FatalKind.DEVICE:
-            w.state = WorkerState.RETIRED
+            w.move(WorkerState.RETIRED)
             w.error = f"failed to start {w.start_failures} times in a row, device error: {reason}"
             log.error(
                 "worker %s retired (its device may be gone; the others carry on): %s", w.slot.name, w.error
@@ -397,7 +417,7 @@ class FaultPolicy:
             return
         if w.start_failures >= MAX_START_FAILURES and fatal_kind == P.FatalKind.CRASH:
             # An exception while loading is deterministic (a bug, a broken install): stop and say so.
-            w.state = WorkerState.ERROR
+            w.move(WorkerState.ERROR)
             w.error = f"failed to start {w.start_failures} times in a row: {reason}"
             log.error("worker %s stopped: %s", w.slot.name, w.error)
             return
@@ -405,7 +425,7 @@ class FaultPolicy:
         w.error = f"failed to start ({reason})"
         level = logging.DEBUG if w.said_gone else logging.WARNING
         w.said_gone = True
-        w.state = WorkerState.BACKOFF
+        w.move(WorkerState.BACKOFF)
         w.restart_at = now + min(MAX_BACKOFF, 2.0 ** (w.start_failures - 1))
         log.log(level, "worker %s failed to start (%s); retrying", w.slot.name, reason)
 

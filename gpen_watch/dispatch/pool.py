@@ -150,6 +150,11 @@ class Pool:
         """Whether a worker is stopped because it could not load its model files."""
         return self._policy.stopped_for_models()
 
+    def hold_for_models(self) -> None:
+        """The workers wait for their model files (the service's model gate holds them); their
+        state says so until ``start`` or ``retry_model_errors``."""
+        self._policy.hold_for_models()
+
     def retry_model_errors(self) -> None:
         """Start the workers stopped by their model files again (the files changed)."""
         self._policy.retry_model_errors()

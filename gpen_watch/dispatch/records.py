@@ -17,7 +17,7 @@ from gpen_watch.restore.api import ModelKey
 
 
 class WorkerState(StrEnum):
-    """A worker's state, as `status` shows it."""
+    """A worker's state, as `status` shows it (READY as "idle" or "busy": ``status_row``)."""
 
     STARTING = "starting"
     READY = "ready"
@@ -26,11 +26,39 @@ class WorkerState(StrEnum):
     ERROR = "error"
     RETIRED = "retired"
     STOPPED = "stopped"
+    # Not started, or stopped by files it could not load: the service's model gate holds it until
+    # every file it needs is there (service.model_gate), then starts it.
+    WAITING_FOR_MODELS = "waiting for model files"
 
+
+_S = WorkerState
+# Every move a worker makes, and only these (``WorkerRecord.move`` refuses any other: a bug of
+# ours). Any state may go to STOPPED: the pool was stopped, or killed with everything in it.
+TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
+    # spawned; the spawn itself failed; held for its model files.
+    _S.STOPPED: frozenset({_S.STARTING, _S.BACKOFF, _S.WAITING_FOR_MODELS}),
+    # said it is ready; its start failed (tried again, stopped by an error or for its model
+    # files, retired with its device).
+    _S.STARTING: frozenset({_S.READY, _S.BACKOFF, _S.ERROR, _S.RETIRED, _S.STOPPED}),
+    # asked to finish and exit; died while working (restarted).
+    _S.READY: frozenset({_S.STOPPING, _S.BACKOFF, _S.STOPPED}),
+    _S.STOPPING: frozenset({_S.STOPPED}),
+    # its back-off is over; another spawn failed.
+    _S.BACKOFF: frozenset({_S.STARTING, _S.BACKOFF, _S.STOPPED}),
+    # another try (resume, or its model files changed); its model files are awaited.
+    _S.ERROR: frozenset({_S.BACKOFF, _S.WAITING_FOR_MODELS, _S.STOPPED}),
+    _S.RETIRED: frozenset({_S.BACKOFF, _S.STOPPED}),
+    # its files are there: started (first start) or tried again (after a failed load).
+    _S.WAITING_FOR_MODELS: frozenset({_S.STARTING, _S.BACKOFF, _S.STOPPED}),
+}
 
 ALIVE = (WorkerState.STARTING, WorkerState.READY, WorkerState.STOPPING)
 # States in which a worker is, or will soon be, able to take work.
 COMING = (WorkerState.STARTING, WorkerState.READY, WorkerState.BACKOFF)
+
+
+class TransitionError(ValueError):
+    """A move ``TRANSITIONS`` does not list: a bug of gpen-watch, never the user's."""
 
 
 # --- what the pool is asked to do -----------------------------------------------------------------
@@ -121,6 +149,12 @@ class WorkerRecord:
     said_gone: bool = False
     # In ERROR because its model files could not be loaded (the service retries when they change).
     model_error: bool = False
+
+    def move(self, to: WorkerState) -> None:
+        """The one way a worker's state changes: to a state ``TRANSITIONS`` allows from its own."""
+        if to is not self.state and to not in TRANSITIONS[self.state]:
+            raise TransitionError(f"worker {self.slot.name}: no move from {self.state} to {to}")
+        self.state = to
 
 
 def photo_rows(w: WorkerRecord) -> list[dict[str, Any]]:

@@ -220,6 +220,8 @@ class Service:
             _recover(run)
             if run.gate is None or run.gate.start():
                 run.start_workers()
+            else:
+                run.pool.hold_for_models()
             server = control.ControlServer(self.control)
             server.start()
             run.watcher = self._start_watcher()
@@ -393,6 +395,7 @@ def _watch_models(run: Running) -> None:
         return  # (a worker restart checks the files again for the new settings: _fresh_pool)
     if run.workers_started and run.pool.stopped_for_models():
         gate.workers_failed()
+        run.pool.hold_for_models()  # until a needed file changes
     if gate.poll():
         if run.workers_started:
             run.maybe_queued = True

@@ -137,6 +137,8 @@ def restart_step(run: Running) -> bool:
     run.restart = None
     if run.workers_started:
         run.pool.start()
+    else:
+        run.pool.hold_for_models()  # the new settings' model files are not all there yet
     if run.paused or run.standby.on:
         run.pool.pause()
     run.maybe_queued = True

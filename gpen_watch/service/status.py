@@ -243,6 +243,16 @@ class ModelsStatus:
     folders: tuple[str, ...] = ()
     download: DownloadStatus | None = None
 
+    @property
+    def held(self) -> bool:
+        """Whether the workers are held for their files (the gate's state is waiting, or
+        workers_failed: service.model_gate.GateState)."""
+        return self.state in MODELS_HELD
+
+
+# Gate states (service.model_gate.GateState) in which the workers are held for their files.
+MODELS_HELD = ("waiting", "workers_failed")
+
 
 @dataclass(frozen=True)
 class ProblemStatus:
@@ -337,6 +347,11 @@ class Status:
     # The dashboard's URL (without its login token), or "" and why not.
     dashboard: str = ""
     dashboard_problem: str | None = None
+    # Where the API listens for other machines (api.address; "": nowhere), the SHA-256
+    # fingerprint of its certificate for clients to check, or why it does not listen.
+    api: str = ""
+    api_fingerprint: str = ""
+    api_problem: str | None = None
     # The parent must stay free of torch; tests assert on this.
     torch_loaded: bool = False
     # Only cluster mode imports Ray, once it connects (tests/test_cluster.py checks).

@@ -14,7 +14,8 @@ from gpen_watch.service.status import NodeStatus, Status
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
 # them (models loading, images in flight finishing after Quit). waiting: no new photo is taken, not
-# because the user paused but outside workers.schedule or on battery (service.standby).
+# because the user paused but outside workers.schedule or on battery (service.standby), or while
+# the workers wait for their model files (a download under way).
 State = Literal["starting", "idle", "working", "paused", "waiting", "error", "stopping"]
 
 # Badge fill and text colours per state: green idle, blue working, amber paused, red error, grey
@@ -128,7 +129,7 @@ def view_from_status(
         state = "error"
     elif status.paused:
         state = "paused"
-    elif status.standby_text:
+    elif status.standby_text or (status.models is not None and status.models.held):
         state = "waiting"
     elif depth > 0:
         state = "working"
@@ -182,11 +183,14 @@ def icon_key(view: TrayView) -> tuple[State, str]:
 
 
 def standby_word(status: Status) -> str:
-    """A standby, short enough for the tooltip's 63 characters with the queue beside it."""
+    """A standby, or the wait for model files, short enough for the tooltip's 63 characters with
+    the queue beside it."""
     if status.standby == "schedule" and status.standby_until:
         return f"waiting until {status.standby_until}"
     if status.standby == "battery":
         return "paused on battery"
+    if not status.standby_text and status.models is not None and status.models.held:
+        return "waiting for model files"
     return STATE_WORDS["waiting"]
 
 
