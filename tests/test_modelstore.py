@@ -14,6 +14,7 @@ import http.server
 import os
 import pickle
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from gpen_watch.catalog import registry
 from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DownloadError, download
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 from gpen_watch.restore.engines import verify
 from gpen_watch.restore.engines.gpen_family import load_gpen
 
@@ -90,6 +91,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
+        if self.path == "/busy":
+            self.send_error(503)
+            return
         super().do_GET()
 
     def log_message(self, format: str, *args: object) -> None:  # keep test output clean
@@ -136,6 +140,9 @@ def test_registry_names_and_lookups() -> None:
         "RetinaFace-R50",
         "RetinaFace-MobileNet0.25",
         "ParseNet",
+        "GFPGAN-v1.4",
+        "GFPGAN-v1.3",
+        "CodeFormer",
         "RealESRNet-x2",
         "RealESRNet-x4",
         "RealESRGAN-x2plus",
@@ -167,6 +174,9 @@ def test_registry_names_and_lookups() -> None:
         "RetinaFace-R50": (109_497_761, "6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d"),
         "RetinaFace-MobileNet0.25": (None, None),
         "ParseNet": (85_331_193, "3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2"),
+        "GFPGAN-v1.4": (348_632_874, "e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad"),
+        "GFPGAN-v1.3": (348_632_874, "c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70"),
+        "CodeFormer": (376_637_898, "1009e537e0c2a07d4cabce6355f53cb66767cd4b4297ec7a4a64ca4b8a5684b7"),
         "RealESRNet-x2": (None, None),
         "RealESRNet-x4": (None, None),
         "RealESRGAN-x2plus": (None, None),
@@ -194,8 +204,10 @@ def test_registry_names_and_lookups() -> None:
 def test_config_names_are_all_registered() -> None:
     from gpen_watch import config
 
+    families = {f.kind for f in registry.FACE_FAMILIES}
+    assert families == {"gpen", "gfpgan", "codeformer"}
     for name in registry.FACE_MODEL_NAMES:
-        assert registry.get_spec(name).kind == "gpen"
+        assert registry.get_spec(name).kind in families
     for name in config.DETECTOR_NAMES:
         assert registry.detector_spec(name).kind == "detector"
 
@@ -252,7 +264,7 @@ def test_ensure_model_missing_without_download(tmp_path: Path) -> None:
     assert PARSENET.url in message
     assert str(tmp_path / "mine") in message
     assert str(paths.model_cache_dir()) in message
-    assert "gpen-watch models fetch ParseNet" in message
+    assert f"    {program.command('models fetch ParseNet')}\n" in message
 
 
 # --- download -----------------------------------------------------------------------------------
@@ -315,7 +327,9 @@ def test_failed_download_keeps_previous_file(server: tuple[str, Path], tmp_path:
 def test_download_cut_short(server: tuple[str, Path], tmp_path: Path) -> None:
     base, _ = server
     dest = tmp_path / "m" / "w.pth"
-    with pytest.raises(DownloadError, match="10 of 1000 bytes"):
+    with pytest.raises(
+        DownloadError, match=re.escape("download cut short (10 of 1,000 bytes from 127.0.0.1")
+    ):
         download(f"{base}/short", dest, progress=False)
     assert leftovers(dest.parent) == []
 
@@ -323,7 +337,10 @@ def test_download_cut_short(server: tuple[str, Path], tmp_path: Path) -> None:
 def test_download_404_and_refused(server: tuple[str, Path], tmp_path: Path) -> None:
     base, _ = server
     dest = tmp_path / "m" / "w.pth"
-    for url, reason in ((f"{base}/missing.pth", "HTTP 404"), (refused_url(), "refused")):
+    for url, reason in (
+        (f"{base}/missing.pth", "not on the server (HTTP 404"),
+        (refused_url(), "connection refused"),
+    ):
         with pytest.raises(DownloadError) as info:
             download(url, dest, progress=False, timeout=5)
         message = str(info.value)
@@ -332,6 +349,127 @@ def test_download_404_and_refused(server: tuple[str, Path], tmp_path: Path) -> N
         assert f"put it at {dest}" in message
         assert info.value.network
         assert leftovers(dest.parent) == []
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that takes connections and never answers (the kernel accepts them into the backlog)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
+
+
+OPENSSL_SELF_SIGNED = (
+    "openssl",
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "1",
+    "-subj",
+    "/CN=127.0.0.1",
+)
+
+
+@pytest.fixture
+def untrusted_https(tmp_path: Path, server: tuple[str, Path]) -> Iterator[str]:
+    """An HTTPS server on loopback whose certificate is its own (self-signed): trusted by nobody."""
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [*OPENSSL_SELF_SIGNED, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    _, root = server
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
+    )
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_every_way_a_download_fails_is_said_in_words(
+    server: tuple[str, Path], silent_port: int, untrusted_https: str, tmp_path: Path
+) -> None:
+    """No resolver's or socket's own words ("Name or service not known", "[Errno 111]", "[SSL:
+    ...]"): what happened, for a photographer, then the particulars. On loopback, and a name
+    under the reserved .invalid domain, which no resolver finds: never the internet."""
+    base, root = server
+    (root / "w.pth").write_bytes(b"x")
+    http_base = base.removeprefix("http://")
+    cases = [
+        (
+            "http://gpen-watch-test.invalid/w.pth",
+            "no internet connection (could not look up gpen-watch-test.invalid)",
+        ),
+        (refused_url(), "connection refused (127.0.0.1:"),
+        (
+            f"http://127.0.0.1:{silent_port}/w.pth",
+            f"server did not answer (127.0.0.1:{silent_port}, waited 1 s)",
+        ),
+        (f"{base}/missing.pth", f"not on the server (HTTP 404 File not found from {http_base})"),
+        (f"{base}/busy", f"server error (HTTP 503 Service Unavailable from {http_base})"),
+        (f"https://{http_base}/w.pth", f"no secure connection ({http_base}: wrong version number)"),
+        (f"{untrusted_https}/w.pth", "certificate not trusted (127.0.0.1:"),
+    ]
+    for url, said in cases:
+        with pytest.raises(DownloadError) as info:
+            download(url, tmp_path / "m" / "w.pth", progress=False, timeout=1)
+        assert info.value.reason.startswith(said), (url, info.value.reason)
+        assert info.value.network
+        for raw in ("Errno", "[SSL", "Name or service", "urlopen error", "gaierror"):
+            assert raw not in info.value.reason, (url, info.value.reason)
+    assert "check this computer's date and time" in info.value.reason  # the certificate's: a local cause
+    assert leftovers(tmp_path / "m") == []
+
+
+def test_a_models_urls_failing_alike_are_said_under_one_headline(tmp_path: Path) -> None:
+    """Offline, every URL of a model fails to look its server up: the message says "no internet
+    connection" once, each URL's server under it, and every folder the file may be copied into;
+    the service's short line says the headline alone."""
+    spec = dataclasses.replace(
+        PARSENET,
+        url="http://one.gpen-watch-test.invalid/p.pth",
+        mirrors=("http://two.gpen-watch-test.invalid/p.pth",),
+    )
+    with pytest.raises(ModelError) as info:
+        store.fetch(spec, tmp_path / "mine", timeout=5, quiet=True)
+    lines = str(info.value).splitlines()
+    assert lines[:3] == [
+        f"cannot download {PARSENET.filename} (ParseNet): no internet connection",
+        f"  from {spec.url}: could not look up one.gpen-watch-test.invalid",
+        f"  from {spec.mirrors[0]}: could not look up two.gpen-watch-test.invalid",
+    ]
+    assert lines[3] == "  without internet access, download it from one of those addresses on another machine"
+    assert lines[5:] == [
+        f"    {tmp_path / 'mine'}",
+        f"    {paths.model_cache_dir()} (the download cache)",
+        "    a folder of your own, named by --model-dir, restore.model_dir or GPEN_WATCH_MODEL_DIR",
+    ]
+    reason = store.failure_reason(info.value)
+    assert reason == (
+        "no internet connection (could not look up one.gpen-watch-test.invalid; "
+        "could not look up two.gpen-watch-test.invalid)"
+    )
+    from gpen_watch.modelstore import messages
+
+    assert messages.failure_headline(reason) == "no internet connection"
 
 
 def test_an_http_error_does_not_keep_its_connection_open(server: tuple[str, Path], tmp_path: Path) -> None:
@@ -411,10 +549,10 @@ def test_mirrors_are_tried_in_order_and_the_log_says_which_served(
         path = store.ensure_model(spec, None, progress=False)
     assert path.read_bytes() == body
     log = caplog.text
-    assert f"could not download {PARSENET.filename} from {base}/gone.pth: HTTP 404" in log
+    assert f"could not download {PARSENET.filename} from {base}/gone.pth: not on the server (HTTP 404" in log
     # The mirror that served a file with another digest is named, with both digests.
     wrong = hashlib.sha256((root / "wrong.pth").read_bytes()).hexdigest()
-    assert f"from {base}/wrong.pth: sha256 is {wrong}, expected {spec.sha256}" in log
+    assert f"from {base}/wrong.pth: not the expected file (sha256 {wrong}, expected {spec.sha256}" in log
     assert f"{PARSENET.filename} served by mirror 2 ({base}/good.pth): size and sha256 checked" in log
     assert leftovers(paths.model_cache_dir()) == [PARSENET.filename]
 
@@ -433,6 +571,18 @@ def test_ensure_model_download_failure_names_file_url_and_folders(
     assert str(tmp_path / "offline") in message
     assert str(paths.model_cache_dir()) in message
     assert leftovers(paths.model_cache_dir()) == []
+    # Each URL's failure in words on a line of its own, then every folder a copy may go into.
+    lines = message.splitlines()
+    assert lines[0] == (
+        f"cannot download {PARSENET.filename} (ParseNet): not on the server; connection refused"
+    )
+    assert lines[1].startswith(f"  from {spec.url}: HTTP 404 File not found from 127.0.0.1:")
+    assert lines[2].startswith(f"  from {spec.mirrors[0]}: 127.0.0.1:")
+    assert lines[-3:] == [
+        f"    {tmp_path / 'offline'}",
+        f"    {paths.model_cache_dir()} (the download cache)",
+        "    a folder of your own, named by --model-dir, restore.model_dir or GPEN_WATCH_MODEL_DIR",
+    ]
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -163,7 +163,23 @@ def test_a_refusing_port_is_said_once_not_per_notice(caplog: pytest.LogCaptureFi
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     line = warnings[0].getMessage()
     assert "notify.webhook (127.0.0.1:" in line and "could not post" in line and "Check the URL" in line
+    assert "could not post a notice: connection refused (127.0.0.1:" in line  # words, not "[Errno 111]"
     assert "/hook" not in line  # the URL's path (often its secret) stays out of the log
+
+
+def test_a_name_no_resolver_finds_is_said_as_no_internet_connection(caplog: pytest.LogCaptureFixture) -> None:
+    """A host under the reserved .invalid domain: the resolver's "Name or service not known" is
+    said as the photographer would say it, with the name it could not look up."""
+    caplog.set_level(logging.WARNING, logger="gpen_watch.service.webhook")
+    sender = WebhookSender("http://hooks.gpen-watch-test.invalid/hook", 2.0, backoff_s=0.05)
+    sender.send({"event": "batch_finished"})
+    sender.close(10)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert (
+        "could not post a notice: no internet connection (could not look up hooks.gpen-watch-test.invalid)"
+        in line
+    )
+    assert "Name or service" not in line and "Errno" not in line
 
 
 def test_a_full_queue_drops_the_oldest_with_one_line(

@@ -144,7 +144,8 @@ def _fetch(
             continue
         print(f"{spec.name}: downloading {spec.filename}, {spec.size_text}")
         try:
-            path = store.ensure_model(spec, model_dir, download=True, progress=progress)
+            # quiet: each URL's failure is in the one message below, not a line of its own first.
+            path = store.fetch(spec, model_dir, progress=progress, quiet=True)
             if check:
                 _check_download(spec, path)
         except GpenWatchError as exc:

@@ -22,6 +22,7 @@ from typing import BinaryIO, Literal
 
 from gpen_watch import __version__
 from gpen_watch.base.errors import ModelError
+from gpen_watch.base.network_errors import Failure, in_words
 from gpen_watch.platform.files import fsync_dir_quietly
 
 CHUNK = 1 << 20
@@ -37,18 +38,20 @@ OnProgress = Callable[[int, int | None], None]
 class DownloadError(ModelError):
     """A download failed; nothing was left at ``dest``.
 
-    ``network`` is True when the file could not be fetched at all (as opposed to fetched but wrong),
-    the case where putting the file in place by hand is the way out.
+    ``failure`` says why in words (``reason``: its one-line form). ``network`` is True when the
+    file could not be fetched at all (as opposed to fetched but wrong), the case where putting the
+    file in place by hand is the way out.
     """
 
-    def __init__(self, url: str, dest: Path, reason: str, *, network: bool) -> None:
-        message = f"cannot download {dest.name} from {url}: {reason}"
+    def __init__(self, url: str, dest: Path, failure: Failure, *, network: bool) -> None:
+        message = f"cannot download {dest.name} from {url}: {failure.reason}"
         if network:
             message += f". Without internet access, download {url} on another machine and put it at {dest}"
         super().__init__(message)
         self.url = url
         self.dest = dest
-        self.reason = reason
+        self.failure = failure
+        self.reason = failure.reason
         self.network = network
 
 
@@ -70,11 +73,12 @@ def download(
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme not in ("http", "https"):
         # urllib would also open file:// and ftp:// URLs; weights only ever come over HTTP(S).
-        raise DownloadError(url, dest, f"unsupported URL scheme {scheme!r}", network=False)
+        raise DownloadError(url, dest, Failure("not a web address", f"scheme {scheme!r}"), network=False)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DownloadError(url, dest, f"cannot create folder {dest.parent}: {exc}", network=False) from exc
+        failure = Failure("cannot create the folder", f"{dest.parent}: {exc.strerror or exc}")
+        raise DownloadError(url, dest, failure, network=False) from exc
     _remove_stale_parts(dest)
 
     tmp = dest.with_name(f"{dest.name}.part-{secrets.token_hex(4)}")
@@ -82,9 +86,11 @@ def download(
         with _open_url(url, dest, timeout) as response:
             total = _content_length(response)
             if expected_size is not None and total is not None and total != expected_size:
-                raise DownloadError(
-                    url, dest, f"server reports {total} bytes, expected {expected_size}", network=False
+                failure = Failure(
+                    "not the expected file",
+                    f"{total:,} bytes, expected {expected_size:,}",
                 )
+                raise DownloadError(url, dest, failure, network=False)
             with open(tmp, "xb") as out:
                 received, digest = _copy(
                     response, out, url, dest, total or expected_size, progress, on_progress
@@ -112,15 +118,15 @@ def _open_url(url: str, dest: Path, timeout: float) -> http.client.HTTPResponse:
         # The error is also the response: left open, its connection lives as long as the
         # DownloadError that keeps it as __cause__ (and a fallback to the next mirror opens another).
         exc.close()
-        raise DownloadError(url, dest, f"HTTP {exc.code} {exc.reason}", network=True) from exc
-    except urllib.error.URLError as exc:
-        # "Name or service not known", not "[Errno -2] Name or service not known".
-        reason = (
-            exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
-        )
-        raise DownloadError(url, dest, f"{reason}", network=True) from exc
+        raise DownloadError(url, dest, in_words(exc, _host(url)), network=True) from exc
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise DownloadError(url, dest, f"{exc}", network=True) from exc
+        # URLError is an OSError: the resolver's and the socket's words, said as a person would.
+        raise DownloadError(url, dest, in_words(exc, _host(url), timeout), network=True) from exc
+
+
+def _host(url: str) -> str:
+    """Where ``url`` points: "github.com", "127.0.0.1:8000"."""
+    return urllib.parse.urlsplit(url).netloc or url
 
 
 def _content_length(response: http.client.HTTPResponse) -> int | None:
@@ -160,16 +166,17 @@ def _copy(
             try:
                 chunk = response.read(CHUNK)
             except (OSError, http.client.HTTPException) as exc:
-                raise DownloadError(
-                    url, dest, f"connection lost after {received} bytes: {exc}", network=True
-                ) from exc
+                lost = in_words(exc, _host(url))
+                failure = Failure(lost.headline, f"{received:,} bytes in; {lost.detail}")
+                raise DownloadError(url, dest, failure, network=True) from exc
             if not chunk:
                 break
             try:
                 out.write(chunk)
             except OSError as exc:
                 # Disk full or similar: not a network problem, putting the file by hand won't help.
-                raise DownloadError(url, dest, f"cannot write {out.name}: {exc}", network=False) from exc
+                failure = Failure("cannot write the file", f"{out.name}: {exc.strerror or exc}")
+                raise DownloadError(url, dest, failure, network=False) from exc
             digest.update(chunk)
             received += len(chunk)
             bar.update(len(chunk))
@@ -189,18 +196,20 @@ def _check(
 ) -> None:
     if total is not None and received != total:
         # http.client returns a short body silently when the server closes early.
-        raise DownloadError(url, dest, f"transfer cut short: got {received} of {total} bytes", network=True)
+        failure = Failure("download cut short", f"{received:,} of {total:,} bytes from {_host(url)}")
+        raise DownloadError(url, dest, failure, network=True)
     if expected_size is not None and received != expected_size:
-        raise DownloadError(
-            url,
-            dest,
-            f"got {received} bytes, expected {expected_size}; the file was discarded",
-            network=False,
+        failure = Failure(
+            "not the expected file",
+            f"{received:,} bytes, expected {expected_size:,}; discarded",
         )
+        raise DownloadError(url, dest, failure, network=False)
     if sha256 is not None and digest != sha256.lower():
-        raise DownloadError(
-            url, dest, f"sha256 is {digest}, expected {sha256.lower()}; the file was discarded", network=False
+        failure = Failure(
+            "not the expected file",
+            f"sha256 {digest}, expected {sha256.lower()}; discarded",
         )
+        raise DownloadError(url, dest, failure, network=False)
 
 
 def _remove_stale_parts(dest: Path) -> None:

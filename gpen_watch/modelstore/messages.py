@@ -13,7 +13,6 @@ line, a few dozen characters ("model files missing: no internet connection").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.registry import ModelSpec
@@ -21,7 +20,7 @@ from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import Progress
 from gpen_watch.modelstore.needs import FileCheck, ModelCheck, Need, check, custom_setting
-from gpen_watch.platform import paths, program
+from gpen_watch.platform import program
 
 INDENT = "  "
 # What happens once the files are there, in the service (the last line of its blocks).
@@ -65,7 +64,7 @@ def missing_block(
         lines.append(f"{INDENT * 2}{fetch_command(specs)}")
         lines.append(f"{INDENT}or download {them} on a machine with internet access and copy {them} into")
         lines[-1] += " any of these folders:"
-        lines += [f"{INDENT * 2}{folder}" for folder in copy_folders(result.folders)]
+        lines += [f"{INDENT * 2}{folder}" for folder in store.copy_folders(result.folders)]
     lines.append(f"{INDENT}{closing}")
     if retry_s:
         lines.append(f"{INDENT}downloads are tried again in {retry_s:g} s")
@@ -123,19 +122,17 @@ def fetch_command(specs: Sequence[ModelSpec]) -> str:
     return program.command(f"models fetch {' '.join(s.name for s in specs)}")
 
 
-def copy_folders(folders: Sequence[Path]) -> list[str]:
-    """Every folder a copied file is found in, in the order they are searched, and how to name
-    another one (the download cache is said to be one)."""
-    cache = paths.model_cache_dir()
-    out = [f"{folder} (the download cache)" if folder == cache else str(folder) for folder in folders]
-    out.append(f"a folder of your own, named by --model-dir, restore.model_dir or {store.ENV_MODEL_DIR}")
-    return out
-
-
 def failure_headline(reason: str) -> str:
     """A download failure's reason without its particulars: "no internet connection" of "no
-    internet connection (could not look up github.com)"."""
-    return reason.split(" (", 1)[0]
+    internet connection (could not look up github.com)"; "downloads failed" for a reason that
+    joins several (its URLs failed in different ways)."""
+    headlines, depth, start = [], 0, 0
+    for i, char in enumerate(reason + ";"):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth == 0:
+            headlines.append(reason[start:i].split(" (", 1)[0].strip())
+            start = i + 1
+    return headlines[0] if len(set(headlines)) == 1 else "downloads failed"
 
 
 def _failed(result: ModelCheck, failures: Mapping[str, str]) -> dict[str, str]:

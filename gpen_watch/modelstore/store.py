@@ -68,11 +68,14 @@ def ensure_model(
         return found
     folders = model_search_dirs(model_dir, env)
     if not download:
-        raise ModelError(
-            f"model {spec.name} ({spec.filename}) not found; looked in {_join(folders)}. "
-            f"Run `{program.command('models fetch ' + spec.name)}`, or download {spec.url} and put it in one of "
-            "those folders."
-        )
+        lines = [
+            f"model {spec.name} ({spec.filename}) not found; to get it, run:",
+            f"    {program.command('models fetch ' + spec.name)}",
+            f"  or download {spec.url}",
+            "  and copy it into any of these folders:",
+            *(f"    {line}" for line in copy_folders(folders)),
+        ]
+        raise ModelError("\n".join(lines))
     return fetch(spec, model_dir, progress, env, timeout)
 
 
@@ -91,13 +94,45 @@ def fetch(
     return _download_spec(spec, model_search_dirs(model_dir, env), progress, timeout, on_progress, quiet)
 
 
+class FetchFailed(ModelError):
+    """Every URL of a model failed (``failures``, in the order tried); raised from the last."""
+
+    def __init__(self, message: str, failures: list[DownloadError]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
 def failure_reason(exc: ModelError) -> str:
-    """Why a download failed, alone ("Name or service not known"), for a message that names many
-    files; the whole sentence when it was no download that failed."""
+    """Why a download failed, alone, for a message that names many files: "no internet connection
+    (could not look up a.com; could not look up b.com)", each URL's particulars under one
+    headline where they share it; the whole sentence when it was no download that failed."""
+    if isinstance(exc, FetchFailed):
+        return joined_reason(exc.failures)
     cause = exc.__cause__
     if isinstance(cause, DownloadError):
         return cause.reason
     return str(exc)
+
+
+def joined_reason(failures: list[DownloadError]) -> str:
+    by_headline: dict[str, list[str]] = {}
+    for f in failures:
+        details = by_headline.setdefault(f.failure.headline, [])
+        if f.failure.detail and f.failure.detail not in details:
+            details.append(f.failure.detail)
+    return "; ".join(
+        f"{headline} ({'; '.join(details)})" if details else headline
+        for headline, details in by_headline.items()
+    )
+
+
+def copy_folders(folders: list[Path] | tuple[Path, ...]) -> list[str]:
+    """Every folder a copied model file is found in, in the order they are searched (the download
+    cache said to be one), and how to name another: one line each."""
+    cache = paths.model_cache_dir()
+    out = [f"{folder} (the download cache)" if folder == cache else str(folder) for folder in folders]
+    out.append(f"a folder of your own, named by --model-dir, restore.model_dir or {ENV_MODEL_DIR}")
+    return out
 
 
 def cache_path(spec: ModelSpec) -> Path:
@@ -149,14 +184,15 @@ def _download_spec(
         source = "its own URL" if i == 0 else f"mirror {i}"
         log.info("%s served by %s (%s): %s", spec.filename, source, url, checked)
         return path
-    tried = "; ".join(f"{exc.url}: {exc.reason}" for exc in failures)
-    message = f"cannot download {spec.filename} (model {spec.name}): {tried}."
+    headlines = list(dict.fromkeys(exc.failure.headline for exc in failures))
+    lines = [f"cannot download {spec.filename} ({spec.name}): {'; '.join(headlines)}"]
+    lines += [f"  from {exc.url}: {exc.failure.detail or exc.failure.headline}" for exc in failures]
     if any(exc.network for exc in failures):
-        message += (
-            f" Without internet access, download {spec.url} on another machine and put it in one of "
-            f"{_join(folders)} (or in a folder named by --model-dir, restore.model_dir or {ENV_MODEL_DIR})."
-        )
-    raise ModelError(message) from failures[-1]
+        where = "that address" if len(failures) == 1 else "one of those addresses"
+        lines.append(f"  without internet access, download it from {where} on another machine")
+        lines.append("  and copy it into any of these folders:")
+        lines += [f"    {line}" for line in copy_folders(folders)]
+    raise FetchFailed("\n".join(lines), failures) from failures[-1]
 
 
 def _join(folders: list[Path]) -> str:

@@ -174,7 +174,7 @@ class ModelGate:
             return
         failures = self._known_failures()
         said = _missing_key(missing, failures)
-        files = ", ".join(label + (f" ({why})" if why else "") for label, why in said)
+        files = "; ".join(f"{label}: {why}" if why else label for label, why in said)
         then = (
             f"next try in {self._retry_s:g} s"
             if self._retried()

@@ -22,6 +22,7 @@ from collections import deque
 from typing import Any
 
 from gpen_watch import __version__
+from gpen_watch.base.network_errors import in_words
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +153,8 @@ class WebhookSender:
             ) as reply:  # http(s) only: config.schema.valid_webhook_url
                 reply.read(65536)
         except urllib.error.HTTPError as exc:
-            raise PostFailed(f"the server answered {exc.code} {exc.reason}", retry=exc.code >= 500) from None
-        except urllib.error.URLError as exc:
-            raise PostFailed(f"no connection ({exc.reason})", retry=True) from None
-        except TimeoutError:
-            raise PostFailed(f"no answer within {self.timeout:g} s", retry=True) from None
+            failure = in_words(exc, host_of(self.url))
+            raise PostFailed(failure.reason, retry=exc.code >= 500) from None
         except OSError as exc:
-            raise PostFailed(f"the connection failed ({exc})", retry=True) from None
+            # URLError and timeouts too: the resolver's and the socket's words, said plainly.
+            raise PostFailed(in_words(exc, host_of(self.url), self.timeout).reason, retry=True) from None
