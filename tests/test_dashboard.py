@@ -4,6 +4,7 @@ status, its live stream sends the page's changing part, and the CLI finds it."""
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import subprocess
 import sys
@@ -180,3 +181,31 @@ def test_dashboard_opens_the_default_browser_signed_in(dash: Dashboard, tmp_path
     assert out.stdout == f"opened the dashboard ({dash.url}) in your browser\n"  # no token on screen
     wait_for(opened.exists, 20, "the stand-in browser")
     assert opened.read_text() == f"{dash.url}?token={dash.token}"
+
+
+@pytest.mark.parametrize("status", [0, 4])
+def test_dashboard_says_whether_the_browser_opened_by_the_openers_exit_status(
+    dash: Dashboard, tmp_path: Path, status: int
+) -> None:
+    """xdg-open exits 4 when the browser refuses to start: no "opened" then, but why and the link."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    opener = folder / "xdg-open"
+    opener.write_text(f"#!/bin/sh\necho 'no browser here' >&2\nexit {status}\n", encoding="utf-8")
+    opener.chmod(0o755)
+    env = {k: v for k, v in dash.svc.env.items() if k != "BROWSER"}
+    out = subprocess.run(
+        [sys.executable, "-m", "gpen_watch", "dashboard"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PATH": f"{folder}{os.pathsep}{env['PATH']}"},
+    )
+    assert out.returncode == 0, out.stderr
+    if status == 0:
+        assert out.stdout == f"opened the dashboard ({dash.url}) in your browser\n"
+    else:
+        assert out.stdout == (
+            "no browser opened (xdg-open exited with status 4: the browser or application did not start "
+            f"(no browser here)); open this link (it signs you in): {dash.url}?token={dash.token}\n"
+        )

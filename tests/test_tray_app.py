@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -572,3 +573,56 @@ def test_run_with_tray_without_a_display_runs_headless_with_one_log_line(
     assert [r.getMessage() for r in caplog.records] == [
         "no tray icon: no display (DISPLAY and WAYLAND_DISPLAY are not set); running headless"
     ]
+
+
+def test_open_dashboard_says_when_no_browser_opened_and_a_click_leaves_no_zombie(
+    running: Callable[..., Running], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real LinuxPlatform with a stand-in xdg-open: one that exits 4 (the browser refused to
+    start) gets a notice that says so, not silence; one that opens is waited for, so a left-click
+    (Open outbox) leaves no xdg-open zombie in the tray's process."""
+    from test_opener import FAILS, OPENS, stand_in, zombies
+
+    from gpen_watch.dashboard import access
+    from gpen_watch.platform import opener, program
+    from gpen_watch.platform.linux import LinuxPlatform
+
+    monkeypatch.delenv("BROWSER", raising=False)
+    monkeypatch.setattr(opener, "WAIT_S", 1.0)
+    access.load_or_create_token(access.token_path())
+    r = running()
+    r.app.platform = LinuxPlatform()
+    r.service.dashboard = "http://127.0.0.1:4736/"
+    icon = r.icon
+    wait_for(lambda: any(i.text == "Open dashboard" for i in icon.menu.items), "the dashboard's item")
+
+    failing = tmp_path / "fails"
+    calls = stand_in(failing, FAILS)
+    monkeypatch.setenv("PATH", f"{failing}{os.pathsep}{os.environ['PATH']}")
+    icon.click("Open dashboard")
+    wait_for(lambda: icon.notices, "the notice", timeout=20)
+    assert icon.notices == [
+        (
+            "gpen-watch: no browser opened",
+            "No browser opened (xdg-open exited with status 4: the browser or application did not start "
+            f"(xdg-open: no method available for opening '{calls.read_text().split()[1]}')). The dashboard "
+            f"is at http://127.0.0.1:4736/; `{program.command('dashboard --url')}` prints the link that "
+            "signs you in.",
+        )
+    ]
+    assert calls.read_text().split()[1].startswith("http://127.0.0.1:4736/?token=")
+
+    opening = tmp_path / "opens"
+    calls = stand_in(opening, OPENS)
+    monkeypatch.setenv("PATH", f"{opening}{os.pathsep}{os.environ['PATH']}")
+    icon()  # a left-click: the default item, Open outbox
+    wait_for(lambda: calls.exists(), "xdg-open called", timeout=20)
+    wait_for(
+        lambda: not any(t.name.startswith("gpen-watch-tray-open") for t in threading.enumerate()),
+        "the open done",
+        timeout=20,
+    )
+    assert calls.read_text().split()[1] == str(tmp_path / "outbox")
+    assert zombies() == []
+    assert len(icon.notices) == 1  # it opened: nothing more to say
+    r.stop()

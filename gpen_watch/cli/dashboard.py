@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
 
+from gpen_watch import platform as platforms
 from gpen_watch.dashboard import access
 from gpen_watch.service import control
 
@@ -47,11 +47,22 @@ def run(args: argparse.Namespace) -> int:
     return open_in_browser(url)
 
 
-def open_in_browser(url: str) -> int:
-    """Open ``url`` (a login URL) in the default browser, or print it where there is none."""
+def open_in_browser(url: str, *, notify: bool = False) -> int:
+    """Open ``url`` (a login URL) in the user's browser; where none opened, say why and print the
+    link itself (it signs the reader in, so it is printed only then). ``notify``: nobody reads
+    this process's output (started from the desktop's menu), so that is a desktop notice too."""
     plain = url.partition("?")[0]
-    if webbrowser.open(url):
+    platform = platforms.current()
+    opened = platform.open_url(url)
+    if not opened.ok and notify:
+        platform.notify("gpen-watch: no browser opened", access.no_browser(opened.why, plain))
+    if opened.ok and not opened.lingering:
         print(f"opened the dashboard ({plain}) in your browser")
-        return 0
-    print(f"no browser to open here; open this link (it signs you in): {url}")
+    elif opened.ok:
+        # The opener stays while the browser it started runs: most likely a browser starting up.
+        print(
+            f"your browser is starting with the dashboard ({plain}); if it shows nothing, open this link: {url}"
+        )
+    else:
+        print(f"no browser opened ({opened.why}); open this link (it signs you in): {url}")
     return 0

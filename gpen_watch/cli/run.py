@@ -180,7 +180,8 @@ def _open_dashboard() -> int:
     except control.ControlError as exc:
         print(f"gpen-watch is already running; {exc}", file=sys.stderr)
         return 0
-    return dashboard.open_in_browser(url)
+    # From the desktop's menu nobody reads this output: a browser that did not open is a notice.
+    return dashboard.open_in_browser(url, notify=not sys.stdout.isatty())
 
 
 def _dashboard_beside(service: Service) -> contextlib.AbstractContextManager[object]:

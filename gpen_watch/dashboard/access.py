@@ -33,7 +33,7 @@ from pathlib import Path
 
 from gpen_watch import platform as platforms
 from gpen_watch.base.fsutil import write_text_atomic
-from gpen_watch.platform import paths
+from gpen_watch.platform import paths, program
 
 TOKEN_NAME = "dashboard.token"
 COOKIE = "gpen_watch_session"
@@ -77,6 +77,15 @@ def login_url(url: str, path: Path | None = None) -> str | None:
     """The dashboard's ``url`` with the token that signs a browser in (None: no token yet)."""
     token = read_token(path)
     return f"{url}?token={token}" if token else None
+
+
+def no_browser(why: str, url: str) -> str:
+    """Where no browser opened the dashboard at ``url`` (no token: this goes to notices and
+    logs), the sentence that says so and how to get in anyway."""
+    return (
+        f"No browser opened ({why}). The dashboard is at {url}; "
+        f"`{program.command('dashboard --url')}` prints the link that signs you in."
+    )
 
 
 def valid_token_text(text: str) -> bool:

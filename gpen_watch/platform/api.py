@@ -14,6 +14,7 @@ from typing import ClassVar, Protocol
 
 from gpen_watch.platform.login_common import SERVICE, LoginEntry, LoginOptions, LoginResult, LoginStatus
 from gpen_watch.platform.mounts import Volume
+from gpen_watch.platform.opener import Opened
 
 
 class LoginService(Protocol):
@@ -56,7 +57,13 @@ class Platform(ABC):
 
     @abstractmethod
     def open_path(self, path: Path) -> None:
-        """Show a folder in the file manager, or open a file with its default application."""
+        """Show a folder in the file manager, or open a file with its default application;
+        OSError saying why when that did not happen."""
+
+    @abstractmethod
+    def open_url(self, url: str) -> Opened:
+        """Open ``url`` in the user's browser ($BROWSER where it names one), and say whether that
+        happened (``platform.opener``)."""
 
     @abstractmethod
     def notify(self, title: str, message: str) -> bool:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import ClassVar
 
-from gpen_watch.platform import linux_login, linux_notify, power
+from gpen_watch.platform import linux_login, linux_notify, opener, power
 from gpen_watch.platform.api import LoginService, Platform
 from gpen_watch.platform.mounts import Volume, parse_mountinfo, volume_in
+from gpen_watch.platform.opener import Opened
+
+# xdg-open's exit statuses, as its manual says them (4: "the action failed").
+XDG_OPEN_STATUS = {
+    1: "it did not understand its command line",
+    2: "the file does not exist",
+    3: "a program it needs is not installed",
+    4: "the browser or application did not start",
+}
 
 
 class LinuxPlatform(Platform):
@@ -46,17 +54,21 @@ class LinuxPlatform(Platform):
 
     def open_path(self, path: Path) -> None:
         """Show a folder in the file manager or open a file with its default application."""
-        opener = shutil.which("xdg-open")
-        if opener is None:
+        xdg = shutil.which("xdg-open")
+        if xdg is None:
             raise OSError("xdg-open not found (install xdg-utils)")
-        # Detached and not waited for: some openers stay until the application they started quits.
-        subprocess.Popen(
-            [opener, str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        done = opener.launch([xdg, str(path)], meanings=XDG_OPEN_STATUS)
+        if not done.ok:
+            raise OSError(done.why)
+
+    def open_url(self, url: str) -> Opened:
+        argv = opener.browser_command(url, os.environ)
+        if argv is not None:
+            return opener.launch(argv)
+        xdg = shutil.which("xdg-open")
+        if xdg is None:
+            return Opened(False, "xdg-open is not installed (xdg-utils) and $BROWSER names no browser")
+        return opener.launch([xdg, url], meanings=XDG_OPEN_STATUS)
 
     def notify(self, title: str, message: str) -> bool:
         """The freedesktop Notifications service, through notify-send or gdbus (linux_notify):

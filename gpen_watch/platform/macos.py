@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import ClassVar
 
-from gpen_watch.platform import macos_login, macos_volume, power
+from gpen_watch.platform import macos_login, macos_volume, opener, power
 from gpen_watch.platform.api import LoginService, Platform
 from gpen_watch.platform.mounts import Volume
+from gpen_watch.platform.opener import Opened
 
 
 def applescript_string(text: str) -> str:
@@ -44,13 +45,12 @@ class MacPlatform(Platform):
 
     def open_path(self, path: Path) -> None:
         """Show a folder in Finder or open a file with its default application."""
-        subprocess.Popen(
-            ["open", str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        done = opener.launch(["open", str(path)])
+        if not done.ok:
+            raise OSError(done.why)
+
+    def open_url(self, url: str) -> Opened:
+        return opener.launch(opener.browser_command(url, os.environ) or ["open", url])
 
     def notify(self, title: str, message: str) -> bool:
         # pystray's darwin backend has no notifications; Notification Center takes them from osascript.

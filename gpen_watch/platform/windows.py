@@ -10,6 +10,7 @@ from typing import ClassVar
 from gpen_watch.platform import power, windows_login, windows_notify, windows_volume
 from gpen_watch.platform.api import LoginService, Platform
 from gpen_watch.platform.mounts import Volume
+from gpen_watch.platform.opener import Opened
 
 # Device names, reserved in every folder and with any extension.
 RESERVED_NAMES = frozenset(
@@ -68,6 +69,14 @@ class WindowsPlatform(Platform):
     def open_path(self, path: Path) -> None:
         """Show a folder in Explorer or open a file with its default application."""
         os.startfile(str(path))  # type: ignore[attr-defined,unused-ignore]  # Windows only
+
+    def open_url(self, url: str) -> Opened:
+        """The shell's default browser: ShellExecute says at once whether it started one."""
+        try:
+            os.startfile(url)  # type: ignore[attr-defined,unused-ignore]  # Windows only
+        except OSError as exc:
+            return Opened(False, f"Windows could not open the browser: {exc.strerror or exc}")
+        return Opened(True)
 
     def notify(self, title: str, message: str) -> bool:
         # With a tray, pystray's win32 backend shows its balloons itself; this is for --no-tray.

@@ -19,7 +19,6 @@ import contextlib
 import logging
 import threading
 import time
-import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -403,10 +402,18 @@ class TrayApp:
         self._kick.set()
 
     def _open_dashboard(self) -> None:
-        url = access.login_url(self._view.dashboard) if self._view.dashboard else None
-        if url is None or not webbrowser.open(url):
-            where = self._view.dashboard or "the dashboard is off"
-            self._notify(Notice("gpen-watch", f"cannot open a browser; run `gpen-watch dashboard` ({where})"))
+        """On a thread of its own: the opener is waited for (platform.opener), a few seconds at most."""
+        plain = self._view.dashboard
+        if not plain:  # the menu has no such item then; a click that raced a reload
+            self._notify(Notice("gpen-watch", "the service serves no dashboard (dashboard.enabled = false)"))
+            return
+        url = access.login_url(plain)
+        if url is None:
+            self._notify(Notice("gpen-watch", f"{access.token_path()}: no dashboard sign-in token to read"))
+            return
+        opened = self.platform.open_url(url)
+        if not opened.ok:
+            self._notify(Notice("gpen-watch: no browser opened", access.no_browser(opened.why, plain)))
 
     def _open(self, path: Path) -> None:
         try:
