@@ -201,7 +201,9 @@ def test_every_missing_weights_file_is_named_in_one_run(tmp_path: Path, album: P
     ]
     for spec in specs:
         assert spec.filename in proc.stderr and spec.url in proc.stderr
-    assert f"`{module_command('models fetch ' + ' '.join(s.name for s in specs), env)}`" in proc.stderr
+    # The one command that fetches them all, on a line of its own.
+    fetch = module_command("models fetch " + " ".join(s.name for s in specs), env)
+    assert f"\n    {fetch}\n" in proc.stderr
     assert str(empty) in proc.stderr and "then run the command again" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
