@@ -163,11 +163,11 @@ def test_corrupt_weights_are_announced_as_corrupt_and_a_good_copy_restarts_the_w
     # Whole, but not a GPEN generator: only loading it can tell. The workers start, cannot load it,
     # stop with the loader's message, and wait for the file to change.
     write_atomic(models / GPEN256.filename, detector)
-    # The worker's error shows first; the model gate takes it up on its next tick (about 1 s).
+    # The model gate takes the worker's error up on its next tick (about 1 s) and holds it.
     s = svc.wait(
         lambda s: (
             bool(s["workers"])
-            and s["workers"][0]["state"] == "error"
+            and s["workers"][0]["state"] == "waiting for model files"
             and s["models"]["state"] == "workers_failed"
         ),
         120,

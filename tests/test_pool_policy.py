@@ -247,6 +247,10 @@ def test_model_error_stops_at_once_until_the_files_change() -> None:
     assert policy.workers[0].state == WorkerState.ERROR
     assert policy.stopped_for_models()
     assert policy.problem() == "cpu#0: GPEN-BFR-512: weights not found"
+    # Held by the model gate until a file changes: it waits, and still says why.
+    policy.hold_for_models()
+    assert policy.workers[0].state == WorkerState.WAITING_FOR_MODELS
+    assert policy.problem() == "cpu#0: GPEN-BFR-512: weights not found"
     policy.pending.append(task(1))
     assert [t.key for t in policy.take_back_stranded()] == [1]
     policy.retry_model_errors()

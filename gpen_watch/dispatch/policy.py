@@ -478,7 +478,14 @@ class FaultPolicy:
         return [status_row(w, self.in_flight_cap(w), now) for w in self.workers]
 
     def problem(self) -> str | None:
-        if self.workers and all(w.state in (WorkerState.ERROR, WorkerState.RETIRED) for w in self.workers):
+        # A worker held for its files after it could not load them still says why it could not.
+        stuck = [
+            w
+            for w in self.workers
+            if w.state in (WorkerState.ERROR, WorkerState.RETIRED)
+            or (w.state == WorkerState.WAITING_FOR_MODELS and w.model_error)
+        ]
+        if self.workers and len(stuck) == len(self.workers):
             return "; ".join(f"{w.slot.name}: {w.error}" for w in self.workers)
         if not self.workers:
             return "no worker configured"
