@@ -26,7 +26,7 @@ def _kept(root: Path) -> dict[int, bytes]:
     """Job id -> the after.jpg of each job's views under ``root``."""
     if not root.exists():
         return {}
-    return {int(d.name): (d / "after.jpg").read_bytes() for d in root.iterdir() if not d.name.startswith(".")}
+    return {int(d.name): (d / "after.jpg").read_bytes() for d in root.iterdir() if d.name.isdigit()}
 
 
 @pytest.mark.slow
@@ -120,3 +120,56 @@ def test_views_of_jobs_the_journal_has_not_as_done_go_at_start(tmp_path: Path) -
         assert added.job is not None and added.job.state == "queued"
     assert list(root.iterdir()) == []
     assert keeper.total == 0
+
+
+class Queue:
+    """What the keeper asks of the journal, answered by the test: is a photo waiting, is a job a redo."""
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.redos: set[int] = set()
+
+    def busy(self) -> bool:
+        return self.waiting
+
+    def is_redo(self, job_id: int) -> bool:
+        return job_id in self.redos
+
+
+def commit_views(keeper: ViewsKeeper, queue: Queue, job: int, *, waiting: bool, redo: bool = False) -> None:
+    (keeper.root / str(job)).mkdir(parents=True)
+    (keeper.root / str(job) / "after.jpg").write_bytes(b"v" * 400)
+    queue.waiting = waiting
+    if redo:
+        queue.redos.add(job)
+    keeper.kept(job)
+
+
+def test_the_batch_under_way_and_the_one_before_are_kept_past_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "views"
+    queue = Queue()
+    keeper = ViewsKeeper(root, limit_bytes=1000, batches=queue)
+
+    def kept() -> list[int]:
+        return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit())
+
+    for job in range(1, 6):  # a batch of five, 2,000 bytes of views against a limit of 1,000
+        commit_views(keeper, queue, job, waiting=job < 5)
+    assert kept() == [1, 2, 3, 4, 5] and keeper.total == 2000
+    commit_views(keeper, queue, 6, waiting=False)  # the next batch: one photo dropped later
+    commit_views(keeper, queue, 7, waiting=False, redo=True)  # a redo asked while reviewing
+    assert kept() == [1, 2, 3, 4, 5, 6, 7]  # the batch under review keeps all of its views
+    assert keeper.batches == (6, 1)
+    again = ViewsKeeper(root, limit_bytes=1000, batches=queue)  # a restart keeps them too
+    assert again.batches == (6, 1) and kept() == [1, 2, 3, 4, 5, 6, 7]
+    commit_views(again, queue, 8, waiting=False)  # a third batch: the first is an old one now
+    assert kept() == [6, 7, 8]  # past the limit still, but all of the last two batches
+    commit_views(again, queue, 9, waiting=True)  # a fourth batch, of three
+    commit_views(again, queue, 10, waiting=True)
+    assert kept() == [8, 9, 10]
+    # A disk running out of room: the newest batches' views give way too, the oldest first.
+    monkeypatch.setattr("gpen_watch.service.views.FREE_FLOOR", 1 << 62)
+    commit_views(again, queue, 11, waiting=False)
+    assert kept() == [10, 11] and again.total <= 1000

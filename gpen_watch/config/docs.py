@@ -257,6 +257,8 @@ DESCRIPTIONS: dict[str, Description] = {
     ),
     "dashboard.views_mb": Description(
         "MB kept for the newest photos' before/after previews and face crops; 0 keeps none.",
+        "The batch under way and the one before it keep all of theirs past this while the disk has "
+        "2 GB free ([dashboard](dashboard.md#previews-and-face-crops)).",
     ),
     "notify.desktop": Description(
         "Without a tray, show the notices on the desktop where there is a desktop session.",

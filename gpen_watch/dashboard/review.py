@@ -24,21 +24,24 @@ from multidict import MultiDict
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.config import Config, short_path
 from gpen_watch.dashboard import review_query, views
+from gpen_watch.dashboard.crops import RealPixels, Region
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.journal.browse import JournalBrowser
-from gpen_watch.journal.records import Job
+from gpen_watch.journal.records import Job, describe_settings
 from gpen_watch.journal.review import BULK_MAX, Neighbours
-from gpen_watch.journal.states import FAILURES, JobState, Original
+from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, JobState, Original
 
 RESULTS_PAGE = 48
 # Faces a tile shows at most (the largest first would need the boxes; the worker's order is the
 # detector's, by score).
 TILE_FACES = 4
-BULK_ACTIONS = ("redo", "accept", "look", "unmark", "retry", "dismiss")
-MARKS = ("accepted", "look", "none", "reviewed")
+BULK_ACTIONS = ("redo", "accept", "reject", "look", "unmark", "retry", "dismiss")
+MARKS = ("accepted", "rejected", "look", "none", "reviewed")
 MAX_NOTE = 200
 # Photo pages whose place in their view is kept between renders.
 STEP_CACHE = 64
+# Photos shown either side of one in its page's filmstrip.
+FILMSTRIP = 8
 MAX_BODY = 128 * 1024  # a bulk body: ids of up to BULK_MAX runs
 CHUNK = 1 << 20
 
@@ -66,18 +69,35 @@ class Tile:
     job: Job
     faces: tuple[int, ...]  # the face crops it shows (restored ones, by index)
     found: int | None  # faces found, when the views say
+    result: bool = False  # it has a result of its own in the outbox (done, or a copy)
+    copy_of: Job | None = None  # the photo whose result it copied (the same photo dropped again)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A photo's page's place in its view, and the copies it belongs with."""
+
+    around: Neighbours
+    copy_of: Job | None
+    copies: list[Job]
 
 
 @dataclass
 class Review:
     site: SiteParts
-    _steps: dict[tuple[int, str, int], Neighbours] = field(default_factory=dict)
+    _steps: dict[tuple[int, str, int], Step] = field(default_factory=dict)
+    pixels: RealPixels = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pixels = RealPixels(self.download_file)
 
     def routes(self) -> list[web.AbstractRouteDef]:
         photo = r"/photo/{id:\d{1,18}}"
         return [
             web.get(photo + r"/download/{what:result|original}", self.download),
             web.get(photo + r"/compare/{other:\d{1,18}}", self.compare_page),
+            web.get(photo + r"/real.json", self.real_sizes),
+            web.get(photo + r"/crop/{side:before|after}.jpg", self.crop),
             web.post(r"/api/mark/{id:\d{1,18}}", self.api_mark),
             web.post("/api/bulk", self.api_bulk),
             web.get("/api/progress", self.api_progress),
@@ -96,33 +116,45 @@ class Review:
     def results_context(self, view: View) -> dict[str, Any]:
         page = self.site.journal.review_page(view.filter, view.page, RESULTS_PAGE)
         shown = View(view.values, view.filter, page.page, view.ignored)
+        copies = self.site.journal.copy_sources(page.jobs)
         return {
             "page": page,
-            "tiles": [self.tile(j) for j in page.jobs],
+            "tiles": [self.tile(j, copies.get(j.id)) for j in page.jobs],
             "view": shown,
             "inbox_choices": self.inbox_choices(),
             "numbers": page_numbers(page.page, page.pages),
         }
 
-    def tile(self, job: Job) -> Tile:
-        v = views.photo_views(self.site.views_root, job.id) if job.state == JobState.DONE else None
+    def tile(self, job: Job, copy_of: Job | None = None) -> Tile:
+        result = job.state in SUCCEEDED and job.output is not None
+        v = views.photo_views(self.site.views_root, job.id) if result else None
         if v is None:
-            return Tile(job, (), None)
+            return Tile(job, (), None, result, copy_of)
         restored = tuple(f.index for f in v.faces if f.restored and f.has_after)
-        return Tile(job, restored[:TILE_FACES], len(v.faces))
+        return Tile(job, restored[:TILE_FACES], len(v.faces), result, copy_of)
 
     def step_context(self, job: Job, view: View) -> dict[str, Any]:
-        """The photo's place in the view it was opened from: the runs either side, and where.
-        Read again only when the journal has a new event: an open photo page renders every second."""
+        """The photo's place in the view it was opened from (the runs either side, its filmstrip,
+        and where), and the photo it is a copy of or its copies. Read again only when the journal
+        has a new event: an open photo page renders every second."""
         query = view.query(page=None)
         key = (job.id, query, self.site.journal.last_event_id())
-        n = self._steps.get(key)
-        if n is None:
-            n = self.site.journal.neighbours(view.filter, job)
+        found = self._steps.get(key)
+        if found is None:
+            journal = self.site.journal
+            copy_of = journal.copy_sources([job]).get(job.id)
+            copies = [r for r in journal.copy_group(job) if r.photo_id != job.photo_id]
+            found = Step(journal.neighbours(view.filter, job, around=FILMSTRIP), copy_of, copies)
             if len(self._steps) >= STEP_CACHE:
                 self._steps.clear()
-            self._steps[key] = n
-        return {"view": view, "step": n, "query": query}
+            self._steps[key] = found
+        return {
+            "view": view,
+            "step": found.around,
+            "query": query,
+            "copy_of": found.copy_of,
+            "copies": found.copies,
+        }
 
     # --- pages --------------------------------------------------------------------------------
 
@@ -140,6 +172,7 @@ class Review:
             name=job.rel.name,
             pair=pair,
             runs=self.site.journal.runs(job.id),
+            describe=run_settings,
         )
 
     async def download(self, request: web.Request) -> web.StreamResponse:
@@ -151,12 +184,31 @@ class Review:
             raise web.HTTPNotFound(text="That file is not where gpen-watch left it (moved or deleted).\n")
         return await _send_file(request, *found)
 
+    async def real_sizes(self, request: web.Request) -> web.Response:
+        """The pixel sizes of a run's result and original, for the loupe's 1:1."""
+        sizes = await self.pixels.sizes(self._run(request))
+        return web.json_response(sizes, headers={"Cache-Control": "private, no-store"})
+
+    async def crop(self, request: web.Request) -> web.Response:
+        """A region of real pixels of a run's result or original (``crops``)."""
+        region = Region.parse(request.query)
+        body = await self.pixels.crop(self._run(request), views.Side(request.match_info["side"]), region)
+        return web.Response(
+            body=body, content_type="image/jpeg", headers={"Cache-Control": "private, max-age=60"}
+        )
+
+    def _run(self, request: web.Request) -> Job:
+        job = self.site.journal.get(int(request.match_info["id"]))
+        if job is None:
+            raise web.HTTPNotFound(text="No such run.\n")
+        return job
+
     def download_file(self, job: Job, what: str) -> tuple[Path, str] | None:
         """The file a download of ``job`` means, and the name to save it as."""
         if what == Download.RESULT:
             current = self.site.journal.current_run(job)
             # An older run's result was replaced in place: only the photo's newest result exists.
-            if job.state != JobState.DONE or current is None or current.id != job.id or job.output is None:
+            if job.state not in SUCCEEDED or current is None or current.id != job.id or job.output is None:
                 return None
             return job.output, job.output.name
         if job.original in (Original.ARCHIVED, Original.SET_ASIDE):
@@ -172,15 +224,28 @@ class Review:
     # --- API ----------------------------------------------------------------------------------
 
     async def api_mark(self, request: web.Request) -> web.Response:
+        """A run's flag (``mark``) and rating (``stars``, 0 clearing it), either or both: what a
+        key press on its page sends, and what an undo sends back."""
         body = await _json_body(request, 4096)
-        mark = body.get("mark")
-        note = body.get("note")
-        if mark not in MARKS or not (note is None or (isinstance(note, str) and len(note) <= MAX_NOTE)):
+        mark, note, stars = body.get("mark"), body.get("note"), body.get("stars")
+        if (
+            (mark is None and stars is None)
+            or (mark is not None and mark not in MARKS)
+            or not (note is None or (isinstance(note, str) and len(note) <= MAX_NOTE))
+            or not (stars is None or (type(stars) is int and 0 <= stars <= MAX_STARS))
+        ):
             raise web.HTTPBadRequest(
-                text=f"mark must be one of {', '.join(MARKS)}; a note at most {MAX_NOTE} characters.\n"
+                text=f"mark must be one of {', '.join(MARKS)}, stars 0 to {MAX_STARS}; "
+                f"a note at most {MAX_NOTE} characters.\n"
             )
         reply = await self.site.command(
-            {"cmd": "mark", "ids": [int(request.match_info["id"])], "mark": mark, "note": note}
+            {
+                "cmd": "mark",
+                "ids": [int(request.match_info["id"])],
+                "mark": mark,
+                "note": note,
+                "stars": stars,
+            }
         )
         return web.json_response(reply, status=200 if reply.get("ok") else 409 if "error" in reply else 503)
 
@@ -239,6 +304,11 @@ class Review:
                 "failed": sum(counts[str(s)] for s in FAILURES),
             }
         )
+
+
+def run_settings(job: Job) -> str:
+    """What a run changed, in words: a redo's own settings, or the inbox's for a first run."""
+    return describe_settings(job.settings) if job.is_redo else "first run, the inbox's settings"
 
 
 def page_numbers(page: int, pages: int) -> list[int | None]:

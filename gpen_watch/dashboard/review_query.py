@@ -16,9 +16,10 @@ from urllib.parse import urlencode
 from multidict import MultiMapping
 
 from gpen_watch.journal.review import Outcome, Review, ReviewFilter, Sort
+from gpen_watch.journal.states import MAX_STARS
 
 # The query's names, in the order a URL lists them.
-NAMES = ("q", "state", "inbox", "from", "to", "faces_min", "faces_max", "review", "sort")
+NAMES = ("q", "state", "inbox", "from", "to", "faces_min", "faces_max", "review", "stars", "sort")
 MAX_TEXT = 200
 MAX_FACES = 10_000
 
@@ -110,6 +111,11 @@ def parse(query: MultiMapping[str] | dict[str, str], inboxes: list[str]) -> View
             values["faces_max"], f = raw, replace(f, faces_max=int(raw))
         else:
             bad("faces_max", raw)
+    if raw := take("stars"):
+        if raw.isdigit() and 1 <= int(raw) <= MAX_STARS:
+            values["stars"], f = raw, replace(f, stars_min=int(raw))
+        else:
+            bad("stars", raw)
     page_text = take("page")
     page = int(page_text) if page_text.isdigit() and len(page_text) < 9 else 1
     return View(values, f, max(1, page), ignored)

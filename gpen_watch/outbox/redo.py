@@ -19,7 +19,7 @@ from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Config, inbox_config, set_value
 from gpen_watch.journal.journal import Job, hash_file
 from gpen_watch.journal.records import describe_settings
-from gpen_watch.journal.states import JobState, Original
+from gpen_watch.journal.states import SUCCEEDED, JobState, Original
 from gpen_watch.modelstore import needs
 from gpen_watch.outbox import naming
 from gpen_watch.platform import program
@@ -39,7 +39,12 @@ def original_of(job: Job, *, read: bool = True) -> Path:
     """The original a redo of the done ``job`` restores, checked to be the very file it restored
     (``read=False``: by its size alone, for a bulk redo that must not read hundreds of files)."""
     name = job.rel.name
-    if job.state != JobState.DONE:
+    if job.state == JobState.DUPLICATE and job.output is None:
+        raise RedoRefused(
+            f"{name}: this drop was the same photo under the same name; its result is its first run's, "
+            f"run {job.duplicate_of}: redo that one"
+        )
+    if job.state not in SUCCEEDED:
         raise RedoRefused(f"{name}: only a restored photo can be redone (this one is {job.state})")
     if job.original == Original.DELETED:
         raise RedoRefused(

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
-from gpen_watch.journal.states import FAILURES, Hidden, JobState
+from gpen_watch.journal.states import FAILURES, SUCCEEDED, Hidden
 from gpen_watch.outbox import redo, retry
 from gpen_watch.service import report, review
 from gpen_watch.service.running import Running
@@ -77,13 +77,15 @@ def dismiss_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def photos_named(run: Running, target: str) -> list[Job]:
-    """The restored photos ``target`` names, one job each: the newest done run of each result."""
+    """The restored photos ``target`` names, one job each: the newest run with a result of each
+    (a done run, or a copy of another photo's result under its own name)."""
     if target.isdigit():
         job = run.journal.get(int(target))
-        return [job] if job is not None and job.state == JobState.DONE else []
+        return [job] if job is not None and job.state in SUCCEEDED and job.output is not None else []
     newest: dict[str, Job] = {}
-    for job in run.journal.named(target, (JobState.DONE,)):
-        newest.setdefault(str(job.output), job)  # named() gives the newest first
+    for job in run.journal.named(target, SUCCEEDED):
+        if job.output is not None:
+            newest.setdefault(str(job.output), job)  # named() gives the newest first
     return list(newest.values())
 
 
@@ -108,10 +110,32 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         original = redo.original_of(job)
     except (ConfigError, redo.RedoRefused) as exc:
         return {"ok": False, "error": str(exc)}
-    again = run.journal.add_redo(job, original, settings)
+    # The copies of this photo (dropped again under other names) are redone with it: each has the
+    # same content, so the same settings suit it; one whose original is gone says so.
+    copies: list[tuple[Job, Path]] = []
+    left: list[str] = []
+    for other in run.journal.copy_group(job):
+        if other.id != job.id:
+            try:
+                copies.append((other, redo.original_of(other, read=False)))
+            except redo.RedoRefused as exc:
+                left.append(str(exc))
+    again, *also = run.journal.add_redos([(job, original), *copies], settings)
     run.maybe_queued = True
     log.info("redo of %s asked (run %d from %s)", job.rel.name, again.id, original)
-    reply = {"ok": True, "id": again.id, "of": job.id, "name": job.rel.name, "output": str(job.output)}
+    if also:
+        names = ", ".join(str(c.rel) for c in also)
+        note = " ".join(filter(None, (note, f"Its copies are redone with it: {names}.")))
+    if left:
+        note = " ".join(filter(None, (note, "Not redone: " + "; ".join(left) + ".")))
+    reply = {
+        "ok": True,
+        "id": again.id,
+        "of": job.id,
+        "name": job.rel.name,
+        "output": str(job.output),
+        "copies": [c.id for c in also],
+    }
     return {**reply, "note": note} if note else reply
 
 

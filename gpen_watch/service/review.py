@@ -1,6 +1,7 @@
-"""The control commands of a review on the dashboard: marks on runs (``mark``) and one action on
-many runs at once (``bulk``: redo with one set of settings, accept, needs another look, clear the
-mark, and on failures retry or dismiss).
+"""The control commands of a review on the dashboard: flags and stars on runs (``mark``) and one
+action on many runs at once (``bulk``: redo with one set of settings, pick, reject, needs another
+look, clear the flag, and on failures retry or dismiss). A redo of a photo redoes its copies (the
+same photo dropped again under other names) with it.
 
 A bulk redo of hundreds of photos queues in one journal transaction. Each photo's original is
 checked to be where its run left it, with the size it had; the single-photo redo also
@@ -17,27 +18,49 @@ from typing import Any
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
 from gpen_watch.journal.review import BULK_MAX
-from gpen_watch.journal.states import FAILURES, JobState, Mark
+from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, Mark
 from gpen_watch.outbox import naming, redo, retry
 from gpen_watch.service.running import Running
 
 log = logging.getLogger(__name__)
 
 MAX_NOTE = 200
+# What the dashboard's marks and bulk actions name, as the journal's flags (None: cleared).
+FLAGS: dict[str, Mark | None] = {
+    "accepted": Mark.ACCEPTED,
+    "rejected": Mark.REJECTED,
+    "look": Mark.LOOK,
+    "none": None,
+}
+BULK_FLAGS: dict[str, Mark | None] = {
+    "accept": Mark.ACCEPTED,
+    "reject": Mark.REJECTED,
+    "look": Mark.LOOK,
+    "unmark": None,
+}
 
 
 def mark_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    """Flag (``mark``: accepted, rejected, look, none) and rate (``stars``: 0 to 5, 0 clearing it)
+    the runs ``ids``, either or both; "reviewed" notes that their pages were seen."""
     ids = _ids(request)
-    what, note = request.get("mark"), request.get("note")
+    what, note, stars = request.get("mark"), request.get("note"), request.get("stars")
     note = str(note)[:MAX_NOTE].strip() or None if note else None
     if ids is None:
         return {"ok": False, "error": f"ids must be a list of at most {BULK_MAX} run ids"}
     if what == "reviewed":
         return {"ok": True, "marked": run.journal.set_reviewed(ids)}
-    marks = {"accepted": Mark.ACCEPTED, "look": Mark.LOOK, "none": None}
-    if what not in marks:
-        return {"ok": False, "error": "a mark is accepted, look, none or reviewed"}
-    marked = run.journal.set_mark(ids, marks[str(what)], note)
+    if what is None and stars is None:
+        return {"ok": False, "error": "say a mark (accepted, rejected, look or none) or stars (0 to 5)"}
+    if what is not None and what not in FLAGS:
+        return {"ok": False, "error": "a mark is accepted, rejected, look, none or reviewed"}
+    if stars is not None and (
+        isinstance(stars, bool) or not isinstance(stars, int) or not 0 <= stars <= MAX_STARS
+    ):
+        return {"ok": False, "error": f"stars are a whole number from 0 (none) to {MAX_STARS}"}
+    marked = run.journal.set_mark(ids, FLAGS[str(what)], note) if what is not None else 0
+    if stars is not None:
+        marked = max(marked, run.journal.set_stars(ids, stars))
     if not marked:
         return {"ok": False, "error": "only a restored photo can be marked (this run has no result)"}
     return {"ok": True, "marked": marked}
@@ -48,25 +71,21 @@ def bulk_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     if ids is None:
         return {"ok": False, "error": f"ids must be a list of at most {BULK_MAX} run ids"}
     action = request.get("action")
-    if action in ("accept", "look", "unmark"):
-        mark = {"accept": Mark.ACCEPTED, "look": Mark.LOOK, "unmark": None}[str(action)]
-        marked = run.journal.set_mark(ids, mark, request.get("note"))
+    if action in BULK_FLAGS:
+        marked = run.journal.set_mark(ids, BULK_FLAGS[str(action)], request.get("note"))
         return {"ok": True, "done": marked, "skipped": len(ids) - marked}
     if action == "redo":
         return bulk_redo(run, ids, dict(request.get("settings") or {}))
     if action in ("retry", "dismiss"):
         return bulk_failures(run, ids, str(action))
-    return {"ok": False, "error": "the action is redo, accept, look, unmark, retry or dismiss"}
+    return {"ok": False, "error": "the action is redo, accept, reject, look, unmark, retry or dismiss"}
 
 
 def bulk_redo(run: Running, ids: list[int], settings: dict[str, Any]) -> dict[str, Any]:
     queue: list[tuple[Job, Path]] = []
     refused: list[str] = []
     checked: dict[str, str | None] = {}  # per inbox: the settings' refusal, or None
-    for job_id in ids:
-        job = run.journal.get(job_id)
-        if job is None or job.state != JobState.DONE:
-            continue  # a failure or an older run in the selection: nothing to redo
+    for job in with_copies(run, ids):
         inbox = str(naming.find_inbox(run.cfg, job.inbox))
         if inbox not in checked:
             # The settings and the model files they need, once per inbox (the same for its photos).
@@ -101,6 +120,19 @@ def bulk_redo(run: Running, ids: list[int], settings: dict[str, Any]) -> dict[st
         "refused": refused[:50],
         "refused_count": len(refused),
     }
+
+
+def with_copies(run: Running, ids: list[int]) -> list[Job]:
+    """The runs ``ids`` with a result, each with the copies of its photo (``copy_group``): a redo
+    of a photo is a redo of its copies too. Failures and runs without a result are left out."""
+    runs: dict[int, Job] = {}
+    for job_id in ids:
+        job = run.journal.get(job_id)
+        if job is None or job.state not in SUCCEEDED or job.output is None or job.id in runs:
+            continue  # a failure in the selection, or one already here as a copy: nothing to add
+        for member in run.journal.copy_group(job):
+            runs.setdefault(member.id, member)
+    return list(runs.values())
 
 
 def bulk_failures(run: Running, ids: list[int], action: str) -> dict[str, Any]:

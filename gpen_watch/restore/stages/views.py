@@ -7,7 +7,6 @@ Plain numpy, OpenCV and Pillow; no torch.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from pathlib import Path
@@ -15,9 +14,9 @@ from typing import Any
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from gpen_watch.base.fsutil import replace_folder
+from gpen_watch.imaging.preview import srgb_jpeg
 from gpen_watch.restore.stages.staged import StagedPhoto
 
 log = logging.getLogger(__name__)
@@ -117,27 +116,7 @@ def _to_8bit(pixels: np.ndarray) -> np.ndarray:
 
 
 def _jpeg(bgr: np.ndarray, icc: bytes | None) -> bytes:
-    """sRGB 8-bit JPEG: pixels in another colour space (their ICC profile) converted first."""
-    if not icc:
-        ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-        if not ok:
-            raise ValueError("JPEG encoding failed")
-        return bytes(buf.tobytes())
-    im = _to_srgb(Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])), icc)
-    out = io.BytesIO()
-    im.save(out, "JPEG", quality=JPEG_QUALITY)
-    return out.getvalue()
-
-
-def _to_srgb(im: Image.Image, icc: bytes) -> Image.Image:
-    try:
-        from PIL import ImageCms
-
-        srgb = ImageCms.createProfile("sRGB")
-        converted = ImageCms.profileToProfile(im, ImageCms.ImageCmsProfile(io.BytesIO(icc)), srgb)
-    except Exception:  # noqa: BLE001 - no ImageCms or an unusable profile: the pixels as they are
-        return im
-    return converted if converted is not None else im
+    return srgb_jpeg(bgr, icc, JPEG_QUALITY)
 
 
 def _face_jpeg(bgr: np.ndarray) -> bytes:

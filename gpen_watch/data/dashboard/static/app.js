@@ -1,6 +1,7 @@
-// The dashboard's only script: live updates over Server-Sent Events, the before/after slider,
-// face boxes on the preview, and Pause/Resume without a page load. Every page works without it
-// (forms post, links navigate); this makes it live.
+// The dashboard's script, with review.js beside it: live updates over Server-Sent Events that patch
+// only what changed, the before/after slider, face boxes on the preview, Pause/Resume and the
+// forms without a page load. Every page works without it (forms post, links navigate); this makes
+// it live.
 "use strict";
 
 const CSRF = { "X-GPEN-Watch": "1" };
@@ -55,14 +56,27 @@ async function postSettings(form) {
   }
 }
 
+// An enhancer runs again on the part of a page a live update patched: each control is set up once.
+const enhanced = new WeakMap();
+
+function once(el, name) {
+  let names = enhanced.get(el);
+  if (!names) { names = new Set(); enhanced.set(el, names); }
+  if (names.has(name)) return false;
+  names.add(name);
+  return true;
+}
+
 function enhance(root) {
   enhanceReview(root);
   enhanceActivity(root);
   enhanceSettingsFilter(root);
   root.querySelectorAll("form[data-settings]").forEach((form) => {
+    if (!once(form, "settings")) return;
     form.addEventListener("submit", (ev) => { ev.preventDefault(); postSettings(form); });
   });
   root.querySelectorAll("form[data-command]").forEach((form) => {
+    if (!once(form, "command")) return;
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const button = form.querySelector("button");
@@ -85,6 +99,7 @@ function enhance(root) {
     });
   });
   root.querySelectorAll("form[data-redo]").forEach((form) => {
+    if (!once(form, "redo")) return;
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const data = new FormData(form);
@@ -117,7 +132,6 @@ function enhance(root) {
     const clip = frame.querySelector(".before-clip");
     const after = frame.querySelector("img.after");
     const show = () => { clip.style.width = range.value + "%"; };
-    range.addEventListener("input", show);
     show();
     const place = () => {
       const w = after.naturalWidth || after.width, h = after.naturalHeight || after.height;
@@ -129,27 +143,147 @@ function enhance(root) {
         box.style.height = (100 * (y1 - y0) / h) + "%";
       });
     };
+    // Boxes a live update added take their place too.
     if (after.complete) place(); else after.addEventListener("load", place);
-    // The original keeps the frame's full width under its clip, so the two line up.
-    const size = () => { frame.querySelector("img.before").style.width = frame.clientWidth + "px"; };
-    size();
-    window.addEventListener("resize", size);
+    if (!once(frame, "compare")) return;
+    range.addEventListener("input", show);
+    fitLoupe(frame);
   });
 }
 
 // What identifies a control across a re-render: its link, its form's action, or its role.
 function focusKey(el) {
-  if (!el || !document.getElementById("live").contains(el)) return null;
+  const main = document.getElementById("live");
+  if (!el || !main || !main.contains(el)) return null;
   if (el.tagName === "A") return "a " + el.getAttribute("href");
-  if (el.tagName === "BUTTON") return "button " + (el.form ? el.form.getAttribute("action") : el.textContent);
+  if (el.tagName === "BUTTON") return "button " + (el.form ? el.form.getAttribute("action") : "") + " " + el.textContent;
+  if (el.tagName === "INPUT" && el.name) return "input " + el.name;
   if (el.matches("[data-compare-range]")) return "range";
   if (el.tagName === "SUMMARY" && el.parentElement.dataset.key) return "summary " + el.parentElement.dataset.key;
   return null;
 }
 
+// --- live updates: only what changed is patched ------------------------------------------------
+// A live update is the page's changing part rendered again by the server. It is laid over the
+// page node by node: text and attributes that changed are set, nodes that came are added and
+// nodes that went are removed, and everything else stays the very node it was. So a field being
+// typed in keeps its focus, caret and text (a value typed is the field's own, whatever the
+// update's value attribute says), an open dialog stays open, a slider being dragged stays under
+// the pointer, and what the script set (zoom, sizes, the slider's clip) stays set. While a pointer
+// is down (a drag) an update waits until it is lifted.
+const SCRIPT_ATTRS = new Set(["style", "open"]);  // set by the script or the person, never by the server
+const SCRIPT_CLASSES = new Set(["zoomed", "selected", "real-pixels", "fitted"]);
+
+// What an element is across two renders: its id, data-id or data-key, a link's target; a list's
+// row by the first of those inside it (a new row on top must not turn every row into the next).
+function identity(el) {
+  const own = el.id || el.getAttribute("data-id") || el.getAttribute("data-key") || (el.tagName === "A" ? el.getAttribute("href") : "");
+  if (own) return own;
+  if (el.tagName === "LI" || el.tagName === "TR") {
+    const inner = el.querySelector("[id], [data-id], [data-key], a[href]");
+    if (inner) return "~" + identity(inner);
+  }
+  return "";
+}
+
+function nodeKey(node) {
+  if (node.nodeType !== 1) return "#" + node.nodeType;
+  const cls = node.classList.length ? node.classList[0] : "";
+  return node.tagName + "#" + identity(node) + "." + cls + "/" + (node.getAttribute("name") || "");
+}
+
+function scriptMade(node) { return node.nodeType === 1 && node.hasAttribute("data-js-made"); }
+
+function syncAttributes(live, fresh) {
+  for (const { name, value } of Array.from(fresh.attributes)) {
+    if (SCRIPT_ATTRS.has(name) || name === "class") continue;
+    if (live.getAttribute(name) !== value) live.setAttribute(name, value);
+  }
+  for (const { name } of Array.from(live.attributes)) {
+    if (!SCRIPT_ATTRS.has(name) && name !== "class" && !fresh.hasAttribute(name)) live.removeAttribute(name);
+  }
+  const kept = Array.from(live.classList).filter((c) => SCRIPT_CLASSES.has(c));
+  const want = Array.from(new Set([...fresh.classList, ...kept])).join(" ");
+  if ((live.getAttribute("class") || "") !== want) {
+    if (want) live.setAttribute("class", want); else live.removeAttribute("class");
+  }
+}
+
+function morphNode(live, fresh) {
+  if (live.nodeType !== 1) {
+    if (live.nodeValue !== fresh.nodeValue) live.nodeValue = fresh.nodeValue;
+    return;
+  }
+  if (live.hasAttribute("data-js")) return;  // the script's own: left as it is
+  syncAttributes(live, fresh);
+  if (live.tagName === "TEXTAREA") return;  // its text is its value: the person's
+  morphChildren(live, fresh);
+}
+
+function morphChildren(live, fresh) {
+  const wanted = Array.from(fresh.childNodes);
+  let cursor = live.firstChild;
+  const skipMade = () => { while (cursor && scriptMade(cursor)) cursor = cursor.nextSibling; };
+  for (let i = 0; i < wanted.length; i++) {
+    const n = wanted[i];
+    const key = nodeKey(n);
+    skipMade();
+    while (cursor && nodeKey(cursor) !== key && !wanted.slice(i + 1).some((w) => nodeKey(w) === nodeKey(cursor))) {
+      // Not in the update at all: it went.
+      const gone = cursor;
+      cursor = cursor.nextSibling;
+      live.removeChild(gone);
+      skipMade();
+    }
+    if (cursor && nodeKey(cursor) === key) {
+      morphNode(cursor, n);
+      cursor = cursor.nextSibling;
+      continue;
+    }
+    let later = cursor ? cursor.nextSibling : null;
+    while (later && nodeKey(later) !== key) later = later.nextSibling;
+    if (later) {
+      live.insertBefore(later, cursor);  // moved (a tile that went up the list)
+      morphNode(later, n);
+    } else {
+      live.insertBefore(document.importNode(n, true), cursor);  // came
+    }
+  }
+  while (cursor) {
+    const next = cursor.nextSibling;
+    if (!scriptMade(cursor)) live.removeChild(cursor);
+    cursor = next;
+  }
+}
+
+// The update's HTML laid over ``into``; what the person was on keeps the focus.
+function patch(into, html) {
+  const fresh = new DOMParser().parseFromString("<body>" + html + "</body>", "text/html").body;
+  const focus = focusKey(document.activeElement);
+  const had = document.activeElement;
+  morphChildren(into, fresh);
+  enhance(into);
+  if (focus && !had.isConnected) {
+    const el = Array.from(into.querySelectorAll("a, button, input, summary")).find((e) => focusKey(e) === focus);
+    if (el) el.focus({ preventScroll: true });
+  }
+  into.dispatchEvent(new CustomEvent("patched", { bubbles: true }));
+}
+
 // The stream of the page's changing part. A page whose filters stay outside it (Results) names
 // the element the stream fills (data-live-into); a new filter opens a new stream.
 let source = null;
+const pointersDown = new Set();
+let waiting = null;  // an update that came during a drag
+
+document.addEventListener("pointerdown", (ev) => { pointersDown.add(ev.pointerId); }, true);
+const lifted = (ev) => {
+  if (ev && ev.pointerId !== undefined) pointersDown.delete(ev.pointerId); else pointersDown.clear();
+  if (pointersDown.size === 0 && waiting) { const w = waiting; waiting = null; w(); }
+};
+document.addEventListener("pointerup", lifted, true);
+document.addEventListener("pointercancel", lifted, true);
+window.addEventListener("blur", () => lifted(null));
 
 function live(url) {
   const main = document.getElementById("live");
@@ -160,342 +294,17 @@ function live(url) {
   source.addEventListener("open", () => setConn("ok", "live"));
   source.addEventListener("error", () => setConn("bad", "reconnecting…"));
   source.addEventListener("page", (ev) => {
-    const into = (main.dataset.liveInto && document.querySelector(main.dataset.liveInto)) || main;
-    // Keep the slider where the person left it, and the keyboard focus where it was.
-    const range = into.querySelector("[data-compare-range]");
-    const kept = range ? range.value : null;
-    const focus = focusKey(document.activeElement);
-    into.innerHTML = ev.data;
-    const again = into.querySelector("[data-compare-range]");
-    if (again && kept !== null) again.value = kept;
-    enhance(into);
-    if (focus) {
-      const el = Array.from(into.querySelectorAll("a, button, input, summary")).find((e) => focusKey(e) === focus);
-      if (el) el.focus({ preventScroll: true });
-    }
-    setConn("ok", "live");
+    const apply = () => {
+      const into = (main.dataset.liveInto && document.querySelector(main.dataset.liveInto)) || main;
+      patch(into, ev.data);
+      main.dataset.updates = String(Number(main.dataset.updates || 0) + 1);
+      setConn("ok", "live");
+    };
+    if (pointersDown.size > 0) waiting = apply; else apply();
   });
 }
 
 document.addEventListener("DOMContentLoaded", () => { enhance(document); live(); });
-
-// --- review: Results' filters and selection, a photo's keys, marks, zoom and face crops -------
-
-async function postJSON(url, body) {
-  const r = await fetch(url, {
-    method: "POST", credentials: "same-origin",
-    headers: { ...CSRF, "Content-Type": "application/json" }, body: JSON.stringify(body),
-  });
-  let reply = {};
-  try { reply = await r.json(); } catch (e) { /* not JSON */ }
-  if (!r.ok && !reply.error) reply.error = "the service refused (" + r.status + ")";
-  return { ok: r.ok, reply };
-}
-
-// Results: the filters apply as the person types (the URL follows, so the view can be bookmarked);
-// the grid and its stream are replaced, the form is not (the caret stays where it was).
-function filterQuery(form) {
-  const params = new URLSearchParams();
-  for (const [k, v] of new FormData(form)) if (String(v).trim()) params.append(k, String(v).trim());
-  if (params.get("sort") === "newest") params.delete("sort");
-  const q = params.toString();
-  return q ? "?" + q : "";
-}
-
-async function applyFilters(form) {
-  const q = filterQuery(form);
-  history.replaceState(null, "", "/results" + q);
-  const r = await fetch("/results" + q, { credentials: "same-origin" });
-  const page = new DOMParser().parseFromString(await r.text(), "text/html");
-  const fresh = page.getElementById("results-live");
-  const target = document.getElementById("results-live");
-  if (!fresh || !target) return;
-  target.innerHTML = fresh.innerHTML;
-  const main = document.getElementById("live");
-  main.dataset.live = "/live/results" + q;
-  enhance(target);
-  selection.clear(); selection.all = false; showSelection();
-  live("/live/results" + q);
-}
-
-const selection = new Set();
-selection.all = false;
-let lastPicked = null;
-
-function showSelection() {
-  const bar = document.querySelector("[data-bulk]");
-  if (!bar) return;
-  const total = Number((document.querySelector("[data-total]") || {}).dataset?.total || 0);
-  const n = selection.all ? total : selection.size;
-  // The bar stays while a bulk action's outcome or progress is shown, with nothing selected.
-  bar.hidden = n === 0 && bar.querySelector("[data-bulk-progress]").hidden;
-  bar.querySelector(".bulk-count").hidden = n === 0;
-  bar.querySelector(".bulk-actions").hidden = n === 0;
-  bar.querySelector("[data-bulk-count]").textContent = selection.all ? "All " + n.toLocaleString() + " matching" : String(n);
-  document.querySelectorAll("[data-select]").forEach((box) => {
-    box.checked = selection.all || selection.has(Number(box.value));
-    box.closest("li").classList.toggle("selected", box.checked);
-  });
-}
-
-async function bulk(action) {
-  const bar = document.querySelector("[data-bulk]");
-  const out = bar.querySelector("[data-bulk-progress]");
-  const body = { action };
-  const matches = document.querySelector("[data-query]");
-  if (selection.all) body.view = matches ? matches.dataset.query : ""; else body.ids = Array.from(selection);
-  if (action === "redo") {
-    const strength = bar.querySelector("[data-bulk-strength]").value;
-    body.settings = strength ? { "restore.strength": Number(strength) } : {};
-  }
-  if (action === "look") {
-    const note = window.prompt("What should be looked at again? (optional)", "");
-    if (note === null) return;
-    body.note = note;
-  }
-  out.hidden = false;
-  out.textContent = "Working…";
-  const { ok, reply } = await postJSON("/api/bulk", body);
-  if (!ok) { out.textContent = reply.error; out.className = "bulk-progress banner bad"; return; }
-  out.className = "bulk-progress banner info";
-  const refused = reply.refused_count ? " " + reply.refused_count + " refused: " + (reply.refused || []).slice(0, 3).join("; ") : "";
-  if (action === "redo") {
-    out.textContent = "Queued " + reply.queued + " redo" + (reply.queued === 1 ? "" : "s") + "." + refused;
-    if (reply.queued) followProgress(out, reply.first, reply.last, refused);
-  } else {
-    out.textContent = ({ accept: "Accepted ", look: "Marked for another look: ", unmark: "Mark cleared: ", retry: "Sent back to their inbox: ", dismiss: "Dismissed: " })[action] + reply.done + "." + refused;
-  }
-  selection.clear(); selection.all = false; showSelection();
-}
-
-function followProgress(out, first, last, refused) {
-  const tick = async () => {
-    try {
-      const r = await fetch("/api/progress?first=" + first + "&last=" + last, { credentials: "same-origin" });
-      const p = await r.json();
-      out.textContent = "Redo: " + p.ended + " of " + p.total + " done" + (p.failed ? " (" + p.failed + " failed)" : "") + "." + refused;
-      if (p.ended < p.total) setTimeout(tick, 1000);
-    } catch (e) { setTimeout(tick, 3000); }
-  };
-  tick();
-}
-
-function enhanceResults(root) {
-  const form = root.querySelector && root.querySelector("form[data-filters]");
-  if (form && !form.dataset.ready) {
-    form.dataset.ready = "1";
-    let timer = null;
-    const soon = () => { clearTimeout(timer); timer = setTimeout(() => applyFilters(form), 200); };
-    form.addEventListener("input", soon);
-    form.addEventListener("change", soon);
-    form.addEventListener("submit", (ev) => { ev.preventDefault(); applyFilters(form); });
-  }
-  root.querySelectorAll("[data-select]").forEach((box) => {
-    box.addEventListener("click", (ev) => {
-      const boxes = Array.from(document.querySelectorAll("[data-select]"));
-      if (selection.all) { selection.all = false; boxes.forEach((b) => selection.add(Number(b.value))); }
-      const on = box.checked;
-      if (ev.shiftKey && lastPicked !== null) {
-        const [a, b] = [boxes.indexOf(lastPicked), boxes.indexOf(box)].sort((x, y) => x - y);
-        boxes.slice(a, b + 1).forEach((x) => on ? selection.add(Number(x.value)) : selection.delete(Number(x.value)));
-      } else if (on) selection.add(Number(box.value)); else selection.delete(Number(box.value));
-      lastPicked = box;
-      showSelection();
-    });
-  });
-  const bar = root.querySelector && root.querySelector("[data-bulk]");
-  if (bar && !bar.dataset.ready) {
-    bar.dataset.ready = "1";
-    bar.querySelector("[data-select-all]").addEventListener("click", () => { selection.all = true; showSelection(); });
-    bar.querySelector("[data-select-none]").addEventListener("click", () => { selection.clear(); selection.all = false; showSelection(); });
-    bar.querySelectorAll("[data-bulk-action]").forEach((b) => b.addEventListener("click", () => bulk(b.dataset.bulkAction)));
-  }
-  if (document.querySelector("[data-bulk]")) showSelection();
-}
-
-// A photo's page: the mark buttons post without a page load; "reviewed" is noted once the page
-// has been seen for two seconds; after a redo asked here the page moves to the new run when done.
-function pendingKey() {
-  const st = document.querySelector(".photo-state");
-  return st ? "gpen-watch:pending:" + st.dataset.photo : null;
-}
-
-function rememberPending(id) {
-  const key = pendingKey();
-  if (key) sessionStorage.setItem(key, String(id));
-}
-
-function followPending() {
-  const st = document.querySelector(".photo-state");
-  const key = pendingKey();
-  const pending = key && sessionStorage.getItem(key);
-  if (!st || !pending) return;
-  if (st.dataset.latest === pending && ["done", "failed", "unsupported"].includes(st.dataset.latestState)) {
-    sessionStorage.removeItem(key);
-    if (st.dataset.run !== pending) location.assign("/photo/" + pending + location.search);
-    return;
-  }
-  const form = document.querySelector("form[data-redo]");
-  if (form) showNote(form, "Queued as run " + pending + ", ahead of new arrivals. This page moves to it when it is done.");
-}
-
-let reviewTimer = null;
-
-function enhancePhoto(root) {
-  root.querySelectorAll("form[data-mark]").forEach((form) => {
-    form.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      const mark = ev.submitter ? ev.submitter.value : "accepted";
-      await markPhoto(form, mark);
-    });
-  });
-  root.querySelectorAll("[data-face-open]").forEach((link) => {
-    link.addEventListener("click", (ev) => {
-      const dialog = document.querySelector("[data-face-dialog]");
-      if (!dialog || !dialog.showModal) return;
-      ev.preventDefault();
-      const li = link.closest("li");
-      const before = li.querySelector("[data-face-open]").getAttribute("href");
-      dialog.querySelector("[data-face-before]").src = before;
-      const after = dialog.querySelector("[data-face-after]");
-      after.closest("figure").hidden = !link.dataset.after;
-      if (link.dataset.after) after.src = link.dataset.after;
-      dialog.showModal();
-    });
-  });
-  const help = root.querySelector && root.querySelector("[data-keys-help]");
-  if (help) help.addEventListener("click", () => document.querySelector("[data-keys-dialog]").showModal());
-  root.querySelectorAll("[data-zoomable]").forEach(zoomable);
-  const st = document.querySelector(".photo-state");
-  if (st && !st.dataset.reviewed && st.dataset.state === "done" && reviewTimer === null) {
-    reviewTimer = setTimeout(() => {
-      if (document.visibilityState === "visible") postJSON("/api/mark/" + st.dataset.run, { mark: "reviewed" });
-    }, 2000);
-  }
-  followPending();
-}
-
-async function markPhoto(form, mark) {
-  const note = form.querySelector("input[name=note]");
-  const { ok, reply } = await postJSON(form.action, { mark, note: note && mark === "look" ? note.value : null });
-  if (!ok) showError(form, reply.error);
-}
-
-// Zoom and pan: the same transform on the result, the original under its clip and the face boxes,
-// so the two halves stay in register while the dividing line stays where the slider puts it.
-const zoomState = { scale: 1, x: 0, y: 0 };
-
-function zoomable(frame) {
-  const layers = () => frame.querySelectorAll("img.after, img.before, .boxes");
-  const level = frame.closest("figure").querySelector("[data-zoom-level]");
-  const apply = () => {
-    const w = frame.clientWidth, h = frame.clientHeight, s = zoomState.scale;
-    zoomState.x = Math.min(0, Math.max(w - w * s, zoomState.x));
-    zoomState.y = Math.min(0, Math.max(h - h * s, zoomState.y));
-    layers().forEach((el) => {
-      el.style.transformOrigin = "0 0";
-      el.style.transform = s === 1 ? "" : "translate(" + zoomState.x + "px," + zoomState.y + "px) scale(" + s + ")";
-    });
-    frame.classList.toggle("zoomed", s > 1);
-    if (level) level.textContent = Math.round(s * 100) + "%";
-  };
-  const zoomAt = (factor, cx, cy) => {
-    const s0 = zoomState.scale, s1 = Math.min(8, Math.max(1, s0 * factor));
-    if (cx === undefined) { cx = frame.clientWidth / 2; cy = frame.clientHeight / 2; }
-    zoomState.x = cx - (cx - zoomState.x) * (s1 / s0);
-    zoomState.y = cy - (cy - zoomState.y) * (s1 / s0);
-    zoomState.scale = s1;
-    apply();
-  };
-  frame.zoomBy = zoomAt;
-  frame.zoomFit = () => { zoomState.scale = 1; zoomState.x = 0; zoomState.y = 0; apply(); };
-  frame.addEventListener("wheel", (ev) => {
-    ev.preventDefault();
-    const r = frame.getBoundingClientRect();
-    zoomAt(ev.deltaY < 0 ? 1.25 : 0.8, ev.clientX - r.left, ev.clientY - r.top);
-  }, { passive: false });
-  const pointers = new Map();
-  let pinch = null;
-  frame.addEventListener("pointerdown", (ev) => {
-    if (ev.target.closest("a")) return;
-    pointers.set(ev.pointerId, { x: ev.clientX, y: ev.clientY });
-    frame.setPointerCapture(ev.pointerId);
-    if (pointers.size === 2) {
-      const [a, b] = Array.from(pointers.values());
-      pinch = Math.hypot(a.x - b.x, a.y - b.y);
-    }
-  });
-  frame.addEventListener("pointermove", (ev) => {
-    const was = pointers.get(ev.pointerId);
-    if (!was) return;
-    const now = { x: ev.clientX, y: ev.clientY };
-    pointers.set(ev.pointerId, now);
-    if (pointers.size === 2 && pinch) {
-      const [a, b] = Array.from(pointers.values());
-      const d = Math.hypot(a.x - b.x, a.y - b.y);
-      const r = frame.getBoundingClientRect();
-      zoomAt(d / pinch, (a.x + b.x) / 2 - r.left, (a.y + b.y) / 2 - r.top);
-      pinch = d;
-    } else if (pointers.size === 1 && zoomState.scale > 1) {
-      zoomState.x += now.x - was.x; zoomState.y += now.y - was.y;
-      apply();
-    }
-  });
-  const up = (ev) => { pointers.delete(ev.pointerId); if (pointers.size < 2) pinch = null; };
-  frame.addEventListener("pointerup", up);
-  frame.addEventListener("pointercancel", up);
-  const tools = frame.closest("figure").querySelector(".zoom-tools");
-  if (tools) tools.querySelectorAll("[data-zoom]").forEach((b) => b.addEventListener("click", () => {
-    if (b.dataset.zoom === "in") zoomAt(1.5); else if (b.dataset.zoom === "out") zoomAt(1 / 1.5); else frame.zoomFit();
-  }));
-  // A live update renders new images: they take the zoom the person had.
-  const after = frame.querySelector("img.after");
-  if (after.complete) apply(); else after.addEventListener("load", apply);
-}
-
-// Failed's "Retry all" and "Dismiss all": the bulk command for every failure shown; the page's
-// stream then shows what is left.
-function enhanceFailed(root) {
-  root.querySelectorAll("form[data-bulk-form]").forEach((form) => {
-    form.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      const data = new FormData(form);
-      const { ok, reply } = await postJSON(form.action, { action: data.get("action"), view: data.get("view") });
-      if (!ok) showError(form, reply.error);
-      else if (reply.refused_count) showError(form, reply.refused_count + " refused: " + reply.refused.slice(0, 3).join("; "));
-    });
-  });
-}
-
-function enhanceReview(root) {
-  enhanceResults(root);
-  enhancePhoto(root);
-  enhanceFailed(root);
-}
-
-// Keys on a photo's page (not while typing in a field).
-document.addEventListener("keydown", (ev) => {
-  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-  const t = ev.target;
-  if (t && (t.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(t.tagName))) return;
-  if (!document.querySelector(".photo-state") && !document.querySelector("[data-zoomable]")) return;
-  if (document.querySelector("dialog[open]") && ev.key !== "Escape") return;
-  const go = (key) => { const a = document.querySelector('a[data-key="' + key + '"]'); if (a) { ev.preventDefault(); location.assign(a.href); } };
-  const frame = document.querySelector("[data-zoomable]");
-  const form = document.querySelector("form[data-mark]");
-  switch (ev.key) {
-    case "j": case "ArrowRight": go("j"); break;
-    case "k": case "ArrowLeft": go("k"); break;
-    case "u": go("u"); break;
-    case "a": if (form) { ev.preventDefault(); markPhoto(form, "accepted"); } break;
-    case "l": if (form) { ev.preventDefault(); markPhoto(form, "look"); } break;
-    case "+": case "=": if (frame) { ev.preventDefault(); frame.zoomBy(1.5); } break;
-    case "-": case "_": if (frame) { ev.preventDefault(); frame.zoomBy(1 / 1.5); } break;
-    case "0": if (frame) { ev.preventDefault(); frame.zoomFit(); } break;
-    case "?": { const d = document.querySelector("[data-keys-dialog]"); if (d) { ev.preventDefault(); d.showModal(); } break; }
-    default: break;
-  }
-});
 
 // --- activity and settings ------------------------------------------------------------------
 
@@ -505,6 +314,7 @@ const openSteps = new Set();
 function enhanceActivity(root) {
   root.querySelectorAll("details[data-key]").forEach((d) => {
     if (openSteps.has(d.dataset.key)) d.open = true;
+    if (!once(d, "steps")) return;
     d.addEventListener("toggle", () => {
       if (d.open) openSteps.add(d.dataset.key); else openSteps.delete(d.dataset.key);
     });
@@ -547,7 +357,9 @@ function enhanceSettingsFilter(root) {
     filterSettings(form, input.value.toLowerCase().split(/\s+/).filter(Boolean), count);
   };
   bar.hidden = false;
-  input.value = settingsFilter;  // the page drawn again after a save keeps the filter
-  input.addEventListener("input", apply);
+  if (once(input, "filter")) {
+    input.value = settingsFilter;  // the page drawn again after a save keeps the filter
+    input.addEventListener("input", apply);
+  }
   apply();
 }

@@ -1,0 +1,265 @@
+"""Culling on the dashboard of a real running service, without a browser: flags and stars through
+its API, a copy dropped into another folder listed and redone with its photo, a retry that turns out
+to be a copy, 1:1 crops of real pixels by run id, and the hostile requests each must refuse.
+
+The stand-in restorer (``review_restorer``) writes a result that is the photo with its colours
+turned, and views as a worker writes them."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_client import Dashboard, served_dashboard, wait_for
+from PIL import Image
+from service_harness import write_atomic
+
+pytestmark = pytest.mark.timeout(180)
+
+JSON = {"Content-Type": "application/json"}
+
+
+def jpeg(w: int, h: int, colour: tuple[int, int, int], spot: tuple[int, int] | None = None) -> bytes:
+    im = Image.new("RGB", (w, h), colour)
+    if spot is not None:  # one red pixel block, to find in a crop
+        im.paste((255, 0, 0), (spot[0], spot[1], spot[0] + 8, spot[1] + 8))
+    out = io.BytesIO()
+    im.save(out, "JPEG", quality=95)
+    return out.getvalue()
+
+
+WEDDING = jpeg(640, 480, (40, 90, 160))
+PHOTOS = {
+    "wedding.jpg": WEDDING,
+    "portrait.jpg": jpeg(300, 400, (200, 150, 120)),
+    "spot x2.jpg": jpeg(400, 300, (20, 120, 60), spot=(100, 60)),
+}
+
+
+@pytest.fixture(scope="module")
+def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    root = tmp_path_factory.mktemp("culling-api")
+    broken = root / "broken-while-this-exists"
+    broken.touch()
+    with served_dashboard(
+        root, restorer="review_restorer:ReviewRestorer", env={"FAKE_BROKEN_WHILE": str(broken)}
+    ) as d:
+        for name, data in PHOTOS.items():
+            write_atomic(d.svc.inbox / name, data)
+        d.wait(lambda s: s["queue"]["done"] >= len(PHOTOS), 60, "the photos restored")
+        yield d
+
+
+def results(d: Dashboard, query: str = "") -> list[dict[str, Any]]:
+    r = d.get("/api/results?limit=200" + ("&" + query if query else ""))
+    assert r.status == 200, r.text
+    photos: list[dict[str, Any]] = r.json()["photos"]
+    return photos
+
+
+def run_of(d: Dashboard, name: str, query: str = "") -> dict[str, Any]:
+    return next(p for p in results(d, query) if p["name"] == name)
+
+
+def mark(d: Dashboard, run: int, body: dict[str, Any]) -> Any:
+    return d.post(f"/api/mark/{run}", JSON, json.dumps(body).encode())
+
+
+# --- flags and stars ------------------------------------------------------------------------------
+
+
+def test_flags_and_stars_through_the_api_and_their_filters(dash: Dashboard) -> None:
+    run = run_of(dash, "portrait.jpg")["id"]
+    assert mark(dash, run, {"mark": "rejected"}).status == 200
+    assert mark(dash, run, {"stars": 4}).status == 200
+    assert [p["name"] for p in results(dash, "review=rejected")] == ["portrait.jpg"]
+    assert [p["name"] for p in results(dash, "stars=4")] == ["portrait.jpg"]
+    assert results(dash, "stars=5") == []
+    page = dash.get(f"/photo/{run}").text
+    assert "rejected" in page and page.count('class="star on"') == 4
+    # An undo sends back what it had: no flag, no stars, and it is not reviewed any more.
+    assert mark(dash, run, {"mark": "none", "note": None, "stars": 0}).status == 200
+    again = run_of(dash, "portrait.jpg")
+    assert (again["mark"], again["stars"], again["reviewed"]) == (None, None, None)
+    assert "portrait.jpg" in [p["name"] for p in results(dash, "review=unreviewed")]
+    r = dash.post("/api/bulk", JSON, json.dumps({"action": "reject", "ids": [run]}).encode())
+    assert r.status == 200 and r.json()["done"] == 1, r.text
+    assert run_of(dash, "portrait.jpg")["mark"] == "rejected"
+    assert dash.post("/api/bulk", JSON, json.dumps({"action": "unmark", "ids": [run]}).encode()).status == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"mark": "maybe"},
+        {"stars": 6},
+        {"stars": -1},
+        {"stars": "3"},
+        {"stars": True},
+        {"stars": 2.5},
+        {"mark": "look", "note": "x" * 201},
+    ],
+)
+def test_a_mark_the_page_never_sends_is_refused(dash: Dashboard, body: dict[str, Any]) -> None:
+    run = run_of(dash, "portrait.jpg")["id"]
+    r = mark(dash, run, body)
+    assert r.status == 400, (body, r.text)
+    assert run_of(dash, "portrait.jpg")["stars"] is None
+
+
+def test_a_mark_from_another_site_or_without_a_login_is_refused(dash: Dashboard) -> None:
+    run = run_of(dash, "portrait.jpg")["id"]
+    body = b'{"stars": 5}'
+    r = dash.raw("POST", f"/api/mark/{run}", {"Origin": "http://evil.example", **JSON}, body)
+    assert r.status == 403
+    r = dash.raw("POST", f"/api/mark/{run}", {"Origin": f"http://{dash.host}", **JSON}, body, signed_in=False)
+    assert r.status == 401
+    assert run_of(dash, "portrait.jpg")["stars"] is None
+
+
+# --- copies ---------------------------------------------------------------------------------------
+
+
+def test_a_copy_in_another_folder_is_listed_and_redone_with_its_photo(dash: Dashboard) -> None:
+    write_atomic(dash.svc.inbox / "album" / "wedding.jpg", WEDDING)
+    wait_for(lambda: bool(results(dash, "state=copy")), 30, "the copy listed")
+    copy = results(dash, "state=copy")[0]
+    first = run_of(dash, "wedding.jpg", "q=wedding&sort=oldest")
+    assert copy["id"] != first["id"] and copy["state"] == "duplicate"
+    assert copy["output"] == str(dash.svc.outbox / "album" / "wedding.jpg")
+    assert [p["id"] for p in results(dash, "q=album")] == [copy["id"]]  # the folder finds it
+    assert "a copy of wedding.jpg" in dash.get("/results?q=album").text
+    page = dash.get(f"/photo/{copy['id']}").text
+    assert f'a copy of <a href="/photo/{first["id"]}">wedding.jpg</a>' in page
+    assert "album/wedding.jpg" in dash.get(f"/photo/{first['id']}").text  # its copies, named
+    # A redo of the photo redoes its copy with the same settings.
+    r = dash.post(
+        f"/api/redo/{first['id']}", JSON, json.dumps({"settings": {"restore.strength": 0.5}}).encode()
+    )
+    assert r.status == 200, r.text
+    reply = r.json()
+    assert len(reply["copies"]) == 1 and "album/wedding.jpg" in reply["note"]
+    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+    newer = dash.get(f"/api/photo/{reply['copies'][0]}").json()["photo"]
+    assert newer["state"] == "done" and newer["redo_of"] == copy["id"]
+    assert "strength=0.5" in newer["notes"]
+    assert [p["id"] for p in results(dash, "q=album")] == [newer["id"]]  # the copy, as its redo
+    assert "a copy of wedding.jpg" in dash.get("/results?q=album").text
+
+
+def test_a_retry_that_turns_out_to_be_a_copy_is_listed_and_its_error_file_goes(dash: Dashboard) -> None:
+    write_atomic(dash.svc.inbox / "fixable scan.jpg", jpeg(200, 200, (1, 2, 3)))
+    dash.wait(lambda s: s["queue"]["failed"] >= 1, 30, "the scan to fail")
+    kept = dash.svc.failed / "fixable scan.jpg"
+    assert kept.exists() and (dash.svc.failed / "fixable scan.jpg.error.txt").exists()
+    failure = run_of(dash, "fixable scan.jpg", "state=failed")
+    # Its file replaced, in failed/, by a photo already restored; then Retry.
+    kept.write_bytes(PHOTOS["portrait.jpg"])
+    assert dash.post(f"/api/retry/{failure['id']}").status == 200
+    wait_for(
+        lambda: any(p["name"] == "fixable scan.jpg" for p in results(dash, "state=copy")), 30, "the copy"
+    )
+    assert results(dash, "state=failed&q=fixable") == []
+    wait_for(lambda: not (dash.svc.failed / "fixable scan.jpg.error.txt").exists(), 10, "the error file gone")
+    assert (dash.svc.outbox / "fixable scan.jpg").exists()
+
+
+# --- real pixels ----------------------------------------------------------------------------------
+
+
+def test_the_real_sizes_and_a_crop_of_both_halves_at_one_region(dash: Dashboard) -> None:
+    run = run_of(dash, "spot x2.jpg")["id"]  # 400 x 300, its result upscaled to 800 x 600
+    r = dash.get(f"/photo/{run}/real.json")
+    assert r.status == 200, r.text
+    assert r.json() == {"after": [800, 600], "before": [400, 300]}
+    crops = {}
+    for side in ("after", "before"):
+        r = dash.get(f"/photo/{run}/crop/{side}.jpg?x=160&y=80&w=120&h=100")
+        assert r.status == 200 and r.headers["Content-Type"] == "image/jpeg", r.text
+        crops[side] = Image.open(io.BytesIO(r.body)).convert("RGB")
+    assert crops["after"].size == crops["before"].size == (120, 100)
+    # The spot (8 px at 100,60 in the original; 16 px at 200,120 in the result) at one place in both.
+    red = crops["before"].getpixel((200 - 160 + 8, 120 - 80 + 8))
+    cyan = crops["after"].getpixel((200 - 160 + 8, 120 - 80 + 8))
+    assert red[0] > 200 and red[1] < 60 and cyan[0] < 60 and cyan[1] > 200, (red, cyan)
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("", 400),
+        ("x=0&y=0&w=10", 400),
+        ("x=-1&y=0&w=10&h=10", 400),
+        ("x=0&y=0&w=0&h=10", 400),
+        ("x=0&y=0&w=4097&h=1", 400),
+        ("x=0&y=0&w=4096&h=4096", 400),  # more than a screen's worth in all
+        ("x=1e3&y=0&w=10&h=10", 400),
+        ("x=0&y=0&w=10&h=10&x=5", 200),  # the first of each: what the page sends
+        ("x=790&y=0&w=20&h=10", 400),  # past the result's right edge
+        ("x=9999999&y=0&w=10&h=10", 400),
+        ("x=0&y=0&w=800&h=600", 200),
+    ],
+)
+def test_a_crop_region_the_page_never_asks_for_is_refused(dash: Dashboard, query: str, status: int) -> None:
+    run = run_of(dash, "spot x2.jpg")["id"]
+    r = dash.get(f"/photo/{run}/crop/after.jpg?{query}")
+    assert r.status == status, (query, r.text)
+    if status == 400:
+        assert b"pixels" in r.body or b"region" in r.body.lower()
+
+
+def test_crops_are_by_run_id_never_by_path(dash: Dashboard) -> None:
+    run = run_of(dash, "spot x2.jpg")["id"]
+    region = "?x=0&y=0&w=10&h=10"
+    for path in (
+        f"/photo/{run}/crop/../../etc/passwd",
+        f"/photo/{run}/crop/..%2f..%2fetc%2fpasswd.jpg",
+        f"/photo/{run}/crop/original.jpg{region}",
+        f"/photo/{run}/crop/%2Fetc%2Fpasswd{region}",
+        f"/photo/{run}%2F..%2F1/crop/after.jpg{region}",
+        f"/photo/99999999/crop/after.jpg{region}",
+        "/photo/99999999/real.json",
+        f"/photo/{run}/real.json/../../../../etc/passwd",
+    ):
+        r = dash.get(path)
+        assert r.status == 404, (path, r.status)
+        assert b"root:" not in r.body
+    failed = results(dash, "state=failed")
+    if failed:  # a failure has no result to cut from
+        assert dash.get(f"/photo/{failed[0]['id']}/crop/after.jpg{region}").status == 404
+    assert dash.raw(
+        "POST", f"/photo/{run}/crop/after.jpg{region}", {"Origin": f"http://{dash.host}"}
+    ).status in (
+        403,
+        405,
+    )
+
+
+def test_crops_keep_the_dashboards_host_and_login_rules(dash: Dashboard) -> None:
+    run = run_of(dash, "spot x2.jpg")["id"]
+    for path in (f"/photo/{run}/crop/after.jpg?x=0&y=0&w=10&h=10", f"/photo/{run}/real.json"):
+        assert dash.get(path, headers={"Host": "evil.example"}).status == 421
+        assert dash.get(path, headers={"Host": f"localhost.evil.example:{dash.port}"}).status == 421
+        assert dash.get(path, signed_in=False).status == 401
+        assert dash.get(path, signed_in=False, headers={"Authorization": "Bearer nope"}).status == 403
+        assert (
+            dash.get(path, signed_in=False, headers={"Authorization": f"Bearer {dash.token}"}).status == 200
+        )
+        r = dash.get(path)
+        assert r.headers["Content-Security-Policy"].startswith("default-src 'none'")
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_crop_of_an_older_run_replaced_by_a_redo_is_not_served(dash: Dashboard, tmp_path: Path) -> None:
+    first = run_of(dash, "portrait.jpg")
+    r = dash.post(f"/api/redo/{first['id']}", JSON, json.dumps({"settings": {}}).encode())
+    assert r.status == 200, r.text
+    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redo")
+    region = "?x=0&y=0&w=10&h=10"
+    assert dash.get(f"/photo/{first['id']}/crop/after.jpg{region}").status == 404  # its result was replaced
+    assert dash.get(f"/photo/{r.json()['id']}/crop/after.jpg{region}").status == 200
