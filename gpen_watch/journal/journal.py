@@ -3,9 +3,11 @@ job (``states.TRANSITIONS``) is made here, by ``Journal._move``.
 
 The package holds the rest: the records it hands out (``records``), the connection and its
 durability rules (``connection``), the reads (``queries``), the named states and the moves a job
-may make (``states``) and the schema (``schema``). It stays one module of about 500 lines because
-every write is one short transaction around ``_move``; split by kind, the rule that only ``_move``
-changes a state would live in several files.
+may make (``states``) and the schema (``schema``), and the writes that move no state: a job's
+output name and commit token (``outputs``), what a photo sent through the API adds
+(``submissions``). This stays one module because every write that moves a state is one short
+transaction around ``_move``; split by kind, the rule that only ``_move`` changes a state would
+live in several files.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch.journal.connection import connect, default_path
+from gpen_watch.journal.outputs import OutputWrites, json_or_null
 from gpen_watch.journal.records import (
     AddResult,
     Claim,
@@ -55,7 +58,7 @@ _FAILURES = sql_in(FAILURES)
 VANISHED = "file disappeared before it was processed"
 
 
-class Journal(UserRequests, SubmissionWrites):
+class Journal(UserRequests, OutputWrites, SubmissionWrites):
     """The job journal. Open with ``Journal.open(path)``; close with ``close()`` or ``with``."""
 
     @classmethod
@@ -300,64 +303,6 @@ class Journal(UserRequests, SubmissionWrites):
                 self._event(conn, job_id, "restore-instead", reason)
             return cur.rowcount == 1
 
-    def reserve_output(self, job_id: int, output: os.PathLike[str] | str) -> bool:
-        """Record the output name chosen for an active job, unless another active job holds it.
-
-        The name then stays with the job across requeues and restarts (it is not re-chosen).
-        Returns False when the name is taken (choose the next one) or the job is not active.
-        """
-        out = os.fspath(output)
-        with self._write() as conn:
-            taken = conn.execute(
-                f"SELECT 1 FROM jobs WHERE output = ? AND id <> ? AND state IN {_ACTIVE}",
-                (out, job_id),
-            ).fetchone()
-            if taken:
-                return False
-            cur = conn.execute(
-                f"UPDATE jobs SET output = ? WHERE id = ? AND state IN {_ACTIVE}", (out, job_id)
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, "output-reserved", out)
-            return cur.rowcount == 1
-
-    def begin_commit(
-        self,
-        job_id: int,
-        output: os.PathLike[str] | str,
-        ino: int,
-        size: int,
-        faces: int = 0,
-        timings: dict[str, float] | None = None,
-        notes: Sequence[str] = (),
-        used: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Durably record that the fsynced temp file (inode ``ino``, ``size`` bytes) is about to be
-        linked to ``output``, with the worker's result (``used``: the settings it was restored
-        with), so recovery can finish the job after a crash.
-
-        Returns False when the job is no longer active (finished or ended by another path): the
-        caller must then discard its temp file instead of publishing it.
-        """
-        with self._write(durable=True) as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET output = ?, commit_ino = ?, commit_size = ?, faces = ?, timings = ?, notes = ?,"
-                f" used = ? WHERE id = ? AND state IN {_ACTIVE}",
-                (
-                    os.fspath(output),
-                    ino,
-                    size,
-                    faces,
-                    json.dumps(timings or {}),
-                    json.dumps(list(notes)),
-                    _json_or_null(used),
-                    job_id,
-                ),
-            )
-            if cur.rowcount:
-                self._event(conn, job_id, "committing", os.fspath(output))
-            return cur.rowcount == 1
-
     def finish(
         self,
         job_id: int,
@@ -386,7 +331,7 @@ class Journal(UserRequests, SubmissionWrites):
                     "faces": faces,
                     "timings": json.dumps(timings or {}),
                     "notes": json.dumps(list(notes)),
-                    "used": _json_or_null(used),
+                    "used": json_or_null(used),
                     "error": None,
                 },
             )
@@ -518,7 +463,3 @@ class Journal(UserRequests, SubmissionWrites):
         """Add a free-form history entry (e.g. "oom: retrying at scale 0.5")."""
         with self._write() as conn:
             self._event(conn, job_id, kind, detail, worker)
-
-
-def _json_or_null(value: Mapping[str, Any] | None) -> str | None:
-    return json.dumps(dict(value)) if value else None
