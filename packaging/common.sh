@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # What every packaging target shares: the version, a tools venv, the wheel, the icons.
 # Sourced by packaging/build.sh and each target's script; sets $repo.
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,4 +41,34 @@ make_icons() {
     local py
     py=$(tools_python)
     PATH="$(dirname "$py"):$PATH" "$py" "$repo/packaging/icons.py" "$1" >&2
+}
+
+# linux_bundle: the bundle's tarball for this version (GPEN_WATCH_BUNDLE names one), built first
+# when there is none; prints its path. The .deb and the .rpm are made from it.
+linux_bundle() {
+    local tarball=${GPEN_WATCH_BUNDLE:-$repo/dist/gpen-watch-$(version)-linux-$(uname -m).tar.gz}
+    if [ ! -f "$tarball" ]; then
+        say "no bundle at $tarball: building it first"
+        bash "$repo/packaging/bundle/build.sh" >&2
+    fi
+    echo "$tarball"
+}
+
+# stage_linux TARBALL STAGE REINSTALL: what the .deb and the .rpm install, laid out under STAGE:
+# the bundle's folder as /opt/gpen-watch, the /usr/bin/gpen-watch launcher (REINSTALL is the
+# command its damaged-install sentence names), the menu entry and the hicolor icons.
+stage_linux() {
+    local tarball=$1 stage=$2 reinstall=$3 icons f
+    mkdir -p "$stage/opt"
+    tar -C "$stage/opt" -xzf "$tarball"
+    [ -x "$stage/opt/gpen-watch/gpen-watch" ] || { say "$tarball holds no gpen-watch/gpen-watch"; return 1; }
+    mkdir -p "$stage/usr/bin"
+    sed "s|@REINSTALL@|$reinstall|" "$repo/packaging/deb/gpen-watch.sh" >"$stage/usr/bin/gpen-watch"
+    chmod 0755 "$stage/usr/bin/gpen-watch"
+    install -D -m 0644 "$repo/packaging/deb/gpen-watch.desktop" "$stage/usr/share/applications/gpen-watch.desktop"
+    icons=$(dirname "$stage")/icons
+    make_icons "$icons"
+    (cd "$icons" && find hicolor -type f) | while read -r f; do
+        install -D -m 0644 "$icons/$f" "$stage/usr/share/icons/$f"
+    done
 }

@@ -16,6 +16,9 @@ from importlib import metadata
 
 CUDA_PREFIXES = ("nvidia-", "cuda-")
 CUDA_NAMES = frozenset({"triton", "pytorch-triton"})
+# NVIDIA's names that are not CUDA: NVML's Python bindings, which gpen-watch itself requires (GPU
+# status in the tray, a few hundred KB of pure Python).
+NOT_CUDA = frozenset({"nvidia-ml-py"})
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -25,7 +28,7 @@ def normalized(name: str) -> str:
 
 def is_cuda_part(name: str) -> bool:
     name = normalized(name)
-    return name.startswith(CUDA_PREFIXES) or name in CUDA_NAMES
+    return (name.startswith(CUDA_PREFIXES) or name in CUDA_NAMES) and name not in NOT_CUDA
 
 
 def cuda_parts() -> list[str]:

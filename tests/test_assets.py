@@ -47,6 +47,9 @@ def test_packaging_is_no_python_package_that_would_shadow_the_packaging_library(
 def test_every_file_the_deb_recipe_installs_exists() -> None:
     script = (PACKAGING / "deb" / "build.sh").read_text(encoding="utf-8")
     named = set(re.findall(r'"\$here/([\w.-]+)"', script))
+    # What the .deb and the .rpm share, laid out by common.sh's stage_linux.
+    common = (PACKAGING / "common.sh").read_text(encoding="utf-8")
+    named |= set(re.findall(r'"\$repo/packaging/deb/([\w.-]+)"', common))
     named |= {"preinst", "postinst", "prerm", "postrm"}
     assert {"gpen-watch.sh", "gpen-watch.desktop", "control.in"} <= named
     for name in named:
@@ -55,6 +58,18 @@ def test_every_file_the_deb_recipe_installs_exists() -> None:
         assert (PACKAGING / "deb" / name).stat().st_mode & 0o111, f"{name} is not executable"
     assert (PACKAGING / "deb" / "README.md").is_file()
     assert (PACKAGING / "README.md").is_file()
+
+
+def test_every_file_the_rpm_recipe_names_exists() -> None:
+    script = (PACKAGING / "rpm" / "build.sh").read_text(encoding="utf-8")
+    named = set(re.findall(r'"\$here/([\w.-]+)"', script))
+    assert "gpen-watch.spec.in" in named
+    for name in named:
+        assert (PACKAGING / "rpm" / name).is_file(), name
+    # Its scriptlets are the .deb's maintainer scripts.
+    for name in set(re.findall(r"'[^']*' (\w+)$", script, flags=re.M)) | {"postrm"}:
+        assert (PACKAGING / "deb" / name).is_file(), name
+    assert (PACKAGING / "rpm" / "README.md").is_file()
 
 
 def test_every_file_the_bundle_recipe_names_exists() -> None:

@@ -6,6 +6,9 @@ Python (an empty folder) and an environment of the test's user folders only: `--
 restore with the tiny models, the same after the folder is moved (a bundle is used from wherever it
 is put), and the service with its tray under Xvfb, whose icon must dock, whose dashboard must answer
 and whose workers (the same executable, started by multiprocessing) must restore a dropped photo.
+Every ELF file in it must need no glibc newer than the floor the packages state (Debian 11's 2.31;
+packaging/glibc_check.py), and it must carry PyTorch's CPU build and OpenCV without its GUI.
+tests/test_linux_roots.py runs it in Debian 11, 12 and 13 roots.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from conftest import TinyModels, restore_command
+from conftest import REPO, TinyModels, restore_command
 from installed_app import (
     drop_and_wait,
     open_signed_in,
@@ -110,3 +114,23 @@ def test_the_bundle_runs_the_service_with_its_tray_and_dashboard(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_no_file_of_the_bundle_needs_a_glibc_newer_than_the_stated_floor(unpacked: Path) -> None:
+    check = REPO / "packaging" / "glibc_check.py"
+    done = subprocess.run([sys.executable, str(check), str(unpacked.parent)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "floor 2.31" in done.stdout  # the floor docs/packaging.md states
+    sys.stdout.write(done.stdout)
+
+
+def test_the_bundle_carries_the_cpu_build_of_torch_and_opencv_without_its_gui(unpacked: Path) -> None:
+    internal = unpacked.parent / "_internal"
+    names = [p.name for p in internal.rglob("*")]
+    libraries = [n for n in names if ".so" in n]
+    assert not [n for n in libraries if n.startswith(("libcudart", "libcudnn", "libcublas", "libnccl"))]
+    assert not {"nvidia", "triton"} & {p.name for p in internal.iterdir()}, "PyTorch's CUDA build"
+    # OpenCV's GUI build brings Qt and its own folder of libraries (Pillow's libxcb is Pillow's own).
+    gui = [n for n in libraries if n.startswith(("libQt", "libGL.", "libGLX"))]
+    assert not gui and "opencv_python.libs" not in names, f"OpenCV's GUI build: {gui}"
+    assert any(n.startswith("opencv_python_headless") for n in names)

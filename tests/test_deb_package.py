@@ -153,13 +153,13 @@ def _dashboard_url() -> str:
 
 
 def test_a_damaged_program_folder_is_said_in_a_sentence_that_names_the_fix(installed: list[str]) -> None:
-    site = next(Path("/opt/gpen-watch/venv/lib").glob("python3*/site-packages"))
-    aside = site / "gpen_watch.aside"
-    (site / "gpen_watch").rename(aside)
+    internal = Path("/opt/gpen-watch/_internal")
+    aside = internal.with_name("_internal.aside")
+    internal.rename(aside)
     try:
         run = subprocess.run(["/usr/bin/gpen-watch", "status"], capture_output=True, text=True, timeout=60)
     finally:
-        aside.rename(site / "gpen_watch")
+        aside.rename(internal)
     assert run.returncode == 1
     assert "damaged or missing" in run.stderr
     assert "sudo apt install --reinstall gpen-watch" in run.stderr

@@ -48,6 +48,7 @@ def test_the_cpu_build_passes_and_says_where_it_came_from(tmp_path: Path) -> Non
         tmp_path, "torch", "2.13.0+cpu", "filelock", "sympy>=1.13.3", "opt-einsum>=3.3; extra == 'opt-einsum'"
     )
     fake_distribution(tmp_path, "filelock", "3.16.1")
+    fake_distribution(tmp_path, "nvidia-ml-py", "13.580.82")  # gpen-watch's own: NVML's bindings, no CUDA
     done = torch_check(tmp_path)
     assert done.returncode == 0, done.stderr
     assert (
