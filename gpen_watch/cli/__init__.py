@@ -34,6 +34,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retry": ("gpen_watch.cli.retry", "send a file set aside in failed/ through again"),
     "reload": ("gpen_watch.cli.control", "make the running service read its settings file again"),
     "dashboard": ("gpen_watch.cli.dashboard", "open the running service's dashboard in a browser"),
+    "submit": (
+        "gpen_watch.cli.submit",
+        "send photos to a running service (this machine's or another's) and get them back",
+    ),
+    "api": ("gpen_watch.cli.api", "make, list or revoke the API's tokens"),
     "models": ("gpen_watch.cli.models", "list, fetch, verify model weights"),
     "config": ("gpen_watch.cli.config", "show or create the config file"),
     "service": ("gpen_watch.cli.service", "install or remove start at login"),

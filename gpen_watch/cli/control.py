@@ -161,6 +161,11 @@ def format_status(s: Status) -> str:
         lines.append(f"dashboard: {s.dashboard} (`{program.command('dashboard')}` opens it)")
     elif s.dashboard_problem:
         lines.append(f"dashboard: none ({s.dashboard_problem})")
+    if s.api:
+        lines.append(f"api for other machines: {s.api}")
+        lines.append(f"  certificate SHA-256 fingerprint: {s.api_fingerprint}")
+    elif s.api_problem:
+        lines.append(f"api for other machines: none ({s.api_problem})")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.api_schema import ApiConfig
 from gpen_watch.config.name_template import TEMPLATE_FIELDS, NameSource, check_name_template, name_fields
 from gpen_watch.config.parse import from_text, load, set_value
 from gpen_watch.config.schema import (
@@ -62,6 +63,7 @@ __all__ = [
     "GLOBAL_ONLY",
     "TEMPLATE_FIELDS",
     "UPSCALER_CONFIGS",
+    "ApiConfig",
     "ClusterConfig",
     "Config",
     "ConfigError",

@@ -252,13 +252,53 @@ DESCRIPTIONS: dict[str, Description] = {
     ),
     "dashboard.address": Description(
         "The address it listens on; anything but loopback shows your photos to the network.",
-        "Any other address lets every machine that can reach it try the token: see "
-        "[dashboard](dashboard.md#from-another-machine).",
+        "Any other address is served over HTTPS only and lets every machine that can reach it try "
+        "the token: see [dashboard](dashboard.md#from-another-machine).",
     ),
     "dashboard.views_mb": Description(
         "MB kept for the newest photos' before/after previews and face crops; 0 keeps none.",
         "The batch under way and the one before it keep all of theirs past this while the disk has "
         "2 GB free ([dashboard](dashboard.md#previews-and-face-crops)).",
+    ),
+    "api.enabled": Description(
+        "Serve the HTTP API under /api/v1/ on the dashboard's address: photos sent by other programs.",
+        "With the dashboard's own token or a token of `gpen-watch api token create` ([API](api.md)).",
+    ),
+    "api.address": Description(
+        'Other machines: "" (none), or an address of this machine to serve the API on, over HTTPS.',
+        '"0.0.0.0" listens on all of them. Always TLS, with api.certificate or the service\'s own '
+        "certificate, whose fingerprint `gpen-watch status` shows ([API](api.md#other-machines)).",
+    ),
+    "api.port": Description("The API's HTTPS port for other machines; 0: any free port."),
+    "api.certificate": Description(
+        "Your own TLS certificate (PEM) for api.address; unset: the service's own, self-signed.",
+        "Set api.private_key with it. The service's own is made at first start, in its state folder.",
+    ),
+    "api.private_key": Description("The private key (PEM) of api.certificate."),
+    "api.cors_origins": Description(
+        'Web pages of other origins allowed to call the API from a browser, e.g. ["https://photos.example"].',
+        "Empty: none (a browser lets no other site read the API's answers).",
+    ),
+    "api.requests_per_minute": Description(
+        "Requests a token may make a minute; more are answered 429 with the seconds to wait.",
+        "A token may have its own (`gpen-watch api token create --requests-per-minute`).",
+    ),
+    "api.mb_per_day": Description(
+        "MB of photos a token may send in 24 hours; more are answered 429.",
+        "Counted from the journal, so a restart does not reset it.",
+    ),
+    "api.max_file_mb": Description(
+        "The largest photo one request may send (MB); larger ones are answered 413."
+    ),
+    "api.uploads_at_once": Description(
+        "Photos one token may be sending at the same time; more are answered 429."
+    ),
+    "api.upload_idle_s": Description(
+        "An upload that sends nothing for this many seconds is cut off (408); nothing of it is kept."
+    ),
+    "api.min_upload_kbs": Description(
+        "Slowest upload kept up after its first 10 seconds (KB/s); 0: no floor.",
+        "A client sending a byte a second holds its slot 10 seconds, not hours.",
     ),
     "notify.desktop": Description(
         "Without a tray, show the notices on the desktop where there is a desktop session.",
@@ -295,6 +335,15 @@ APPLIES: dict[str, Applies] = {
     "workers": Applies.WORKERS,
     "cluster": Applies.SERVICE,
     "dashboard": Applies.SERVICE,
+    "api": Applies.SERVICE,
+    # Read by the API with each request.
+    "api.cors_origins": Applies.AT_ONCE,
+    "api.requests_per_minute": Applies.AT_ONCE,
+    "api.mb_per_day": Applies.AT_ONCE,
+    "api.max_file_mb": Applies.AT_ONCE,
+    "api.uploads_at_once": Applies.AT_ONCE,
+    "api.upload_idle_s": Applies.AT_ONCE,
+    "api.min_upload_kbs": Applies.AT_ONCE,
     # The notice thread looks at the settings before each look at the status.
     "notify": Applies.NOTICES,
     # Read by the service loop before each claim, not by the workers: no restart.

@@ -10,7 +10,6 @@ kept beside its dataclass is the one place a new setting is added.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import os
 import typing
 import urllib.parse
@@ -21,6 +20,7 @@ from typing import Any, Literal
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.providers import PROVIDERS
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.config.api_schema import ApiConfig, api_checks, valid_bind_address
 from gpen_watch.config.name_template import check_name_template
 from gpen_watch.config.schedule import check as check_schedule
 from gpen_watch.platform import paths
@@ -221,6 +221,7 @@ class Config:
     workers: WorkerConfig = field(default_factory=WorkerConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
 
     def validate(self) -> Config:
@@ -330,11 +331,12 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
         (cfg.cluster.mb_in_flight >= 1, "cluster.mb_in_flight", "must be at least 1"),
         (0 <= cfg.dashboard.port <= 65535, "dashboard.port", "must be 0 (any free port) to 65535"),
         (
-            _valid_bind_address(cfg.dashboard.address),
+            valid_bind_address(cfg.dashboard.address),
             "dashboard.address",
             'must be an IP address of this machine, such as 127.0.0.1 (loopback only) or "::1"',
         ),
         (cfg.dashboard.views_mb >= 0, "dashboard.views_mb", "must be 0 (keep none) or more"),
+        *api_checks(cfg.api),
         (
             cfg.notify.webhook == "" or valid_webhook_url(cfg.notify.webhook),
             "notify.webhook",
@@ -438,14 +440,6 @@ def valid_webhook_url(url: str) -> bool:
         return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
     except ValueError:
         return False
-
-
-def _valid_bind_address(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return True
 
 
 def _valid_device(dev: str) -> bool:

@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -118,30 +119,62 @@ def _sign(token: str, issued: str) -> str:
 
 @dataclass(frozen=True)
 class Origin:
-    """The names the dashboard answers to: loopback's, and the bound address's when it is another."""
+    """The names a listener answers to: loopback's, the bound address's when it is another, and
+    for one bound to every address ("0.0.0.0", "::") any of this machine's addresses as an IP
+    (a DNS rebinding needs a name, never an IP) and this machine's own name. ``scheme``: "https"
+    beyond loopback (``dashboard.api.tls``)."""
 
     address: str
     port: int
+    scheme: str = "http"
+
+    @property
+    def everywhere(self) -> bool:
+        return self.address in ("0.0.0.0", "::")
 
     @property
     def hosts(self) -> frozenset[str]:
         names = {"127.0.0.1", "localhost", "[::1]"}
-        if not is_loopback(self.address) and self.address not in ("0.0.0.0", "::"):
+        if not is_loopback(self.address) and not self.everywhere:
             names.add(_host_literal(self.address))
+        if self.everywhere:
+            host = socket.gethostname().lower()
+            names |= {host, f"{host}.local"} if host else set()
         return frozenset(f"{n}:{self.port}" for n in names)
 
     @property
     def url(self) -> str:
         """The URL to open: loopback's unless the service is bound elsewhere only."""
-        host = "127.0.0.1" if is_loopback(self.address) or self.address in ("0.0.0.0", "::") else None
-        return f"http://{host or _host_literal(self.address)}:{self.port}/"
+        host = "127.0.0.1" if is_loopback(self.address) or self.everywhere else None
+        return f"{self.scheme}://{host or _host_literal(self.address)}:{self.port}/"
+
+    @property
+    def network_url(self) -> str:
+        """The URL other machines use: the bound address, or this machine's name when bound to all."""
+        host = socket.gethostname() if self.everywhere else _host_literal(self.address)
+        return f"{self.scheme}://{host}:{self.port}/"
 
     def host_allowed(self, host: str | None) -> bool:
-        return host is not None and host.lower() in self.hosts
+        if host is None:
+            return False
+        host = host.lower()
+        return host in self.hosts or (self.everywhere and _ip_host(host, self.port))
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Origin is the page's own: the scheme and the very Host this request came to."""
-        return self.host_allowed(host) and origin.lower() == f"http://{host.lower()}"
+        return self.host_allowed(host) and origin.lower() == f"{self.scheme}://{host.lower()}"
+
+
+def _ip_host(host: str, port: int) -> bool:
+    """Whether a Host header is an IP address literal with this port ("192.168.1.5:4737")."""
+    name, sep, given = host.rpartition(":")
+    if not sep or given != str(port):
+        return False
+    try:
+        ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        return False
+    return True
 
 
 def is_loopback(address: str) -> bool:

@@ -11,6 +11,9 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from gpen_watch.dashboard import access
+from gpen_watch.dashboard.api.gate import PREFIX as API_PREFIX
+from gpen_watch.dashboard.api.gate import ApiGate
+from gpen_watch.dashboard.api.gate import error as api_error
 from gpen_watch.platform import program
 
 log = logging.getLogger(__name__)
@@ -32,11 +35,16 @@ def _not_signed_in() -> str:
     )
 
 
-def guard(origin: access.Origin, token: str) -> Middleware:
+def guard(
+    origin: access.Origin, token: str, api: ApiGate | None = None, *, api_only: bool = False
+) -> Middleware:
+    """The dashboard's gate; with ``api``, /api/v1/ is the API's (``api.gate``: tokens, scopes,
+    CORS, JSON answers); ``api_only``: a listener for other machines, which serves nothing else."""
+
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            response = await _checked(request, handler, origin, token)
+            response = await _checked(request, handler, origin, token, api, api_only)
         except web.HTTPException as exc:
             response = exc
         _harden(response)
@@ -46,13 +54,25 @@ def guard(origin: access.Origin, token: str) -> Middleware:
 
 
 async def _checked(
-    request: web.Request, handler: Handler, origin: access.Origin, token: str
+    request: web.Request,
+    handler: Handler,
+    origin: access.Origin,
+    token: str,
+    api: ApiGate | None,
+    api_only: bool,
 ) -> web.StreamResponse:
     host = request.headers.get("Host")
+    for_api = request.path.startswith(API_PREFIX)
     if not origin.host_allowed(host):
         # DNS rebinding: a foreign name pointing at this port. Say nothing more.
         log.warning("dashboard: refused a request for host %r", host)
+        if for_api or api_only:
+            return api_error(421, "This server answers only to its own address.")
         raise _plain(web.HTTPMisdirectedRequest, "This server answers only to its own address.")
+    if api is not None and for_api:
+        return await api.handle(request, handler)
+    if api_only:
+        return api_error(404, f"This address serves the API only: {API_PREFIX} (openapi.json describes it).")
     given = request.query.get("token")
     if given is not None:
         if request.method not in SAFE_METHODS or not access.token_matches(token, given):
@@ -97,6 +117,7 @@ def _sign_in(request: web.Request, token: str) -> web.StreamResponse:
         httponly=True,
         samesite="Strict",
         path="/",
+        secure=request.secure,
     )
     return response
 

@@ -35,7 +35,7 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
         render: Callable[[], Awaitable[str]],
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
-            return await _stream(request, render, closing)
+            return await stream_changes(request, render, closing)
 
         return handler
 
@@ -45,7 +45,7 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
         async def render() -> str:
             return site.render("results_live.html", **site.review.results_context(view))
 
-        return await _stream(request, render, closing)
+        return await stream_changes(request, render, closing)
 
     async def activity_stream(request: web.Request) -> web.StreamResponse:
         # The first page of the view the page shows (every photo, or ?only=failed), from its URL.
@@ -54,7 +54,7 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
         async def render() -> str:
             return site.render("activity_live.html", **site.activity_context(view))
 
-        return await _stream(request, render, closing)
+        return await stream_changes(request, render, closing)
 
     async def photo(request: web.Request) -> web.StreamResponse:
         job_id = int(request.match_info["id"])
@@ -64,7 +64,7 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
         async def render() -> str:
             return site.render("photo_live.html", **site.photo_context(job_id, view))
 
-        return await _stream(request, render, closing)
+        return await stream_changes(request, render, closing)
 
     return [
         web.get("/live/overview", stream(overview)),
@@ -75,9 +75,16 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
     ]
 
 
-async def _stream(
-    request: web.Request, render: Callable[[], Awaitable[str]], closing: asyncio.Event
+async def stream_changes(
+    request: web.Request,
+    render: Callable[[], Awaitable[str]],
+    closing: asyncio.Event,
+    *,
+    event: str = "page",
+    until: Callable[[str], bool] | None = None,
 ) -> web.StreamResponse:
+    """Send ``render()``'s text as an ``event`` whenever it changes; with ``until``, end the
+    stream once the text sent satisfies it (the API's stream of a photo ends when it has ended)."""
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream; charset=utf-8",
@@ -94,8 +101,10 @@ async def _stream(
             html = await render()
             if html != last:
                 last = html
-                await response.write(_event("page", html))
+                await response.write(_event(event, html))
                 quiet_since = time.monotonic()
+                if until is not None and until(html):
+                    break
             elif time.monotonic() - quiet_since > KEEPALIVE_S:
                 await response.write(b": still here\n\n")
                 quiet_since = time.monotonic()

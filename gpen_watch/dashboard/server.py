@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -21,6 +23,11 @@ from aiohttp import web
 from gpen_watch.config import Config
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard import access, live
+from gpen_watch.dashboard.api import gate as api_gate
+from gpen_watch.dashboard.api import tls, tls_only
+from gpen_watch.dashboard.api.limits import Meter
+from gpen_watch.dashboard.api.routes import Api
+from gpen_watch.dashboard.api.tokens import TokenStore
 from gpen_watch.dashboard.guard import guard
 from gpen_watch.dashboard.render import environment
 from gpen_watch.dashboard.settings_page import SettingsPage
@@ -46,6 +53,7 @@ class Dashboard:
         journal_path: Path,
         token_path: Path | None = None,
         *,
+        tokens_path: Path | None = None,
         source: ConfigSource | None = None,
         current: Callable[[], Config] | None = None,
     ) -> None:
@@ -56,8 +64,13 @@ class Dashboard:
         self.control = control
         self.journal_path = journal_path
         self.token_path = token_path
+        self.tokens_path = tokens_path
         self.url = ""
         self.problem: str | None = None
+        # The API for other machines (api.address): its URL and certificate, or why it is not served.
+        self.api_url = ""
+        self.api_fingerprint = ""
+        self.api_problem: str | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing: asyncio.Event | None = None
@@ -67,7 +80,12 @@ class Dashboard:
         """Serve; False (and ``problem``) when it cannot."""
         d = self.cfg.dashboard
         try:
+            ssl_context = self._tls(d.address) if not access.is_loopback(d.address) else None
             sock = _bind(d.address, d.port)
+        except tls.TlsError as exc:
+            self.problem = f"the dashboard is not served beyond loopback without TLS: {exc}"
+            log.warning("%s", self.problem)
+            return False
         except OSError as exc:
             self.problem = (
                 f"the dashboard cannot listen on {d.address}:{d.port} ({exc.strerror or exc}); "
@@ -75,9 +93,12 @@ class Dashboard:
             )
             log.warning("%s", self.problem)
             return False
-        origin = access.Origin(d.address, sock.getsockname()[1])
+        # Beyond loopback, HTTPS only: plain HTTP would show the photos and the token to the network.
+        scheme = "https" if ssl_context is not None else "http"
+        origin = access.Origin(d.address, sock.getsockname()[1], scheme)
+        remote = self._api_listener()
         self._thread = threading.Thread(
-            target=self._serve, args=(sock, origin), name="dashboard", daemon=True
+            target=self._serve, args=(sock, origin, ssl_context, remote), name="dashboard", daemon=True
         )
         self._thread.start()
         self._started.wait(timeout)
@@ -94,11 +115,46 @@ class Dashboard:
             self._thread.join(timeout)
             self._thread = None
 
-    def _serve(self, sock: socket.socket, origin: access.Origin) -> None:
+    def _tls(self, address: str) -> ssl.SSLContext:
+        """The TLS context of a listener beyond loopback (the user's certificate, or the
+        service's own, made at first start); TlsError when there is none to be had."""
+        a = self.cfg.api
+        found = tls.certificate(a.certificate, a.private_key, address)
+        self.api_fingerprint = found.fingerprint
+        return tls.server_context(found)
+
+    def _api_listener(self) -> Listener | None:
+        """The API's listener for other machines (api.address), HTTPS only; None (and
+        ``api_problem``) when there is none."""
+        a = self.cfg.api
+        if not a.enabled or not a.address:
+            return None
+        try:
+            ssl_context = self._tls(a.address)
+            sock = _bind(a.address, a.port)
+        except tls.TlsError as exc:
+            self.api_problem = f"the API is not served to other machines: {exc}"
+        except OSError as exc:
+            self.api_problem = (
+                f"the API cannot listen on {a.address}:{a.port} ({exc.strerror or exc}); another program "
+                "may use that port: set api.port"
+            )
+        else:
+            return Listener(sock, access.Origin(a.address, sock.getsockname()[1], "https"), ssl_context)
+        log.warning("%s", self.api_problem)
+        return None
+
+    def _serve(
+        self,
+        sock: socket.socket,
+        origin: access.Origin,
+        ssl_context: ssl.SSLContext | None = None,
+        remote: Listener | None = None,
+    ) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
-            loop.run_until_complete(self._main(sock, origin))
+            loop.run_until_complete(self._main(sock, origin, ssl_context, remote))
         except Exception as exc:
             self.problem = f"the dashboard stopped: {type(exc).__name__}: {exc}"
             log.exception("dashboard failed")
@@ -106,10 +162,19 @@ class Dashboard:
             self._started.set()
             loop.close()
 
-    async def _main(self, sock: socket.socket, origin: access.Origin) -> None:
+    async def _main(
+        self,
+        sock: socket.socket,
+        origin: access.Origin,
+        ssl_context: ssl.SSLContext | None = None,
+        remote: Listener | None = None,
+    ) -> None:
         closing = self._closing = asyncio.Event()
         token = access.load_or_create_token(self.token_path)
         journal = JournalBrowser.open(self.journal_path)
+        runners: list[web.AppRunner] = []
+        accepting: list[asyncio.Task[None]] = []
+        api: Api | None = None
         try:
             site = Site(
                 self.cfg,
@@ -119,20 +184,65 @@ class Dashboard:
                 environment(),
                 current=self.current,
             )
-            app = web.Application(middlewares=[guard(origin, token)], client_max_size=MAX_BODY)
+            tokens, meter = TokenStore(self.tokens_path), Meter()
+            gate = api_gate.ApiGate(token, tokens, self.current, origin, meter)
+            api = Api(site, gate, tokens, meter, closing)
+            app = web.Application(middlewares=[guard(origin, token, gate)], client_max_size=MAX_BODY)
+            app.on_response_prepare.append(api_gate.on_prepare)
             settings = SettingsPage(site, self.source, self.current)
-            app.add_routes(site.routes() + settings.routes() + live.routes(site, closing))
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
-            await runner.setup()
-            await web.SockSite(runner, sock).start()
+            app.add_routes(site.routes() + settings.routes() + live.routes(site, closing) + api.routes())
+            runners.append(await _start(app, sock, ssl_context, origin.url, accepting))
+            if remote is not None:
+                # Other machines reach the API alone: no page, no sign-in, tokens only.
+                far = api_gate.ApiGate(token, tokens, self.current, remote.origin, meter, cookies=False)
+                api_app = web.Application(
+                    middlewares=[guard(remote.origin, token, far, api_only=True)], client_max_size=MAX_BODY
+                )
+                api_app.on_response_prepare.append(api_gate.on_prepare)
+                api_app.add_routes(api.routes())
+                runners.append(
+                    await _start(
+                        api_app, remote.sock, remote.ssl_context, remote.origin.network_url, accepting
+                    )
+                )
+                self.api_url = remote.origin.network_url
             self.url = origin.url
             self._started.set()
-            try:
-                await closing.wait()
-            finally:
-                await runner.cleanup()
+            await closing.wait()
         finally:
+            for task in accepting:
+                task.cancel()
+            for runner in runners:
+                await runner.cleanup()
+            if api is not None:
+                api.close()
             journal.close()
+
+
+@dataclass(frozen=True)
+class Listener:
+    sock: socket.socket
+    origin: access.Origin
+    ssl_context: ssl.SSLContext
+
+
+async def _start(
+    app: web.Application,
+    sock: socket.socket,
+    ssl_context: ssl.SSLContext | None,
+    url: str,
+    accepting: list[asyncio.Task[None]],
+) -> web.AppRunner:
+    """Serve ``app`` on ``sock``: plainly (loopback), or HTTPS only, plain HTTP answered with the
+    sentence that names ``url`` (``api.tls_only``)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    if ssl_context is None:
+        await web.SockSite(runner, sock).start()
+    else:
+        assert runner.server is not None
+        accepting.append(asyncio.create_task(tls_only.serve(sock, runner.server, ssl_context, url)))
+    return runner
 
 
 def _bind(address: str, port: int) -> socket.socket:
@@ -183,4 +293,9 @@ class ServedBeside:
         if dashboard.start():
             s.dashboard_url = dashboard.url
         s.dashboard_problem = dashboard.problem
+        s.api_url, s.api_fingerprint, s.api_problem = (
+            dashboard.api_url,
+            dashboard.api_fingerprint,
+            dashboard.api_problem,
+        )
         self.dashboard = dashboard

@@ -32,6 +32,9 @@ SECTIONS: dict[str, SectionWords] = {
     "dashboard": SectionWords(
         "Dashboard", "This page: whether it is served, where, and the room its previews get."
     ),
+    "api": SectionWords(
+        "API", "Photos sent by other programs and machines: where it listens, TLS, and each token's limits."
+    ),
     "notify": SectionWords(
         "Notices", "Notices beyond the tray: on the desktop without a tray, and posted to a webhook."
     ),
@@ -92,6 +95,18 @@ LABELS: dict[str, str] = {
     "dashboard.port": "Port",
     "dashboard.address": "Listen on address",
     "dashboard.views_mb": "Room for previews (MB)",
+    "api.enabled": "Serve the API",
+    "api.address": "Listen for other machines on (HTTPS)",
+    "api.port": "HTTPS port",
+    "api.certificate": "Your own certificate (PEM)",
+    "api.private_key": "Its private key (PEM)",
+    "api.cors_origins": "Other web pages allowed (CORS)",
+    "api.requests_per_minute": "Requests a minute, per token",
+    "api.mb_per_day": "MB a day, per token",
+    "api.max_file_mb": "Largest photo (MB)",
+    "api.uploads_at_once": "Uploads at once, per token",
+    "api.upload_idle_s": "Cut off an upload idle for (s)",
+    "api.min_upload_kbs": "Slowest upload kept (KB/s)",
     "notify.desktop": "Desktop notices without a tray",
     "notify.webhook": "Webhook URL",
     "notify.webhook_timeout": "Webhook timeout (s)",

@@ -33,7 +33,7 @@ from gpen_watch.service.folders import check_service_folders
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard", "notify")
+SECTIONS = ("watch", "restore", "output", "workers", "cluster", "dashboard", "api", "notify")
 # A form has about a hundred fields; more is no form of this page.
 MAX_FIELDS = 1000
 OVERRIDDEN = (

@@ -35,7 +35,7 @@ from gpen_watch.dispatch import protocol as P
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.journal import Journal, default_path
 from gpen_watch.outbox import recovery
-from gpen_watch.service import control, intake, jobs, notifier, reload, requests
+from gpen_watch.service import control, intake, jobs, notifier, reload, requests, submit
 from gpen_watch.service.folders import check_service_folders, prepare_service_folders
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.running import Running
@@ -61,7 +61,18 @@ RESTART_TICK_S = 0.2
 
 REAL_ENGINE = P.EngineChoice()
 # Control commands the service loop answers (``ping`` and ``stop`` are answered at once).
-QUEUED_COMMANDS = ("status", "pause", "resume", "reload", "redo", "retry", "dismiss", "mark", "bulk")
+QUEUED_COMMANDS = (
+    "status",
+    "pause",
+    "resume",
+    "reload",
+    "redo",
+    "retry",
+    "dismiss",
+    "mark",
+    "bulk",
+    *submit.COMMANDS,
+)
 
 
 def engine_from_environ(environ: Mapping[str, str]) -> P.EngineChoice:
@@ -104,6 +115,11 @@ class Service:
         # Where the dashboard serves, or why it does not (it runs beside the service: cli.run).
         self.dashboard_url = ""
         self.dashboard_problem: str | None = None
+        # Where the API listens for other machines (api.address), its certificate's SHA-256
+        # fingerprint, or why it does not.
+        self.api_url = ""
+        self.api_fingerprint = ""
+        self.api_problem: str | None = None
         # The tray shows the desktop notices itself (tray.app sets it once its icon is up).
         self.tray_notices = False
         self._notices: notifier.Notifier | None = None
@@ -218,6 +234,7 @@ class Service:
         server: control.ControlServer | None = None
         try:
             _recover(run)
+            submit.finish_uploads(run)  # before the watcher's first scan
             if run.gate is None or run.gate.start():
                 run.start_workers()
             else:
@@ -315,9 +332,21 @@ class Service:
             except queue.Empty:
                 return
             try:
-                reply = self._reload(run) if request["cmd"] == "reload" else requests.answer(run, request)
-                if request["cmd"] == "status":
-                    reply.update(dashboard=self.dashboard_url, dashboard_problem=self.dashboard_problem)
+                cmd = request["cmd"]
+                if cmd == "reload":
+                    reply = self._reload(run)
+                elif cmd in submit.COMMANDS:
+                    reply = submit.answer(run, request)
+                else:
+                    reply = requests.answer(run, request)
+                if cmd == "status":
+                    reply.update(
+                        dashboard=self.dashboard_url,
+                        dashboard_problem=self.dashboard_problem,
+                        api=self.api_url,
+                        api_fingerprint=self.api_fingerprint,
+                        api_problem=self.api_problem,
+                    )
                 fut.set_result(reply)
             except Exception as exc:
                 log.exception("control command failed")

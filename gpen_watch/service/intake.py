@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpen_watch.journal import hash_file
-from gpen_watch.journal.journal import VANISHED
+from gpen_watch.journal.journal import VANISHED, AddResult
 from gpen_watch.journal.states import JobState, failure_state
 from gpen_watch.outbox import duplicates
 from gpen_watch.service.running import Running
@@ -58,31 +58,38 @@ def add(run: Running, a: Arrival) -> None:
         log.debug("%s: not taken (%s)", a.path, exc)
         return
     added = journal.add(a.path, a.inbox.path, a.rel, a.size, a.mtime, sha)
+    recorded(run, a.path, added, a.supported)
+
+
+def recorded(run: Running, path: Path, added: AddResult, supported: bool = True) -> None:
+    """What follows a file's record in the journal, for a drop and a photo sent through the API
+    alike: a copy of a done photo waits for its claim, a file of a type never read and one the
+    engine would refuse from its header are set aside at once, the rest is queued."""
     if added.status == "known":
         return
     if added.status == "duplicate":
         first = added.duplicate_of
         why = duplicates.settings_differ(run.cfg, added.job, first) if first is not None else None
         if first is not None and why:
-            log.info("%s: same content as %s, but %s", a.path, first.source, why)
+            log.info("%s: same content as %s, but %s", path, first.source, why)
         else:
-            log.info("%s: %s", a.path, added.message)
+            log.info("%s: %s", path, added.message)
         run.maybe_queued = True  # the copy is made when it is claimed (jobs.feed)
         return
-    if not a.supported:
-        why = f"unsupported file type ({a.path.suffix or 'no extension'}): not a photo gpen-watch can read"
+    if not supported:
+        why = f"unsupported file type ({path.suffix or 'no extension'}): not a photo gpen-watch can read"
         run.fail(added.job.id, why, JobState.UNSUPPORTED, counted=False)
-        log.warning("%s: set aside: %s", a.path, why)
+        log.warning("%s: set aside: %s", path, why)
         return
-    rejected = refusal(run, a.path)
+    rejected = refusal(run, path)
     if rejected is not None:
         # What the worker would answer, wording and kind included, without waiting for one.
         kind = failure_state(rejected.kind)
         run.fail(added.job.id, rejected.reason, kind)
-        log.warning("%s: %s: %s", a.path, kind, rejected.reason)
+        log.warning("%s: %s: %s", path, kind, rejected.reason)
         return
     run.maybe_queued = True
-    log.info("queued %s", a.path)
+    log.info("queued %s", path)
 
 
 def refusal(run: Running, path: Path) -> ImageInputError | None:
