@@ -147,6 +147,8 @@ def test_registry_names_and_lookups() -> None:
         "RealESRNet-x4",
         "RealESRGAN-x2plus",
         "RealESRGAN-x4plus",
+        "dlib-face-recognition",
+        "dlib-landmarks-5",
     )
     assert registry.get_spec("gpen-bfr-512").filename == "GPEN-BFR-512.pth"
     assert registry.detector_spec("retinaface_resnet50") is R50
@@ -181,6 +183,11 @@ def test_registry_names_and_lookups() -> None:
         "RealESRNet-x4": (None, None),
         "RealESRGAN-x2plus": (None, None),
         "RealESRGAN-x4plus": (None, None),
+        "dlib-face-recognition": (
+            22_466_066,
+            "55533b28a95800a551ba546ba62fe69625c7e95a7061c338adffead08719da30",
+        ),
+        "dlib-landmarks-5": (9_150_489, "c4b1e9804792707d3a405c2c16a80a20269e6675021f64a41d30fffafbc41888"),
     }
     assert registry.spec_for_filename("ParseNet-latest.pth") is PARSENET
     # The GPEN authors' ModelScope release: 1024 is pytorch_model.pt, 2048 pytorch_model-2048.pt.

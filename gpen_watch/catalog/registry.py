@@ -15,7 +15,7 @@ from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.gpen_config import GPENConfig
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 
-ModelKind = Literal["gpen", "detector", "parser", "upscaler"]
+ModelKind = Literal["gpen", "detector", "parser", "upscaler", "identity"]
 
 GPEN_LICENSE = (
     "The upstream GPEN README once limited these weights to academic, non-commercial use; "
@@ -44,6 +44,19 @@ GPEN_HIRES_LICENSE = (
     "non-commercial use: check the current terms before any commercial use."
 )
 _REALESRGAN_BASE = "https://github.com/xinntao/Real-ESRGAN/releases/download"
+# dlib's author publishes its models bz2-compressed, in his dlib-models repository and on dlib's
+# own site (plain HTTP); PyPI's face-recognition-models 0.3.0 carries the same files in its source
+# archive. modelstore.unpack reads each; the pins are the files' own, whichever URL served them.
+_DLIB_MODELS = "https://github.com/davisking/dlib-models/raw/master"
+_DLIB_SITE = "http://dlib.net/files"
+_FACE_MODELS_SDIST = (
+    "https://files.pythonhosted.org/packages/source/f/face_recognition_models/"
+    "face_recognition_models-0.3.0.tar.gz#face_recognition_models-0.3.0/face_recognition_models/models"
+)
+DLIB_LICENSE = (
+    "Released by dlib's author, Davis King, into the public domain (CC0 1.0, the licence "
+    "face-recognition-models ships them under)."
+)
 
 
 def mb(n: int) -> str:
@@ -268,6 +281,37 @@ MODELS: tuple[ModelSpec, ...] = (
         approx_size="~67 MB",
         choice_note="GAN-trained: sharper, invents texture",
     ),
+    # The identity check (restore.identity_check): optional, never downloaded unasked.
+    ModelSpec(
+        name="dlib-face-recognition",
+        filename="dlib_face_recognition_resnet_model_v1.dat",
+        url=f"{_DLIB_MODELS}/dlib_face_recognition_resnet_model_v1.dat.bz2",
+        kind="identity",
+        size_bytes=22_466_066,
+        sha256="55533b28a95800a551ba546ba62fe69625c7e95a7061c338adffead08719da30",
+        description="dlib's face-recognition ResNet (128-number face descriptors): the identity check "
+        "(restore.identity_check), optional",
+        license_note=DLIB_LICENSE,
+        mirrors=(
+            f"{_DLIB_SITE}/dlib_face_recognition_resnet_model_v1.dat.bz2",
+            f"{_FACE_MODELS_SDIST}/dlib_face_recognition_resnet_model_v1.dat",
+        ),
+    ),
+    ModelSpec(
+        name="dlib-landmarks-5",
+        filename="shape_predictor_5_face_landmarks.dat",
+        url=f"{_DLIB_MODELS}/shape_predictor_5_face_landmarks.dat.bz2",
+        kind="identity",
+        size_bytes=9_150_489,
+        sha256="c4b1e9804792707d3a405c2c16a80a20269e6675021f64a41d30fffafbc41888",
+        description="dlib's five-point landmark predictor, which aligns faces for the identity check, "
+        "optional",
+        license_note=DLIB_LICENSE,
+        mirrors=(
+            f"{_DLIB_SITE}/shape_predictor_5_face_landmarks.dat.bz2",
+            f"{_FACE_MODELS_SDIST}/shape_predictor_5_face_landmarks.dat",
+        ),
+    ),
 )
 
 # restore.detector (config) -> registry name.
@@ -279,6 +323,8 @@ DETECTOR_CONFIG_NAMES = MappingProxyType(
 )
 
 PARSER_NAME = "ParseNet"
+# The identity check's two files: the descriptor network, the landmark predictor.
+IDENTITY_NAMES = ("dlib-face-recognition", "dlib-landmarks-5")
 
 
 @dataclass(frozen=True)
@@ -366,6 +412,11 @@ def detector_spec(config_name: str) -> ModelSpec:
 
 def parser_spec() -> ModelSpec:
     return get_spec(PARSER_NAME)
+
+
+def identity_specs() -> tuple[ModelSpec, ModelSpec]:
+    """The identity check's files: the descriptor network's, then the landmark predictor's."""
+    return get_spec(IDENTITY_NAMES[0]), get_spec(IDENTITY_NAMES[1])
 
 
 def upscaler_spec(factor: int, name: str = "") -> ModelSpec:

@@ -190,6 +190,30 @@ DESCRIPTIONS: dict[str, Description] = {
         "One that is not installed or does not start falls back to `cpu`, with one line saying "
         "which package to install ([models](models.md#onnx-runtime-engine)).",
     ),
+    "restore.identity_check": Description(
+        "Measure how far each restored face moved from the person it was, with dlib's face descriptors.",
+        "Runs where dlib's two model files are in a model folder (`gpen-watch models fetch "
+        "dlib-face-recognition dlib-landmarks-5`); without them each photo is restored as before "
+        "and its notes say the check did not run and why ([identity](identity.md)).",
+    ),
+    "restore.identity_threshold": Description(
+        "A face whose descriptor moved further than this is flagged: it may not look like the same person.",
+        "Faces of a batch closer than this are grouped as one person. 0.32 lies between the largest "
+        "change a sharpened, denoised, JPEG-saved, shrunk or mirrored face made (0.23) and the closest "
+        "two of the Solvay photo's 29 people came (0.41) ([identity](identity.md#the-threshold)).",
+    ),
+    "restore.skip_sharp": Description(
+        "Leave faces that are already sharp as they are (decided before restoring, so their time is saved).",
+        "Each face's detail measure is compared with restore.sharp_above; a redo with "
+        "restore.skip_sharp = false restores them ([identity](identity.md#faces-already-sharp)).",
+    ),
+    "restore.sharp_above": Description(
+        "The detail measure at or above which restore.skip_sharp leaves a face as it is.",
+        "Fine detail over the next coarser band, less noise, at the face's own scale (a 512 px crop's "
+        "for a larger face): 0.32-0.35 on two sharp portraits, at most 0.21 on the same blurred, shrunk "
+        "and enlarged, at JPEG quality 10 or with noise, and on an old group photo "
+        "([identity](identity.md#faces-already-sharp)).",
+    ),
     "output.format": Description(
         "same, jpeg, png, webp or tiff.",
         "`same`: the input's format by the rule in [formats](formats.md#the-results-format).",

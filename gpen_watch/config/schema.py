@@ -127,6 +127,16 @@ class RestoreConfig:
     # use; restore.provider then names its execution provider (catalog.providers).
     engine: EngineName = "torch"
     provider: str = "cpu"
+    # Each restored face's identity distance (docs/identity.md): dlib's face descriptors of the
+    # face before and after restoring, where its model files are present; a face further than
+    # identity_threshold from itself is flagged "may not look like the same person", and faces of
+    # a batch closer than it are grouped as one person.
+    identity_check: bool = True
+    identity_threshold: float = 0.32
+    # Faces whose detail measure (docs/identity.md) is at least sharp_above are left as they are,
+    # decided before the generator runs.
+    skip_sharp: bool = False
+    sharp_above: float = 0.27
 
 
 @dataclass
@@ -388,6 +398,16 @@ def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, 
         (r.max_faces >= 0, "restore.max_faces", "must be 0 (no limit) or a positive number"),
         (0.0 <= r.strength <= 1.0, "restore.strength", "must be between 0 (leave faces as they are) and 1"),
         (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
+        (
+            0.0 < r.identity_threshold <= 2.0,
+            "restore.identity_threshold",
+            "must be a descriptor distance above 0 and at most 2 (0.32 measured: docs/identity.md)",
+        ),
+        (
+            0.0 < r.sharp_above <= 5.0,
+            "restore.sharp_above",
+            "must be a detail measure above 0 and at most 5 (0.27 measured: docs/identity.md)",
+        ),
         (
             r.parse_small_below >= 0,
             "restore.parse_small_below",

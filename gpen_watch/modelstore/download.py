@@ -23,6 +23,7 @@ from typing import BinaryIO, Literal
 from gpen_watch import __version__
 from gpen_watch.base.errors import ModelError
 from gpen_watch.base.network_errors import Failure, in_words
+from gpen_watch.modelstore import unpack
 from gpen_watch.platform.files import fsync_dir_quietly
 
 CHUNK = 1 << 20
@@ -82,9 +83,11 @@ def download(
     _remove_stale_parts(dest)
 
     tmp = dest.with_name(f"{dest.name}.part-{secrets.token_hex(4)}")
+    packed = unpack.packing(url)
     try:
-        with _open_url(url, dest, timeout) as response:
-            total = _content_length(response)
+        with _open_url(packed.url, dest, timeout) as response:
+            # A packed file's size is known once unpacked: the server's length is the package's.
+            total = _content_length(response) if not packed.packing else None
             if expected_size is not None and total is not None and total != expected_size:
                 failure = Failure(
                     "not the expected file",
@@ -93,7 +96,13 @@ def download(
                 raise DownloadError(url, dest, failure, network=False)
             with open(tmp, "xb") as out:
                 received, digest = _copy(
-                    response, out, url, dest, total or expected_size, progress, on_progress
+                    unpack.unpacked(response, packed),
+                    out,
+                    url,
+                    dest,
+                    total or expected_size,
+                    progress,
+                    on_progress,
                 )
                 out.flush()
                 os.fsync(out.fileno())
@@ -138,7 +147,7 @@ def _content_length(response: http.client.HTTPResponse) -> int | None:
 
 
 def _copy(
-    response: http.client.HTTPResponse,
+    response: unpack.Readable,
     out: BinaryIO,
     url: str,
     dest: Path,
@@ -165,10 +174,19 @@ def _copy(
         while True:
             try:
                 chunk = response.read(CHUNK)
-            except (OSError, http.client.HTTPException) as exc:
-                lost = in_words(exc, _host(url))
+            except unpack.Lost as exc:
+                if not isinstance(exc.cause, (OSError, http.client.HTTPException)):
+                    raise exc.cause from None
+                lost = in_words(exc.cause, _host(url))
                 failure = Failure(lost.headline, f"{received:,} bytes in; {lost.detail}")
+                raise DownloadError(url, dest, failure, network=True) from exc.cause
+            except unpack.EndsEarly as exc:
+                failure = Failure("download cut short", f"{received:,} bytes unpacked; {exc}")
                 raise DownloadError(url, dest, failure, network=True) from exc
+            except unpack.Malformed as exc:
+                raise DownloadError(
+                    url, dest, Failure("not the expected file", str(exc)), network=False
+                ) from exc
             if not chunk:
                 break
             try:

@@ -27,6 +27,7 @@ from gpen_watch.catalog.registry import (
     ModelSpec,
     face_family,
     get_spec,
+    identity_specs,
     parser_spec,
     spec_for_filename,
     upscaler_spec,
@@ -37,9 +38,11 @@ from gpen_watch.platform import program
 
 if TYPE_CHECKING:
     from gpen_watch.restore.runtime.face_model import FaceFamilyImpl
+from gpen_watch.restore.nets.face_descriptor import FaceDescriptorNet, read_descriptor_net
 from gpen_watch.restore.nets.parsenet import ParseNet
 from gpen_watch.restore.nets.retinaface import RetinaFace, build_retinaface
 from gpen_watch.restore.nets.rrdbnet import RRDBNet, build_rrdbnet, infer_rrdb_config
+from gpen_watch.restore.nets.shape_predictor import ShapePredictor, read_shape_predictor
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -215,7 +218,19 @@ def load_model_file(spec: ModelSpec, path: Path, device: str | torch.device = "c
 
 def verify_file(spec: ModelSpec, path: Path) -> None:
     """Raise ModelError unless ``path`` loads cleanly into ``spec``'s architecture."""
+    if spec.kind == "identity":
+        read_identity_file(spec, path)
+        return
     load_model_file(spec, path, "cpu")
+
+
+def read_identity_file(spec: ModelSpec, path: Path) -> FaceDescriptorNet | ShapePredictor:
+    """One of the identity check's files (``registry.identity_specs``), read by its own reader (dlib's
+    format, not torch.load) and checked against what it must hold; on the CPU."""
+    advice = f"delete it and run `{program.command('models fetch ' + spec.name)}`"
+    if spec.name == identity_specs()[0].name:
+        return read_descriptor_net(path, advice)
+    return read_shape_predictor(path, advice)
 
 
 def load_detector(
