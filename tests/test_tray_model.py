@@ -400,3 +400,45 @@ def test_workers_waiting_for_their_model_files_say_so_not_working() -> None:
     assert model.view_from_status(failed).state == "error"
     # The files are there: the workers run.
     assert model.view_from_status(status(queued=2, models={"state": "ready"})).state == "working"
+
+
+def test_a_batch_and_the_photo_being_restored_show_in_the_tooltip_and_the_menu() -> None:
+    """`status` says "solvay.jpg: restoring faces 7 of 29": the tray says it too, with the batch."""
+    solvay = {"job_id": 7, "name": "solvay.jpg", "stage": "restoring", "done": 7, "total": 29}
+    ahead = {"job_id": 8, "name": "next.jpg", "stage": "waiting"}
+    workers = [{"name": "cpu#0", "device": "cpu", "state": "busy", "photos": [solvay, ahead]}]
+    one = model.view_from_status(status(running=1, workers=workers, batch={"total": 1, "ended": 0}))
+    assert model.title(one) == "gpen-watch: working: 1 in the queue - faces 7 of 29"
+    lines = [e.text for e in model.menu(one)]
+    assert lines[:2] == ["Working: 1 in the queue", "solvay.jpg: restoring faces 7 of 29"]
+    assert not any("next.jpg" in line for line in lines)  # waiting its turn in the worker
+    assert [e.live for e in model.menu(one)[:2]] == [False, True]  # rebuilt as seldom as GPU lines
+
+    batch = model.view_from_status(
+        status(queued=8, running=1, workers=workers, batch={"total": 12, "ended": 3})
+    )
+    assert model.title(batch) == "gpen-watch: working: 3 of 12 photos, faces 7 of 29"
+    assert [e.text for e in model.menu(batch)][:3] == [
+        "Working: 9 in the queue",
+        "Batch: 3 of 12 photos",
+        "solvay.jpg: restoring faces 7 of 29",
+    ]
+    # Many photos in hand (a GPU worker): a few lines, then how many more.
+    many = [{**solvay, "job_id": n, "name": f"p{n}.jpg"} for n in range(5)]
+    busy = [{"name": "cuda:0", "device": "cuda:0", "state": "busy", "photos": many}]
+    lines = [e.text for e in model.menu(model.view_from_status(status(running=5, workers=busy)))]
+    assert "p2.jpg: restoring faces 7 of 29" in lines and "p3.jpg: restoring faces 7 of 29" not in lines
+    assert "and 2 more photos in hand" in lines
+    # A problem still comes first in the tooltip; idle says nothing of a batch.
+    assert model.title(
+        model.view_from_status(status(running=1, workers=workers, problem="outbox full"))
+    ).endswith("- outbox full")
+    assert model.view_from_status(status()).batch == (0, 0)
+
+
+def test_a_batch_not_started_yet_is_said_by_the_queue() -> None:
+    paused = model.view_from_status(status(queued=3, paused=True, batch={"total": 3, "ended": 0}))
+    assert model.title(paused) == "gpen-watch: paused: 3 in the queue"
+    assert not any(e.text.startswith("Batch:") for e in model.menu(paused))
+    later = model.view_from_status(status(queued=2, paused=True, batch={"total": 3, "ended": 1}))
+    assert model.title(later) == "gpen-watch: paused: 1 of 3 photos"

@@ -264,6 +264,7 @@ class Service:
                 run.requeue(run.pool.kill_all(), STOPPED_EARLY)
             if run.cluster is not None:
                 run.cluster.close()
+            run.batches.close()
             if server is not None:
                 server.close()
             if self._notices is not None:

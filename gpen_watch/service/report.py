@@ -108,6 +108,7 @@ def build_status(run: Running) -> Status:
         settling=run.watcher.pending if run.watcher is not None else 0,
         special_files=run.watcher.special_files if run.watcher is not None else 0,
         throughput=run.tp.summary(),
+        batch=run.batches.status(counts),
         workers=workers,
         nodes=nodes_of(workers, node_name("")),
         cluster=from_json(ClusterStatus, run.cluster.status()) if run.cluster is not None else None,

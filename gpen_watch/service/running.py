@@ -23,6 +23,7 @@ from gpen_watch.journal import Journal
 from gpen_watch.journal.states import JobState
 from gpen_watch.outbox.failed import fail as fail_and_set_aside
 from gpen_watch.outbox.moves import OriginalOutcome
+from gpen_watch.service.batch import BatchWatch
 from gpen_watch.service.model_gate import ModelGate
 from gpen_watch.service.originals_watch import OriginalsWatch
 from gpen_watch.service.presence_watch import PresenceWatch
@@ -86,8 +87,11 @@ class Running:
     problem: str | None = None
     # New settings restart the workers: the old pool finishing its photos (service.reload).
     restart: WorkerRestart | None = None
+    # The batch under way, for the status (read from the journal when its counts change).
+    batches: BatchWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self.batches = BatchWatch(self.journal.path)
         self.presence = PresenceWatch(self.cfg)
         self.originals = OriginalsWatch(self.cfg, OUTBOX_RETRY_S, self.presence.away)
 

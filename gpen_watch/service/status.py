@@ -99,14 +99,27 @@ class PhotoStatus:
         """ "IMG_0001.jpg: restoring faces 3 of 12"."""
         return f"{self.name}: {self.doing}"
 
+    @property
+    def short(self) -> str:
+        """``doing`` for a tooltip's few characters: "faces 3 of 12", "tile 2 of 6"."""
+        return count_words(self.stage, self.done, self.total) or self.doing
+
 
 def stage_words(stage: str, done: int, total: int) -> str:
     """A photo's stage in words: "restoring faces 3 of 12", "upscaling, tile 2 of 6"."""
-    if stage == "restoring" and total:
-        return f"restoring faces {done} of {total}"
-    if stage == "upscaling" and total:
-        return f"upscaling, tile {min(done + 1, total)} of {total}"
+    count = count_words(stage, done, total)
+    if count:
+        return f"restoring {count}" if stage == "restoring" else f"upscaling, {count}"
     return _STAGE_WORDS.get(stage, stage)
+
+
+def count_words(stage: str, done: int, total: int) -> str:
+    """How far a stage that counts is: "faces 3 of 12", "tile 2 of 6"; "" for one that does not."""
+    if stage == "restoring" and total:
+        return f"faces {done} of {total}"
+    if stage == "upscaling" and total:
+        return f"tile {min(done + 1, total)} of {total}"
+    return ""
 
 
 _STAGE_WORDS = {
@@ -117,6 +130,20 @@ _STAGE_WORDS = {
     "restoring": "restoring faces",
     "writing": "writing the result",
 }
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """The batch under way (service.batch, journal.batch): every photo added since the queue was
+    last empty, ``ended`` of ``total`` through, and what became of them."""
+
+    total: int = 0
+    ended: int = 0
+    done: int = 0  # restored or without a face (first runs)
+    failed: int = 0
+    other: int = 0  # copies of an earlier result, files that went away
+    redos: int = 0
+    since: float = 0.0  # when its first photo arrived (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -329,6 +356,8 @@ class Status:
     # Symlinks, FIFOs, device files and sockets in the inboxes, left alone on purpose (each logged).
     special_files: int = 0
     throughput: Throughput = Throughput()
+    # The batch under way; None when nothing waits or runs.
+    batch: BatchStatus | None = None
     workers: tuple[WorkerStatus, ...] = ()
     # The workers by machine (``nodes_of``).
     nodes: tuple[NodeStatus, ...] = ()

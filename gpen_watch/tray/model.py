@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpen_watch.gpu.nvml import GpuSample
-from gpen_watch.service.status import NodeStatus, Status
+from gpen_watch.service.status import NodeStatus, PhotoStatus, Status
 
 # idle/working/paused/error are what the user cares about; starting/stopping are the moments around
 # them (models loading, images in flight finishing after Quit). waiting: no new photo is taken, not
@@ -46,6 +46,8 @@ MAX_TITLE = 63  # Windows truncates tooltips at 63 characters (pystray's win32 b
 MAX_LINE = 64  # a menu line wider than this makes the whole menu too wide
 # The note line is cut shorter: the whole text is in the title and the log.
 MAX_NOTE = 48
+# Photos in progress the menu lists one a line; more are counted on one line.
+MAX_PHOTO_LINES = 3
 # Worker device names (restore.runtime.device.device_label) of GPUs that NVML does not list.
 OTHER_GPU_PREFIXES = ("Apple GPU",)
 
@@ -79,6 +81,12 @@ class TrayView:
     nodes: tuple[NodeStatus, ...] = ()
     # The dashboard's URL (no token), "" when the service serves none.
     dashboard: str = ""
+    # The batch under way, (ended, total): every photo added since the queue was last empty, as
+    # the Overview's bar counts it (``batch_of``); (0, 0) for none, or a batch of one photo.
+    batch: tuple[int, int] = (0, 0)
+    # The photos the workers are on, each with its stage ("restoring faces 7 of 29"), as `status`
+    # says them; those waiting their turn in a worker are left out.
+    photos: tuple[PhotoStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,7 @@ def view_from_status(
     other = tuple(dict.fromkeys(d for d in named if d.startswith(OTHER_GPU_PREFIXES)))
     # CPU mode: no GPU to show, or every worker runs on the CPU (workers.devices = ["cpu"]).
     cpu_mode = not other and (not gpus or (bool(workers) and all(d.startswith("cpu") for d in named)))
+    photos = tuple(p for w in status.workers for p in w.photos if p.stage != "waiting")
     return TrayView(
         state=state,
         queue_depth=depth,
@@ -162,7 +171,18 @@ def view_from_status(
         login_enabled=login_enabled,
         nodes=tuple(n for n in status.nodes if not n.local),
         dashboard=status.dashboard,
+        batch=batch_of(status, photos),
+        photos=photos,
     )
+
+
+def batch_of(status: Status, photos: tuple[PhotoStatus, ...]) -> tuple[int, int]:
+    """(ended, total) of a batch of two photos or more once it is under way (a photo through or
+    in hand); before that the queue's count says as much."""
+    b = status.batch
+    if b is None or b.total < 2 or not (b.ended or photos):
+        return (0, 0)
+    return (b.ended, b.total)
 
 
 def badge(view: TrayView) -> Badge:
@@ -194,9 +214,13 @@ def standby_word(status: Status) -> str:
     return STATE_WORDS["waiting"]
 
 
+def state_word(view: TrayView) -> str:
+    return view.standby_word if view.state == "waiting" and view.standby_word else STATE_WORDS[view.state]
+
+
 def headline(view: TrayView) -> str:
     """State in words, with the queue: "working: 12 in the queue"."""
-    word = view.standby_word if view.state == "waiting" and view.standby_word else STATE_WORDS[view.state]
+    word = state_word(view)
     if view.state in ("starting", "stopping"):
         return word
     if view.queue_depth == 0:
@@ -204,11 +228,36 @@ def headline(view: TrayView) -> str:
     return f"{word}: {view.queue_depth} in the queue"
 
 
+def progress(view: TrayView) -> str:
+    """How far the work is, for the tooltip: "3 of 12 photos, faces 7 of 29"; "" when no photo is
+    being worked on. The photo said is the first one whose stage counts (faces, tiles)."""
+    parts = [f"{view.batch[0]} of {view.batch[1]} photos"] if view.batch[1] else []
+    if view.photos:
+        counted = [p for p in view.photos if p.total]
+        parts.append((counted or list(view.photos))[0].short)
+    return ", ".join(parts)
+
+
+def progress_lines(view: TrayView) -> list[str]:
+    """The menu's lines of it: the batch, then each photo the workers are on (a few)."""
+    lines = [f"Batch: {view.batch[0]} of {view.batch[1]} photos"] if view.batch[1] else []
+    lines += [_clip(p.text, MAX_LINE) for p in view.photos[:MAX_PHOTO_LINES]]
+    more = len(view.photos) - MAX_PHOTO_LINES
+    if more > 0:
+        lines.append(f"and {more} more photo{'s' if more > 1 else ''} in hand")
+    return lines
+
+
 def title(view: TrayView) -> str:
     """Tooltip / window name. On the xorg backend this is the only text the user can get."""
     text = f"gpen-watch: {headline(view)}"
     if view.problem:
         text += f" - {view.problem}"
+    elif view.batch[1]:
+        # The batch says what the queue's count would, and leaves room for the photo's faces.
+        text = f"gpen-watch: {state_word(view)}: {progress(view)}"
+    elif view.photos:
+        text += f" - {progress(view)}"
     elif view.inboxes_away:
         text += f" - inbox away: {', '.join(view.inboxes_away)}"
     elif view.notice:
@@ -221,19 +270,27 @@ def gpu_line(g: GpuSample) -> str:
     return _clip(f"{g.name}: {g.readings}", MAX_LINE)
 
 
-def summary_lines(view: TrayView) -> list[str]:
-    lines = [headline(view).capitalize()]
+def summary_entries(view: TrayView) -> list[Entry]:
+    """The menu's first lines: the state, what is being done now, why it waits or what is wrong,
+    and today's count."""
+    entries = [Entry(headline(view).capitalize())]
+    # Changes with every face batch: rebuilt as seldom as the GPU readings (``live``).
+    entries += [Entry(line, live=True) for line in progress_lines(view)]
     if view.standby:
-        lines.append(_clip(view.standby[0].upper() + view.standby[1:], MAX_LINE))
+        entries.append(Entry(_clip(view.standby[0].upper() + view.standby[1:], MAX_LINE)))
     if view.problem:
         # Short already (Status.problem_line), after the "Needs attention" line: no prefix.
-        lines.append(_clip(view.problem, MAX_LINE))
-    lines += [_clip(f"Inbox away: {path}", MAX_LINE) for path in view.inboxes_away]
+        entries.append(Entry(_clip(view.problem, MAX_LINE)))
+    entries += [Entry(_clip(f"Inbox away: {path}", MAX_LINE)) for path in view.inboxes_away]
     if view.notice:
-        lines.append(_clip(f"Note: {view.notice}", MAX_NOTE))
+        entries.append(Entry(_clip(f"Note: {view.notice}", MAX_NOTE)))
     restored = f"Restored today: {view.done}"
-    lines.append(restored + (f"; {view.no_face} without a face" if view.no_face else ""))
-    return lines
+    entries.append(Entry(restored + (f"; {view.no_face} without a face" if view.no_face else "")))
+    return entries
+
+
+def summary_lines(view: TrayView) -> list[str]:
+    return [e.text for e in summary_entries(view)]
 
 
 def device_lines(view: TrayView) -> list[str]:
@@ -279,7 +336,7 @@ def menu(
     ``click_pauses`` (xorg, and any backend without a menu), else Open outbox."""
     if click_pauses is None:
         click_pauses = not has_menu
-    entries = [Entry(line) for line in summary_lines(view)]
+    entries = summary_entries(view)
     entries += [Entry(line, live=not view.cpu_mode) for line in device_lines(view)]
     if (engine := engine_line(view)) is not None:
         entries.append(Entry(engine))
