@@ -19,6 +19,7 @@ from gpen_watch.base.errors import GpenWatchError
 from gpen_watch.config import Config, InboxConfig
 from gpen_watch.gpu.nvml import NvmlMonitor
 from gpen_watch.platform.login_common import LoginOptions, LoginResult
+from gpen_watch.platform.opener import Opened
 from gpen_watch.service.status import Status
 from gpen_watch.tray import app as tray_app
 from gpen_watch.tray import model
@@ -189,6 +190,7 @@ class FakeService:
 class FakePlatform:
     def __init__(self) -> None:
         self.opened: list[Path] = []
+        self.urls: list[str] = []
         self.open_fails: OSError | None = None
         self.notices: list[tuple[str, str]] = []
         self.login = False
@@ -198,6 +200,10 @@ class FakePlatform:
         self.opened.append(path)
         if self.open_fails is not None:
             raise self.open_fails
+
+    def open_url(self, url: str) -> Opened:
+        self.urls.append(url)
+        return Opened(True)
 
     def notify(self, title: str, message: str) -> bool:
         self.notices.append((title, message))
@@ -229,7 +235,7 @@ class Running:
         self.nvml = FakeNvml(["NVIDIA A100"])
         self.app = TrayApp(
             self.service,
-            self.cfg,
+            lambda: self.cfg,
             fake_backend(**backend_kw),
             log_path=tmp_path / "logs" / "x.log",
             platform=self.platform,
@@ -531,7 +537,7 @@ def test_icon_loop_ending_on_its_own_stops_the_service(
 def test_menu_rebuilds_for_gpu_readings_are_rate_limited(tmp_path: Path) -> None:
     app = TrayApp(
         FakeService(),
-        Config(),
+        Config,
         fake_backend(),
         platform=FakePlatform(),  # type: ignore[arg-type]
         gpus=NvmlMonitor(FakeNvml([]), environ={}),
@@ -568,7 +574,7 @@ def test_run_with_tray_without_a_display_runs_headless_with_one_log_line(
     caplog.set_level(logging.INFO)
     service = FakeService()
     threading.Timer(0.2, service.request_stop).start()
-    assert run_with_tray(service, Config()) == 0  # type: ignore[arg-type]
+    assert run_with_tray(service) == 0  # type: ignore[arg-type]
     assert service.ran_on == threading.current_thread().name
     assert [r.getMessage() for r in caplog.records] == [
         "no tray icon: no display (DISPLAY and WAYLAND_DISPLAY are not set); running headless"
@@ -625,4 +631,23 @@ def test_open_dashboard_says_when_no_browser_opened_and_a_click_leaves_no_zombie
     assert calls.read_text().split()[1] == str(tmp_path / "outbox")
     assert zombies() == []
     assert len(icon.notices) == 1  # it opened: nothing more to say
+    r.stop()
+
+
+def test_the_menu_and_the_open_items_follow_the_settings_a_reload_put_in_effect(
+    running: Callable[..., Running], tmp_path: Path
+) -> None:
+    r = running()
+    icon = r.icon
+    wait_for(lambda: any(i.text == "Open inbox" for i in icon.menu.items), "one inbox")
+    # `gpen-watch reload`: the service's settings are replaced, not edited in place.
+    new = Config()
+    new.watch.inboxes = [InboxConfig(tmp_path / "phone"), InboxConfig(tmp_path / "scans")]
+    new.watch.outbox = tmp_path / "album"
+    r.cfg = new
+    wait_for(lambda: any(i.text == "Open inbox: scans" for i in icon.menu.items), "the new inboxes")
+    icon.click("Open inbox: scans")
+    icon.click("Open outbox")
+    wait_for(lambda: len(r.platform.opened) == 2, "both opened")
+    assert sorted(r.platform.opened) == sorted([tmp_path / "scans", tmp_path / "album"])
     r.stop()

@@ -59,7 +59,7 @@ log_path = run_cli.setup_logging(True)
 service = Service(cfg, engine=engine_from_environ(os.environ), stop_grace=args.stop_grace)
 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as gpen_watch.cli.run does
     signal.signal(signum, lambda *_: service.request_stop())
-sys.exit(run_with_tray(service, cfg, log_path=log_path))
+sys.exit(run_with_tray(service, log_path=log_path))
 """
 
 

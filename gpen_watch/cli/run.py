@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         # Imported here: pystray and Pillow are loaded only when there is a tray to draw.
         from gpen_watch.tray.app import run_with_tray
 
-        return run_with_tray(service, cfg, log_path=log_path)
+        return run_with_tray(service, log_path=log_path)
 
 
 def _service_answers() -> bool:

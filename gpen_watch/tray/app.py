@@ -65,7 +65,7 @@ class ServiceLike(Protocol):
     def request_stop(self) -> None: ...
 
 
-def run_with_tray(service: Service, cfg: Config, *, log_path: Path | None = None) -> int:
+def run_with_tray(service: Service, *, log_path: Path | None = None) -> int:
     """Run ``service`` with a tray icon until it stops; headless (one log line why) if none can be shown.
 
     Call it on the main thread, after the signal handlers are set; it returns service.run()'s
@@ -76,14 +76,16 @@ def run_with_tray(service: Service, cfg: Config, *, log_path: Path | None = None
     except TrayUnavailable as exc:
         log.warning("no tray icon: %s; running headless", exc)
         return service.run()
-    return TrayApp(service, cfg, backend, log_path=log_path).run()
+    # The service's settings as they are now: `gpen-watch reload` replaces them (the inboxes'
+    # menu items, the folders the Open items show).
+    return TrayApp(service, lambda: service.cfg, backend, log_path=log_path).run()
 
 
 class TrayApp:
     def __init__(
         self,
         service: ServiceLike,
-        cfg: Config,
+        settings: Callable[[], Config],
         backend: Backend,
         *,
         log_path: Path | None = None,
@@ -92,7 +94,7 @@ class TrayApp:
         poll_s: float = POLL_S,
     ) -> None:
         self.service = service
-        self.cfg = cfg
+        self.settings = settings
         self.backend = backend
         self.log_path = log_path or paths.log_file()
         self.platform = platform or platforms.current()
@@ -306,7 +308,7 @@ class TrayApp:
                 self._menu_gpus_at = now
 
     def _entries(self, view: model.TrayView) -> list[model.Entry]:
-        names = [i.path.name or str(i.path) for i in self.cfg.watch.inboxes]
+        names = [i.path.name or str(i.path) for i in self.settings().watch.inboxes]
         return model.menu(
             view, inbox_names=names, has_menu=self.backend.has_menu, click_pauses=self.backend.click_pauses
         )
@@ -360,10 +362,10 @@ class TrayApp:
         name, _, arg = action.partition(":")
         handlers: dict[str, Callable[[], None]] = {
             "toggle_pause": self._toggle_pause,
-            "open_inbox": lambda: self._open(self.cfg.watch.inboxes[int(arg or 0)].path),
-            "open_outbox": lambda: self._open(self.cfg.watch.outbox),
-            "open_failed": lambda: self._open(failed_root(self.cfg.watch.outbox)),
-            "open_log": lambda: self._open(self.log_path if self.log_path.exists() else self.log_path.parent),
+            "open_inbox": lambda: self._open_inbox(int(arg or 0)),
+            "open_outbox": lambda: self._open(self.settings().watch.outbox),
+            "open_failed": lambda: self._open(failed_root(self.settings().watch.outbox)),
+            "open_log": self._open_log,
             "toggle_login": self._toggle_login,
             "open_dashboard": self._open_dashboard,
         }
@@ -401,6 +403,14 @@ class TrayApp:
                 log.info("start at login: %s", line)
         self._kick.set()
 
+    def _open_log(self) -> None:
+        self._open(self.log_path if self.log_path.exists() else self.log_path.parent)
+
+    def _open_inbox(self, index: int) -> None:
+        inboxes = self.settings().watch.inboxes
+        if index < len(inboxes):  # a menu built before a reload took an inbox away
+            self._open(inboxes[index].path)
+
     def _open_dashboard(self) -> None:
         """On a thread of its own: the opener is waited for (platform.opener), a few seconds at most."""
         plain = self._view.dashboard
@@ -417,7 +427,7 @@ class TrayApp:
 
     def _open(self, path: Path) -> None:
         try:
-            if path == failed_root(self.cfg.watch.outbox):
+            if path == failed_root(self.settings().watch.outbox):
                 path.mkdir(parents=True, exist_ok=True)  # made on the first failure; show it empty
             self.platform.open_path(path)
         except OSError as exc:
