@@ -29,7 +29,11 @@ class BatchWatch:
             if self._browser is None:
                 self._browser = JournalBrowser.open(self._path)
             b = self._browser.current_batch()
-            batch = None if b is None else BatchStatus(b.total, b.ended, b.done, b.failed, b.other, b.redos, b.since)
+            batch = (
+                None
+                if b is None
+                else BatchStatus(b.total, b.ended, b.done, b.failed, b.other, b.redos, b.since)
+            )
             self._seen = (key, batch)
         return self._seen[1]
 
