@@ -634,6 +634,27 @@ def test_open_dashboard_says_when_no_browser_opened_and_a_click_leaves_no_zombie
     r.stop()
 
 
+def test_the_problem_line_opens_the_overviews_problems_or_the_log(
+    running: Callable[..., Running], tmp_path: Path
+) -> None:
+    from gpen_watch.dashboard import access
+
+    access.load_or_create_token(access.token_path())
+    r = running()
+    icon = r.icon
+    r.service.problem = "outbox: [Errno 28] No space left on device; retrying every 30 s"
+    wait_for(lambda: any(i.text.startswith("outbox: ") and i.action for i in icon.menu.items), "the problem")
+    icon.click(next(i.text for i in icon.menu.items if i.text.startswith("outbox: ")))
+    wait_for(lambda: r.platform.opened, "the log opened")  # no dashboard: the log says it in full
+    assert r.platform.opened == [tmp_path / "logs"] and r.platform.urls == []
+    r.service.dashboard = "http://127.0.0.1:4736/"
+    wait_for(lambda: any(i.text == "Open dashboard" for i in icon.menu.items), "the dashboard's item")
+    icon.click(next(i.text for i in icon.menu.items if i.text.startswith("outbox: ")))
+    wait_for(lambda: r.platform.urls, "the dashboard opened")
+    assert r.platform.urls == [f"http://127.0.0.1:4736/?token={access.read_token()}#problems"]
+    r.stop()
+
+
 def test_the_menu_and_the_open_items_follow_the_settings_a_reload_put_in_effect(
     running: Callable[..., Running], tmp_path: Path
 ) -> None:

@@ -436,6 +436,14 @@ def test_a_batch_and_the_photo_being_restored_show_in_the_tooltip_and_the_menu()
     assert model.view_from_status(status()).batch == (0, 0)
 
 
+def test_the_problem_line_opens_where_the_problem_is_said_in_full() -> None:
+    view = model.view_from_status(status(problem="model files missing: no internet connection"))
+    (line,) = [e for e in model.menu(view) if e.text.startswith("model files missing")]
+    assert line.action == "open_problem"
+    assert line.text == "model files missing: no internet connection"
+    assert len(line.text) <= model.MAX_LINE
+
+
 def test_a_batch_not_started_yet_is_said_by_the_queue() -> None:
     paused = model.view_from_status(status(queued=3, paused=True, batch={"total": 3, "ended": 0}))
     assert model.title(paused) == "gpen-watch: paused: 3 in the queue"

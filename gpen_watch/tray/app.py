@@ -49,6 +49,8 @@ POLL_S = 1.0
 # An open GTK/AppIndicator menu is rebuilt when its text changes; GPU readings alone change every
 # second, so lines that differ only in them are refreshed at most this often.
 GPU_MENU_REFRESH_S = 3.0
+# The Overview's section that says each problem in full (the menu's problem line opens it).
+PROBLEMS = "#problems"
 # How long the service thread waits to stop the icon when another thread is stuck in a call to it.
 ICON_STOP_WAIT_S = 5.0
 
@@ -368,6 +370,7 @@ class TrayApp:
             "open_log": self._open_log,
             "toggle_login": self._toggle_login,
             "open_dashboard": self._open_dashboard,
+            "open_problem": self._open_problem,
         }
         if name == "quit":
             self.quit()
@@ -403,6 +406,14 @@ class TrayApp:
                 log.info("start at login: %s", line)
         self._kick.set()
 
+    def _open_problem(self) -> None:
+        """The menu's problem line: where the whole of it is said, the Overview's problems, or
+        the log where the service serves no dashboard."""
+        if self._view.dashboard:
+            self._open_dashboard(PROBLEMS)
+        else:
+            self._open_log()
+
     def _open_log(self) -> None:
         self._open(self.log_path if self.log_path.exists() else self.log_path.parent)
 
@@ -411,8 +422,9 @@ class TrayApp:
         if index < len(inboxes):  # a menu built before a reload took an inbox away
             self._open(inboxes[index].path)
 
-    def _open_dashboard(self) -> None:
-        """On a thread of its own: the opener is waited for (platform.opener), a few seconds at most."""
+    def _open_dashboard(self, where: str = "") -> None:
+        """On a thread of its own: the opener is waited for (platform.opener), a few seconds at
+        most. ``where``: a part of the Overview ("#problems")."""
         plain = self._view.dashboard
         if not plain:  # the menu has no such item then; a click that raced a reload
             self._notify(Notice("gpen-watch", "the service serves no dashboard (dashboard.enabled = false)"))
@@ -421,7 +433,7 @@ class TrayApp:
         if url is None:
             self._notify(Notice("gpen-watch", f"{access.token_path()}: no dashboard sign-in token to read"))
             return
-        opened = self.platform.open_url(url)
+        opened = self.platform.open_url(url + where)
         if not opened.ok:
             self._notify(Notice("gpen-watch: no browser opened", access.no_browser(opened.why, plain)))
 

@@ -279,8 +279,9 @@ def summary_entries(view: TrayView) -> list[Entry]:
     if view.standby:
         entries.append(Entry(_clip(view.standby[0].upper() + view.standby[1:], MAX_LINE)))
     if view.problem:
-        # Short already (Status.problem_line), after the "Needs attention" line: no prefix.
-        entries.append(Entry(_clip(view.problem, MAX_LINE)))
+        # Short already (Status.problem_line), after the "Needs attention" line: no prefix. A
+        # click opens where the whole of it is said: the dashboard's problems, else the log.
+        entries.append(Entry(_clip(view.problem, MAX_LINE), "open_problem"))
     entries += [Entry(_clip(f"Inbox away: {path}", MAX_LINE)) for path in view.inboxes_away]
     if view.notice:
         entries.append(Entry(_clip(f"Note: {view.notice}", MAX_NOTE)))
