@@ -125,6 +125,7 @@ def test_strength_blends_the_restored_crop_with_the_input_crop() -> None:
 
 def test_the_enhancer_runs_the_face_model_the_registry_family_loads(tiny_models) -> None:
     from gpen_watch.base.errors import ModelError
+    from gpen_watch.catalog.face_frames import GPEN_FRAME
     from gpen_watch.catalog.registry import FILE_FAMILY, FaceFamily, face_family
     from gpen_watch.restore.runtime.face_model import family_impl, load_face_model
 
@@ -133,7 +134,7 @@ def test_the_enhancer_runs_the_face_model_the_registry_family_loads(tiny_models)
     with pytest.raises(ModelError, match="not a face restoration model"):
         face_family("ParseNet")
     with pytest.raises(TypeError, match="not a face family"):
-        family_impl(FaceFamily("gpen", "GPEN", "gpen_watch.restore.nets.gpen_model:GPEN"))
+        family_impl(FaceFamily("gpen", "GPEN", "gpen_watch.restore.nets.gpen_model:GPEN", GPEN_FRAME))
     place = placement("cpu", "fp32", False)
     model = load_face_model(str(tiny_models.gpen), None, place, download=False)
     assert model.size == TINY_GPEN["size"]

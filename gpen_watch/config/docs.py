@@ -70,10 +70,11 @@ DESCRIPTIONS: dict[str, Description] = {
         "0.75 and 1.25 (Syncthing's practice), so inboxes on one share are not all listed at once.",
     ),
     "restore.model": Description(
-        f"{registry.choices_text('face')}, or a .pth file.",
+        f"{registry.choices_text('face')}, or a GPEN generator's .pth file.",
         "GPEN-BFR-256 is about 13x faster on a CPU (0.14 against 1.8 s a face on 2 cores) and restores "
         "at 256 px; GPEN-BFR-1024 is about 1.5x slower on a CPU and restores at 1024 px, for faces "
-        "larger than 512 px in the photo ([models](models.md)).",
+        "larger than 512 px in the photo. GFPGAN and CodeFormer are other families of restorers, "
+        "each aligned and pasted back as it was trained ([models](models.md#model-families)).",
     ),
     "restore.detector": Description(f"{registry.choices_text('detector')}."),
     "restore.use_parse": Description(
@@ -128,6 +129,13 @@ DESCRIPTIONS: dict[str, Description] = {
         "How much of the restored face replaces the original: 0 (none) to 1 (all).",
         "Upstream GPEN's `--alpha`. Blended in the aligned crop before paste-back, so it costs nothing; "
         "0 writes the photo's own pixels back (faces found, none restored).",
+    ),
+    "restore.fidelity": Description(
+        "CodeFormer's fidelity weight w: 0 (the most restored) to 1 (the most faithful to the photo).",
+        "Only for `restore.model = CodeFormer`, refused with another model. At 0 a face is the "
+        "codebook's alone; higher values blend the photo's own features back in at four resolutions, "
+        "which keeps a person's likeness at the cost of less repair. 0.5 is CodeFormer's own default; "
+        "an inbox's profile may set its own ([models](models.md#codeformer)).",
     ),
     "restore.smooth_below": Description(
         "Restored faces with a box side under this (px) get a 3x3 smoothing; 0: never.",

@@ -19,7 +19,13 @@ from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.providers import PROVIDERS
-from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
+from gpen_watch.catalog.registry import (
+    DETECTOR_NAMES,
+    FACE_MODEL_NAMES,
+    UPSCALER_CONFIGS,
+    fidelity_families,
+    has_fidelity,
+)
 from gpen_watch.config.api_schema import ApiConfig, api_checks, valid_bind_address
 from gpen_watch.config.name_template import check_name_template
 from gpen_watch.config.schedule import check as check_schedule
@@ -96,6 +102,9 @@ class RestoreConfig:
     # How much of the restored face replaces the original: 1 all of it (upstream GPEN's default),
     # 0 none (the photo comes back as it was); blended in crop space before paste-back.
     strength: float = 1.0
+    # CodeFormer's fidelity weight w (a model family that takes one: registry.has_fidelity): 0 the
+    # codebook's face alone, 1 the most faithful to the photo; 0.5 is CodeFormer's own default.
+    fidelity: float = 0.5
     # Restored faces whose detection box has a side under this many pixels are smoothed (3x3)
     # before paste-back, as upstream GPEN does; 0: never.
     smooth_below: int = 100
@@ -397,6 +406,18 @@ def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, 
         (r.min_face >= 0, "restore.min_face", "must be 0 (restore every face) or a positive number"),
         (r.max_faces >= 0, "restore.max_faces", "must be 0 (no limit) or a positive number"),
         (0.0 <= r.strength <= 1.0, "restore.strength", "must be between 0 (leave faces as they are) and 1"),
+        (
+            0.0 <= r.fidelity <= 1.0,
+            "restore.fidelity",
+            "must be between 0 (the codebook's face, the most restored) and 1 (the most faithful to the photo)",
+        ),
+        (
+            r.fidelity == RestoreConfig.fidelity or has_fidelity(r.model),
+            "restore.fidelity",
+            f"is a weight of {' and '.join(fidelity_families())} only, and restore.model = {r.model} takes "
+            f"none: remove it, or choose restore.model = {' or '.join(fidelity_families())} (an inbox's "
+            "profile may set both)",
+        ),
         (r.smooth_below >= 0, "restore.smooth_below", "must be 0 (never smooth) or a positive number"),
         (
             0.0 < r.identity_threshold <= 2.0,

@@ -61,6 +61,7 @@ LABELS: dict[str, str] = {
     "restore.faces": "Which faces",
     "restore.max_faces": "Most faces a photo",
     "restore.strength": "Strength",
+    "restore.fidelity": "Fidelity (CodeFormer)",
     "restore.smooth_below": "Smooth faces smaller than (px)",
     "restore.face_batch": "Faces per pass",
     "restore.max_side": "Pre-scale photos longer than (px)",

@@ -24,6 +24,7 @@ from aiohttp import web
 from gpen_watch import config
 from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import write_text_atomic
+from gpen_watch.catalog.registry import has_fidelity
 from gpen_watch.config import Config, edit, short_path
 from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
@@ -239,7 +240,7 @@ class SettingsPage:
                     _get(now, name),
                 )
                 for name, tp in edit.global_fields().items()
-                if name.startswith(section + ".")
+                if name.startswith(section + ".") and _applies_to(name, file_cfg.restore)
             ]
             words = setting_labels.SECTIONS[section]
             out.append(Section(section, applies(section + ".x").value, rows, words.heading, words.line))
@@ -250,7 +251,10 @@ class SettingsPage:
         forms = []
         for i, inbox in enumerate(file_cfg.watch.inboxes):
             rows, profile = [], []
+            own = config.inbox_config(file_cfg, inbox).restore
             for key, tp in edit.inbox_fields().items():
+                if not _applies_to(key, own):
+                    continue
                 name = f"watch.inboxes[{i}].{key}"
                 section, _, sub = key.partition(".")
                 if sub:  # a profile setting: blank follows the global one
@@ -302,6 +306,14 @@ class SettingsPage:
             setting_labels.label(name),
             _own_applies(doc or name),
         )
+
+
+def _applies_to(name: str, restore: config.RestoreConfig) -> bool:
+    """Whether the page shows ``name`` (restore.fidelity only where the model takes one, or where
+    the file sets it, so a value it refuses can be seen and changed)."""
+    if name != "restore.fidelity":
+        return True
+    return has_fidelity(restore.model) or restore.fidelity != config.RestoreConfig.fidelity
 
 
 def _own_applies(name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gpen_watch.base.errors import ErrorKind
 from gpen_watch.base.strenum import StrEnum
-from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, model_label
+from gpen_watch.catalog.registry import DEFAULT_UPSCALERS, face_family, model_label
 from gpen_watch.config import RestoreConfig, SettingsUsed
 
 
@@ -37,10 +37,11 @@ class ModelKey:
 
     @property
     def label(self) -> str:
-        """For the log: "GPEN-BFR-512, feathered mask, upscaled x2"."""
+        """For the log: "GPEN-BFR-512, feathered mask, upscaled x2" (GFPGAN's and CodeFormer's plain
+        mask is a square one)."""
         text = self.model_name
         if not self.use_parse:
-            text += ", feathered mask"
+            text += f", {face_family(self.model).frame.mask.plain_label}"
         if self.upscale > 1:
             text += f", upscaled x{self.upscale}"
         return text
@@ -130,6 +131,22 @@ class PhotoProgress:
     total: int = 0
 
 
+@dataclass(frozen=True)
+class FaceCheck:
+    """What the engine measured of one face the detector found (docs/identity.md): a face it
+    restored, or one it left as it was because it was already sharp."""
+
+    index: int  # the face's number on the photo's page: its place in the detector's order
+    restored: bool
+    # restore.skip_sharp's detail measure of the face before restoring; None: not measured.
+    detail: float | None = None
+    # How far the restored face's descriptor moved from the original's; None: not checked.
+    distance: float | None = None
+    flagged: bool = False  # distance over the photo's restore.identity_threshold
+    # The original face's descriptor: 128 float32, little-endian; b"": not described.
+    descriptor: bytes = b""
+
+
 @dataclass
 class FileResult:
     src: Path
@@ -154,6 +171,8 @@ class FileResult:
     # Format actually written ("JPEG", "PNG"...): a file's content, not its name, decides "same".
     format: str | None = None
     out_of_memory: bool = False
+    # Each restored face's checks, and each face left as it was because it was already sharp.
+    checks: list[FaceCheck] = field(default_factory=list)
     # The settings this photo was restored with (its profile or redo over the engine's own), with
     # the format it was written in; None: the engine did not say (a stand-in that does not).
     used: SettingsUsed | None = None

@@ -16,6 +16,7 @@ import torch
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.restore.api import face_ids_refusal
+from gpen_watch.restore.engines.face_checks import leave_sharp
 from gpen_watch.restore.engines.loader import Loader
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSets
 from gpen_watch.restore.runtime.device import free_cached_memory, is_out_of_memory
@@ -41,7 +42,8 @@ def detect_and_align(
     assert image is not None
     t0 = time.perf_counter()
     try:
-        size = models.get(work.models, busy).size
+        held = models.get(work.models, busy)
+        size, frame = held.size, held.frame
         detector = loader.detector(work.cfg)
         faces = detector.detect([work.detect_input or image.bgr8])[0]
         work.detect_input = None
@@ -72,14 +74,16 @@ def detect_and_align(
             work.fail(f"{refusal}; nothing was restored, and the result stays as it was")
             return
         faces = pick(detected, faces, work.job.face_ids, work.result.notes, left_out)
+    faces = leave_sharp(work, detected, faces, left_out)
     work.faces = faces
     reasons = {id(face): why for face, why in left_out}
     work.shown = [(face, reasons.get(id(face))) for face in detected]
     work.face_size = size
+    work.face_frame = frame
     work.result.timings["detect"] = work.result.timings.get("detect", 0.0) + t1 - t0
     if faces:
         landmarks = np.stack([f.landmarks for f in faces]).astype(np.float32)
-        work.crops, work.affines = align.align_faces(image.bgr8, landmarks, size)
+        work.crops, work.affines = align.align_faces(image.bgr8, landmarks, size, frame)
         work.pending = len(faces)
     work.result.timings["align"] = time.perf_counter() - t1
     work.result.faces = len(faces)
@@ -147,12 +151,20 @@ def run_batch(ready: list[StagedPhoto], models: ModelSets, step: Callable[[], No
     amounts = [w.cfg.strength for w, _, n in take for _ in range(n)]
     # Only a batch with other strengths than the enhancer's own needs them one by one.
     strengths = None if all(s == enhancer.strength for s in amounts) else np.array(amounts)
+    # restore.fidelity of each face, for a model that takes one (its profile's, as strength).
+    extra: dict[str, np.ndarray] = {}
+    if enhancer.fidelity is not None:
+        extra["fidelities"] = np.array([w.cfg.fidelity for w, _, n in take for _ in range(n)], np.float32)
     t0 = time.perf_counter()
     try:
         if enhancer.parse_small_below and enhancer.parser is not None:
             # restore.parse_small_below: how large each face lands in its photo.
             affines = np.concatenate([w.affines[a : a + n] for w, a, n in take])  # type: ignore[index]
-            restored, masks = enhancer.enhance(crops, strengths, align.paste_sides(affines, enhancer.size))
+            restored, masks = enhancer.enhance(
+                crops, strengths, align.paste_sides(affines, enhancer.size), **extra
+            )
+        elif extra:
+            restored, masks = enhancer.enhance(crops, strengths, **extra)
         else:
             restored, masks = (
                 enhancer.enhance(crops, strengths) if strengths is not None else enhancer.enhance(crops)

@@ -9,9 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec, get_spec, model_names
-from gpen_watch.modelstore.store import ensure_model
-from gpen_watch.restore.engines.verify import check_state_dict, load_checkpoint, not_a_file
+from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec
+from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
 from gpen_watch.restore.nets.gpen_model import (
     GPEN,
     GPENConfig,
@@ -37,6 +36,15 @@ class GPENFamily:
         gpen = load_gpen(model, model_dir=model_dir, device=str(place.device), download=download)
         return runner(gpen, place)
 
+    def weights_file(self, model: str, model_dir: Path | None, download: bool) -> Path:
+        return gpen_file(model, model_dir, download)
+
+    def network(self, model: str, path: Path) -> nn.Module:
+        # A registry name keeps its fixed shape; a file's is read from its keys.
+        if model in GPEN_CONFIGS:
+            return gpen_from_state(GPEN_CONFIGS[model], load_checkpoint(path, model), path, "cpu")
+        return load_gpen(path, device="cpu", download=False)
+
 
 GPEN_FAMILY: FaceFamilyImpl = GPENFamily()
 
@@ -49,18 +57,8 @@ def runner(gpen: GPEN, place: Placement) -> GPENRunner:
 def gpen_from_state(
     cfg: GPENConfig, state: dict[str, Tensor], path: Path, device: str | torch.device
 ) -> GPEN:
-    """Build on the meta device and adopt the checkpoint's tensors: no random init, and no second copy
-    of the (up to 284 MB) weights in memory."""
-    with torch.device("meta"):
-        net = build_gpen(cfg)
-    check_state_dict(net, state, path)
-    # assign=True would also adopt the file's dtype; inference precision is chosen elsewhere (autocast).
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
-    net.load_state_dict(state, strict=True, assign=True)
-    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
-        # A tensor the state dict does not carry would be left without storage.
-        raise RuntimeError("GPEN has parameters or buffers outside its state dict; cannot load on meta")
-    return net.to(device).eval()
+    """Build on the meta device and adopt the checkpoint's tensors (``verify.adopt_state``)."""
+    return adopt_state(lambda: build_gpen(cfg), state, path, device)
 
 
 def load_gpen(
@@ -96,13 +94,4 @@ def gpen_file(model: str | Path, model_dir: Path | None = None, download: bool =
 def _gpen_file(model: str | Path, model_dir: Path | None, download: bool) -> tuple[Path, ModelSpec | None]:
     """The file, and the registry entry when ``model`` is a registry name; ModelError when
     ``model`` names neither a GPEN checkpoint of the registry nor a file."""
-    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
-        spec = get_spec(model)
-        if spec.kind != "gpen":
-            raise ModelError(f"{spec.name} is a {spec.kind} model, not a GPEN generator")
-        return ensure_model(spec, model_dir, download=download), spec
-    path = Path(model).expanduser()
-    if not path.is_file():
-        gpen_names = [n for n in model_names() if "GPEN" in n]
-        raise ModelError(not_a_file(model, "--model, restore.model", gpen_names, "a GPEN model name"))
-    return path, None
+    return model_file(model, "gpen", "GPEN", model_dir, download)

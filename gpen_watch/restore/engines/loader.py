@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from gpen_watch.catalog.registry import face_family
 from gpen_watch.config import RestoreConfig
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSet, weights_mb
 from gpen_watch.restore.engines.networks import Networks
@@ -57,6 +58,7 @@ class Loader:
         mb = weights_mb(face.network)
         # restore.parse_precision and .parse_small_below are the worker's (global only): the
         # parser is one network shared by every set.
+        family = face_family(key.model)
         enhancer = FaceEnhancer(
             face,
             place,
@@ -66,6 +68,10 @@ class Loader:
             parser_ready=True,
             parse_precision=nets.parse_precision(place),
             parse_small_below=cfg.parse_small_below,
+            frame=family.frame,
+            # The worker's restore.fidelity, for a family that takes one; each photo's own is
+            # passed with its faces (``device_stages.run_batch``).
+            fidelity=cfg.fidelity if family.fidelity else None,
         )
         upscaler = None
         if key.upscale > 1:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from gpen_watch.catalog.face_frames import FaceFrame
+
 # ModelKey lives with the engine's torch-free contract (the service's status names the sets too).
 from gpen_watch.restore.api import ModelKey as ModelKey
 from gpen_watch.restore.runtime import memory
@@ -40,6 +42,11 @@ class ModelSet:
     mb: float  # what its own weights take (the shared detector and parser are not counted)
     # Host memory its passes (generator, parser, upscaler) take at their peak (memory.activation_mb).
     working_mb: float = 0.0
+
+    @property
+    def frame(self) -> FaceFrame:
+        """Its family's template and paste mask, which the faces it restores are aligned and pasted with."""
+        return self.enhancer.frame
 
 
 def weights_mb(*modules: nn.Module | None) -> float:

@@ -17,9 +17,11 @@ refused or stale export is made again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,8 @@ OPSET = 18
 FORMAT = 3
 INPUT_NAME = "faces"
 OUTPUT_NAME = "restored"
+# A face model's second input where its family takes a fidelity weight: (N,) float, one per face.
+FIDELITY_NAME = "fidelity"
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,16 @@ class ExportSpec:
     # H and W dynamic too, each a multiple of this (the network's stride: the detector pads its
     # input to 32, the upscaler to its unshuffle grid); 0: fixed at the example's.
     spatial_multiple: int = 0
+    # A second input of one weight per image, (N,), on the same batch axis (CodeFormer's w): an
+    # input of the graph, so one export serves every restore.fidelity.
+    fidelity: bool = False
 
 
-def generator_spec(size: int) -> ExportSpec:
-    """The GPEN generator: (N, 3, size, size) -> (N, 3, size, size), only the batch dynamic."""
+def generator_spec(size: int, fidelity: bool = False) -> ExportSpec:
+    """A face model: (N, 3, size, size) [and (N,) weights] -> (N, 3, size, size), only the batch
+    dynamic."""
+    if fidelity:
+        return ExportSpec(inputs=(INPUT_NAME, FIDELITY_NAME), example=(2, 3, size, size), fidelity=True)
     return ExportSpec(example=(2, 3, size, size))
 
 
@@ -114,19 +124,31 @@ def export_module(module: nn.Module, size: int, dst: Path, spec: ExportSpec | No
     the largest GPEN is well under protobuf's 2 GB). Without ``spec``: a generator,
     (N, 3, size, size) -> (N, 3, size, size)."""
     spec = spec or generator_spec(size)
+    if size and not spec.spatial_multiple:
+        # A face model's side is its network's, known once it is built.
+        spec = dataclasses.replace(spec, example=(*spec.example[:2], size, size))
     module = module.eval()
-    example = torch.zeros(spec.example)
-    # The forward's argument name keys dynamic_shapes; take it from the signature so any network fits.
-    first = next(iter(inspect.signature(module.forward).parameters))
-    with torch.inference_mode(False), torch.no_grad(), _quiet(_CHATTY_LOGGERS):
+    examples: tuple[torch.Tensor, ...] = (torch.zeros(spec.example),)
+    # The forward's argument names key dynamic_shapes; take them from the signature so any network fits.
+    names = list(inspect.signature(module.forward).parameters)
+    axes = _dynamic_axes(spec)
+    dynamic: dict[str, object] = {names[0]: axes}
+    if spec.fidelity:
+        # The weights share the faces' batch axis (the same Dim), which ties the two.
+        examples += (torch.full(spec.example[:1], 0.5),)
+        dynamic[names[1]] = {0: axes[0]}
+    with torch.inference_mode(False), torch.no_grad(), _quiet(_CHATTY_LOGGERS), warnings.catch_warnings():
+        # Two inputs on one batch axis (a face model's fidelity weights) make the exporter say it
+        # names the axis once; that is the intent, not a fault.
+        warnings.filterwarnings("ignore", message="The axis name", category=UserWarning)
         program = torch.onnx.export(
             module,
-            (example,),
+            examples,
             dynamo=True,
             opset_version=OPSET,
             input_names=list(spec.inputs),
             output_names=list(spec.outputs),
-            dynamic_shapes={first: _dynamic_axes(spec)},
+            dynamic_shapes=dynamic,
             external_data=False,
             verbose=False,  # its progress lines go to stdout; cached_export logs what it did
         )

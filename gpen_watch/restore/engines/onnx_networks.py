@@ -39,16 +39,15 @@ from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 from gpen_watch.config import ParsePrecision, RestoreConfig
 from gpen_watch.modelstore.store import ensure_model
 from gpen_watch.restore.engines import verify
-from gpen_watch.restore.engines.gpen_family import gpen_file
 from gpen_watch.restore.engines.onnx_export import ExportSpec
-from gpen_watch.restore.engines.onnx_face_model import load_onnx_gpen
+from gpen_watch.restore.engines.onnx_face_model import load_onnx_face
 from gpen_watch.restore.engines.onnx_modules import OnnxNet, open_export
 from gpen_watch.restore.nets.fold import fold_batchnorm, prepare_detector
 from gpen_watch.restore.nets.retinaface import RetinaFace, config_for
 from gpen_watch.restore.nets.rrdbnet import RRDBNet
 from gpen_watch.restore.nets.upconv import polyphase_upsample_blocks
 from gpen_watch.restore.runtime.device import Placement, placement
-from gpen_watch.restore.runtime.face_model import FaceModel
+from gpen_watch.restore.runtime.face_model import FaceModel, family_impl
 
 log = logging.getLogger(__name__)
 
@@ -140,19 +139,18 @@ class OnnxNetworks:
             log.warning("%s", note)
 
     def face_model(self, model: str, place: Placement) -> FaceModel:
-        if face_family(model).kind != "gpen":
-            raise ModelError(
-                f"restore.engine = onnx runs GPEN generators only, not {model}; use restore.engine = torch"
-            )
-        path = gpen_file(model, self.cfg.model_dir, self.download)
-        face = load_onnx_gpen(
+        # Every family's network exported as it is (CodeFormer's fidelity weight an input).
+        family = face_family(model)
+        impl = family_impl(family)
+        path = impl.weights_file(model, self.cfg.model_dir, self.download)
+        face = load_onnx_face(
             path,
+            lambda: impl.network(model, path),
             self.cfg.provider,
             threads=self.threads,
-            model=model,
-            model_dir=self.cfg.model_dir,
             say_note=False,
             precision=self.cfg.precision,
+            fidelity=self.cfg.fidelity if family.fidelity else None,
         )
         self._opened_on(face.choice, face.note, face.half)
         return face

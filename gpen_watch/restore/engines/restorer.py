@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from gpen_watch.catalog.registry import model_label
+from gpen_watch.catalog.registry import face_family, model_label
 from gpen_watch.config import GLOBAL_ONLY, RestoreConfig
 from gpen_watch.restore.api import EngineFactory, FileJob, FileResult, PhotoProgress, Stage
 from gpen_watch.restore.engines.device_stages import detect_and_align, run_batch, upscale_photo
+from gpen_watch.restore.engines.face_checks import IdentityCheck
 from gpen_watch.restore.engines.loader import Loader
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSets, release_memory
 from gpen_watch.restore.engines.networks import Networks, open_networks
@@ -81,6 +82,8 @@ class Restorer:
         }
         self._loader = Loader(cfg, self.place, download, detector, self.networks)
         self.models = ModelSets(self._loader.model_set, release_memory(lambda: free_cached_memory(dev)))
+        # restore.identity_check: dlib's files, read at the first photo that asks for the check.
+        self._identity = IdentityCheck(cfg.model_dir, dev)
         # The restorer's own model set (the global settings'), loaded now; others on first use.
         self._own_key = ModelKey.of(cfg)
         own = self.models.get(self._own_key)
@@ -109,7 +112,7 @@ class Restorer:
         self._finish_pool = ThreadPoolExecutor(n_io, thread_name_prefix="gpen-finish")
         self._batching = BatchPolicy(n_io, dev.type != "cpu", cfg.max_side, cfg.upscale)
         model = model_label(cfg.model)
-        mask = "face-parsing mask" if cfg.use_parse else "feathered mask"
+        mask = "face-parsing mask" if cfg.use_parse else face_family(cfg.model).frame.mask.plain_label
         # Said once at start (logged here, sent to the parent by workers): what really runs, with
         # every "auto" resolved.
         # What status and the tray show for this worker's device ("Apple GPU (mps)").
@@ -275,9 +278,12 @@ class Restorer:
                     self._tell(work.job, Stage.RESTORING, 0, len(work.faces))
                     ready.append(work)
                 else:
+                    self._identity.check([work])  # faces left as they were are described too
                     finishing[self._finish_later(work)] = work
             if ready and not self._stopping.is_set():
-                for work in run_batch(ready, self.models, self._step):
+                finished = run_batch(ready, self.models, self._step)
+                self._identity.check(finished)
+                for work in finished:
                     finishing[self._finish_later(work)] = work
                 ready = [w for w in ready if w.pending]
                 for work in ready:

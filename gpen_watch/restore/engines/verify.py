@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,9 +25,11 @@ from gpen_watch.catalog.registry import (
     FACE_FAMILIES,
     UPSCALER_NAMES,
     ModelSpec,
+    all_specs,
     face_family,
     get_spec,
     identity_specs,
+    model_names,
     parser_spec,
     spec_for_filename,
     upscaler_spec,
@@ -183,6 +185,42 @@ def load_weights(model: M, path: Path, name: str | None = None) -> M:
     check_state_dict(model, state, path)
     model.load_state_dict(state, strict=True)
     return model.eval()
+
+
+def adopt_state(
+    build: Callable[[], M], state: dict[str, Tensor], path: Path, device: str | torch.device = "cpu"
+) -> M:
+    """The network ``build`` makes, holding the checkpoint's tensors: built on the meta device and
+    given them (no random init, and no second copy of several hundred MB of weights in memory),
+    after checking the keys and shapes match; in eval mode on ``device``."""
+    with torch.device("meta"):
+        net = build()
+    check_state_dict(net, state, path)
+    # assign=True would also adopt the file's dtype; inference precision is chosen elsewhere (autocast).
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    net.load_state_dict(state, strict=True, assign=True)
+    if any(t.is_meta for t in (*net.parameters(), *net.buffers())):
+        # A tensor the state dict does not carry would be left without storage.
+        raise RuntimeError(f"{type(net).__name__} has parameters or buffers outside its state dict")
+    return net.to(device).eval()
+
+
+def model_file(
+    model: str | Path, kind: str, label: str, model_dir: Path | None, download: bool
+) -> tuple[Path, ModelSpec | None]:
+    """The weights file restore.model = ``model`` names: for a registry name of ``kind``, the
+    store's (fetched when ``download``), with its entry; else ``model`` as a path, which must be
+    a file. ``label`` ("GPEN") words the message for a name that is neither."""
+    names = [spec.name for spec in all_specs() if spec.kind == kind]
+    if isinstance(model, str) and model.lower() in (n.lower() for n in model_names()):
+        spec = get_spec(model)
+        if spec.kind != kind:
+            raise ModelError(f"{spec.name} is a {spec.kind} model, not a {label} model")
+        return ensure_model(spec, model_dir, download=download), spec
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise ModelError(not_a_file(model, "--model, restore.model", names, f"a {label} model name"))
+    return path, None
 
 
 # --- builders -----------------------------------------------------------------------------------

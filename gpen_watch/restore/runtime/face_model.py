@@ -37,8 +37,10 @@ class FaceModel(Protocol):
         """The precision it runs in, which the parser shares when restore.parse_precision is auto."""
         ...
 
-    def __call__(self, faces: Tensor, /) -> Tensor:
-        """(N, 3, S, S) RGB faces in [-1, 1] -> the restored faces, fp32, about [-1, 1]."""
+    def __call__(self, faces: Tensor, /, fidelity: Tensor | None = None) -> Tensor:
+        """(N, 3, S, S) RGB faces, scaled as the family's frame says (``FaceFrame.mean``, ``.std``)
+        -> the restored faces, fp32, on the same scale. ``fidelity``: (N,) weights in [0, 1] for a
+        family that takes one (``FaceFamily.fidelity``); never given to the others."""
         ...
 
 
@@ -57,6 +59,17 @@ class FaceFamilyImpl(Protocol):
     def load(self, model: str, model_dir: Path | None, place: Placement, download: bool) -> FaceModel:
         """restore.model = ``model`` (a registry name or a checkpoint file) ready on ``place``;
         ModelError when it cannot be had."""
+        ...
+
+    def weights_file(self, model: str, model_dir: Path | None, download: bool) -> Path:
+        """The weights file restore.model = ``model`` names, fetched as ``load`` would fetch it but
+        not loaded: what another engine exports and keys its cache by."""
+        ...
+
+    def network(self, model: str, path: Path) -> nn.Module:
+        """The network in ``path`` (restore.model = ``model``'s file), checked, on the CPU in eval
+        mode, as another engine exports it: ``forward(faces)``, or ``forward(faces, fidelity)`` for
+        a family with a fidelity weight; ``config.size`` is its side."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""Face alignment to GPEN's own 5-point template (numpy + OpenCV only: no torch here).
+"""Face alignment to a family's 5-point template (numpy + OpenCV only: no torch here).
 
 Conventions used throughout ``align`` and ``paste``:
 
@@ -16,21 +16,12 @@ import math
 import cv2
 import numpy as np
 
+from gpen_watch.catalog.face_frames import GPEN_FRAME, FaceFrame
+
 # GPEN's reference points for a 512x512 crop, (x, y), in this order: left eye, right eye, nose tip,
-# left mouth corner, right mouth corner ("left" = left as seen in the image). The GPEN weights were
-# trained on crops made with this template, which is looser than facexlib's FFHQ one (eye distance
-# 107 px instead of 126 px at 512), so using facexlib's template would feed the network faces that
-# are too big.
-GPEN_TEMPLATE_512 = np.array(
-    [
-        [202.041, 242.884],
-        [309.430, 242.290],
-        [256.077, 303.959],
-        [211.960, 366.828],
-        [300.891, 366.336],
-    ],
-    dtype=np.float32,
-)
+# left mouth corner, right mouth corner ("left" = left as seen in the image); each family's are in
+# its frame (``catalog.face_frames``). The geometric checks below use these.
+GPEN_TEMPLATE_512 = np.array(GPEN_FRAME.template, dtype=np.float32)
 
 # Below this scale factor (output pixels per input pixel) a warp is treated as a shrink and the
 # source is low-pass filtered first (see warp_affine_resampled). Just under 1.0 the bicubic kernel's
@@ -55,14 +46,15 @@ _MAX_BOX_SIDE = 4.0
 _MIN_BOX_INSIDE = 0.1
 
 
-def face_template(size: int) -> np.ndarray:
-    """GPEN's 5-point template for a ``size`` x ``size`` crop: (5, 2) float32, (x, y).
+def face_template(size: int, frame: FaceFrame = GPEN_FRAME) -> np.ndarray:
+    """``frame``'s 5-point template for a ``size`` x ``size`` crop: (5, 2) float32, (x, y).
 
     The 512 template is scaled linearly (256 halves every coordinate), as upstream does.
     """
     if size <= 0:
         raise ValueError(f"crop size must be positive, got {size}")
-    result: np.ndarray = (GPEN_TEMPLATE_512 * np.float32(size / 512.0)).astype(np.float32)
+    points = np.array(frame.template, dtype=np.float32)
+    result: np.ndarray = (points * np.float32(size / 512.0)).astype(np.float32)
     return result
 
 
@@ -310,13 +302,16 @@ def _round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return result
 
 
-def align_faces(image_bgr: np.ndarray, landmarks: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cut each face out of ``image_bgr`` aligned to GPEN's template.
+def align_faces(
+    image_bgr: np.ndarray, landmarks: np.ndarray, size: int, frame: FaceFrame = GPEN_FRAME
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cut each face out of ``image_bgr`` aligned to ``frame``'s template (the model family's).
 
     Args:
         image_bgr: (H, W, 3) uint8 BGR image (uint16 accepted; crops keep the dtype).
         landmarks: (F, 5, 2) points in image pixels, ordered as ``GPEN_TEMPLATE_512``.
         size: crop side in pixels (512 for GPEN-BFR-512, 256 for GPEN-BFR-256).
+        frame: the family's template (``catalog.face_frames``); GPEN's by default.
 
     Returns:
         crops: (F, size, size, 3) of the image's dtype.
@@ -338,7 +333,7 @@ def align_faces(image_bgr: np.ndarray, landmarks: np.ndarray, size: int) -> tupl
     pts = np.asarray(landmarks, dtype=np.float64)
     if pts.ndim != 3 or pts.shape[1:] != (5, 2):
         raise ValueError(f"landmarks must be (F, 5, 2), got {pts.shape}")
-    template = face_template(size)
+    template = face_template(size, frame)
     count = len(pts)
     crops = np.empty((count, size, size, 3), dtype=image.dtype)
     affines = np.empty((count, 2, 3), dtype=np.float64)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpen_watch.catalog.face_frames import GPEN_FRAME, FaceFrame
 from gpen_watch.config import ParsePrecision
 from gpen_watch.restore.nets.fold import as_channels_last, drop_image_head, prepare_conv_net
 from gpen_watch.restore.runtime.batching import after_out_of_memory
@@ -24,10 +25,11 @@ PARSE_CLASSES = (
     "background", "skin", "nose", "eye_g", "l_eye", "r_eye", "l_brow", "r_brow", "l_ear", "r_ear",
     "mouth", "u_lip", "l_lip", "hair", "hat", "ear_r", "neck_l", "neck", "cloth",
 )  # fmt: skip
-# Classes left out of the paste mask: background, hat and cloth, as upstream GPEN does. Hair, the
-# necklace and the neck stay in: the generator was trained on whole aligned crops, and a mask that
-# stopped at the jaw would paste a restored chin onto an unrestored neck with a seam between them.
-NOT_FACE = (0, 14, 18)
+# GPEN's classes left out of the paste mask (each family's are in its frame): background, hat and
+# cloth, as upstream GPEN does. Hair, the necklace and the neck stay in: the generator was trained
+# on whole aligned crops, and a mask that stopped at the jaw would paste a restored chin onto an
+# unrestored neck with a seam between them.
+NOT_FACE = GPEN_FRAME.mask.not_face
 _PARSE_SIZE = 512
 # ParseNet is fully convolutional: at half its trained side it runs a quarter of the arithmetic
 # and gives a (N, 19, 256, 256) map (restore.parse_small_below).
@@ -39,8 +41,9 @@ class OutOfMemory(RuntimeError):
 
 
 class FaceEnhancer:
-    """Runs a face model (``face_model.FaceModel``: GPEN today) and optionally ParseNet on
-    (F, S, S, 3) BGR uint8 crops."""
+    """Runs a face model (``face_model.FaceModel``) and optionally ParseNet on (F, S, S, 3) BGR
+    uint8 crops, scaling the pixels as the model's family was trained (``frame``) and passing each
+    face's fidelity weight to a family that takes one (``fidelity``: its default; None: none)."""
 
     def __init__(
         self,
@@ -52,8 +55,12 @@ class FaceEnhancer:
         parser_ready: bool = False,
         parse_precision: ParsePrecision = "auto",
         parse_small_below: int = 0,
+        frame: FaceFrame = GPEN_FRAME,
+        fidelity: float | None = None,
     ) -> None:
         self.size = model.size
+        self.frame = frame
+        self.fidelity = fidelity
         # restore.strength: the share of the restored face in the crop that is pasted back.
         self.strength = strength
         self.place = place
@@ -67,20 +74,33 @@ class FaceEnhancer:
         self.parser = parser
         self.parse_small_below = parse_small_below
         self._not_face = torch.zeros(19, dtype=torch.bool, device=place.device)
-        self._not_face[list(NOT_FACE)] = True
+        self._not_face[list(frame.mask.not_face)] = True
+        # Pixels in [0, 1] -> the network's scale: (p - mean) / std per RGB channel, and back.
+        self._symmetric = frame.mean == (0.5, 0.5, 0.5) and frame.std == (0.5, 0.5, 0.5)
+        self._mean = torch.tensor(frame.mean, device=place.device).view(1, 3, 1, 1)
+        self._std = torch.tensor(frame.std, device=place.device).view(1, 3, 1, 1)
         # Seconds inside ParseNet's passes so far, for the benchmark's parse / generate split; kept
         # out of FileResult.timings, whose stages add up to a photo's time where they are shown.
         self.parse_s = 0.0
 
     def enhance(
-        self, crops: np.ndarray, strengths: np.ndarray | None = None, paste_px: np.ndarray | None = None
+        self,
+        crops: np.ndarray,
+        strengths: np.ndarray | None = None,
+        paste_px: np.ndarray | None = None,
+        fidelities: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(F,S,S,3) uint8 BGR -> restored (F,S,S,3) uint8 BGR, parse masks (F,S,S) float32 or None.
 
         ``strengths``: restore.strength of each crop (F,), for a batch of photos from inboxes with
         different strengths; None: this enhancer's own for every crop. ``paste_px``: (F,) the side
         each crop has once pasted back into its photo, for restore.parse_small_below; without it
-        every face is parsed at 512 px."""
+        every face is parsed at 512 px. ``fidelities``: restore.fidelity of each crop (F,) for a
+        model that takes one; None: the family's default for every crop."""
+        if self.fidelity is not None and fidelities is None:
+            fidelities = np.full(len(crops), self.fidelity, dtype=np.float32)
+        elif self.fidelity is None:
+            fidelities = None  # the model takes no fidelity weight
         faces: list[np.ndarray] = []
         masks: list[np.ndarray] = []
         start = 0
@@ -88,9 +108,10 @@ class FaceEnhancer:
             chunk = crops[start : start + self.face_batch]
             amounts = strengths[start : start + len(chunk)] if strengths is not None else None
             small = self._parse_small(paste_px, start, len(chunk))
+            weights = fidelities[start : start + len(chunk)] if fidelities is not None else None
             try:
-                if any(small):
-                    out, mask = self._run(chunk, amounts, small)
+                if any(small) or weights is not None:
+                    out, mask = self._run(chunk, amounts, small, weights)
                 else:
                     out, mask = self._run(chunk) if amounts is None else self._run(chunk, amounts)
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
@@ -110,6 +131,24 @@ class FaceEnhancer:
         restored = np.concatenate(faces) if faces else crops[:0].copy()
         return restored, (np.concatenate(masks) if masks else None)
 
+    def _to_network(self, rgb: torch.Tensor) -> torch.Tensor:
+        """(N, 3, S, S) RGB in 0..255 -> the network's scale, in place."""
+        if self._symmetric:  # [-1, 1], the same arithmetic as ever
+            return rgb.div_(127.5).sub_(1.0)
+        return rgb.div_(255.0).sub_(self._mean).div_(self._std)
+
+    def _clamp(self, y: torch.Tensor) -> torch.Tensor:
+        """The network's output limited to what pixels in [0, 1] are on its scale, in place."""
+        if self._symmetric:
+            return y.clamp_(-1, 1)
+        return torch.clamp(y, (0.0 - self._mean) / self._std, (1.0 - self._mean) / self._std, out=y)
+
+    def _to_pixels(self, y: torch.Tensor) -> torch.Tensor:
+        """The network's scale -> 0..255 (unrounded), in place."""
+        if self._symmetric:
+            return y.add_(1).mul_(127.5)
+        return y.mul_(self._std).add_(self._mean).mul_(255.0)
+
     def _parse_small(self, paste_px: np.ndarray | None, start: int, n: int) -> list[bool]:
         """For each face of a chunk: is its mask made at 256 px?"""
         if paste_px is None or self.parse_small_below <= 0:
@@ -121,16 +160,24 @@ class FaceEnhancer:
         return self.model.autocast() if self.parse_precision == "auto" else contextlib.nullcontext()
 
     def _run(
-        self, chunk: np.ndarray, strengths: np.ndarray | None = None, small: list[bool] | None = None
+        self,
+        chunk: np.ndarray,
+        strengths: np.ndarray | None = None,
+        small: list[bool] | None = None,
+        fidelities: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """One chunk through the face model (and ParseNet; ``small[i]``: face i is parsed at 256 px)."""
+        """One chunk through the face model (and ParseNet; ``small[i]``: face i is parsed at 256 px;
+        ``fidelities``: each face's weight, for a model that takes one)."""
         dev = self.place.device
         small = small or [False] * len(chunk)
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(chunk)).to(dev, non_blocking=True)
-            # BGR uint8 (N,S,S,3) -> RGB float (N,3,S,S) in [-1, 1], as GPEN was trained.
-            x = x.flip(-1).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-            y = self.model(x)  # fp32 out, whatever the autocast inside
+            # BGR uint8 (N,S,S,3) -> RGB float (N,3,S,S) on the family's scale.
+            x = self._to_network(x.flip(-1).permute(0, 3, 1, 2).float())
+            if fidelities is None:
+                y = self.model(x)  # fp32 out, whatever the autocast inside
+            else:
+                y = self.model(x, fidelity=torch.from_numpy(fidelities.astype(np.float32)).to(dev))
             if self.parser is not None:
                 # On a CPU ParseNet's activations at 512 px take ~0.5 GB a face and a batch costs as
                 # much per face as one face at a time, so it parses one face per pass there
@@ -146,7 +193,7 @@ class FaceEnhancer:
                 timer.stop()
             else:
                 mask, timer = None, None
-            y = y.clamp_(-1, 1)
+            y = self._clamp(y)
             if strengths is not None and bool((strengths < 1.0).any()):
                 # Blended here, in crop space, so paste-back costs what it did; the mask above
                 # comes from the full-strength face, where the parser sees the clearest face.
@@ -154,7 +201,7 @@ class FaceEnhancer:
                 y = torch.lerp(x, y, weight)
             elif strengths is None and self.strength < 1.0:
                 y = torch.lerp(x, y, self.strength)
-            y = y.add_(1).mul_(127.5).round_()
+            y = self._to_pixels(y).round_()
             out = y.to(torch.uint8).permute(0, 2, 3, 1).flip(-1).contiguous().cpu().numpy()
             if timer is not None:
                 self.parse_s += timer.seconds()  # after .cpu(): the device is done with the passes
@@ -163,7 +210,11 @@ class FaceEnhancer:
     def _parse(self, y: torch.Tensor, small: bool = False) -> torch.Tensor:
         """Face-region mask (N,S,S) in {0,1} from ParseNet run on the restored faces (at 256 px
         when ``small``)."""
-        inp = y.float().clamp(-1, 1)
+        # ParseNet takes RGB in [-1, 1], whatever the face model's scale.
+        if self._symmetric:
+            inp = y.float().clamp(-1, 1)
+        else:
+            inp = self._to_pixels(self._clamp(y.float().clone())).div_(127.5).sub_(1.0)
         side = _SMALL_PARSE_SIZE if small else _PARSE_SIZE
         if inp.shape[-1] != side:
             # antialias when shrinking: a plain bilinear shrink of 512 -> 256 skips every other pixel.

@@ -44,7 +44,7 @@ def finish(work: StagedPhoto, smooth_below: int, stopping: threading.Event) -> F
             faces = paste.smooth_small_faces(np.concatenate(work.restored), boxes, smooth_below)
             masks = _paste_masks(work)
             assert work.affines is not None  # set with the faces
-            pixels = paste.paste_faces(image.pixels, faces, work.affines, masks)
+            pixels = paste.paste_faces(image.pixels, faces, work.affines, masks, rule=work.face_frame.mask)
         else:
             pixels = image.pixels
             if not work.found:  # else faces.select said why none was restored

@@ -20,6 +20,7 @@ import math
 import cv2
 import numpy as np
 
+from gpen_watch.catalog.face_frames import GPEN_FRAME, PasteMask
 from gpen_watch.restore.stages.align import invert_affine, transform_points, warp_affine_resampled
 
 # Feathered mask geometry at 512 (scaled linearly with the crop size). The outer band is exactly
@@ -34,11 +35,12 @@ _FEATHER_RAMP_512 = 56.0
 # Rounded corners: crop corners hold background, and a square-cornered ramp would show a diagonal
 # crease where the two edge ramps meet.
 _FEATHER_CORNER_512 = 128.0
-# Upstream's ParseNet post-processing at 512: outer 26 px zeroed, then two Gaussian blurs with
-# sigma 4 (upstream passes a 101x101 kernel; 4 sigma of support gives the same values within 1e-4
-# at a third of the cost).
-_PARSE_BORDER_512 = 26.0
-_PARSE_SIGMA_512 = 4.0
+# facexlib's square paste mask (FaceRestoreHelper without a parser) is made in the photo: the
+# pasted crop's footprint eroded by r = side // 20 px and blurred by a Gaussian of that radius, so
+# it rises from 0 at the crop's edge to 1 about a tenth of the side in. Here it is made once in
+# crop space with the crop's own side, which is facexlib's mask exactly for a face pasted at 1:1;
+# for one pasted smaller, facexlib's whole-pixel radius makes its ramp a little wider.
+_SQUARE_PARTS = 20
 # [1, 2, 1] / 4 both ways: the 3x3 smoothing of small faces (upstream's kernel, separated).
 _BINOMIAL_3 = np.array([0.25, 0.5, 0.25], dtype=np.float32)
 
@@ -74,31 +76,72 @@ def _feather_mask_cached(size: int) -> np.ndarray:
     return mask
 
 
-def soften_parse_mask(mask: np.ndarray) -> np.ndarray:
-    """Upstream-like treatment of a face-parsing mask: (S, S) [0, 1] -> (S, S) float32 [0, 1].
+def square_mask(size: int) -> np.ndarray:
+    """facexlib's paste mask without a parser, for a ``size`` x ``size`` crop: (size, size)
+    float32 in [0, 1], 0 at the crop's edge, 1 from about a tenth of the side in."""
+    result: np.ndarray = _square_mask_cached(int(size)).copy()
+    return result
+
+
+@functools.lru_cache(maxsize=8)
+def _square_mask_cached(size: int) -> np.ndarray:
+    if size <= 0:
+        raise ValueError(f"crop size must be positive, got {size}")
+    # facexlib: the footprint loses its first row and column (a 2 px erosion), and its area's root
+    # over 20 is the radius r of a 2r-wide erosion (anchored at its middle) and of a (2r + 1)-tap
+    # Gaussian with OpenCV's sigma for that size.
+    radius = max(1, (size - 1) // _SQUARE_PARTS)
+    index = np.arange(size)
+    inside = ((index >= radius + 1) & (index <= size - radius)).astype(np.float64)
+    taps = cv2.getGaussianKernel(2 * radius + 1, 0.3 * (radius - 1) + 0.8, cv2.CV_64F)[:, 0]
+    profile = np.convolve(inside, taps, mode="same")
+    profile[[0, -1]] = 0.0  # exactly zero on the edge pixels, as every paste mask here
+    mask = np.outer(profile, profile).astype(np.float32)
+    mask.setflags(write=False)
+    return mask
+
+
+def plain_mask(size: int, rule: PasteMask = GPEN_FRAME.mask) -> np.ndarray:
+    """The paste mask of a family (``rule``) where no parser gives one: (size, size) float32, read-only."""
+    return _feather_mask_cached(size) if rule.plain == "feather" else _square_mask_cached(size)
+
+
+def soften_parse_mask(mask: np.ndarray, rule: PasteMask = GPEN_FRAME.mask) -> np.ndarray:
+    """A family's treatment of a face-parsing mask: (S, S) [0, 1] -> (S, S) float32 [0, 1].
 
     ``mask`` is the per-pixel probability of "face region" (ParseNet classes other than
-    background, hat and cloth) for one crop. The outer ``26/512 * S`` pixels are zeroed (GPEN's
-    output is unreliable at the crop border and the warped mask must vanish before the paste
-    region's edge) and it is Gaussian-blurred twice with sigma ``4/512 * S`` so the parse
-    boundary becomes a soft transition. The input is not modified.
+    ``rule.not_face``) for one crop. The outer ``rule.parse_border / 512 * S`` pixels are zeroed
+    (the network's output is least reliable at the crop border and the warped mask must vanish
+    before the paste region's edge) and it is Gaussian-blurred twice with sigma
+    ``rule.parse_sigma / 512 * S`` so the parse boundary becomes a soft transition; GPEN zeroes the
+    border first (upstream GPEN's order: 26 px, sigma 4), facexlib after (10 px, sigma 11). The
+    input is not modified.
     """
     soft: np.ndarray = np.clip(np.asarray(mask, dtype=np.float32), 0.0, 1.0)  # a new array
     if soft.ndim != 2 or soft.shape[0] != soft.shape[1]:
         raise ValueError(f"parse mask must be (S, S), got {soft.shape}")
     size = soft.shape[0]
     k = size / 512.0
-    border = max(1, round(_PARSE_BORDER_512 * k))
-    soft[:border, :] = 0.0
-    soft[-border:, :] = 0.0
-    soft[:, :border] = 0.0
-    soft[:, -border:] = 0.0
-    sigma = _PARSE_SIGMA_512 * k
+    border = max(1, round(rule.parse_border * k))
+    if not rule.border_after_blur:
+        _zero_border(soft, border)
+    # Upstream passes a 101x101 kernel; 4 sigma of support gives the same values within 1e-4 at
+    # a third of the cost.
+    sigma = rule.parse_sigma * k
     ksize = 2 * math.ceil(4.0 * sigma) + 1
     for _ in range(2):
         soft = cv2.GaussianBlur(soft, (ksize, ksize), sigma, borderType=cv2.BORDER_REFLECT_101)
+    if rule.border_after_blur:
+        _zero_border(soft, border)
     clipped: np.ndarray = np.clip(soft, 0.0, 1.0)
     return clipped
+
+
+def _zero_border(mask: np.ndarray, border: int) -> None:
+    mask[:border, :] = 0.0
+    mask[-border:, :] = 0.0
+    mask[:, :border] = 0.0
+    mask[:, -border:] = 0.0
 
 
 def smooth_small_faces(faces: np.ndarray, boxes: np.ndarray, below: float) -> np.ndarray:
@@ -203,6 +246,7 @@ def paste_faces(
     masks: np.ndarray | None = None,
     *,
     soften_masks: bool = True,
+    rule: PasteMask = GPEN_FRAME.mask,
 ) -> np.ndarray:
     """Blend restored face crops back into ``image``; returns a new array, ``image`` is untouched.
 
@@ -213,10 +257,11 @@ def paste_faces(
         affines: (F, 2, 3) forward affines, image -> crop, as ``align_faces`` returns them.
         masks: optional (F, S', S') float32 face-region probabilities in [0, 1] from a face parser
             (resized to S when S' differs); softened with ``soften_parse_mask``. Without them every
-            face uses ``feather_mask(S)``.
+            face uses ``plain_mask(S, rule)``.
         soften_masks: False when ``masks`` are already final blend masks (e.g. the output of
             ``soften_parse_mask`` or ``feather_mask``, computed once by the caller): they are then
             used as given (clipped to [0, 1]) and should be 0 at the crop border.
+        rule: the model family's paste mask (``catalog.face_frames``); GPEN's by default.
 
     Returns:
         (H, W, 3) array of ``image``'s dtype. Pixels outside every face's ``paste_region`` and
@@ -236,27 +281,33 @@ def paste_faces(
     # Faces wholly off-image drop out.
     placed = {i: region for i, region in enumerate(regions) if region is not None}
     order = list(placed)
+    crop_masks = _CropMasks(masks, soften_masks, rule)
     for group in _overlap_groups([placed[i] for i in order]):
         members = [order[g] for g in group]
-        _paste_group(out, faces, affines, masks, soften_masks, [(i, placed[i]) for i in members], gain)
+        _paste_group(out, faces, affines, crop_masks, [(i, placed[i]) for i in members], gain)
     return out
 
 
-def _face_mask(masks: np.ndarray | None, soften: bool, index: int, size: int) -> np.ndarray:
-    """(S, S) float32 blend mask of one face in crop space."""
-    if masks is None:
-        return _feather_mask_cached(size)
-    mask = masks[index]
-    if mask.shape[0] != size:
-        mask = cv2.resize(mask, (size, size), interpolation=cv2.INTER_LINEAR)
-    return soften_parse_mask(mask) if soften else np.clip(mask, 0.0, 1.0)
+class _CropMasks:
+    """The masks of ``paste_faces``' faces as given: each face's in crop space, on request."""
+
+    def __init__(self, masks: np.ndarray | None, soften: bool, rule: PasteMask) -> None:
+        self.masks, self.soften, self.rule = masks, soften, rule
+
+    def crop_mask(self, index: int, size: int) -> np.ndarray:
+        """(S, S) float32 blend mask of one face in crop space."""
+        if self.masks is None:
+            return plain_mask(size, self.rule)
+        mask = self.masks[index]
+        if mask.shape[0] != size:
+            mask = cv2.resize(mask, (size, size), interpolation=cv2.INTER_LINEAR)
+        return soften_parse_mask(mask, self.rule) if self.soften else np.clip(mask, 0.0, 1.0)
 
 
 def _warp_face(
     faces: np.ndarray,
     affines: np.ndarray,
-    masks: np.ndarray | None,
-    soften: bool,
+    masks: _CropMasks,
     index: int,
     region: tuple[int, int, int, int],
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -272,7 +323,7 @@ def _warp_face(
     face = warp_affine_resampled(faces[index], local, dsize, border_mode=cv2.BORDER_REPLICATE)
     # The mask is smooth, so bilinear is exact enough; outside the crop it is 0.
     mask = cv2.warpAffine(
-        _face_mask(masks, soften, index, faces.shape[1]),
+        masks.crop_mask(index, faces.shape[1]),
         local,
         dsize,
         flags=cv2.INTER_LINEAR,
@@ -286,15 +337,14 @@ def _paste_group(
     out: np.ndarray,
     faces: np.ndarray,
     affines: np.ndarray,
-    masks: np.ndarray | None,
-    soften: bool,
+    masks: _CropMasks,
     members: list[tuple[int, tuple[int, int, int, int]]],
     gain: float,
 ) -> None:
     """Blend one group of mutually overlapping faces into ``out`` in place, over the group's box."""
     if len(members) == 1:  # the common case: no per-pixel competition, blend straight from the warp
         index, (x0, y0, x1, y1) = members[0]
-        face, mask = _warp_face(faces, affines, masks, soften, index, (x0, y0, x1, y1))
+        face, mask = _warp_face(faces, affines, masks, index, (x0, y0, x1, y1))
         _blend_into(out[y0:y1, x0:x1], face, mask, gain)
         return
     gx0 = min(r[0] for _, r in members)
@@ -306,7 +356,7 @@ def _paste_group(
     best_face = np.zeros((gy1 - gy0, gx1 - gx0, 3), dtype=np.uint8)
     for index, region in members:
         x0, y0, x1, y1 = region
-        face, mask = _warp_face(faces, affines, masks, soften, index, region)
+        face, mask = _warp_face(faces, affines, masks, index, region)
         window = (slice(y0 - gy0, y1 - gy0), slice(x0 - gx0, x1 - gx0))
         wins = mask > best_mask[window]  # strictly: on a tie the earlier face keeps the pixel, as upstream
         np.copyto(best_face[window], face, where=wins[..., None])

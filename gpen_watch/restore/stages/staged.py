@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpen_watch.base.errors import ErrorKind
+from gpen_watch.catalog.face_frames import GPEN_FRAME, FaceFrame
 from gpen_watch.config import RestoreConfig, SettingsUsed
 from gpen_watch.imaging.load import LoadedImage
 from gpen_watch.restore.api import FileJob, FileResult, ModelKey
@@ -31,6 +32,7 @@ class StagedPhoto:
     # (None: it is restored): for the photo's views.
     shown: list[tuple[Face, str | None]] = field(default_factory=list)
     face_size: int = 0  # the side of the generator's crops (the model's resolution)
+    face_frame: FaceFrame = GPEN_FRAME  # its family's template and paste mask
     crops: np.ndarray | None = None  # (F,S,S,3) uint8
     affines: np.ndarray | None = None  # (F,2,3)
     restored: list[np.ndarray] = field(default_factory=list)
