@@ -171,7 +171,8 @@ class ApiGate:
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return error(exc.status, _words(exc))
+            allow = exc.headers.get("Allow")
+            return error(exc.status, _words(exc), {"Allow": allow} if allow else None)
 
     def still_valid(self, client: Client) -> bool:
         """Whether the client's token still holds (revoked meanwhile: no)."""

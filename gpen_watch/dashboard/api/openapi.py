@@ -4,13 +4,21 @@ tests run schemathesis) can hold the server to it."""
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from gpen_watch.catalog.registry import FACE_MODEL_NAMES
+from gpen_watch.config import OutputFormat
 from gpen_watch.dashboard.api.tokens import SCOPES
 from gpen_watch.outbox.sent import SENT_SETTINGS
 
 JSON = "application/json"
+MAX_ID = 999_999_999_999_999_999
+# Each Server-Sent Event, as a client reads it: its name and its data (JSON text).
+EVENT = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"}},
+}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -31,7 +39,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         408: "The upload stopped or was too slow; nothing of it was kept.",
         409: "The photo is not in a state for this (no result yet, already being restored), or the inbox changed.",
         410: "The result was moved or deleted from the outbox.",
-        413: "Larger than the token's largest photo, or too many ids.",
+        413: "Larger than the token's largest photo.",
         415: "Not a photo: a file type that is never restored.",
         422: "The Idempotency-Key was used for another request.",
         429: "Past a limit of the token (Retry-After says when to try again).",
@@ -45,7 +53,10 @@ def _errors(*codes: int) -> dict[str, Any]:
 COMMON = (401, 403, 429, 503)
 SETTING_WORDS = {
     "restore.model": ("The face model, by name.", {"type": "string", "enum": list(FACE_MODEL_NAMES)}),
-    "restore.strength": ("How much of the restored face replaces the original, 0 to 1.", {"type": "string"}),
+    "restore.strength": (
+        "How much of the restored face replaces the original, 0 to 1.",
+        {"type": "number", "minimum": 0, "maximum": 1},
+    ),
     "restore.faces": (
         "Which faces: all, largest or center.",
         {"type": "string", "enum": ["all", "largest", "center"]},
@@ -54,7 +65,10 @@ SETTING_WORDS = {
         "Upscale the whole photo: 1 (off), 2 or 4.",
         {"type": "string", "enum": ["1", "2", "4"]},
     ),
-    "output.format": ("The result's format (same, jpeg, png, webp, tiff...).", {"type": "string"}),
+    "output.format": (
+        "The result's format: the photo's own (same), or another.",
+        {"type": "string", "enum": list(typing.get_args(OutputFormat))},
+    ),
 }
 
 
@@ -64,7 +78,7 @@ def _id_param() -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": "The photo's id, as the submit answered.",
-        "schema": {"type": "integer", "minimum": 1, "maximum": 999_999_999_999_999_999},
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
     }
 
 
@@ -195,8 +209,15 @@ def document(version: str) -> dict[str, Any]:
             "name": "name",
             "in": "query",
             "required": True,
-            "description": "The photo's file name; folders inside the inbox with '/' (an inbox that takes subfolders).",
-            "schema": {"type": "string", "minLength": 1},
+            "description": "The photo's file name; folders inside the inbox with '/' (an inbox that takes "
+            "subfolders). A name that leads out of the inbox, or that the inbox's watcher leaves alone (hidden, "
+            "partial, a document), is refused (400, 415) with why.",
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+            },
         },
         {
             "name": "inbox",
@@ -221,9 +242,25 @@ def document(version: str) -> dict[str, Any]:
         words, schema = SETTING_WORDS[key]
         submit_params.append({"name": key, "in": "query", "description": words, "schema": schema})
     photo_ok = _json(_ref("Photo"), "The photo.")
+    by_id = {"id": "$response.body#/id"}
+    links = {
+        name: {"operationId": op, "parameters": by_id}
+        for name, op in (
+            ("photo", "getPhoto"),
+            ("events", "followPhoto"),
+            ("result", "getResult"),
+            ("report", "getReport"),
+            ("cancel", "cancelPhoto"),
+        )
+    } | {
+        name: {"operationId": op, "parameters": {"batch": "$response.body#/batch"}}
+        for name, op in (("batch", "getBatch"), ("batchEvents", "followBatch"), ("batchZip", "zipBatch"))
+    }
+    sent = photo_ok | {"links": links}
     paths: dict[str, Any] = {
         "/api/v1/openapi.json": {
             "get": {
+                "operationId": "openapi",
                 "summary": "This document.",
                 "security": [],
                 "responses": {
@@ -236,30 +273,34 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/": {
             "get": {
+                "operationId": "info",
                 "summary": "The service, the inboxes, the settings a photo may bring and this token's limits.",
                 "responses": {"200": _json(_ref("Info"), "What this token may do."), **_errors(*COMMON)},
             }
         },
         "/api/v1/photos": {
             "post": {
+                "operationId": "submitPhoto",
                 "summary": "Send one photo (the body) with its settings; scope submit.",
                 "parameters": submit_params,
                 "requestBody": {
                     "required": True,
                     "content": {
-                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary", "minLength": 1}
+                        }
                     },
                 },
                 "responses": {
-                    "201": photo_ok | {"description": "Taken: the photo, queued like a dropped file."},
-                    "200": photo_ok
-                    | {"description": "Sent before with this Idempotency-Key: the same photo."},
+                    "201": sent | {"description": "Taken: the photo, queued like a dropped file."},
+                    "200": sent | {"description": "Sent before with this Idempotency-Key: the same photo."},
                     **_errors(400, 404, 408, 409, 413, 415, 422, 500, 507, *COMMON),
                 },
             }
         },
         "/api/v1/photos/{id}": {
             "get": {
+                "operationId": "getPhoto",
                 "summary": "A photo's state; scope read.",
                 "parameters": [_id_param()],
                 "responses": {"200": photo_ok, **_errors(404, *COMMON)},
@@ -267,12 +308,13 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/photos/{id}/events": {
             "get": {
+                "operationId": "followPhoto",
                 "summary": "Server-Sent Events: the photo (event 'photo', JSON) each time it changes, until it has ended.",
                 "parameters": [_id_param()],
                 "responses": {
                     "200": {
                         "description": "The stream.",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "content": {"text/event-stream": {"schema": EVENT}},
                     },
                     **_errors(404, *COMMON),
                 },
@@ -280,12 +322,17 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/photos/{id}/result": {
             "get": {
+                "operationId": "getResult",
                 "summary": "The restored photo, once done.",
                 "parameters": [_id_param()],
                 "responses": {
                     "200": {
-                        "description": "The result's bytes.",
-                        "content": {"image/*": {"schema": {"type": "string", "format": "binary"}}},
+                        "description": "The result's bytes: image/jpeg, image/png..., or "
+                        "application/octet-stream for a name without an image's extension.",
+                        "content": {
+                            "image/*": {"schema": {"type": "string", "format": "binary"}},
+                            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                        },
                     },
                     **_errors(404, 409, 410, *COMMON),
                 },
@@ -293,6 +340,7 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/photos/{id}/report": {
             "get": {
+                "operationId": "getReport",
                 "summary": "Each face found, restored or why not, the settings used and the time each stage took.",
                 "parameters": [_id_param()],
                 "responses": {"200": _json(_ref("Report"), "The report."), **_errors(404, *COMMON)},
@@ -300,6 +348,7 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/photos/{id}/cancel": {
             "post": {
+                "operationId": "cancelPhoto",
                 "summary": "Take back a photo still waiting (its file leaves the inbox); scope submit.",
                 "parameters": [_id_param()],
                 "responses": {"200": photo_ok, **_errors(404, 409, 500, *COMMON)},
@@ -307,10 +356,15 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/batches/{batch}": {
             "get": {
+                "operationId": "getBatch",
                 "summary": "A batch's photos, in the order sent, a page at a time, with its counts.",
                 "parameters": [
                     _batch_param(),
-                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": MAX_ID},
+                    },
                     {
                         "name": "limit",
                         "in": "query",
@@ -322,12 +376,13 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/batches/{batch}/events": {
             "get": {
+                "operationId": "followBatch",
                 "summary": "Server-Sent Events: the batch's counts (event 'batch', JSON) as they change, until none waits.",
                 "parameters": [_batch_param()],
                 "responses": {
                     "200": {
                         "description": "The stream.",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "content": {"text/event-stream": {"schema": EVENT}},
                     },
                     **_errors(404, *COMMON),
                 },
@@ -335,6 +390,7 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/batches/{batch}/results.zip": {
             "get": {
+                "operationId": "zipBatch",
                 "summary": "The batch's results as one zip, streamed as it is built.",
                 "parameters": [_batch_param()],
                 "responses": {
@@ -348,6 +404,7 @@ def document(version: str) -> dict[str, Any]:
         },
         "/api/v1/results.zip": {
             "post": {
+                "operationId": "zipPhotos",
                 "summary": "The results of the photos named, as one zip, streamed.",
                 "requestBody": {
                     "required": True,
@@ -361,7 +418,7 @@ def document(version: str) -> dict[str, Any]:
                                         "type": "array",
                                         "minItems": 1,
                                         "maxItems": 10_000,
-                                        "items": {"type": "integer", "minimum": 1},
+                                        "items": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
                                     }
                                 },
                             }
@@ -373,7 +430,7 @@ def document(version: str) -> dict[str, Any]:
                         "description": "The zip.",
                         "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
                     },
-                    **_errors(400, 404, 413, *COMMON),
+                    **_errors(400, 404, *COMMON),
                 },
             }
         },
