@@ -35,6 +35,7 @@ from benchmarks.daemon_mode import _folders, _status, _stop, _user_dirs, _wait_r
 from benchmarks.models import write_models
 from benchmarks.runner import child_env
 from benchmarks.service import cpu_seconds, rss_mb
+from gpen_watch.dashboard.crops import IDLE_S
 from gpen_watch.journal import Journal, schema
 
 COOKIE = "gpen_watch_session"
@@ -50,7 +51,10 @@ REVIEW_URLS = [
     "/results?state=failed",
     "/results?review=unreviewed",
     "/results?review=accepted",
+    "/results?review=rejected",
     "/results?review=look",
+    "/results?stars=3",
+    "/results?state=copy",
     "/results?faces_min=3&faces_max=5",
     "/results?sort=oldest",
     "/results?sort=name",
@@ -149,10 +153,10 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
                     "[]",
                     "set-aside" if failed else "archived",
                     str(outbox.parent / ("failed" if failed else "originals") / name),
-                    # Review: one in ten accepted, one in fifty marked for another look, one in
-                    # three seen.
-                    None if failed else "accepted" if i % 10 == 1 else "look" if i % 50 == 7 else None,
+                    # Review: one in eight rated, one in three reviewed.
+                    None if failed else _flag(i),
                     None if failed or i % 3 else finished + 60,
+                    None if failed or i % 8 != 5 else rng.randint(1, 5),
                 )
             )
             events += [
@@ -162,9 +166,17 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
             ]
         conn.executemany(
             "INSERT INTO jobs (id, source, inbox, rel, size, mtime, sha256, state, attempts, created,"
-            " started, finished, output, faces, timings, error, notes, original, original_path, mark, reviewed)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " started, finished, output, faces, timings, error, notes, original, original_path, mark, reviewed,"
+            " stars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             jobs,
+        )
+        # One photo in a hundred dropped again into another folder: a copy of its result, listed.
+        conn.execute(
+            "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, state, attempts, created, started,"
+            " finished, output, faces, timings, notes, original, original_path, duplicate_of)"
+            " SELECT inbox || '/copies/' || rel, inbox, 'copies/' || rel, size, mtime, sha256, 'duplicate', 0,"
+            " finished + 1, finished + 1, finished + 2, replace(output, rel, 'copies/' || rel), faces, '{}',"
+            " '[]', 'archived', original_path, id FROM jobs WHERE state = 'done' AND id % 100 = 50"
         )
         # One photo in forty redone (the redo is a run of its own and replaces the first's result).
         conn.execute(
@@ -175,8 +187,14 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
             " '{\"restore.strength\": 0.5}' FROM jobs WHERE state = 'done' AND id % 40 = 3"
         )
         conn.executescript(schema.RELIST)  # what the service's own writes keep by triggers
+        conn.execute("UPDATE jobs SET listed = 1 WHERE state = 'duplicate' AND output IS NOT NULL")
         conn.executemany("INSERT INTO events (job_id, time, kind, worker) VALUES (?, ?, ?, ?)", events)
     conn.close()
+
+
+def _flag(i: int) -> str | None:
+    """One photo in ten picked, one in thirty rejected, one in fifty marked for another look."""
+    return "accepted" if i % 10 == 1 else "rejected" if i % 30 == 12 else "look" if i % 50 == 7 else None
 
 
 def _idle(
@@ -309,6 +327,11 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
     time.sleep(idle_s)
     live_cpu = (cpu_seconds(s.pid) - c0) / (time.perf_counter() - w0)
     stop.set()
+    rss_with_live_page = rss_mb(s.pid)
+    real = _real_pixels(get, journal_of(env), some_photo, repeat)
+    real["rss_mb"] = round(rss_mb(s.pid), 1)  # the two decoded images held for a minute
+    time.sleep(IDLE_S + 2)
+    real["rss_released_mb"] = round(rss_mb(s.pid), 1)  # and let go
     conn.close()
     # Last: the 500 redos it queues keep the service busy afterwards.
     bulk = _bulk_redo(s, journal_of(env), 500)
@@ -317,10 +340,41 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
         "slowest_median_ms": max(t["median_ms"] for t in timings.values()),
         "slowest_max_ms": max(t["max_ms"] for t in timings.values()),
         "bulk_redo": bulk,
+        "real_pixels": real,
         "rss_after_requests_mb": round(rss_after_requests, 1),
         "one_live_page_cpu_percent_of_one_core": round(100 * live_cpu, 3),
-        "rss_with_live_page_mb": round(rss_mb(s.pid), 1),
+        "rss_with_live_page_mb": round(rss_with_live_page, 1),
     }
+
+
+def _real_pixels(get: Any, journal: Path, photo: int, repeat: int) -> dict[str, Any]:
+    """The loupe's 1:1 on a 12 MP photo: its result and original written where the journal says
+    (the benchmark's other rows have no files), then the first answer (both decoded), and a
+    screen's worth of crop of each side once they are (1800 x 900 px, as at 1920 x 1080)."""
+    from PIL import Image
+
+    conn = sqlite3.connect(journal)
+    output, original = conn.execute(
+        "SELECT output, original_path FROM jobs WHERE id = ?", (photo,)
+    ).fetchone()
+    conn.close()
+    im = Image.effect_noise((4000, 3000), 60).convert("RGB")
+    for path in (output, original):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        im.save(path, "JPEG", quality=92)
+    t = time.perf_counter()
+    get(f"/photo/{photo}/real.json")
+    first = time.perf_counter() - t
+    out: dict[str, Any] = {"pixels": "4000 x 3000", "first_ms": round(1000 * first, 1)}
+    for side in ("after", "before"):
+        samples = []
+        for k in range(repeat):
+            t = time.perf_counter()
+            get(f"/photo/{photo}/crop/{side}.jpg?x={100 * k}&y={50 * k}&w=1800&h=900")
+            samples.append(time.perf_counter() - t)
+        out[f"crop_{side}_median_ms"] = round(1000 * statistics.median(samples), 1)
+        out[f"crop_{side}_max_ms"] = round(1000 * max(samples), 1)
+    return out
 
 
 def _hold_stream(s: _Served, stop: threading.Event) -> None:
@@ -355,6 +409,13 @@ def _print(r: dict[str, Any]) -> None:
     print(f"  one live page open: {on['one_live_page_cpu_percent_of_one_core']} % of one core")
     b = on["bulk_redo"]
     print(f"  bulk redo of {b['photos']} photos from Results: {b['queued']} queued in {b['seconds']} s")
+    real = on["real_pixels"]
+    print(
+        f"  1:1 of a {real['pixels']} photo: first answer (both decoded) {real['first_ms']} ms; a crop of"
+        f" 1800 x 900: after {real['crop_after_median_ms']} / {real['crop_after_max_ms']} ms,"
+        f" before {real['crop_before_median_ms']} / {real['crop_before_max_ms']} ms (median / max);"
+        f" {real['rss_mb']} MB resident with both held, {real['rss_released_mb']} MB once let go"
+    )
     print("  page and API times (median / max ms):")
     for url, t in on["pages"].items():
         print(f"    {url:<72} {t['median_ms']:>7} / {t['max_ms']}")

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     real_engine_args, write_atomic = harness.real_engine_args, harness.write_atomic
     import matplotlib.cbook
     from PIL import Image
+    from selenium.webdriver.common.action_chains import ActionChains
     from skimage import data as skdata
 
     from gpen_watch.catalog import registry
@@ -87,16 +88,15 @@ def main(argv: list[str] | None = None) -> int:
                 for box in page.find_elements("css selector", "[data-select]")[:2]:
                     box.click()
                 _shot(page, args.out / "dashboard-review.jpg")
-                # A photo's page zoomed in on a face: both halves move together.
+                # A photo's page at real pixels (Z) on a face: both halves cut from the full-size files.
                 page.set_window_size(1280, 900)
                 page.get(d.url + f"photo/{photos['Grace Hopper.jpg']}?state=restored&sort=faces")
                 time.sleep(1.5)
-                page.execute_script(
-                    "const f = document.querySelector('[data-zoomable]'); const r = f.getBoundingClientRect();"
-                    "for (let i = 0; i < 4; i++) f.dispatchEvent(new WheelEvent('wheel', {deltaY: -100,"
-                    " clientX: r.left + r.width * 0.5, clientY: r.top + r.height * 0.3, bubbles: true, cancelable: true}));"
-                )
-                time.sleep(0.5)
+                frame = page.find_element("css selector", "[data-zoomable]")
+                size = frame.size
+                ActionChains(page).move_to_element_with_offset(frame, 0, -int(size["height"] * 0.2)).perform()
+                ActionChains(page).send_keys("z").perform()
+                time.sleep(3)  # the crops are cut and loaded
                 _shot(page, args.out / "dashboard-zoom.jpg", full=False)
             if args.phone:
                 with chromium(390, 844) as phone:

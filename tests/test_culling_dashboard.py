@@ -263,3 +263,6 @@ def test_a_crop_of_an_older_run_replaced_by_a_redo_is_not_served(dash: Dashboard
     region = "?x=0&y=0&w=10&h=10"
     assert dash.get(f"/photo/{first['id']}/crop/after.jpg{region}").status == 404  # its result was replaced
     assert dash.get(f"/photo/{r.json()['id']}/crop/after.jpg{region}").status == 200
+    # Compare runs says what each run was made with.
+    compare = dash.get(f"/photo/{r.json()['id']}/compare/{first['id']}").text
+    assert "first run, the inbox&#39;s settings" in compare and "Left: run" in compare

@@ -132,16 +132,17 @@ class RealPixels:
             return kept
 
     def _sweep_later(self) -> None:
-        if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().call_later(IDLE_S, self._sweep)
+        if self._sweeper is None and self._kept:
+            # When the image used longest ago will have been idle IDLE_S.
+            due = min(v.used for v in self._kept.values()) + IDLE_S - time.monotonic()
+            self._sweeper = asyncio.get_running_loop().call_later(max(0.0, due) + 0.1, self._sweep)
 
     def _sweep(self) -> None:
         self._sweeper = None
         now = time.monotonic()
         for key in [k for k, v in self._kept.items() if now - v.used >= IDLE_S]:
             del self._kept[key]
-        if self._kept:
-            self._sweep_later()
+        self._sweep_later()
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:

@@ -61,9 +61,10 @@ _ORDERS: dict[Sort, tuple[tuple[str, ...], bool]] = {
 # run (or its copy of another photo's result), and each failure still on the Failed page.
 _SHOWN = "j.listed = 1"
 _RESULT = f"j.state IN {sql_in(SUCCEEDED)}"
-# A run of a photo that is a copy: the copy itself, or a redo of one.
+# A run of a photo that is a copy: the copy itself, or a redo of one (``redo_of`` is in the filter
+# index, so only the redos among the listed runs are looked up).
 _COPY = (
-    f"(j.state = '{JobState.DUPLICATE}' OR (j.photo IS NOT NULL AND EXISTS"
+    f"(j.state = '{JobState.DUPLICATE}' OR (j.redo_of IS NOT NULL AND EXISTS"
     f" (SELECT 1 FROM jobs AS f WHERE f.id = j.photo AND f.state = '{JobState.DUPLICATE}')))"
 )
 

@@ -1,7 +1,7 @@
-// The dashboard's script, with review.js beside it: live updates over Server-Sent Events that patch
-// only what changed, the before/after slider, face boxes on the preview, Pause/Resume and the
-// forms without a page load. Every page works without it (forms post, links navigate); this makes
-// it live.
+// The dashboard's script (results.js, photo.js and loupe.js beside it for the review): live
+// updates over Server-Sent Events that patch only what changed, the before/after slider, face
+// boxes on the preview, Pause/Resume and the forms without a page load. Every page works without
+// it (forms post, links navigate); this makes it live.
 "use strict";
 
 const CSRF = { "X-GPEN-Watch": "1" };
