@@ -19,6 +19,7 @@ from pathlib import Path
 from gpen_watch.journal.activity import ActivityQueries
 from gpen_watch.journal.batch import BatchQueries
 from gpen_watch.journal.connection import connect, default_path
+from gpen_watch.journal.people import PeopleQueries
 from gpen_watch.journal.records import Event, Job, job_from_row
 from gpen_watch.journal.review import ReviewQueries
 from gpen_watch.journal.states import FAILURES, JobState, sql_in
@@ -61,7 +62,7 @@ class Keyset:
         return cls(finished, int(job_id)) if math.isfinite(finished) else None
 
 
-class JournalBrowser(ActivityQueries, BatchQueries, ReviewQueries, SubmissionQueries):
+class JournalBrowser(ActivityQueries, BatchQueries, ReviewQueries, SubmissionQueries, PeopleQueries):
     """A read-only view of a journal file (the service keeps writing it)."""
 
     @classmethod

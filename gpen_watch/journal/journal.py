@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from gpen_watch.journal.connection import connect, default_path
+from gpen_watch.journal.faces import FaceWrites
 from gpen_watch.journal.outputs import OutputWrites, json_or_null
+from gpen_watch.journal.people import PeopleQueries
 from gpen_watch.journal.records import (
     AddResult,
     Claim,
@@ -58,7 +60,7 @@ _FAILURES = sql_in(FAILURES)
 VANISHED = "file disappeared before it was processed"
 
 
-class Journal(UserRequests, OutputWrites, SubmissionWrites):
+class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQueries):
     """The job journal. Open with ``Journal.open(path)``; close with ``close()`` or ``with``."""
 
     @classmethod

@@ -211,7 +211,30 @@ CREATE INDEX submissions_job ON submissions(job_id);
 CREATE INDEX submissions_created ON submissions(client, created);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
+# Version 12: the faces a run checked (journal.faces, docs/identity.md): one row a face it restored
+# or left as it was because it was already sharp, by its number on the photo's page, with its detail
+# measure, identity distance, whether that was over the run's restore.identity_threshold, and the
+# original face's descriptor (128 float32, little-endian) for grouping a batch by person. On the
+# run, how many faces were flagged and the largest distance (NULL: none checked), indexed over the
+# runs Results lists for its "may not look like the same person" filter and its order by them.
+_V12 = """
+CREATE TABLE faces (
+    job_id     INTEGER NOT NULL REFERENCES jobs(id),
+    idx        INTEGER NOT NULL,
+    restored   INTEGER NOT NULL,
+    detail     REAL,
+    distance   REAL,
+    flagged    INTEGER NOT NULL DEFAULT 0,
+    descriptor BLOB,
+    PRIMARY KEY (job_id, idx)
+);
+ALTER TABLE jobs ADD COLUMN flagged INTEGER;
+ALTER TABLE jobs ADD COLUMN identity REAL;
+CREATE INDEX jobs_listed_identity ON jobs(identity, id) WHERE listed = 1;
+CREATE INDEX jobs_listed_flagged ON jobs(finished, id) WHERE listed = 1 AND flagged > 0;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12]
 VERSION = len(MIGRATIONS)
 
 

@@ -35,6 +35,7 @@ from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import Config, inbox_config, profile_note
 from gpen_watch.imaging.formats import OUTPUT_SUFFIXES, matching_suffix
+from gpen_watch.journal.faces import FaceRow
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.records import describe_settings
 from gpen_watch.outbox import durable, failed, folders, naming, redo
@@ -155,6 +156,9 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
     except OSError as exc:
         raise OutputError(f"{tmp}: worker reported success but its output cannot be read: {exc}") from exc
     name = output_name(job.output.name, result.format)
+    if result.checks:
+        # Before the commit token: a crash after it leaves a run whose faces are kept.
+        journal.record_faces(job_id, face_rows(result))
     return place_output(
         journal,
         job,
@@ -166,6 +170,13 @@ def publish(journal: Journal, job_id: int, result: FileResult) -> Path | None:
         name=name,
         used=used_json(result),
     )
+
+
+def face_rows(result: FileResult) -> list[FaceRow]:
+    """The engine's checks of each face (``FileResult.checks``) as the journal keeps them."""
+    return [
+        FaceRow(c.index, c.restored, c.detail, c.distance, c.flagged, c.descriptor) for c in result.checks
+    ]
 
 
 def used_json(result: FileResult) -> dict[str, Any] | None:
