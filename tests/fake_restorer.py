@@ -18,6 +18,7 @@ What it does to an image depends on the file name:
     bad       returns a failed result ("not an image")
     bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.stages.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
+    flagged   as any other, its one face's identity distance 0.5: it may not look like the same person
     fixable   fails ("a part is missing") while the file FAKE_BROKEN_WHILE names exists, as a
               missing model or program would; restored once it is gone
     anything else: copies the file to dst and reports one face.
@@ -51,7 +52,7 @@ from gpen_watch.base.errors import ModelError
 from gpen_watch.base.fsutil import replace_folder
 from gpen_watch.config import RestoreConfig, SettingsUsed
 from gpen_watch.imaging.reasons import decoder_bug
-from gpen_watch.restore.api import FileJob, FileResult, ModelSetWatch, PhotoProgress, Stage
+from gpen_watch.restore.api import FaceCheck, FileJob, FileResult, ModelSetWatch, PhotoProgress, Stage
 
 
 class FakeRestorer:
@@ -164,8 +165,18 @@ class FakeRestorer:
             if isinstance(restore, RestoreConfig)
             else None
         )
+        flagged = "flagged" in name
+        # Its one face as the engine's checks describe it (docs/identity.md).
+        checks = [FaceCheck(0, True, 0.1, 0.5 if flagged else 0.05, flagged, bytes(512))] if faces else []
         return FileResult(
-            job.src, ok=True, dst=job.dst, faces=faces, notes=notes, timings={"restore": 0.001}, used=used
+            job.src,
+            ok=True,
+            dst=job.dst,
+            faces=faces,
+            notes=notes,
+            timings={"restore": 0.001},
+            used=used,
+            checks=checks,
         )
 
     def stop(self) -> None:

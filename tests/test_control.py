@@ -250,6 +250,11 @@ def test_format_status_counts_redos_apart_from_the_photos_done() -> None:
         )
     )
     assert "done today: 12 photos (+3 redos): 9 restored (14 faces), 3 without a face" in text
+    assert "may not look like" not in text  # no face flagged today: nothing said
+    flagged = control_cli.format_status(
+        Status.from_json({"restored_today": 9, "faces_today": 14, "flagged_today": 2})
+    )
+    assert "9 restored (14 faces), 0 without a face; 2 faces may not look like the same person" in flagged
     assert "all time: 12 done (+3 redos), 0 failed" in text
     assert "this run: 12 done (+1 redo), 20 faces restored; now 0 photos/min" in text
 

@@ -36,6 +36,17 @@ def test_a_batch_counts_restored_no_face_and_failed_apart() -> None:
     assert (n.restored, n.no_face) == (1, 0)
 
 
+def test_a_batch_says_how_many_faces_may_not_look_like_the_same_person() -> None:
+    t = NoticeTracker()
+    assert t.update(StatusFacts("running", 2, None, 1, 0, 0, flagged_total=1)) == []
+    (n,) = t.update(StatusFacts("running", 0, None, 3, 0, 0, flagged_total=4))
+    assert n.flagged == 4
+    assert n.message == "3 photos restored (4 faces may not look like the same person)"
+    # The next batch counts its own.
+    (n,) = t.update(StatusFacts("running", 0, None, 4, 0, 0, flagged_total=5))
+    assert n.flagged == 1 and n.message == "1 photo restored (1 face may not look like the same person)"
+
+
 def test_a_failure_burst_is_said_once_while_the_batch_goes_on() -> None:
     t = NoticeTracker()
     t.update(facts(), now=0)

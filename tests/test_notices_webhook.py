@@ -280,6 +280,31 @@ def test_a_batch_posts_one_summary(services: Callable[..., Service], hook: Hook)
 
 
 @pytest.mark.slow
+def test_faces_that_may_not_look_like_the_same_person_are_counted(
+    services: Callable[..., Service], hook: Hook
+) -> None:
+    """The batch's notice and the webhook's JSON say how many faces were flagged; the status
+    counts today's, and the journal keeps each face's check."""
+    svc = services("--set", f"notify.webhook={hook.url}").start()
+    status = svc.batch(["a.jpg", "b-flagged.jpg", "c-flagged.jpg"])
+    wait_for(lambda: len(hook.bodies) >= 1, "the batch's post")
+    (body,) = hook.bodies
+    assert (body["restored"], body["flagged"]) == (3, 2)
+    assert body["message"] == "3 photos restored (2 faces may not look like the same person)"
+    assert status["flagged_today"] == 2 and status["throughput"]["flagged"] == 2
+    assert svc.stop() == 0
+    from gpen_watch.journal.journal import Journal
+
+    with Journal.open() as journal:  # the service's: the test's own state folder
+        flagged = journal._read("SELECT rel, flagged, identity FROM jobs ORDER BY id")
+        assert [(r[0], r[1], r[2]) for r in flagged] == [
+            ("a.jpg", 0, pytest.approx(0.05)),
+            ("b-flagged.jpg", 1, pytest.approx(0.5)),
+            ("c-flagged.jpg", 1, pytest.approx(0.5)),
+        ]
+
+
+@pytest.mark.slow
 def test_a_hung_webhook_never_holds_up_the_queue(services: Callable[..., Service], silent: Silent) -> None:
     # The longest timeout there is: the server holds the post for all of the test.
     svc = services("--set", f"notify.webhook={silent.url}", "--set", "notify.webhook_timeout=60").start()

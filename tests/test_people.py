@@ -99,6 +99,7 @@ def test_a_runs_faces_are_kept_with_its_flagged_count(journal: Journal, tmp_path
     assert got[2].descriptor == _descriptor(0.3) and got[0].job_id == run
     row = journal._read("SELECT flagged, identity FROM jobs WHERE id = ?", (run,))[0]
     assert (row[0], row[1]) == (1, pytest.approx(0.41))
+    assert journal.flagged_in(run) == journal.flagged_today() == 1
     # Another attempt's faces replace the first's.
     journal.record_faces(run, faces[1:])
     assert [f.index for f in journal.faces_of(run)] == [1, 2]

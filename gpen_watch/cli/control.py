@@ -11,6 +11,7 @@ from gpen_watch.cli.argtypes import seconds
 from gpen_watch.cli.exitcodes import NOT_RUNNING
 from gpen_watch.platform import program
 from gpen_watch.service import control, reload
+from gpen_watch.service.notices import flagged_faces
 from gpen_watch.service.status import QueueStatus, Status, WorkerStatus
 from gpen_watch.tray.model import gpu_line
 
@@ -118,6 +119,7 @@ def format_status(s: Status) -> str:
     lines.append(
         f"done today: {_count(s.restored_today + s.no_face_today, 'photo')}{redos(s.redos_today)}: "
         f"{s.restored_today} restored ({_count(s.faces_today, 'face')}), {s.no_face_today} without a face"
+        + (f"; {flagged_faces(s.flagged_today)}" if s.flagged_today else "")
     )
     lines.append(
         f"all time: {q.done - q.redos} done{redos(q.redos)}, {q.failed} failed, {q.unsupported} unsupported"

@@ -86,6 +86,24 @@ class FaceWrites(JournalQueries):
 class FaceQueries(JournalQueries):
     """Reads of checked faces, for the journal and its browser."""
 
+    def flagged_today(self) -> int:
+        """Faces that may not look like the same person in the results of today's photos (each
+        photo's newest run finished since local midnight)."""
+        row = self._read(
+            "SELECT COALESCE(SUM(flagged), 0) FROM jobs WHERE listed = 1 AND finished >= ? AND flagged > 0",
+            (self._midnight(),),
+        )
+        return int(row[0][0])
+
+    def flagged_in(self, first_id: int, last_id: int | None = None) -> int:
+        """Flagged faces in the results of runs ``first_id`` to ``last_id`` (None: the newest),
+        a batch's (``Batch.first_id``): each photo's newest run counted once."""
+        row = self._read(
+            "SELECT COALESCE(SUM(flagged), 0) FROM jobs WHERE listed = 1 AND id BETWEEN ? AND ? AND flagged > 0",
+            (first_id, last_id if last_id is not None else 1 << 62),
+        )
+        return int(row[0][0])
+
     def faces_of(self, job_id: int) -> list[FaceRow]:
         """Run ``job_id``'s checked faces, by their number on its page."""
         return [

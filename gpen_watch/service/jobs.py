@@ -268,7 +268,8 @@ def _on_result(run: Running, ev: PoolEvent) -> None:
         outcome = commit.commit(journal, task.key, res, run.cfg, run.presence.away)
         if outcome.output is None:
             return  # the job had already ended another way
-        run.ended(outcome.original, faces=res.faces, redo=journal.require(task.key).is_redo)
+        flagged = sum(c.flagged for c in res.checks)
+        run.ended(outcome.original, faces=res.faces, redo=journal.require(task.key).is_redo, flagged=flagged)
         if run.views is not None:
             run.views.kept(task.key)
         notes = f" ({'; '.join(res.notes)})" if res.notes else ""

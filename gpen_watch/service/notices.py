@@ -53,6 +53,7 @@ class Notice:
     restored: int = 0  # with restored faces
     failed: int = 0
     no_face: int = 0  # done, but no face was found to restore
+    flagged: int = 0  # faces that may not look like the same person (docs/identity.md)
 
 
 class NoticeFacts(Protocol):
@@ -70,6 +71,8 @@ class NoticeFacts(Protocol):
     def failed_total(self) -> int: ...
     @property
     def no_face(self) -> int: ...  # photos done today without a face (the journal's count)
+    @property
+    def flagged_total(self) -> int: ...  # faces flagged this run (restore.identity_threshold)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class StatusFacts:
     restored_total: int
     failed_total: int
     no_face: int
+    flagged_total: int = 0
 
 
 def facts_of(status: Status) -> StatusFacts:
@@ -92,6 +96,7 @@ def facts_of(status: Status) -> StatusFacts:
         restored_total=status.throughput.images,
         failed_total=status.throughput.failed,
         no_face=status.no_face_today,
+        flagged_total=status.throughput.flagged,
     )
 
 
@@ -103,6 +108,7 @@ class NoticeTracker:
     # starts, and the tray and the notice thread start with it.
     _done_base: int = 0
     _failed_base: int = 0
+    _flagged_base: int = 0
     _no_face_base: int | None = None
     _problem_kind: str | None = None
     _burst_at: float | None = None
@@ -122,15 +128,25 @@ class NoticeTracker:
         done = facts.restored_total - self._done_base
         failed = facts.failed_total - self._failed_base
         no_face = min(max(0, facts.no_face - self._no_face_base), max(0, done))
+        flagged = max(0, facts.flagged_total - self._flagged_base)
         if facts.queue_depth == 0:
             # The queue is empty: whatever finished since it last was is one batch (also a batch
             # that came and went between two looks).
             if done > 0 or failed > 0:
-                message = batch_message(done - no_face, failed, no_face)
+                message = batch_message(done - no_face, failed, no_face, flagged)
                 notices.append(
-                    Notice(BATCH_TITLE, message, NoticeKind.BATCH_FINISHED, done - no_face, failed, no_face)
+                    Notice(
+                        BATCH_TITLE,
+                        message,
+                        NoticeKind.BATCH_FINISHED,
+                        done - no_face,
+                        failed,
+                        no_face,
+                        flagged,
+                    )
                 )
             self._done_base, self._failed_base = facts.restored_total, facts.failed_total
+            self._flagged_base = facts.flagged_total
             self._no_face_base = facts.no_face
             self._burst_failed = 0
         elif failed - self._burst_failed >= BURST_MIN and (
@@ -171,13 +187,20 @@ def _photos(n: int) -> str:
     return f"{n} photo{'s' if n != 1 else ''}"
 
 
-def batch_message(restored: int, failed: int, no_face: int = 0) -> str:
+def batch_message(restored: int, failed: int, no_face: int = 0, flagged: int = 0) -> str:
     text = f"{_photos(restored)} restored"
+    if flagged:
+        text += f" ({flagged_faces(flagged)})"
     if no_face:
         text += f", {no_face} without a face"
     if failed:
         text += f", {failed} failed (see the failed folder)"
     return text
+
+
+def flagged_faces(n: int) -> str:
+    """ "3 faces may not look like the same person" (restore.identity_threshold)."""
+    return f"{n} face{'s' if n != 1 else ''} may not look like the same person"
 
 
 def burst_message(failed: int, waiting: int) -> str:

@@ -208,6 +208,7 @@ def body(notice: Notice, status: Status, failures: list[dict[str, str]]) -> dict
         "restored": notice.restored,
         "failed": notice.failed,
         "no_face": notice.no_face,
+        "flagged": notice.flagged,
         "queue": status.queue.depth,
         "problem": status.problem if notice.kind == NoticeKind.PROBLEM else None,
         "inboxes": list(status.inboxes),

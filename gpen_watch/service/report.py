@@ -39,6 +39,7 @@ RECENT_ERRORS = 5
 def build_status(run: Running) -> Status:
     journal, pool, gate = run.journal, run.pool, run.gate
     restored_today, no_face_today, faces_today = journal.today()
+    flagged_today = journal.flagged_today()
     errors = tuple(
         ErrorEntry(
             when=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.finished or j.created)),
@@ -103,6 +104,7 @@ def build_status(run: Running) -> Status:
         done_today=restored_today + no_face_today,
         restored_today=restored_today,
         no_face_today=no_face_today,
+        flagged_today=flagged_today,
         faces_today=faces_today,
         redos_today=journal.redos_today(),
         settling=run.watcher.pending if run.watcher is not None else 0,

@@ -124,14 +124,16 @@ class Running:
         faces: int | None = None,
         failed: bool = False,
         redo: bool = False,
+        flagged: int = 0,
     ) -> None:
         """What follows a job's end in the journal, wherever it ended: note what became of its
         original (one its folder refused waits in the inbox and is retried), count it for the
-        status (``faces``: restored with that many, ``redo``: a redo, counted apart from the
-        photos; ``failed``: a failure), and wake the claim (``job_ended``)."""
+        status (``faces``: restored with that many, ``flagged`` of them over the identity
+        threshold; ``redo``: a redo, counted apart from the photos; ``failed``: a failure), and
+        wake the claim (``job_ended``)."""
         self.originals.note(original)
         if faces is not None:
-            self.tp.record(faces, redo=redo)
+            self.tp.record(faces, redo=redo, flagged=flagged)
         if failed:
             self.tp.record_failure()
         self.job_ended()

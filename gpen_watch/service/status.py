@@ -55,6 +55,8 @@ class Throughput:
     images: int = 0
     faces: int = 0
     failed: int = 0
+    # Faces whose identity distance was over restore.identity_threshold (docs/identity.md).
+    flagged: int = 0
     images_per_min: float = 0.0
     images_per_s: float = 0.0  # the same rate, a second
     redos: int = 0
@@ -351,6 +353,8 @@ class Status:
     restored_today: int = 0
     no_face_today: int = 0
     faces_today: int = 0
+    # Faces that may not look like the same person, in today's results (the photos' newest runs).
+    flagged_today: int = 0
     redos_today: int = 0
     settling: int = 0
     # Symlinks, FIFOs, device files and sockets in the inboxes, left alone on purpose (each logged).

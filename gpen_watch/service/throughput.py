@@ -29,6 +29,7 @@ class ThroughputMeter:
     redos: int = 0  # redos done this run, apart from the photos
     faces: int = 0
     failed: int = 0
+    flagged: int = 0  # faces that may not look like the same person
     ended: deque[float] = field(default_factory=deque)  # when each run ended, within the window
     # The stretches the workers held work, within the window: (start, end), end None while busy.
     busy_spans: deque[tuple[float, float | None]] = field(default_factory=deque)
@@ -36,13 +37,15 @@ class ThroughputMeter:
     def __post_init__(self) -> None:
         self.started = self.clock()
 
-    def record(self, faces: int, *, redo: bool = False) -> None:
-        """A run ended with its result (``faces`` restored)."""
+    def record(self, faces: int, *, redo: bool = False, flagged: int = 0) -> None:
+        """A run ended with its result (``faces`` restored, ``flagged`` of them over
+        restore.identity_threshold)."""
         if redo:
             self.redos += 1
         else:
             self.images += 1
         self.faces += faces
+        self.flagged += flagged
         self.ended.append(self.clock())
 
     def record_failure(self) -> None:
@@ -75,6 +78,7 @@ class ThroughputMeter:
             redos=self.redos,
             faces=self.faces,
             failed=self.failed,
+            flagged=self.flagged,
             images_per_min=per_min,
             # The same figure per second: a time left computed from either agrees with the other.
             images_per_s=round(per_min / 60.0, 4),

@@ -70,6 +70,7 @@ class TrayView:
     no_face: int = 0  # photos today without a face: done, but nothing was restored
     restored_total: int = 0  # since start, for "batch finished" notifications
     failed_total: int = 0
+    flagged_total: int = 0  # faces flagged since start (restore.identity_threshold)
     gpus: tuple[GpuSample, ...] = ()
     # Devices workers report that NVML does not see ("Apple GPU (mps)"): shown by name.
     other_devices: tuple[str, ...] = ()
@@ -164,6 +165,7 @@ def view_from_status(
         no_face=status.no_face_today,
         restored_total=status.throughput.images,
         failed_total=status.throughput.failed,
+        flagged_total=status.throughput.flagged,
         gpus=gpus,
         other_devices=other,
         engines=tuple(dict.fromkeys(w.engine for w in workers if w.engine)),
