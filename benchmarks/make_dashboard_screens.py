@@ -11,6 +11,7 @@ downloaded where this runs). The detection, the crops, the previews and the page
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib
 import shutil
 import sys
@@ -69,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             photos = {p["name"]: p["id"] for p in d.get("/api/results").json()["photos"]}
             with chromium(1280, 900) as page:
+                # The page laid out at 1280 x 900 (a window's size includes its frame).
+                page.execute_cdp_cmd(
+                    "Emulation.setDeviceMetricsOverride",
+                    {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                )
                 page.get(f"{d.url}?token={d.token}")
                 for name, path in [
                     ("overview", ""),
@@ -82,21 +88,28 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(1.5)  # the live stream's first update and the images
                     _shot(page, args.out / f"dashboard-{name}.jpg")
                 # Results as a review queue: a filter, its matches, two tiles ticked for a bulk action.
-                page.set_window_size(1280, 900)
                 page.get(d.url + "results?state=restored&sort=faces")
                 time.sleep(1.5)
                 for box in page.find_elements("css selector", "[data-select]")[:2]:
                     box.click()
-                _shot(page, args.out / "dashboard-review.jpg")
+                _shot(
+                    page, args.out / "dashboard-review.jpg", full=False
+                )  # the bulk bar at the window's foot
                 # A photo's page at real pixels (Z) on a face: both halves cut from the full-size files.
-                page.set_window_size(1280, 900)
-                page.get(d.url + f"photo/{photos['Grace Hopper.jpg']}?state=restored&sort=faces")
+                page.get(d.url + f"photo/{photos['Solvay 1927.png']}?state=restored&sort=faces")
                 time.sleep(1.5)
                 frame = page.find_element("css selector", "[data-zoomable]")
                 size = frame.size
-                ActionChains(page).move_to_element_with_offset(frame, 0, -int(size["height"] * 0.2)).perform()
+                # The pointer on a face of the front row, left of the middle (the original's half).
+                at = (-int(size["width"] * 0.12), -int(size["height"] * 0.05))
+                ActionChains(page).move_to_element_with_offset(frame, *at).perform()
                 ActionChains(page).send_keys("z").perform()
-                time.sleep(3)  # the crops are cut and loaded
+                # The crops are cut (the service's first one imports its image libraries) and loaded.
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not page.execute_script(
+                    "const i = document.querySelector('img.before-crop'); return !!i && !i.hidden && i.complete"
+                ):
+                    time.sleep(0.2)
                 _shot(page, args.out / "dashboard-zoom.jpg", full=False)
             if args.phone:
                 with chromium(390, 844) as phone:
@@ -111,14 +124,24 @@ def _shot(page: object, path: Path, full: bool = True) -> None:
     """The page at its full height (or the window as it is), as PNG or, for a .jpg path, JPEG."""
     from PIL import Image
 
-    if full:
-        width = page.execute_script("return window.innerWidth")  # type: ignore[attr-defined]
-        page.set_window_size(width, 900)  # type: ignore[attr-defined]  # from the last shot's height
-        height = page.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-        page.set_window_size(width, min(int(height) + 100, 4000))  # type: ignore[attr-defined]
-        time.sleep(0.3)
     png = path.with_suffix(".png")
-    page.save_screenshot(str(png))  # type: ignore[attr-defined]
+    if full:
+        # The whole page as laid out in its window (a photo's loupe fits the window: a taller
+        # window would lay out another page), captured beyond the window's bottom.
+        width, height = page.execute_script(  # type: ignore[attr-defined]
+            "return [document.documentElement.clientWidth, document.documentElement.scrollHeight]"
+        )
+        shot = page.execute_cdp_cmd(  # type: ignore[attr-defined]
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": width, "height": min(int(height), 4000), "scale": 1},
+            },
+        )
+        png.write_bytes(base64.b64decode(shot["data"]))
+    else:
+        page.save_screenshot(str(png))  # type: ignore[attr-defined]
     if path.suffix == ".jpg":
         Image.open(png).convert("RGB").save(path, quality=82, optimize=True)
         png.unlink()

@@ -61,7 +61,8 @@ function zoomable(frame) {
     frame.classList.toggle("zoomed", s > 1);
     const rs = realScale();
     frame.classList.toggle("real-pixels", rs !== null && s >= rs * 0.999);
-    if (level) level.textContent = s === 1 ? "fit" : rs ? Math.round(100 * s / rs) + "%" : "×" + s.toFixed(2).replace(/\.?0+$/, "");
+    // Of real pixels where they are known ("fit (35%)", "100%"), else of the fitted size ("×1.5").
+    if (level) level.textContent = s === 1 ? "fit" + (rs ? " (" + Math.round(100 / rs) + "%)" : "") : rs ? Math.round(100 * s / rs) + "%" : "×" + s.toFixed(2).replace(/\.?0+$/, "");
     crops.update(state, real);
   };
   const zoomTo = (s1, cx, cy) => {
