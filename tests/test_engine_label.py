@@ -31,7 +31,7 @@ from gpen_watch.service.notices import PROBLEM_TITLES, NoticeKind, NoticeTracker
 from gpen_watch.service.status import Status, from_json
 from gpen_watch.tray import model
 
-ENGINE = "ONNX Runtime 1.32.0, CPU provider"
+ENGINE = "ONNX Runtime 1.32.0, CPU provider, fp32"
 NOTE = (
     "restore.provider = directml: ONNX Runtime's DmlExecutionProvider is not installed, so the CPU "
     "provider runs instead (pip install onnxruntime-directml in place of onnxruntime to have it)."

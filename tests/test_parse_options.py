@@ -20,6 +20,7 @@ from gpen_watch.restore.nets.gpen_model import GPENConfig, build_gpen
 from gpen_watch.restore.nets.parsenet import ParseNet
 from gpen_watch.restore.nets.quant import calibration_images, int8_backend, quantize_parser
 from gpen_watch.restore.runtime.device import placement
+from gpen_watch.restore.runtime.formats import CPU_FLAGS_ENV
 from gpen_watch.restore.stages import align
 from gpen_watch.restore.stages.enhance import FaceEnhancer
 
@@ -91,7 +92,9 @@ def _enhancer(parser: nn.Module, **kw: object) -> FaceEnhancer:
 
 @pytest.mark.slow
 @needs_int8
-def test_enhancer_with_parse_precision_int8_parses_with_int8() -> None:
+def test_enhancer_with_parse_precision_int8_parses_with_int8(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a CPU with VNNI: without it int8 is refused (tests/test_number_formats.py).
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx512_vnni")
     crops = np.random.default_rng(3).integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)
     auto = _enhancer(_parsenet())
     int8 = _enhancer(_parsenet(), parse_precision="int8")

@@ -748,18 +748,26 @@ def test_parse_small_below_parses_faces_pasted_back_small_at_256(
 
 @pytest.mark.slow
 def test_parse_precision_int8_gives_the_worker_an_int8_parser(
-    tiny_models_with_parser: TinyModels, landmarks: dict, photos: list[Path], tmp_path: Path
+    tiny_models_with_parser: TinyModels,
+    landmarks: dict,
+    photos: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from torch.ao.nn import quantized as nnq
 
     from gpen_watch.restore.nets.quant import int8_backend
+    from gpen_watch.restore.runtime.formats import CPU_FLAGS_ENV
 
     if int8_backend() is None:
         pytest.skip("this torch has no int8 CPU engine")
+    # As on a CPU with VNNI: without it int8 is refused (tests/test_number_formats.py).
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx512_vnni")
     cfg = tiny_restore_config(tiny_models_with_parser, use_parse=True, parse_precision="int8")
     with Restorer(cfg, threads=2, detector=KnownFaces(landmarks)) as r:
         assert r.enhancer.parser is not None
         assert any(isinstance(m, nnq.Conv2d) for m in r.enhancer.parser.modules())
+        assert r.engine_label.endswith(", fp32, ParseNet int8") and r.engine_note == ""
         (res,) = list(r.restore_files([FileJob(photos[0], tmp_path / "out.png")]))
     assert res.ok
     assert res.faces == 1

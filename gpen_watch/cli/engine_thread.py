@@ -9,6 +9,7 @@ and commits them, so a signal is acted on at once wherever the engine is.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import queue
 import signal
@@ -26,6 +27,8 @@ from gpen_watch.restore.api import FileJob, FileResult
 
 if TYPE_CHECKING:
     from gpen_watch.restore.engines.restorer import Restorer
+
+log = logging.getLogger(__name__)
 
 STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None)
 # How long a stop waits for the engine to wind down (it writes nothing after stop()) before the
@@ -110,6 +113,8 @@ class EngineThread:
                 self._cfg.restore, threads=self._args.threads, download=not self._args.no_download
             ) as restorer:
                 self.restorer = restorer
+                if restorer.engine_note:  # what runs is not what the settings ask for: say why, once
+                    log.warning("%s", restorer.engine_note)
                 self._on_loaded()
                 self._queue.put(("ready", restorer.load_seconds))
                 for res in restorer.restore_files(self._jobs):

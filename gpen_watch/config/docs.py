@@ -85,16 +85,20 @@ DESCRIPTIONS: dict[str, Description] = {
         "([measured](benchmarks.md#parsenets-upsampling-blocks-and-padding-rewritten-at-load-kept)).",
     ),
     "restore.parse_precision": Description(
-        "ParseNet's number format: auto (as restore.precision), fp32, bf16, or int8 (CPU only).",
+        "ParseNet's number format: auto (as restore.precision: fp32 on every CPU), fp32, bf16, or int8 "
+        "(CPU only).",
+        "`auto` keeps ParseNet in fp32 on every CPU, whatever the CPU has: bf16 and int8 move the mask "
+        "along the face's outline (on random weights they changed 2.1 % and 3.2-3.7 % of the output's "
+        "pixels by more than 1 level), which has not yet been judged on the real weights "
+        "([measured](benchmarks.md#int8-and-smaller-parsenet-passes-on-cpu)). Asked for, each runs only "
+        "where the CPU computes in it; elsewhere ParseNet stays in fp32 and one sentence in `status`, "
+        "the dashboard and the tray says why: `bf16` needs AVX-512 BF16 or AMX (emulated on an "
+        "AVX2-only CPU it made a whole run 8.2x slower) and `int8` VNNI or AMX (without them it was no "
+        "faster). With AMX (Intel Xeon of the 4th generation and later) both restore a photo 2.0-2.3x "
+        "as fast; with AVX-512 BF16 and VNNI but no AMX int8 parses 1.5-1.7x as fast and bf16 "
+        "0.7-1.3x, depending on the CPU ([by CPU](benchmarks.md#parsenets-number-format-on-each-kind-of-cpu)). "
         "`int8` (on a GPU taken as `auto`) quantizes ParseNet at load (4-7 s, calibrated on a fixed "
-        "synthetic image, nothing downloaded): 2.0x as fast per face end to end with GPEN-BFR-256 on a "
-        "CPU (1.46x model-only: int8 quantizes the plain network, without the fp32 load-time rewrites), "
-        "but on random weights it changed 3.2-3.7 % of the output's pixels by more than 1 level. `bf16` "
-        "was not faster on a CPU without AMX and changed 2.1 %. On a CPU with AMX (Intel Xeon of the 4th "
-        "generation and later) both parse 2.6-2.9x as fast and restore a photo 2.0-2.3x as fast "
-        "([measured](benchmarks.md#parsenets-number-format-on-a-cpu-with-amx)). Neither is the default, "
-        "because the error has only been judged on random weights "
-        "([measured](benchmarks.md#int8-and-smaller-parsenet-passes-on-cpu)).",
+        "synthetic image, nothing downloaded).",
     ),
     "restore.parse_small_below": Description(
         "Faces pasted back smaller than this (px) are parsed at 256 px, not 512; 0: always 512.",
@@ -148,7 +152,11 @@ DESCRIPTIONS: dict[str, Description] = {
     "restore.max_side": Description("Photos with a longer side are pre-scaled first (px; 0: never)."),
     "restore.precision": Description(
         "auto (fp32 on CPU and Apple GPU, bf16 on NVIDIA GPUs that have it), fp32, fp16 or bf16.",
-        'fp16 needs a GPU. With `restore.engine = "onnx"`, auto, fp16 and bf16 run fp16 copies of the '
+        "fp16 needs a GPU. bf16 runs where the device computes in it (a CPU with AVX-512 BF16 or AMX, an "
+        "NVIDIA GPU of compute capability 8.0 or later); elsewhere the generator stays in fp32 and one "
+        "sentence in `status` says why "
+        "([by CPU](benchmarks.md#parsenets-number-format-on-each-kind-of-cpu)). With "
+        '`restore.engine = "onnx"`, auto, fp16 and bf16 run fp16 copies of the '
         "networks on a GPU's provider (not the detector), and fp32 everywhere else "
         "([how](models.md#onnx-runtime-engine)).",
     ),

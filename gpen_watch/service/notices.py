@@ -25,7 +25,7 @@ PROBLEM_TITLES = {
     "outbox": "gpen-watch: cannot write to the outbox",
     "away": "gpen-watch: the outbox's drive or share is away",
     "originals": "gpen-watch: originals waiting to be moved",
-    "engine": "gpen-watch: not the engine or provider the settings ask for",
+    "engine": "gpen-watch: not the engine, provider or number format the settings ask for",
     "other": "gpen-watch needs attention",
 }
 BATCH_TITLE = "gpen-watch: batch finished"
@@ -165,8 +165,11 @@ def problem_kind(problem: str | None) -> str | None:
         return None
     text = problem.lower()
     # A worker's engine note ("restore.provider = directml: ... so the CPU provider runs
-    # instead"): the service puts it last (report.build_status), so alone it starts the text.
-    if text.startswith(("restore.provider", "restore.engine")):
+    # instead", "restore.parse_precision = bf16: this CPU has no bf16 instructions ..."): the
+    # service puts it last (report.build_status), so alone it starts the text.
+    if text.startswith(
+        ("restore.provider", "restore.engine", "restore.precision", "restore.parse_precision")
+    ):
         return "engine"
     if text.startswith("outbox") and " is away: " in text:
         return "away"

@@ -149,7 +149,8 @@ def inbox_statuses(cfg: config.Config, states: Iterable[InboxState]) -> tuple[In
 
 def engine_problem(workers: Iterable[WorkerStatus]) -> str | None:
     """What the workers' engines say is not what the settings asked for (a provider that is not
-    installed, so the CPU provider runs): each sentence once, however many workers say it."""
+    installed, so the CPU provider runs; a number format the CPU would emulate, so fp32 runs):
+    each sentence once, however many workers say it."""
     notes = dict.fromkeys(w.engine_note for w in workers if w.engine_note)
     return " ".join(notes) or None
 

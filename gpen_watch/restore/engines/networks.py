@@ -39,13 +39,15 @@ class Networks(Protocol):
 
     @property
     def label(self) -> str:
-        """What runs them, for status and the dashboard: "PyTorch 2.14.1", "ONNX Runtime 1.24.1,
-        OpenVINO provider" (``Restorer.engine_label``)."""
+        """What runs them and in what number format, for status, the dashboard and the tray:
+        "PyTorch 2.14.1, fp32", "PyTorch 2.14.1, fp32, ParseNet int8", "ONNX Runtime 1.24.1,
+        OpenVINO provider, fp32" (``Restorer.engine_label``)."""
         ...
 
     @property
     def note(self) -> str:
-        """Why what runs is not what the settings asked for, one sentence; "" when it is."""
+        """Why what runs is not what the settings asked for, a sentence for each thing that is not
+        (the engine, the provider, a number format the device would emulate); "" when all are."""
         ...
 
     @property
@@ -56,7 +58,7 @@ class Networks(Protocol):
 
     def placement(self, device: str) -> Placement:
         """Where the torch side of the pipeline runs (align, paste, and with torch every network)
-        for restore.device = ``device``."""
+        for restore.device = ``device``, in a format the device computes natively."""
         ...
 
     def face_model(self, model: str, place: Placement) -> FaceModel: ...
@@ -66,8 +68,8 @@ class Networks(Protocol):
         ...
 
     def parse_precision(self, place: Placement) -> ParsePrecision:
-        """restore.parse_precision as the enhancer is to be told it (it resolves "auto" and what the
-        device cannot run itself): the setting for torch, "fp32" for ONNX Runtime's export."""
+        """restore.parse_precision as the enhancer is to be told it: resolved for the device by
+        torch (``enhance.resolve_parse_precision``), "fp32" for ONNX Runtime's export."""
         ...
 
     def parser(self, place: Placement) -> nn.Module:

@@ -110,8 +110,9 @@ class OnnxNetworks:
 
     @property
     def label(self) -> str:
-        half = ", fp16" if self._half else ""
-        return f"ONNX Runtime {self.version}, {provider_shown(self._runs)} provider{half}"
+        # The format its sessions run, as the torch engine's label says its own.
+        form = "fp16" if self._half else "fp32"
+        return f"ONNX Runtime {self.version}, {provider_shown(self._runs)} provider, {form}"
 
     @property
     def note(self) -> str:

@@ -133,8 +133,9 @@ class Restorer:
         # Where each photo in hand is (``progress``), by id(job): written by the loop and the
         # decode and finish threads, read by the heartbeat's; single dict operations, no lock.
         self._photos: dict[int, PhotoProgress] = {}
-        if self.engine_note:
-            log.warning("%s", self.engine_note)  # once: every network of the restorer shares it
+        # ``engine_note`` is said by what drives the restorer, once: a worker's Ready carries it to
+        # the parent, which logs it once per worker across restarts (dispatch.policy); the restore
+        # command logs it itself (cli.engine_thread). Logged here too, it would be said twice.
         log.info(
             "restorer ready: %s (face batch %d, %d threads) in %.1f s",
             self.loaded,
@@ -147,12 +148,14 @@ class Restorer:
 
     @property
     def engine_label(self) -> str:
-        """What runs the networks: "PyTorch 2.14.1", "ONNX Runtime 1.24.1, OpenVINO provider"."""
+        """What runs the networks and in what format: "PyTorch 2.14.1, fp32", "ONNX Runtime 1.24.1,
+        OpenVINO provider, fp32"."""
         return self.networks.label
 
     @property
     def engine_note(self) -> str:
-        """Why that is not what restore.engine and restore.provider asked for; "" when it is."""
+        """Why that is not what restore.engine, .provider, .precision and .parse_precision asked
+        for; "" when it is."""
         return self.networks.note
 
     @property

@@ -13,6 +13,7 @@ from gpen_watch.restore.nets.retinaface import RetinaFace
 from gpen_watch.restore.nets.rrdbnet import RRDBNet
 from gpen_watch.restore.runtime.device import Placement, placement
 from gpen_watch.restore.runtime.face_model import FaceModel, load_face_model
+from gpen_watch.restore.runtime.formats import formats_label
 from gpen_watch.restore.stages.enhance import prepare_parser, resolve_parse_precision
 
 
@@ -28,21 +29,34 @@ class TorchNetworks:
         self.cfg = cfg
         self.download = download
         self._note = note  # set when it stands in for an engine that cannot run here
+        # Where it runs and ParseNet's format there, resolved once (``placement``), with the
+        # sentences saying why a format asked for is not the one that runs.
+        self._place: Placement | None = None
+        self._parse: tuple[ParsePrecision, str] = (cfg.parse_precision, "")
 
     @property
     def label(self) -> str:
-        return torch_label()
+        """ "PyTorch 2.14.1, fp32" (with ", ParseNet int8" where ParseNet's format differs): the
+        formats that really run, once placed."""
+        if self._place is None:
+            return torch_label()
+        parser = self._parse[0] if self.cfg.use_parse else None
+        return f"{torch_label()}, {formats_label(self._place.precision, parser)}"
 
     @property
     def note(self) -> str:
-        return self._note
+        notes = (self._note, self._place.note if self._place else "", self._parse[1])
+        return " ".join(n for n in notes if n)
 
     @property
     def through(self) -> str:
         return ""
 
     def placement(self, device: str) -> Placement:
-        return placement(device, self.cfg.precision, self.cfg.channels_last)
+        place = placement(device, self.cfg.precision, self.cfg.channels_last)
+        self._place = place
+        self._parse = resolve_parse_precision(self.cfg.parse_precision, place)
+        return place
 
     def face_model(self, model: str, place: Placement) -> FaceModel:
         return load_face_model(model, self.cfg.model_dir, place, self.download)
@@ -52,12 +66,15 @@ class TorchNetworks:
         return prepare_detector(net, place.device)
 
     def parse_precision(self, place: Placement) -> ParsePrecision:
-        # As set: the enhancer resolves it for the device itself (``resolve_parse_precision``).
-        return self.cfg.parse_precision
+        # Resolved for the device once, at ``placement``: each enhancer is told what runs.
+        if self._place != place:
+            self._parse = resolve_parse_precision(self.cfg.parse_precision, place)
+            self._place = place
+        return self._parse[0]
 
     def parser(self, place: Placement) -> nn.Module:
         raw = verify.load_parser(self.cfg.model_dir, device=str(place.device), download=self.download)
-        return prepare_parser(raw, place, resolve_parse_precision(self.cfg.parse_precision, place))
+        return prepare_parser(raw, place, self.parse_precision(place))
 
     def upscaler(self, factor: int, model: str, place: Placement) -> RRDBNet:
         return verify.load_upscaler(factor, model, self.cfg.model_dir, str(place.device), self.download)

@@ -14,6 +14,7 @@ from gpen_watch import platform as platforms
 from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.config import Precision, ResolvedPrecision
 from gpen_watch.restore.nets.gpen_model import resolve_precision
+from gpen_watch.restore.runtime.formats import NativeFormats, generator_format, native_formats
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +22,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Placement:
     device: torch.device
-    # The autocast dtype for the networks, resolved from the config's "auto".
+    # The autocast dtype for the networks, resolved from the config's "auto" and checked against
+    # what the device computes natively (``formats.generator_format``).
     precision: ResolvedPrecision
     channels_last: bool
+    # Why ``precision`` is not the restore.precision asked for, one sentence; "" when it is.
+    note: str = ""
 
     @property
     def half(self) -> bool:
@@ -77,14 +81,22 @@ def free_cached_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-def placement(device_name: str, precision: Precision, channels_last: bool) -> Placement:
+def placement(
+    device_name: str, precision: Precision, channels_last: bool, native: NativeFormats | None = None
+) -> Placement:
+    """Where and in what format a worker's networks run. ``native``: what the device computes
+    natively (``formats.native_formats``, read from the device when None); a format it would
+    emulate runs as fp32, with the placement's note saying so."""
     device = resolve_device(device_name)
     try:
         resolved = resolve_precision(device, precision)
     except ValueError as exc:
         raise ConfigError(f"restore.precision: {exc}") from None
+    note = ""
+    if resolved == "bf16":  # the reduced format a device may emulate (fp16 is taken as set)
+        resolved, note = generator_format(precision, resolved, native or native_formats(device))
     # channels_last only pays off with tensor cores; on CPU it measured no faster.
-    return Placement(device, resolved, channels_last and device.type == "cuda")
+    return Placement(device, resolved, channels_last and device.type == "cuda", note)
 
 
 def set_threads(threads: int | None) -> int:

@@ -17,6 +17,7 @@ from gpen_watch.restore.nets.fold import as_channels_last, drop_image_head, prep
 from gpen_watch.restore.runtime.batching import after_out_of_memory
 from gpen_watch.restore.runtime.device import Placement, free_cached_memory, is_out_of_memory
 from gpen_watch.restore.runtime.face_model import FaceModel
+from gpen_watch.restore.runtime.formats import NativeFormats, native_formats, parse_format
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,9 @@ class FaceEnhancer:
         self.model = model
         # ``parser_ready``: one parser prepared once (``prepare_parser``, with the same
         # ``parse_precision``) and shared by the enhancers of several models.
-        self.parse_precision = resolve_parse_precision(parse_precision, place)
+        self.parse_precision, note = resolve_parse_precision(parse_precision, place)
+        if note:  # a restorer resolves it once and passes the result: this warns other callers
+            log.warning("%s", note)
         if parser is not None and not parser_ready:
             parser = prepare_parser(parser, place, self.parse_precision)
         self.parser = parser
@@ -254,22 +257,21 @@ class _PassTimer:
         return self._t1 - self._t0
 
 
-def resolve_parse_precision(wanted: ParsePrecision, place: Placement) -> ParsePrecision:
-    """restore.parse_precision as it runs on this device: int8 has kernels on CPUs only."""
-    if wanted == "int8" and place.device.type != "cpu":
-        log.warning(
-            "restore.parse_precision = int8 runs on a CPU only; on %s ParseNet runs as auto", place.device
-        )
-        return "auto"
-    if wanted == "int8":
+def resolve_parse_precision(
+    wanted: ParsePrecision, place: Placement, native: NativeFormats | None = None
+) -> tuple[ParsePrecision, str]:
+    """restore.parse_precision as ParseNet runs it on ``place``, and the sentence saying why that is
+    not what was asked ("" when it is): int8 has kernels on CPUs only, and a format the device
+    would emulate runs as fp32 (``formats.parse_format``). ``native``: what the device computes
+    natively, read from it when None (tests pass another CPU's)."""
+    if wanted in ("auto", "fp32"):
+        return wanted, ""
+    int8_engine = False
+    if wanted == "int8" and place.device.type == "cpu":
         from gpen_watch.restore.nets.quant import int8_backend
 
-        if int8_backend() is None:
-            log.warning(
-                "restore.parse_precision = int8: this torch has no int8 engine; ParseNet runs in fp32"
-            )
-            return "fp32"
-    return wanted
+        int8_engine = int8_backend() is not None
+    return parse_format(wanted, place.device, native or native_formats(place.device), int8_engine)
 
 
 def prepare_parser(parser: nn.Module, place: Placement, precision: ParsePrecision) -> nn.Module:
