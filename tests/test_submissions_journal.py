@@ -134,3 +134,38 @@ def test_own_settings_that_no_longer_pass_fail_the_photo_with_the_reason(env) ->
     j.claim_batch(1, "w0")
     with pytest.raises(Exception, match=r"a.jpg: its own settings \(restore.strength=7\).*between 0"):
         commit.file_job(j, job_id, cfg)
+
+
+def test_the_photos_of_one_turn_are_taken_together_and_a_key_sent_twice_is_one_photo(env) -> None:
+    from types import SimpleNamespace
+
+    from gpen_watch.outbox import sent
+    from gpen_watch.service import submit
+
+    cfg, inbox, j = env
+    run = SimpleNamespace(journal=j, cfg=cfg, gate=None, header_checks=False, maybe_queued=False)
+
+    def request(name: str, data: bytes, key: str, asked: str) -> dict[str, object]:
+        upload = inbox / sent.upload_name()
+        upload.write_bytes(data)
+        return {
+            "cmd": "submit", "upload": str(upload), "inbox": str(inbox), "rel": name, "size": len(data),
+            "sha256": hash_file(upload), "settings": {}, "client": "t1", "batch": "b", "key": key, "request": asked,
+        }  # fmt: skip
+
+    replies = submit.take_all(
+        run,  # type: ignore[arg-type]
+        [
+            request("a.jpg", b"first", "k", "r-first"),
+            request("a.jpg", b"first", "k", "r-first"),  # the same request again, in the same turn
+            request("a.jpg", b"second", "k2", "r-second"),  # another photo of that name
+            request("b.jpg", b"third", "k", "r-third"),  # the key of another request
+        ],
+    )
+    assert [r["ok"] for r in replies] == [True, True, True, False]
+    assert replies[1]["id"] == replies[0]["id"] and replies[1]["again"]
+    assert replies[2]["name"] == "a (1).jpg" and "was taken in the inbox" in replies[2]["note"]
+    assert replies[3]["status"] == 422 and "was used for another request" in replies[3]["error"]
+    assert sorted(p.name for p in inbox.iterdir()) == ["a (1).jpg", "a.jpg"]  # no temp left
+    assert (inbox / "a.jpg").read_bytes() == b"first" and (inbox / "a (1).jpg").read_bytes() == b"second"
+    assert len(j.jobs(JobState.QUEUED)) == 2 and run.maybe_queued

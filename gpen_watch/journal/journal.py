@@ -47,7 +47,7 @@ from gpen_watch.journal.states import (
     check_move,
     sql_in,
 )
-from gpen_watch.journal.submissions import Submission, SubmissionWrites
+from gpen_watch.journal.submissions import SentFile, Submission, SubmissionWrites
 from gpen_watch.journal.submissions import record as record_submission
 
 # The journal's records, for callers that import them from here.
@@ -113,6 +113,21 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
             if submission is not None:
                 record_submission(conn, result.job.id, submission, size, now)
             return result
+
+    def add_sent(self, files: Sequence[SentFile]) -> list[AddResult]:
+        """``add`` for photos sent through the API, each with its settings and submission, in one
+        durable transaction: the service loop records the photos of a turn together."""
+        now = self._clock()
+        out = []
+        with self._write(durable=True) as conn:
+            for f in files:
+                own = json.dumps(dict(f.settings), sort_keys=True) if f.settings else None
+                result = self._add(
+                    conn, os.fspath(f.source), f.inbox, f.rel, f.size, f.mtime, f.sha256, now, own
+                )
+                record_submission(conn, result.job.id, f.submission, f.size, now)
+                out.append(result)
+        return out
 
     def _add(
         self,

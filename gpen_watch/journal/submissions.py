@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpen_watch.journal.queries import JournalQueries
 from gpen_watch.journal.records import Job, job_from_row
@@ -32,6 +34,21 @@ class Submission:
     key: str | None
     request: str  # a hash of what was asked: name, inbox, settings, content
     upload: Path  # the temp file in the inbox it came in as
+
+
+@dataclass(frozen=True)
+class SentFile:
+    """A photo sent through the API, to record (``Journal.add_sent``): the file it is about to be
+    in the inbox, its own settings and its submission."""
+
+    source: Path
+    inbox: Path
+    rel: Path
+    size: int
+    mtime: float
+    sha256: str
+    settings: Mapping[str, Any]
+    submission: Submission
 
 
 @dataclass(frozen=True)

@@ -327,11 +327,26 @@ class Service:
     # --- control --------------------------------------------------------------------------------
 
     def _answer_requests(self, run: Running) -> None:
+        waiting: list[tuple[dict[str, Any], Future[dict[str, Any]]]] = []
         while True:
             try:
-                request, fut = self._requests.get_nowait()
+                waiting.append(self._requests.get_nowait())
             except queue.Empty:
-                return
+                break
+        # The photos sent through the API that wait are taken together (one flush of the journal
+        # for all of them: service.submit.take_all), before the turn's other commands.
+        sent = [(request, fut) for request, fut in waiting if request["cmd"] == "submit"]
+        if sent:
+            try:
+                replies = submit.take_all(run, [request for request, _ in sent])
+            except Exception as exc:
+                log.exception("taking photos sent through the API failed")
+                replies = [{"ok": False, "error": f"{type(exc).__name__}: {exc}"}] * len(sent)
+            for (_, fut), reply in zip(sent, replies, strict=True):
+                fut.set_result(reply)
+        for request, fut in waiting:
+            if request["cmd"] == "submit":
+                continue
             try:
                 cmd = request["cmd"]
                 if cmd == "reload":

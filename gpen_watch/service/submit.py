@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -23,10 +24,10 @@ from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import remove_quietly
 from gpen_watch.config import InboxConfig
 from gpen_watch.imaging.formats import denied_name
+from gpen_watch.journal.records import AddResult
 from gpen_watch.journal.states import JobState
-from gpen_watch.journal.submissions import OWNER, Submission, Submitted
+from gpen_watch.journal.submissions import OWNER, SentFile, Submission, Submitted
 from gpen_watch.outbox import duplicates, naming, sent
-from gpen_watch.outbox.durable import fsync_dir
 from gpen_watch.platform.files import publish_file
 from gpen_watch.service import intake
 from gpen_watch.service.running import Running
@@ -38,9 +39,10 @@ CANCELLED = "cancelled through the API before it was restored"
 
 
 def answer(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    """One command: a cancel, or a submit alone (the loop takes the submits of a turn together)."""
     if request["cmd"] == "cancel":
         return cancel_command(run, request)
-    return submit_command(run, request)
+    return take_all(run, [request])[0]
 
 
 def refused(status: int, error: str) -> dict[str, Any]:
@@ -56,7 +58,78 @@ def configured_inbox(run: Running, path: str) -> InboxConfig | None:
     return None
 
 
-def submit_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class Taking:
+    """A photo received and checked, about to be recorded and renamed in."""
+
+    request: dict[str, Any]
+    root: Path
+    rel: PurePosixPath
+    sent: SentFile
+
+
+def take_all(run: Running, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The replies to the submits of one turn of the loop, in their order. Every photo taken is
+    recorded in one durable journal transaction (a photo's record must be on disk before its
+    sender is told it was taken: one flush for all of them, not one each), then renamed in."""
+    replies: list[dict[str, Any] | None] = [None] * len(requests)
+    takings: list[tuple[int, Taking]] = []
+    first: dict[tuple[str, str], int] = {}  # a key this turn already takes: the index taking it
+    again: list[tuple[int, int]] = []
+    chosen: set[Path] = set()
+    for i, request in enumerate(requests):
+        key = request.get("key")
+        client = str(request.get("client") or OWNER)
+        if key and (client, str(key)) in first:
+            again.append((i, first[(client, str(key))]))
+            continue
+        found = _prepare(run, request, chosen)
+        if isinstance(found, Taking):
+            takings.append((i, found))
+            chosen.add(found.sent.source)
+            if key:
+                first[(client, str(key))] = i
+        else:
+            replies[i] = found
+    if takings:
+        try:
+            added = run.journal.add_sent([t.sent for _, t in takings])
+        except Exception:
+            log.exception("the journal did not record %d photo(s) sent through the API", len(takings))
+            for i, t in takings:
+                remove_quietly(t.sent.submission.upload)
+                replies[i] = refused(
+                    500, "the journal did not take the photo; nothing was kept: send it again"
+                )
+        else:
+            for (i, t), result in zip(takings, added, strict=True):
+                replies[i] = _finish(run, t, result)
+    for i, j in again:
+        replies[i] = _same_key(requests[i], requests[j], replies[j])
+    return [r if r is not None else refused(500, "not answered") for r in replies]
+
+
+def _same_key(
+    request: dict[str, Any], earlier: dict[str, Any], reply: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A request whose key another of the same turn carried: that one's photo, or 422."""
+    remove_quietly(Path(str(request.get("upload", ""))))
+    if reply is None or not reply.get("ok"):
+        return reply or refused(500, "not answered")
+    if request.get("request") != earlier.get("request"):
+        return refused(422, _key_reused(request.get("key"), int(reply["id"]), str(reply["name"])))
+    return {**reply, "again": True}
+
+
+def _key_reused(key: object, photo: int, name: str) -> str:
+    return (
+        f"Idempotency-Key {key!r} was used for another request (another photo, name, inbox or "
+        f"settings: photo {photo}, {name}); use a new key for a new photo"
+    )
+
+
+def _prepare(run: Running, request: dict[str, Any], chosen: set[Path]) -> Taking | dict[str, Any]:
+    """The photo checked and given its name in the inbox, or the reply that refuses it."""
     upload = Path(str(request.get("upload", "")))
     inbox = configured_inbox(run, str(request.get("inbox", "")))
     if (
@@ -68,19 +141,15 @@ def submit_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
             remove_quietly(upload)
         return refused(409, "that inbox is no longer watched (the settings changed); send the photo again")
     client, key = str(request.get("client") or OWNER), request.get("key")
-    asked = str(request.get("request", ""))
     if key:
         before = run.journal.submission_by_key(client, str(key))
         if before is not None:
             remove_quietly(upload)
-            if before.request != asked:
-                return refused(
-                    422,
-                    f"Idempotency-Key {key!r} was used for another request (another photo, name, inbox or "
-                    f"settings: photo {before.job.id}, {before.job.rel.name}); use a new key for a new photo",
-                )
+            if before.request != str(request.get("request", "")):
+                return refused(422, _key_reused(key, before.job.id, before.job.rel.name))
             return {"ok": True, "id": before.job.id, "name": before.job.rel.as_posix(), "again": True}
     settings = {str(k): str(v) for k, v in dict(request.get("settings") or {}).items()}
+    rel = PurePosixPath(str(request.get("rel")))
     try:
         own = sent.check(run.cfg, inbox, settings)
         missing = sent.missing_models(own, settings) if run.gate is not None and settings else None
@@ -89,44 +158,47 @@ def submit_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         return refused(400, str(exc))
     if missing:
         remove_quietly(upload)
-        return refused(409, f"{PurePosixPath(str(request.get('rel'))).name}: {missing}; nothing was queued")
+        return refused(409, f"{rel.name}: {missing}; nothing was queued")
+    root = Path(os.path.abspath(inbox.path))
     try:
-        return _take(run, inbox, upload, request, settings, client)
+        folder = root.joinpath(*rel.parts[:-1])
+        naming.ensure_dir(folder, root)
+        st = os.stat(upload)
+        size = int(request["size"])
+        if st.st_size != size:
+            raise OutputError(f"{upload}: {st.st_size} bytes where {size} were received")
+        final = naming.free_name(
+            folder, rel.name, taken=lambda p: p in chosen or run.journal.source_in_use(p)
+        )
     except (OSError, OutputError) as exc:
         remove_quietly(upload)
         log.warning("%s: could not take a photo sent through the API: %s", inbox.path, exc)
         return refused(507 if _no_room(exc) else 500, f"the inbox {inbox.path} did not take it: {exc}")
+    sub = Submission(client, str(request.get("batch") or ""), key or None, str(request["request"]), upload)
+    return Taking(
+        request,
+        root,
+        rel,
+        SentFile(
+            final, root, final.relative_to(root), size, st.st_mtime, str(request["sha256"]), settings, sub
+        ),
+    )
 
 
-def _take(
-    run: Running,
-    inbox: InboxConfig,
-    upload: Path,
-    request: dict[str, Any],
-    settings: dict[str, str],
-    client: str,
-) -> dict[str, Any]:
-    root = Path(os.path.abspath(inbox.path))
-    rel = PurePosixPath(str(request["rel"]))
-    folder = root.joinpath(*rel.parts[:-1])
-    naming.ensure_dir(folder, root)
-    st = os.stat(upload)
-    size, sha = int(request["size"]), str(request["sha256"])
-    if st.st_size != size:
-        raise OutputError(f"{upload}: {st.st_size} bytes where {size} were received")
-    final = _free(run, folder, rel.name)
-    sub = Submission(
-        client, str(request.get("batch") or ""), request.get("key") or None, str(request["request"]), upload
-    )
-    added = run.journal.add(
-        final, root, final.relative_to(root), size, st.st_mtime, sha, settings=settings, submission=sub
-    )
-    placed = _place(run, added.job.id, upload, final, root)
+def _finish(run: Running, t: Taking, added: AddResult) -> dict[str, Any]:
+    """Rename the recorded photo in and treat it as an arrival; its reply."""
+    root, rel, upload = t.root, t.rel, t.sent.submission.upload
+    try:
+        placed = _place(run, added.job.id, upload, t.sent.source, root)
+    except OSError as exc:
+        log.warning("%s: could not rename a photo sent through the API into %s: %s", upload, root, exc)
+        return refused(507 if _no_room(exc) else 500, f"the inbox {root} did not take it: {exc}")
     if placed is None:
-        return refused(500, f"the photo could not be renamed into {folder}")
-    fsync_dir(placed.parent)
+        return refused(500, f"the photo could not be renamed into {t.sent.source.parent}")
+    # No flush of the folder here: the record is, and a rename the disk lost is made again at the
+    # next start (finish_uploads), so the reply never waits for a second flush.
     intake.recorded(run, placed, added, supported=not denied_name(placed.name))
-    log.info("%s: received through the API (%s)", placed, client)
+    log.info("%s: received through the API (%s)", placed, t.sent.submission.client)
     name = placed.relative_to(root).as_posix()
     reply: dict[str, Any] = {
         "ok": True,
