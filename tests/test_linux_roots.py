@@ -9,8 +9,13 @@ own mirror (tests/linux_roots.py: no Python in it), and in it:
   RetinaFace-MobileNet0.25 weights (all 29 faces); the service started headless, a photo dropped
   into its inbox and restored, the service stopped; `apt-get remove`, after which no file of the
   package is left, and `purge`;
-- on Debian 13, whose PyGObject is built for its Python 3.13, not the bundle's 3.11: the bundle's
-  service under an X server with a tray host, whose icon docks through pystray's xorg backend.
+- on Debian 13 (and Ubuntu 24.04), whose PyGObject is built for its Python 3.13 (3.12), not the
+  bundle's 3.11: the bundle's service under an X server with a tray host, whose icon docks through
+  pystray's xorg backend.
+
+GPEN_WATCH_ROOT_SUITES=jammy,noble (with UBUNTU_KEYRING naming Ubuntu's archive keyring, as Debian
+13's ubuntu-keyring package installs it) runs the same in Ubuntu 22.04 and 24.04 roots, by hand: CI
+runs the Debian releases.
 
 Slow (about a minute and a half a release, most of it unpacking); roots are cached between runs
 (packaging/root.sh). Skipped where roots cannot be made (not root, no mmdebstrap or bwrap).
@@ -38,7 +43,7 @@ import numpy as np
 import pytest
 from conftest import REPO, make_tiny_models
 from installed_app import wait_for_tray_icon, xserver, xserver_with_tray  # noqa: F401 - fixtures
-from linux_roots import Root, make_root, missing_tools, remove_root, suites
+from linux_roots import UBUNTU, Root, make_root, missing_tools, remove_root, suites
 from test_tray_xvfb import XServer, wait_for
 
 DEB = os.environ.get("GPEN_WATCH_DEB", "")
@@ -122,7 +127,9 @@ def root(
         ("--ro-bind", str(inputs), "/inputs"),
         ("--bind", str(x11), str(x11)),
     )
-    made = make_root(suite, tmp_path_factory.mktemp(f"root-{suite}") / "root", binds=binds)
+    # Ubuntu's minbase has no apt (Debian's has): asked for by name there.
+    extra = ("apt",) if suite in dict(UBUNTU) else ()
+    made = make_root(suite, tmp_path_factory.mktemp(f"root-{suite}") / "root", *extra, binds=binds)
     (made.host_path(USER_ENV["XDG_RUNTIME_DIR"])).mkdir(mode=0o700, parents=True)
     try:
         yield made
@@ -248,9 +255,11 @@ def test_the_bundle_uses_the_xorg_tray_where_the_systems_pygobject_is_for_anothe
     tmp_path: Path,
     xserver_with_tray: XServer,  # noqa: F811 - the fixture imported from installed_app
 ) -> None:
-    if root.suite != "trixie":
-        pytest.skip("checked on Debian 13, whose PyGObject is built for Python 3.13")
-    # The desktop's PyGObject and GTK, as a Debian 13 desktop has them, for its own Python.
+    if root.suite not in ("trixie", "noble"):
+        pytest.skip(
+            "checked on Debian 13 and Ubuntu 24.04, whose PyGObject is built for Python 3.13 and 3.12"
+        )
+    # The desktop's PyGObject and GTK, as the release's desktop has them, for its own Python.
     root.run("apt-get", "update", "-qq", timeout=300)
     root.run(
         "apt-get", "install", "-y", "-qq", "--no-install-recommends", "python3-gi", "gir1.2-gtk-3.0",
