@@ -70,7 +70,7 @@ def test_a_token_is_stored_as_its_hash_alone_in_a_private_file(tmp_path: Path) -
     store = tokens.TokenStore(tmp_path / "api-tokens.json")
     record, token = store.create("lightroom", ("submit", "read"), {"max_file_mb": 50})
     text = (tmp_path / "api-tokens.json").read_text()
-    assert token not in text and token.split("_")[2] not in text
+    assert token not in text and token.split("_", 2)[2] not in text
     assert json.loads(text)["tokens"][0]["sha256"] == tokens.digest(token)
     assert stat.S_IMODE(os.stat(tmp_path / "api-tokens.json").st_mode) == 0o600
     found = store.verify(token)
