@@ -38,9 +38,11 @@ if [ -z "$(find "$tarball" -mtime -"$max_age" 2>/dev/null)" ]; then
             include+=(--keyring="$keyring")
             ;;
     esac
-    # Written beside the cached one and renamed: a run stopped half-way leaves no broken tarball.
-    mmdebstrap --quiet --variant=minbase --mode=root --format=tar "${include[@]}" "$suite" "$tarball.part" >&2
-    mv "$tarball.part" "$tarball"
+    # Written beside the cached one under a name of this process's and renamed: a run stopped
+    # half-way leaves no broken tarball, and two test processes making the same root do not mix.
+    mmdebstrap --quiet --variant=minbase --mode=root --format=tar "${include[@]}" "$suite" "$tarball.$$.part" >&2 \
+        || { rm -f "$tarball.$$.part"; exit 1; }
+    mv "$tarball.$$.part" "$tarball"
     say "  $suite made in $((SECONDS - t)) s ($(du -m "$tarball" | cut -f1) MB, cached as $tarball)"
 fi
 rm -rf "$dir"
