@@ -42,6 +42,10 @@ class Service(ServiceProcess):
             "restore.detector=retinaface_mobile0.25",
             "--set",
             "restore.use_parse=false",
+            # GPEN's terms accepted: the downloads are tried (and fail: the network is closed);
+            # the first run that asks for the yes is tests/test_model_terms_service.py's.
+            "--set",
+            "restore.accepted_terms=GPEN",
             "--device",
             "cpu",
             "--face-batch",

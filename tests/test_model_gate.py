@@ -93,9 +93,14 @@ class Clock:
         return self.now
 
 
-def config(models: Path) -> RestoreConfig:
+def config(models: Path, accepted: tuple[str, ...] = ("GPEN",)) -> RestoreConfig:
+    """GPEN-BFR-256 and the small detector; GPEN's terms accepted unless ``accepted`` says otherwise."""
     return RestoreConfig(
-        model="GPEN-BFR-256", detector="retinaface_mobile0.25", use_parse=False, model_dir=models
+        model="GPEN-BFR-256",
+        detector="retinaface_mobile0.25",
+        use_parse=False,
+        model_dir=models,
+        accepted_terms=list(accepted),
     )
 
 
@@ -117,7 +122,7 @@ def test_fetch_reports_progress_and_logs_each_tenth(
     seen: list[FetchProgress | None] = []
     done = threading.Event()
     caplog.set_level(logging.INFO, logger="gpen_watch.modelstore.fetcher")
-    fetch = BackgroundFetch([spec], tmp_path / "models", done.set)
+    fetch = BackgroundFetch([spec], tmp_path / "models", done.set, accepted=["GPEN"])
     fetch.start()
     while not done.wait(0.001):
         seen.append(fetch.progress())

@@ -198,8 +198,10 @@ def test_registry_names_and_lookups() -> None:
     assert registry.get_spec("GPEN-BFR-256").size_text == "~76 MB"
     for spec in registry.all_specs():
         assert spec.url.startswith("https://")
-        assert spec.license_note
-    assert "non-commercial" in registry.get_spec("GPEN-BFR-256").license_note
+        assert spec.terms.answer.startswith(("Yes", "No", "Not as far")) and spec.terms.url.startswith(
+            "https://"
+        )
+    assert "non-commercial" in registry.get_spec("GPEN-BFR-256").terms.answer
     with pytest.raises(dataclasses.FrozenInstanceError):
         MOBILE.url = "x"  # type: ignore[misc]
     with pytest.raises(ModelError, match="known models: GPEN-BFR-512"):
@@ -456,7 +458,7 @@ def test_a_models_urls_failing_alike_are_said_under_one_headline(tmp_path: Path)
         mirrors=("http://two.gpen-watch-test.invalid/p.pth",),
     )
     with pytest.raises(ModelError) as info:
-        store.fetch(spec, tmp_path / "mine", timeout=5, quiet=True)
+        store.fetch(spec, tmp_path / "mine", timeout=5, quiet=True, accepted=["PSFR-GAN"])
     lines = str(info.value).splitlines()
     assert lines[:3] == [
         f"cannot download {PARSENET.filename} (ParseNet): no internet connection",
@@ -529,7 +531,7 @@ def test_pinned_digest_refuses_a_different_download(server: tuple[str, Path], tm
     (root / "p.pth").write_bytes(body)
     spec = dataclasses.replace(PARSENET, url=f"{base}/p.pth", mirrors=(), size_bytes=len(body))
     with pytest.raises(ModelError) as info:
-        store.ensure_model(spec, None, progress=False)
+        store.ensure_model(spec, None, progress=False, accepted=["PSFR-GAN"])
     message = str(info.value)
     # Both digests, so the user can tell a wrong mirror from a damaged transfer.
     assert hashlib.sha256(body).hexdigest() in message
@@ -553,7 +555,7 @@ def test_mirrors_are_tried_in_order_and_the_log_says_which_served(
         sha256=hashlib.sha256(body).hexdigest(),
     )
     with caplog.at_level("INFO", logger="gpen_watch.modelstore.store"):
-        path = store.ensure_model(spec, None, progress=False)
+        path = store.ensure_model(spec, None, progress=False, accepted=["psfr-gan"])
     assert path.read_bytes() == body
     log = caplog.text
     assert f"could not download {PARSENET.filename} from {base}/gone.pth: not on the server (HTTP 404" in log
@@ -570,7 +572,7 @@ def test_ensure_model_download_failure_names_file_url_and_folders(
     base, _ = server
     spec = dataclasses.replace(PARSENET, url=f"{base}/gone.pth", mirrors=(refused_url(),))
     with pytest.raises(ModelError) as info:
-        store.ensure_model(spec, tmp_path / "offline", progress=False, timeout=5)
+        store.ensure_model(spec, tmp_path / "offline", progress=False, timeout=5, accepted=["PSFR-GAN"])
     message = str(info.value)
     assert PARSENET.filename in message
     assert spec.url in message
@@ -905,6 +907,15 @@ def test_cli_fetch(
     assert cli.main(["models", "fetch", MOBILE.name]) == 0
     assert f"present at {cached}" in capsys.readouterr().out
 
+    # ParseNet's terms do not allow paid work: nothing is downloaded before the user says yes.
+    assert cli.main(["models", "fetch", "ParseNet", "--no-progress"]) == 2
+    out = capsys.readouterr().out
+    assert "ParseNet is downloaded only once you accept its terms: they do not allow paid work" in out
+    assert "CC BY-NC-SA 4.0" in out and "models accept ParseNet" in out
+    assert leftovers(paths.model_cache_dir()) == [MOBILE.filename]
+    assert cli.main(["models", "accept", "ParseNet"]) == 0
+    assert "You accepted PSFR-GAN's terms" in capsys.readouterr().out
+
     # A download that is not a valid ParseNet file is deleted, not left to break every run.
     assert cli.main(["models", "fetch", "ParseNet", "--no-progress"]) == 2
     captured = capsys.readouterr()
@@ -912,20 +923,24 @@ def test_cli_fetch(
     assert "could not fetch ParseNet" in captured.err
     assert leftovers(paths.model_cache_dir()) == [MOBILE.filename]
 
-    # No names: the defaults. The GPEN and R50 files are not served (404), so those fail, naming their
-    # URL and the folders to put them in; with --no-verify the bogus ParseNet file is taken as is.
+    # No names: the defaults. GPEN-BFR-512 waits for a yes to GPEN's terms, with the one model
+    # whose terms allow paid work named; the R50 file is not served (404), so it fails, naming its
+    # URL and the folders to put it in; with --no-verify the bogus ParseNet file is taken as is.
     assert cli.main(["models", "fetch", "--no-progress", "--no-verify"]) == 2
     out = capsys.readouterr().out
-    for name in ("GPEN-BFR-512", "RetinaFace-R50"):
-        assert f"{name}: FAILED" in out
-        assert registry.get_spec(name).url in out
+    assert "GPEN-BFR-512 is downloaded only once you accept its terms" in out
+    assert "for paid work, restore with GFPGAN-v1.4 (Apache-2.0) instead" in out
+    assert "RetinaFace-R50: FAILED" in out
+    assert registry.get_spec("RetinaFace-R50").url in out
     assert str(paths.model_cache_dir()) in out
     assert "ParseNet: saved to" in out
 
 
 def _use_256(tmp_path: Path) -> Path:
     cfg = tmp_path / "gpen.toml"
-    cfg.write_text('[restore]\nmodel = "GPEN-BFR-256"\ndetector = "retinaface_mobile0.25"\n')
+    cfg.write_text(
+        '[restore]\nmodel = "GPEN-BFR-256"\ndetector = "retinaface_mobile0.25"\naccepted_terms = ["GPEN", "PSFR-GAN"]\n'
+    )
     return cfg
 
 

@@ -12,17 +12,10 @@ from types import MappingProxyType
 from typing import Literal
 
 from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog import licences
 from gpen_watch.catalog.face_frames import FFHQ_FRAME, GPEN_FRAME, FaceFrame
 from gpen_watch.catalog.gpen_config import GPENConfig
-from gpen_watch.catalog.licences import (
-    CODEFORMER_LICENSE,
-    DLIB_LICENSE,
-    FACEXLIB_LICENSE,
-    GFPGAN_LICENSE,
-    GPEN_HIRES_LICENSE,
-    GPEN_LICENSE,
-    REALESRGAN_LICENSE,
-)
+from gpen_watch.catalog.licences import Terms
 from gpen_watch.catalog.rrdbnet_config import RRDBConfig
 
 ModelKind = Literal["gpen", "gfpgan", "codeformer", "detector", "parser", "upscaler", "identity"]
@@ -66,7 +59,8 @@ class ModelSpec:
     size_bytes: int | None
     sha256: str | None
     description: str
-    license_note: str
+    # Its publisher's terms, and whether they allow paid work (``licences``).
+    terms: Terms
     # For display only, where size_bytes is not pinned ("~76 MB"); never used to accept a file.
     approx_size: str = ""
     # Tried in order after ``url``; each must serve a file with the same state-dict layout.
@@ -110,7 +104,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=284_085_738,
         sha256="f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51",
         description="GPEN blind face restoration, 512x512 faces (71.0 M parameters)",
-        license_note=GPEN_LICENSE,
+        terms=licences.GPEN,
         gpen=GPENConfig(size=512, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
         choice_note="512 px faces",
         # The Hugging Face copy many face tools download from; a third-party model manifest pins
@@ -126,7 +120,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="GPEN blind face restoration, 256x256 faces (18.9 M parameters; faster, softer)",
-        license_note=GPEN_LICENSE,
+        terms=licences.GPEN,
         gpen=GPENConfig(size=256, style_dim=512, n_mlp=8, channel_multiplier=1, narrow=0.5),
         choice_note="256 px faces, much faster on a CPU",
         # Unpinned: no published size or digest found. 18.9 M fp32 parameters; derived, not published.
@@ -140,7 +134,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="GPEN blind face restoration, 1024x1024 faces (71.2 M parameters)",
-        license_note=GPEN_HIRES_LICENSE,
+        terms=licences.GPEN_MODELSCOPE,
         alt_filenames=("GPEN-BFR-1024.pth",),
         gpen=GPENConfig(size=1024, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
         choice_note="1024 px faces, for large faces in high-resolution photos",
@@ -155,7 +149,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="GPEN blind face restoration, 2048x2048 faces (71.3 M parameters)",
-        license_note=GPEN_HIRES_LICENSE,
+        terms=licences.GPEN_MODELSCOPE,
         alt_filenames=("GPEN-BFR-2048.pth",),
         gpen=GPENConfig(size=2048, style_dim=512, n_mlp=8, channel_multiplier=2, narrow=1.0),
         choice_note="2048 px faces, for close-up portraits",
@@ -171,7 +165,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=109_497_761,
         sha256="6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d",
         description="RetinaFace face detector, ResNet-50 backbone (restore.detector = retinaface_resnet50)",
-        license_note=FACEXLIB_LICENSE,
+        terms=licences.RETINAFACE,
         # GPEN ships the same network under its own name; its state-dict layout is identical.
         mirrors=(f"{_GPEN_BASE}/RetinaFace-R50.pth",),
         alt_filenames=("RetinaFace-R50.pth",),
@@ -187,7 +181,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="RetinaFace face detector, MobileNet-0.25 backbone: small and fast, misses more "
         "small faces (restore.detector = retinaface_mobile0.25)",
-        license_note=FACEXLIB_LICENSE,
+        terms=licences.RETINAFACE,
         # Unpinned: no published digest found (a third-party project lists 1,789,735 bytes for a copy).
         approx_size="~1.8 MB",
         arch="mobile0.25",
@@ -202,7 +196,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=85_331_193,
         sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
         description="ParseNet face parsing (19 classes): the paste-back mask (restore.use_parse)",
-        license_note=FACEXLIB_LICENSE,
+        terms=licences.PSFRGAN,
         # GPEN's own copy, then CodeFormer's release, which third-party manifests pin to this
         # same sha256 (the pin is checked whichever URL serves the file).
         mirrors=(
@@ -222,7 +216,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=348_632_874,
         sha256="e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad",
         description="GFPGAN v1.4 blind face restoration, 512x512 faces (87.1 M parameters)",
-        license_note=GFPGAN_LICENSE,
+        terms=licences.GFPGAN,
         choice_note="512 px faces, GFPGAN's newest: more detail",
     ),
     ModelSpec(
@@ -233,7 +227,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=348_632_874,
         sha256="c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70",
         description="GFPGAN v1.3 blind face restoration, 512x512 faces (87.1 M parameters)",
-        license_note=GFPGAN_LICENSE,
+        terms=licences.GFPGAN,
         choice_note="512 px faces, GFPGAN's v1.3: smoother, more natural",
     ),
     ModelSpec(
@@ -245,7 +239,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256="1009e537e0c2a07d4cabce6355f53cb66767cd4b4297ec7a4a64ca4b8a5684b7",
         description="CodeFormer codebook face restoration, 512x512 faces (94.1 M parameters; "
         "restore.fidelity weighs the input's own features)",
-        license_note=CODEFORMER_LICENSE,
+        terms=licences.CODEFORMER,
         # The file name other tools save it under.
         alt_filenames=("codeformer-v0.1.0.pth",),
         choice_note="512 px faces, with a fidelity weight (restore.fidelity)",
@@ -262,7 +256,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="RealESRNet x2 background upscaler, as upstream GPEN's --use_sr --sr_scale 2 "
         "(what restore.upscale = 2 runs unless restore.upscale_model names another)",
-        license_note=GPEN_LICENSE,
+        terms=licences.GPEN,
         # num_feat 32: what upstream GPEN's sr_model builds for these files.
         rrdb=RRDBConfig(scale=2, num_feat=32),
         approx_size="~38 MB",
@@ -277,7 +271,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="RealESRNet x4 background upscaler, as upstream GPEN's --use_sr --sr_scale 4 "
         "(what restore.upscale = 4 runs unless restore.upscale_model names another)",
-        license_note=GPEN_LICENSE,
+        terms=licences.GPEN,
         rrdb=RRDBConfig(scale=4, num_feat=32),
         approx_size="~38 MB",
         choice_note="upstream GPEN's x4 upscaler",
@@ -291,7 +285,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256=None,
         description="Real-ESRGAN x2plus background upscaler (GAN-trained: sharper, invents texture; "
         "GFPGAN's usual background upsampler)",
-        license_note=REALESRGAN_LICENSE,
+        terms=licences.REALESRGAN,
         rrdb=RRDBConfig(scale=2, num_feat=64),
         approx_size="~67 MB",
         choice_note="GAN-trained: sharper, invents texture",
@@ -304,7 +298,7 @@ MODELS: tuple[ModelSpec, ...] = (
         size_bytes=None,
         sha256=None,
         description="Real-ESRGAN x4plus background upscaler (GAN-trained: sharper, invents texture)",
-        license_note=REALESRGAN_LICENSE,
+        terms=licences.REALESRGAN,
         rrdb=RRDBConfig(scale=4, num_feat=64),
         approx_size="~67 MB",
         choice_note="GAN-trained: sharper, invents texture",
@@ -319,7 +313,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256="55533b28a95800a551ba546ba62fe69625c7e95a7061c338adffead08719da30",
         description="dlib's face-recognition ResNet (128-number face descriptors): the identity check "
         "(restore.identity_check), optional",
-        license_note=DLIB_LICENSE,
+        terms=licences.DLIB,
         mirrors=(
             f"{_DLIB_SITE}/dlib_face_recognition_resnet_model_v1.dat.bz2",
             f"{_FACE_MODELS_SDIST}/dlib_face_recognition_resnet_model_v1.dat",
@@ -334,7 +328,7 @@ MODELS: tuple[ModelSpec, ...] = (
         sha256="c4b1e9804792707d3a405c2c16a80a20269e6675021f64a41d30fffafbc41888",
         description="dlib's five-point landmark predictor, which aligns faces for the identity check, "
         "optional",
-        license_note=DLIB_LICENSE,
+        terms=licences.DLIB,
         mirrors=(
             f"{_DLIB_SITE}/shape_predictor_5_face_landmarks.dat.bz2",
             f"{_FACE_MODELS_SDIST}/shape_predictor_5_face_landmarks.dat",

@@ -1,4 +1,4 @@
-"""`gpen-watch models list | fetch [NAME...] | verify [NAME...] | path [NAME]`.
+"""`gpen-watch models list | fetch [NAME...] | verify [NAME...] | path [NAME] | accept NAME... | paid-work`.
 
 ``list`` and ``path`` never import torch; ``verify`` (and ``fetch``, which verifies what it downloads)
 do, lazily.
@@ -12,11 +12,12 @@ from pathlib import Path
 
 from gpen_watch import config
 from gpen_watch.base.errors import GpenWatchError, ModelError
-from gpen_watch.catalog import registry
+from gpen_watch.catalog import licences, registry
 from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.cli import model_terms
 from gpen_watch.cli.config import add_config_option
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import needs, store
+from gpen_watch.modelstore import needs, store, terms
 from gpen_watch.platform import paths, program
 
 
@@ -52,12 +53,32 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "path", parents=[common], help="print the download cache folder, or where a model's file is"
     )
     path.add_argument("name", nargs="?", metavar="NAME", help="model name")
+    accept = sub.add_parser(
+        "accept",
+        parents=[common],
+        help="accept a model's terms, so that it may be downloaded (for terms that do not allow paid work)",
+        description="Show the terms of the models named and record that you accept them "
+        "(restore.accepted_terms in the settings file); a running service reads them at once. "
+        f"Terms that ask for a yes: {', '.join(licences.ACCEPTABLE)}.",
+    )
+    accept.add_argument("names", nargs="+", metavar="NAME", help="a model (or its terms) to accept")
+    sub.add_parser(
+        "paid-work",
+        parents=[common],
+        help=f"use only models whose terms allow paid work ({licences.PAID_WORK_MODEL} ...)",
+        description="Change the settings file so that the models it uses allow paid work: "
+        f"restore.model = {licences.PAID_WORK_MODEL} in place of GPEN and CodeFormer, no face parser "
+        "(ParseNet is non-commercial), Real-ESRGAN in place of GPEN's upscalers.",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    action = args.models_action
+    if action in ("accept", "paid-work"):
+        path = args.config or paths.config_file()
+        return model_terms.accept(args.names, path) if action == "accept" else model_terms.paid_work(path)
     restore, profiles = _restore_config(args)
     model_dir = restore.model_dir
-    action = args.models_action
     if action == "list":
         return _list(restore, profiles)
     if action == "fetch":
@@ -97,8 +118,18 @@ def _list(restore: RestoreConfig, profiles: list[needs.Profile]) -> int:
         print(f"  size:    {_size(spec, found)}")
         print(f"  about:   {spec.description}")
         print(f"  file:    {spec.filename}  from {spec.url}")
-        print(f"  license: {spec.license_note}")
+        print(f"  terms:   {spec.terms.title} ({spec.terms.url})")
+        print(f"  for paid work? {spec.terms.answer}")
+        if spec.terms.needs_yes:
+            print(f"  accepted: {_accepted(spec, restore, found)}")
     return 0
+
+
+def _accepted(spec: ModelSpec, restore: RestoreConfig, found: Path | None) -> str:
+    if terms.answered(spec, restore.accepted_terms):
+        return f"yes (restore.accepted_terms has {spec.terms.name})"
+    then = "used as found, never downloaded" if found else "not downloaded"
+    return f"no ({then} until `{terms.accept_command([spec])}`)"
 
 
 def default_models() -> frozenset[str]:
@@ -137,7 +168,16 @@ def _fetch(
                 setting = (f"{need.owner}: " if need.owner else "") + needs.custom_setting(need)
                 print(f"{need.role}: {setting} is the file {need.custom} ({where}); not downloaded")
     failures: list[str] = []
+    # The files whose terms wait for the user's yes, said once for all of them.
+    waiting = terms.unanswered(
+        [s for s in specs if store.find_model(s, model_dir) is None], restore.accepted_terms
+    )
+    if waiting:
+        print(terms.block(waiting, closing="then run the command again"))
+        failures += [s.name for s in waiting]
     for spec in specs:
+        if spec in waiting:
+            continue
         found = store.find_model(spec, model_dir)
         if found is not None:
             print(f"{spec.name}: present at {found}")
@@ -145,7 +185,9 @@ def _fetch(
         print(f"{spec.name}: downloading {spec.filename}, {spec.size_text}")
         try:
             # quiet: each URL's failure is in the one message below, not a line of its own first.
-            path = store.fetch(spec, model_dir, progress=progress, quiet=True)
+            path = store.fetch(
+                spec, model_dir, progress=progress, quiet=True, accepted=restore.accepted_terms
+            )
             if check:
                 _check_download(spec, path)
         except GpenWatchError as exc:

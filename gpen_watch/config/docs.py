@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpen_watch.catalog import registry
+from gpen_watch.catalog import licences, registry
 from gpen_watch.catalog.providers import PROVIDERS
 from gpen_watch.config.schema import Config, InboxConfig
 
@@ -170,6 +170,13 @@ DESCRIPTIONS: dict[str, Description] = {
     "restore.model_dir": Description(
         "Folder searched for model files before the download cache.",
         "The `GPEN_WATCH_MODEL_DIR` environment variable does the same ([offline machines](models.md#offline-machines)).",
+    ),
+    "restore.accepted_terms": Description(
+        f"Model terms you accepted ({', '.join(licences.ACCEPTABLE)}): models under them may be downloaded.",
+        "A model whose terms do not allow paid work is downloaded only once its terms are here; "
+        "`gpen-watch models accept NAME` or the dashboard's Accept adds them, and `gpen-watch models "
+        "list` shows each model's terms and whether they allow paid work. A file copied into a model "
+        "folder by hand is used either way ([licences](models.md#licences-before-downloads)).",
     ),
     "restore.max_megapixels": Description(
         "Larger images (megapixels) are refused before they are decoded.",
@@ -362,6 +369,7 @@ class Applies(enum.Enum):
     AT_ONCE = "at once, for the next photo"
     NOTICES = "at once, from the next notice"
     WATCHER = "at once: the inboxes are watched again"
+    DOWNLOADS = "at once: the downloads it allows start"
     WORKERS = "the workers restart (photos in flight finish or go back to the queue)"
     SERVICE = "after a restart of the service"
 
@@ -372,6 +380,8 @@ APPLIES: dict[str, Applies] = {
     "watch": Applies.WATCHER,
     "output": Applies.AT_ONCE,
     "restore": Applies.WORKERS,
+    # The model gate downloads what the new yes allows; nothing loaded changes.
+    "restore.accepted_terms": Applies.DOWNLOADS,
     "workers": Applies.WORKERS,
     "cluster": Applies.SERVICE,
     "dashboard": Applies.SERVICE,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
+from gpen_watch.catalog.licences import unknown_terms
 from gpen_watch.catalog.providers import PROVIDERS
 from gpen_watch.catalog.registry import (
     DETECTOR_NAMES,
@@ -118,6 +119,9 @@ class RestoreConfig:
     device: str = "auto"
     # Checked before the download cache; for offline machines (env GPEN_WATCH_MODEL_DIR too).
     model_dir: Path | None = None
+    # The model terms the user has seen and said yes to (catalog.licences: "GPEN", "PSFR-GAN",
+    # "S-Lab-1.0"): a model whose terms do not allow paid work is downloaded only once its are here.
+    accepted_terms: list[str] = field(default_factory=list)
     # Largest image accepted, in megapixels, before anything is decoded (decompression bombs).
     max_megapixels: float = 200.0
     # Resident memory (MB) one restorer process aims to stay under: each daemon worker, or
@@ -261,6 +265,7 @@ GLOBAL_ONLY: dict[str, str] = {
     "restore.face_batch": "it sizes each worker's generator passes, which serve every inbox",
     "restore.memory_mb": "it is the budget of a whole worker process, shared by every inbox's models and photos",
     "restore.model_dir": "every worker looks for every model in the same folders",
+    "restore.accepted_terms": "the terms of a model are accepted once, for every inbox",
     "restore.engine": "each worker loads its networks into one runtime, shared by every inbox",
     "restore.provider": "each worker runs its networks on one ONNX Runtime provider, for every inbox",
     "restore.max_megapixels": "it protects the worker processes' memory, which every inbox shares",
@@ -355,6 +360,7 @@ def _validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "")
             'must be an IP address of this machine, such as 127.0.0.1 (loopback only) or "::1"',
         ),
         (cfg.dashboard.views_mb >= 0, "dashboard.views_mb", "must be 0 (keep none) or more"),
+        (not (why := unknown_terms(cfg.restore.accepted_terms)), "restore.accepted_terms", why),
         *api_checks(cfg.api),
         (
             cfg.notify.webhook == "" or valid_webhook_url(cfg.notify.webhook),

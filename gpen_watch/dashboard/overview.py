@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpen_watch.catalog import registry
+from gpen_watch.dashboard import model_terms
 from gpen_watch.journal.batch import Batch
+from gpen_watch.modelstore import terms
 from gpen_watch.platform import program
 from gpen_watch.service.status import ModelFileStatus, ModelsStatus, Status
 
@@ -26,6 +29,11 @@ class ModelsWait:
     fetch: str  # "gpen-watch models fetch A B" for those a name can fetch; "" if none
     sentence: str  # the gate's own problem when there is no file to list (a worker could not load them)
     download: Any  # service.status.DownloadStatus | None
+    # The terms whose yes the downloads of ``asking`` wait for (catalog.licences.Terms), and what
+    # the settings for paid work would use instead, in words.
+    terms: list[Any] = field(default_factory=list)
+    asking: list[ModelFileStatus] = field(default_factory=list)
+    paid_work: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,12 +131,23 @@ def _models_wait(models: ModelsStatus | None) -> ModelsWait | None:
     if models is None or not models.held:
         return None
     files = [f for f in models.files if f.state != "present"]
-    names = [f.name for f in files if f.name and f.url]
+    asking = [f for f in files if f.terms]
+    names = [f.name for f in files if f.name and f.url and not f.terms]
     sentence = ""
     if not files:
         sentence = "A worker could not load the model files; it tries again as soon as a model file changes."
     fetch = program.command(f"models fetch {' '.join(names)}") if names else ""
-    return ModelsWait(files, models.folders, fetch, sentence, models.download)
+    specs = [registry.get_spec(f.name) for f in asking if f.name]
+    return ModelsWait(
+        [f for f in files if not f.terms],
+        models.folders,
+        fetch,
+        sentence,
+        models.download,
+        model_terms.asked([f.terms for f in asking if f.terms]),
+        asking,
+        terms.paid_work_words(specs),
+    )
 
 
 def size_text(size: int | None) -> str:

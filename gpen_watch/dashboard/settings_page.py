@@ -24,12 +24,14 @@ from aiohttp import web
 from gpen_watch import config
 from gpen_watch.base.errors import ConfigError, OutputError
 from gpen_watch.base.fsutil import write_text_atomic
+from gpen_watch.catalog import licences
 from gpen_watch.catalog.registry import has_fidelity
 from gpen_watch.config import Config, edit, short_path
 from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
-from gpen_watch.dashboard import setting_labels
+from gpen_watch.dashboard import model_terms, setting_labels
 from gpen_watch.dashboard.site import Site
+from gpen_watch.modelstore import answers
 from gpen_watch.service.folders import check_service_folders
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,8 @@ class SettingsPage:
             web.post("/settings", self.save),
             web.post("/settings/inbox/add", self.add_inbox),
             web.post("/settings/inbox/remove", self.remove_inbox),
+            web.post("/settings/terms", self.accept_terms),
+            web.post("/settings/paid-work", self.paid_work),
         ]
 
     async def show(self, request: web.Request) -> web.Response:
@@ -139,6 +143,27 @@ class SettingsPage:
         if not index.isdigit() or len(index) > 3:
             return self.page(error="index: give the number of the inbox to remove", status=400)
         return await self._change(lambda text, inboxes: edit.remove_inbox(text, int(index), inboxes))
+
+    async def accept_terms(self, request: web.Request) -> web.Response:
+        """Yes to the terms the form names (``terms``: their names, comma-separated), as
+        `gpen-watch models accept` says it."""
+        names = [n.strip() for n in (await _form(request, allowed={"terms"})).get("terms", "").split(",")]
+        chosen = [licences.terms_named(n) for n in names if n]
+        if not chosen or len(chosen) > len(licences.ALL_TERMS) or not all(t and t.needs_yes for t in chosen):
+            error = f"terms: name the terms to accept, of {', '.join(licences.ACCEPTABLE)}"
+            return self.page(error=error, status=400)
+        yes = [t for t in chosen if t is not None]
+        return await self._change(lambda text, _inboxes: answers.accept(text, self._path(), yes))
+
+    async def paid_work(self, request: web.Request) -> web.Response:
+        """The settings for paid work (`gpen-watch models paid-work`)."""
+        await _form(request, allowed=set())
+        return await self._change(lambda text, _inboxes: answers.for_paid_work(text, self._path())[0])
+
+    def _path(self) -> Path:
+        """The settings file (``_change`` runs a change only where the service has one)."""
+        assert self.source is not None
+        return self.source.path
 
     async def _change(
         self, change: Callable[[str, int], str], sent: dict[str, str] | None = None
@@ -220,6 +245,9 @@ class SettingsPage:
             saved=saved,
             sections=self.sections(file_cfg, shown),
             inboxes=self.inboxes(file_cfg, shown),
+            terms=model_terms.rows(file_cfg.restore),
+            not_for_paid_work=answers.not_for_paid_work(file_cfg.restore),
+            paid_work_words=model_terms.paid_work_words(file_cfg.restore),
         )
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
 

@@ -56,8 +56,11 @@ class BackgroundFetch:
         on_done: Callable[[], None],
         timeout: float = DEFAULT_TIMEOUT,
         quiet: bool = False,
+        accepted: Sequence[str] = (),
     ) -> None:
         self.specs = tuple(specs)
+        # restore.accepted_terms, which every download is held to (``terms``).
+        self._accepted = tuple(accepted)
         # A retry of downloads that failed before says "downloading" at debug level only. What
         # failed is always the caller's to say (the model gate names every file in one message):
         # each URL's and each file's failure is logged at debug level.
@@ -148,6 +151,7 @@ class BackgroundFetch:
                 timeout=self._timeout,
                 on_progress=on_progress,
                 quiet=True,
+                accepted=self._accepted,
             )
         except Cancelled:
             log.info("download of %s abandoned (stopping)", spec.filename)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import store
+from gpen_watch.modelstore import store, terms
 from gpen_watch.modelstore.download import Progress
 from gpen_watch.modelstore.needs import FileCheck, ModelCheck, Need, check, custom_setting
 from gpen_watch.platform import program
@@ -109,12 +109,20 @@ def ensure_all(cfg: RestoreConfig, *, download: bool, progress: Progress = True)
         for spec in result.downloadable():
             try:
                 # quiet: each URL's failure is in the block below, not a line of its own before it.
-                store.fetch(spec, cfg.model_dir, progress=progress, quiet=True)
+                store.fetch(spec, cfg.model_dir, progress=progress, quiet=True, accepted=cfg.accepted_terms)
             except ModelError as exc:
                 failures[spec.name] = store.failure_reason(exc)
         result = check(cfg, deep=False)
+    closing = "then run the command again"
+    waiting = result.awaiting
+    rest = result.without_awaiting()
+    if waiting:
+        text = terms.block(waiting, closing="" if rest.missing else closing)
+        if rest.missing:
+            text += "\n" + missing_block(rest, failures, closing=closing)
+        raise terms.TermsNotAccepted(text, waiting)
     if result.missing:
-        raise ModelError(missing_block(result, failures, closing="then run the command again"))
+        raise ModelError(missing_block(result, failures, closing=closing))
 
 
 def fetch_command(specs: Sequence[ModelSpec]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from gpen_watch.catalog import registry
 from gpen_watch.catalog.registry import ModelSpec
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import store
+from gpen_watch.modelstore import store, terms
 
 # torch.save's zip format, and the legacy format (a pickle, protocol 2 and up, starts with PROTO).
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -58,6 +58,9 @@ class FileCheck:
 class ModelCheck:
     files: tuple[FileCheck, ...]
     folders: tuple[Path, ...]
+    # restore.accepted_terms: a missing file whose terms ask for a yes not among them is not
+    # downloadable, but awaiting the user's answer (``awaiting``).
+    accepted: tuple[str, ...] = ()
 
     @property
     def ready(self) -> bool:
@@ -77,8 +80,21 @@ class ModelCheck:
         return tuple((str(f.path), f.stamp) for f in self.files)
 
     def downloadable(self) -> tuple[ModelSpec, ...]:
-        """Missing registry files (a custom file can only come from the user)."""
-        return tuple(f.need.spec for f in self.missing if f.need.spec is not None)
+        """Missing registry files that may be downloaded now (a custom file can only come from
+        the user; a file whose terms ask for a yes, once the user said it)."""
+        specs = dict.fromkeys(f.need.spec for f in self.missing if f.need.spec is not None)
+        return tuple(s for s in specs if terms.answered(s, self.accepted))
+
+    @property
+    def awaiting(self) -> tuple[ModelSpec, ...]:
+        """Missing registry files whose download waits for the user's yes to their terms."""
+        specs = dict.fromkeys(f.need.spec for f in self.missing if f.need.spec is not None)
+        return terms.unanswered(tuple(specs), self.accepted)
+
+    def without_awaiting(self) -> ModelCheck:
+        """This check without the files ``awaiting`` holds (said in the terms' own words)."""
+        waiting = set(self.awaiting)
+        return replace(self, files=tuple(f for f in self.files if f.need.spec not in waiting))
 
 
 def needs(cfg: RestoreConfig) -> tuple[Need, ...]:
@@ -133,7 +149,7 @@ def check(
     stamp changed)."""
     folders = tuple(store.model_search_dirs(cfg.model_dir, env))
     found = tuple(check_one(n, cfg.model_dir, env, deep) for n in all_needs(cfg, profiles))
-    return ModelCheck(found, folders)
+    return ModelCheck(found, folders, tuple(cfg.accepted_terms))
 
 
 def check_one(need: Need, model_dir: Path | None, env: Mapping[str, str] | None, deep: bool) -> FileCheck:

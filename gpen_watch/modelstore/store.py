@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.modelstore import terms
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
 from gpen_watch.platform import paths, program
 
@@ -61,8 +62,10 @@ def ensure_model(
     progress: Progress = True,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    accepted: Collection[str] = (),
 ) -> Path:
-    """The path of ``spec``'s file, downloading it into the cache when it is nowhere to be found."""
+    """The path of ``spec``'s file, downloading it into the cache when it is nowhere to be found
+    (and its terms allow it: ``accepted``, restore.accepted_terms; ``terms``)."""
     found = find_model(spec, model_dir, env)
     if found is not None:
         return found
@@ -76,7 +79,7 @@ def ensure_model(
             *(f"    {line}" for line in copy_folders(folders)),
         ]
         raise ModelError("\n".join(lines))
-    return fetch(spec, model_dir, progress, env, timeout)
+    return fetch(spec, model_dir, progress, env, timeout, accepted=accepted)
 
 
 def fetch(
@@ -87,11 +90,24 @@ def fetch(
     timeout: float = DEFAULT_TIMEOUT,
     on_progress: OnProgress | None = None,
     quiet: bool = False,
+    accepted: Collection[str] = (),
 ) -> Path:
     """Download ``spec`` into the cache, trying its URLs in turn; a ModelError says what failed.
     ``quiet``: each URL's failure is logged at debug level only, for a caller that says what
-    failed itself (the service's model gate, which would otherwise repeat it at every retry)."""
+    failed itself (the service's model gate, which would otherwise repeat it at every retry).
+    ``accepted``: the terms the user said yes to (restore.accepted_terms); a file whose terms ask
+    for a yes not among them is refused before anything is downloaded (terms.TermsNotAccepted)."""
+    terms.require(spec, accepted)
     return _download_spec(spec, model_search_dirs(model_dir, env), progress, timeout, on_progress, quiet)
+
+
+def fetch_accepted(specs: Sequence[ModelSpec], model_dir: Path | None, accepted: Collection[str]) -> None:
+    """Download the missing ``specs`` whose terms ask for a yes that ``accepted`` gives. What the
+    engine loads by name (``ensure_model``) knows no answer and never downloads those: a restorer
+    that may download (a cluster node's) asks for them here first, with its settings' answer."""
+    for spec in specs:
+        if spec.terms.needs_yes and terms.answered(spec, accepted) and find_model(spec, model_dir) is None:
+            fetch(spec, model_dir, accepted=accepted)
 
 
 class FetchFailed(ModelError):

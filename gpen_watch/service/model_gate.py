@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpen_watch.config import RestoreConfig
-from gpen_watch.modelstore import messages, needs
+from gpen_watch.modelstore import messages, needs, terms
 from gpen_watch.modelstore.fetcher import BackgroundFetch
 from gpen_watch.modelstore.needs import ModelCheck
 from gpen_watch.platform import program
@@ -89,6 +89,7 @@ class ModelGate:
         """Check at start; True when the workers can start now. Else downloads begin."""
         self._check = needs.check(self._cfg, profiles=self._profiles)
         self._settled_stamp = self._check.stamp
+        _log_terms_on_disk(self._check)
         if self._check.ready:
             return True
         self.state = GateState.WAITING
@@ -169,7 +170,7 @@ class ModelGate:
     def _log_still_missing(self) -> None:
         """After a retry: one line when what is missing, or why, changed since the log said it."""
         assert self._check is not None
-        missing = self._check.missing
+        missing = self._check.without_awaiting().missing
         if not missing:
             return
         failures = self._known_failures()
@@ -193,6 +194,19 @@ class ModelGate:
         self.state = GateState.WORKERS_FAILED
         self._next_check = self._clock() + CHECK_EVERY_S
         log.error("the workers cannot load the model files; they try again once a file changes")
+
+    def accept(self, accepted_terms: Sequence[str]) -> None:
+        """The user said yes to more terms (restore.accepted_terms, changed while running): the
+        files that waited for it are downloaded now."""
+        accepted = list(accepted_terms)
+        self._cfg = dataclasses.replace(self._cfg, accepted_terms=accepted)
+        self._profiles = tuple(
+            (owner, dataclasses.replace(profile, accepted_terms=accepted))
+            for owner, profile in self._profiles
+        )
+        if self._check is not None:
+            self._check = dataclasses.replace(self._check, accepted=tuple(accepted))
+        self.retry_now()
 
     def retry_now(self) -> None:
         """``resume``: check now, and download again now."""
@@ -220,7 +234,7 @@ class ModelGate:
         self._rounds += 1
         quiet = self._rounds > 1
         self._fetch = BackgroundFetch(
-            specs, self._cfg.model_dir, self._wake, self._fetch_timeout, quiet
+            specs, self._cfg.model_dir, self._wake, self._fetch_timeout, quiet, self._cfg.accepted_terms
         ).start()
 
     def _log_new_corrupt(self, check: ModelCheck) -> None:
@@ -242,6 +256,9 @@ class ModelGate:
             return
         if corrupt and check.corrupt:
             log.error("%s", messages.corrupt_block(check))
+        if check.awaiting:
+            log.warning("%s", terms.block(check.awaiting))
+        check = check.without_awaiting()
         if not check.missing:
             return
         failures = self._known_failures()
@@ -276,12 +293,15 @@ class ModelGate:
             if short:
                 return "the workers could not load the model files"
             return "a worker could not load the model files; it tries again as soon as a model file changes"
-        parts = []
+        awaiting = self._check.awaiting
+        if short and awaiting:
+            return terms.line(awaiting)  # the one thing only the user can do
+        parts = [terms.block(awaiting)] if awaiting else []
         if self._check.corrupt:
             parts.append(messages.corrupt_line(self._check) if short else messages.corrupt_block(self._check))
         failures = self._known_failures()
-        if self._check.missing and self._missing_is_a_problem(failures):
-            check = self._check
+        check = self._check.without_awaiting()
+        if check.missing and self._missing_is_a_problem(failures):
             parts.append(
                 messages.missing_line(check, failures) if short else messages.missing_block(check, failures)
             )
@@ -295,7 +315,7 @@ class ModelGate:
         assert self._check is not None
         missing = self._check.missing
         hopeless = any(f.need.spec is None or f.need.spec.name in failures for f in missing)
-        return hopeless or self._fetch is None
+        return hopeless or self._fetch is None or bool(self._check.awaiting)
 
     def notice(self) -> str | None:
         if self._fetch is None or self.state is GateState.READY:
@@ -307,6 +327,7 @@ class ModelGate:
         check = self._check
         progress = self._fetch.progress() if self._fetch is not None else None
         failures = self._known_failures()
+        awaiting = set(check.awaiting) if check is not None else set()
         files = []
         for f in check.files if check is not None else ():
             spec = f.need.spec
@@ -320,6 +341,7 @@ class ModelGate:
                     reason=f.reason or (failures.get(spec.name) if spec is not None else None),
                     url=spec.url if spec is not None else None,
                     size_bytes=spec.size_bytes if spec is not None else None,
+                    terms=spec.terms.name if spec in awaiting else None,
                 )
             )
         download = None
@@ -340,6 +362,25 @@ def _missing_key(missing: Sequence[needs.FileCheck], failures: dict[str, str]) -
     return tuple(
         (f.need.label, failures.get(f.need.spec.name, "") if f.need.spec is not None else "") for f in missing
     )
+
+
+def _log_terms_on_disk(check: ModelCheck) -> None:
+    """Files found on disk whose terms ask for a yes the user has not given are used (whoever put
+    them there had them from their publisher), and their terms said once, at start."""
+    present = [
+        f.need.spec
+        for f in check.files
+        if f.state is not needs.FileState.MISSING
+        and f.need.spec is not None
+        and not terms.answered(f.need.spec, check.accepted)
+    ]
+    for spec in dict.fromkeys(present):
+        log.info(
+            "%s is used as found on disk; its terms do not allow paid work (%s); `%s` records your yes",
+            spec.name,
+            spec.terms.title,
+            terms.accept_command([spec]),
+        )
 
 
 def _corrupt_key(f: needs.FileCheck) -> tuple[str, Any]:

@@ -75,7 +75,9 @@ def kept_running(old: Config, new: Config, *, pool_fixed: bool) -> Config:
         workers = dataclasses.replace(
             old.workers, schedule=new.workers.schedule, pause_on_battery=new.workers.pause_on_battery
         )
-        out = dataclasses.replace(out, restore=old.restore, workers=workers)
+        # The terms the user said yes to are the model gate's (this machine's downloads), not the pool's.
+        restore = dataclasses.replace(old.restore, accepted_terms=new.restore.accepted_terms)
+        out = dataclasses.replace(out, restore=restore, workers=workers)
     return out
 
 
@@ -103,6 +105,8 @@ def apply(
         new_watcher(new)
     if restarting:
         begin_restart(run, lambda: fresh_pool(new), grace)
+    elif "restore.accepted_terms" in plan.changed and run.gate is not None:
+        run.gate.accept(new.restore.accepted_terms)  # the downloads it allows start now
     run.maybe_queued = True
     return new, {"ok": True, "changed": list(plan.changed), "workers_restart": restarting, "later": later}
 

@@ -252,6 +252,8 @@ class ModelFileStatus:
     reason: str | None = None
     url: str | None = None
     size_bytes: int | None = None
+    # The name of its terms (catalog.licences) when its download waits for the user's yes.
+    terms: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,13 @@ engine (``networks.Networks``: torch or ONNX Runtime), which the stages cannot t
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import nn
 
 from gpen_watch.catalog.registry import face_family
 from gpen_watch.config import RestoreConfig
+from gpen_watch.modelstore import needs, store
 from gpen_watch.restore.engines.modelsets import ModelKey, ModelSet, weights_mb
 from gpen_watch.restore.engines.networks import Networks
 from gpen_watch.restore.nets.retinaface import RetinaFace
@@ -47,6 +50,16 @@ class Loader:
 
     def model_set(self, key: ModelKey) -> ModelSet:
         dev, cfg, place, nets = self.place.device, self.cfg, self.place, self.nets
+        if self.download:
+            # Files whose terms the user accepted: the loads below do not download those.
+            own = dataclasses.replace(
+                cfg,
+                model=key.model,
+                use_parse=key.use_parse,
+                upscale=key.upscale,
+                upscale_model=key.upscale_model,
+            )
+            store.fetch_accepted(needs.needed_specs(own), cfg.model_dir, cfg.accepted_terms)
         face = nets.face_model(key.model, place)
         size = face.size
         parser = None
