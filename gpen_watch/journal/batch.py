@@ -62,20 +62,7 @@ class BatchQueries(JournalQueries):
             self._batch_known = None
             return None
         known = self._batch_known if self._batch_known and self._batch_known[0] <= oldest else None
-        first = oldest
-        for _ in range(MAX_STEPS):
-            if known is not None and first <= known[0]:
-                # It overlapped the stretch walked before, which began at known[1].
-                first = min(first, known[1])
-                break
-            created = self._read("SELECT created FROM jobs WHERE id = ?", (first,))[0][0]
-            older = self._read(
-                "SELECT MIN(id) FROM jobs INDEXED BY jobs_finished WHERE finished > ? AND id < ?",
-                (created, first),
-            )[0][0]
-            if older is None:
-                break
-            first = int(older)
+        first = self._walk_back(oldest, known)
         self._batch_known = (oldest, first)
         # One range count per state on its (state, id) index: no row of the batch is read.
         counts = {
@@ -103,3 +90,40 @@ class BatchQueries(JournalQueries):
         return Batch(
             first, since, total, waiting, done, failed, total - waiting - done - redos - failed, redos
         )
+
+    def batch_start(self, job_id: int | None = None) -> int | None:
+        """The first run of the batch run ``job_id`` arrived in (None: the newest photo's batch,
+        under way or not); None when there is no such run. A redo starts no batch: the newest
+        photo's is that of the newest first run, whatever was redone since."""
+        if job_id is None:
+            row = self._read("SELECT MAX(id) FROM jobs WHERE redo_of IS NULL")[0][0]
+            if row is None:
+                return None
+            job_id = int(row)
+        elif not self._read("SELECT 1 FROM jobs WHERE id = ?", (job_id,)):
+            return None
+        return self._walk_back(job_id)
+
+    def batch_before(self, first: int) -> int | None:
+        """The first run of the batch before the one that began at run ``first``; None if none."""
+        row = self._read("SELECT MAX(id) FROM jobs WHERE redo_of IS NULL AND id < ?", (first,))[0][0]
+        return self._walk_back(int(row)) if row is not None else None
+
+    def _walk_back(self, first: int, known: tuple[int, int] | None = None) -> int:
+        """The first run of the stretch run ``first`` arrived in (the module's docstring); with
+        ``known`` (a run, and where its stretch began), the walk stops on reaching that run."""
+        for _ in range(MAX_STEPS):
+            if known is not None and first <= known[0]:
+                # It overlapped the stretch walked before, which began at known[1].
+                return min(first, known[1])
+            created = self._read("SELECT created FROM jobs WHERE id = ?", (first,))[0][0]
+            older = self._read(
+                # A run with no end yet (still waiting or being restored) overlaps every later one.
+                "SELECT MIN(id) FROM jobs INDEXED BY jobs_finished WHERE (finished > ? OR finished IS NULL)"
+                " AND id < ?",
+                (created, first),
+            )[0][0]
+            if older is None:
+                break
+            first = int(older)
+        return first

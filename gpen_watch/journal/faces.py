@@ -131,6 +131,21 @@ class FaceQueries(JournalQueries):
             )
         ]
 
+    def faces_since(self, first_photo: int, limit: int) -> list[FaceRow]:
+        """The described faces of the photos Results lists whose first run is ``first_photo`` or
+        later (a batch and every photo since: ``BatchQueries.batch_start``), each photo as its
+        newest done run, in run and face order; at most ``limit``."""
+        return [
+            _face(row)
+            for row in self._read(
+                "SELECT f.job_id, f.idx, f.restored, f.detail, f.distance, f.flagged, f.descriptor"
+                " FROM faces AS f JOIN jobs AS j ON j.id = f.job_id"
+                " WHERE f.job_id >= ? AND j.listed = 1 AND COALESCE(j.photo, j.id) >= ?"
+                " AND f.descriptor IS NOT NULL ORDER BY f.job_id, f.idx LIMIT ?",
+                (first_photo, first_photo, limit),
+            )
+        ]
+
 
 def _face(row: sqlite3.Row) -> FaceRow:
     job_id, idx, restored, detail, distance, flagged, descriptor = tuple(row)

@@ -81,6 +81,10 @@ class Job:
     # The settings the run was restored with, as its result said (schema version 10: the JSON of
     # config.SettingsUsed); {} when not recorded.
     used: dict[str, Any] = field(default_factory=dict)
+    # The identity check (schema version 12, docs/identity.md): how many of its faces may not look
+    # like the same person, and the largest identity distance; None when no face was measured.
+    flagged: int | None = None
+    identity: float | None = None
 
     @property
     def is_redo(self) -> bool:
@@ -200,4 +204,6 @@ def job_from_row(row: sqlite3.Row) -> Job:
         reviewed=row["reviewed"],
         stars=row["stars"],
         used=json.loads(row["used"]) if row["used"] else {},
+        flagged=row["flagged"],
+        identity=row["identity"],
     )

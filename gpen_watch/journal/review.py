@@ -46,6 +46,7 @@ class Sort(StrEnum):
     OLDEST = "oldest"
     NAME = "name"
     FACES = "faces"  # most faces first
+    IDENTITY = "identity"  # the largest identity change first (docs/identity.md)
 
 
 # Each order as (its key's SQL terms, descending?): one direction for every term, so "the run
@@ -55,6 +56,9 @@ _ORDERS: dict[Sort, tuple[tuple[str, ...], bool]] = {
     Sort.OLDEST: (("j.finished", "j.id"), False),
     Sort.NAME: (("j.rel COLLATE NOCASE", "j.id"), False),
     Sort.FACES: (("COALESCE(j.faces, 0)", "j.finished", "j.id"), True),
+    # A run with no face measured (none restored, or the check did not run) comes after every
+    # measured one: -1 is below any distance.
+    Sort.IDENTITY: (("COALESCE(j.identity, -1)", "j.finished", "j.id"), True),
 }
 
 # The runs Results holds (``jobs.listed``, kept by the schema's triggers): each photo's newest done
@@ -82,6 +86,12 @@ class ReviewFilter:
     faces_max: int | None = None
     review: Review | None = None
     stars_min: int | None = None  # rated at least this many stars
+    # Only runs with a face that may not look like the same person (its identity distance over
+    # restore.identity_threshold when it was restored).
+    flagged: bool = False
+    # Only these runs (the photos of one person: ``journal.people``); None: any.
+    runs: frozenset[int] | None = None
+    batch: str | None = None  # sent together through the API (an upload on the dashboard): its batch name
     sort: Sort = Sort.NEWEST
 
     def where(self) -> tuple[str, list[Any]]:
@@ -129,7 +139,23 @@ class ReviewFilter:
         if self.stars_min is not None:
             terms.append("j.stars >= ?")
             args.append(self.stars_min)
+        if self.flagged:
+            terms.append("j.flagged > 0")
+        if self.runs is not None:
+            terms.append("j.id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(sorted(self.runs)))
+        if self.batch is not None:
+            # Of a photo's runs (its redos too), the first is the one the batch recorded.
+            terms.append(
+                "COALESCE(j.photo, j.id) IN (SELECT s.job_id FROM submissions AS s WHERE s.batch = ?)"
+            )
+            args.append(self.batch)
         return " AND ".join(f"({t})" for t in terms), args
+
+    def count_index(self) -> str:
+        """The index a count of the matches reads: the filter index, which holds every column a
+        filter reads (no row is read); for one person's photos, their runs by id."""
+        return "" if self.runs is not None else "INDEXED BY jobs_listed_filter"
 
     def order(self, reverse: bool = False) -> str:
         keys, desc = _ORDERS[self.sort]
@@ -165,11 +191,7 @@ class ReviewQueries(JournalQueries):
 
     def review_count(self, f: ReviewFilter) -> int:
         where, args = f.where()
-        return int(
-            self._read(f"SELECT COUNT(*) FROM jobs AS j INDEXED BY jobs_listed_filter WHERE {where}", args)[
-                0
-            ][0]
-        )
+        return int(self._read(f"SELECT COUNT(*) FROM jobs AS j {f.count_index()} WHERE {where}", args)[0][0])
 
     def review_page(self, f: ReviewFilter, page: int = 1, size: int = 48) -> ReviewPage:
         """Page ``page`` (1-based, clamped to the last) of the runs ``f`` matches."""
@@ -218,7 +240,7 @@ class ReviewQueries(JournalQueries):
 
         before = int(
             self._read(
-                f"SELECT COUNT(*) FROM jobs AS j INDEXED BY jobs_listed_filter WHERE {where}"
+                f"SELECT COUNT(*) FROM jobs AS j {f.count_index()} WHERE {where}"
                 f" AND ({terms}) {earlier} ({marks})",
                 [*args, *key],
             )[0][0]

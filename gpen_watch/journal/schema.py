@@ -234,7 +234,19 @@ CREATE INDEX jobs_listed_identity ON jobs(identity, id) WHERE listed = 1;
 CREATE INDEX jobs_listed_flagged ON jobs(finished, id) WHERE listed = 1 AND flagged > 0;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12]
+# Version 13: Results filters and orders by the identity check (docs/dashboard.md). The filter index
+# holds ``flagged`` too, so a count of "may not look like the same person" reads that index alone,
+# as every other filter's does; the order "largest identity change first" reads an index of the
+# same key it sorts by, runs with no face measured last (-1), newest first among equals.
+_V13 = """
+DROP INDEX jobs_listed_filter;
+CREATE INDEX jobs_listed_filter ON jobs(rel COLLATE NOCASE, state, faces, redo_of, mark, reviewed, stars, inbox,
+    finished, flagged) WHERE listed = 1;
+DROP INDEX jobs_listed_identity;
+CREATE INDEX jobs_listed_identity ON jobs(COALESCE(identity, -1), finished, id) WHERE listed = 1;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13]
 VERSION = len(MIGRATIONS)
 
 
