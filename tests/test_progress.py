@@ -131,7 +131,8 @@ def test_status_prints_one_line_per_photo_under_its_worker(photo: PhotoStatus, l
     idle = WorkerStatus(name="cpu#1", device="cpu", state="idle")
     lines = control_cli.format_status(Status(workers=(busy, idle))).splitlines()
     at = next(i for i, text in enumerate(lines) if text.lstrip().startswith("cpu#0"))
-    assert lines[at + 1] == f"             {line}"
+    where = lines[at].index("cpu", lines[at].index("cpu#0") + len("cpu#0"))  # where it runs
+    assert lines[at + 1] == " " * where + line  # under where its worker runs
     assert lines[at + 2].lstrip().startswith("cpu#1")
 
 
