@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from multidict import CIMultiDict
 
 from gpen_watch.dashboard import access
 from gpen_watch.dashboard.api.gate import PREFIX as API_PREFIX
@@ -126,10 +127,19 @@ def _plain(kind: type[web.HTTPException], text: str) -> web.HTTPException:
     return kind(text=text + "\n", content_type="text/plain")
 
 
+async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    """Before any answer's headers go: a stream's (a download, a zip, a live page) are sent by its
+    handler, before the middleware sees it, and get the same headers here."""
+    _harden_headers(response.headers)
+
+
 def _harden(response: web.StreamResponse) -> None:
-    if response.prepared:  # a live stream sent its headers already (set in live.py)
+    if response.prepared:  # its headers are gone already (``on_prepare`` gave them these)
         return
-    headers = response.headers
+    _harden_headers(response.headers)
+
+
+def _harden_headers(headers: CIMultiDict[str]) -> None:
     headers.setdefault("Content-Security-Policy", CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")

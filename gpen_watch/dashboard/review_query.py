@@ -15,11 +15,12 @@ from urllib.parse import urlencode
 
 from multidict import MultiMapping
 
+from gpen_watch.dashboard.api.names import batch_name_ok
 from gpen_watch.journal.review import Outcome, Review, ReviewFilter, Sort
 from gpen_watch.journal.states import MAX_STARS
 
 # The query's names, in the order a URL lists them.
-NAMES = ("q", "state", "inbox", "from", "to", "faces_min", "faces_max", "review", "stars", "sort")
+NAMES = ("q", "state", "inbox", "from", "to", "faces_min", "faces_max", "review", "stars", "batch", "sort")
 MAX_TEXT = 200
 MAX_FACES = 10_000
 
@@ -116,6 +117,11 @@ def parse(query: MultiMapping[str] | dict[str, str], inboxes: list[str]) -> View
             values["stars"], f = raw, replace(f, stars_min=int(raw))
         else:
             bad("stars", raw)
+    if raw := take("batch"):
+        if batch_name_ok(raw):
+            values["batch"], f = raw, replace(f, batch=raw)
+        else:
+            bad("batch", raw)
     page_text = take("page")
     page = int(page_text) if page_text.isdigit() and len(page_text) < 9 else 1
     return View(values, f, max(1, page), ignored)

@@ -28,7 +28,9 @@ from gpen_watch.dashboard.api import tls, tls_only
 from gpen_watch.dashboard.api.limits import Meter
 from gpen_watch.dashboard.api.routes import Api
 from gpen_watch.dashboard.api.tokens import TokenStore
+from gpen_watch.dashboard.downloads import Downloads
 from gpen_watch.dashboard.guard import guard
+from gpen_watch.dashboard.guard import on_prepare as guard_on_prepare
 from gpen_watch.dashboard.render import environment
 from gpen_watch.dashboard.settings_page import SettingsPage
 from gpen_watch.dashboard.site import Control, Site
@@ -188,9 +190,16 @@ class Dashboard:
             gate = api_gate.ApiGate(token, tokens, self.current, origin, meter)
             api = Api(site, gate, tokens, meter, closing)
             app = web.Application(middlewares=[guard(origin, token, gate)], client_max_size=MAX_BODY)
-            app.on_response_prepare.append(api_gate.on_prepare)
+            app.on_response_prepare.extend((api_gate.on_prepare, guard_on_prepare))
             settings = SettingsPage(site, self.source, self.current)
-            app.add_routes(site.routes() + settings.routes() + live.routes(site, closing) + api.routes())
+            downloads = Downloads(site.review, api.io)
+            app.add_routes(
+                site.routes()
+                + settings.routes()
+                + live.routes(site, closing)
+                + downloads.routes()
+                + api.routes()
+            )
             runners.append(await _start(app, sock, ssl_context, origin.url, accepting))
             if remote is not None:
                 # Other machines reach the API alone: no page, no sign-in, tokens only.
@@ -198,7 +207,7 @@ class Dashboard:
                 api_app = web.Application(
                     middlewares=[guard(remote.origin, token, far, api_only=True)], client_max_size=MAX_BODY
                 )
-                api_app.on_response_prepare.append(api_gate.on_prepare)
+                api_app.on_response_prepare.extend((api_gate.on_prepare, guard_on_prepare))
                 api_app.add_routes(api.routes())
                 runners.append(
                     await _start(

@@ -12,6 +12,7 @@ character, is refused outright rather than guessed at.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -24,6 +25,13 @@ from gpen_watch.watch.filters import InboxFilter, ignored_name
 # A name longer than this (in characters, before any part is shortened) is refused whole.
 MAX_NAME_CHARS = 4096
 MAX_DEPTH = 16
+# A batch's name: what a client groups its photos under (and Results filters by, ``?batch=``).
+BATCH_PATTERN = r"[A-Za-z0-9._-]{1,64}"
+_BATCH_RE = re.compile(f"^{BATCH_PATTERN}$")
+
+
+def batch_name_ok(text: str) -> bool:
+    return _BATCH_RE.match(text) is not None
 
 
 class Refusal(Exception):
@@ -71,7 +79,8 @@ def place(cfg: Config, inbox: InboxConfig, name: str, *, platform: Platform | No
     made = [naming.truncate_name(naming.sanitize_component(p, fallback="", platform=platform)) for p in raw]
     if not made or not all(made):
         raise Refusal(400, f"name: {name[:200]!r} has no letters a file name can keep")
-    for part in made:
+    # As sent, too: making a part a file name drops a leading dot, and ".DS_Store" is no photo.
+    for part in (*raw, *made):
         why = ignored_name(part)
         if why:
             raise Refusal(

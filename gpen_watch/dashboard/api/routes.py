@@ -38,7 +38,6 @@ from gpen_watch.journal.submissions import Submitted
 from gpen_watch.outbox import sent
 
 BASE = photos.BASE
-_BATCH_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 QUERY = frozenset({"name", "inbox", "batch", *sent.SENT_SETTINGS})
 BATCH_PAGE = 1000
@@ -47,7 +46,7 @@ MAX_ID = 999_999_999_999_999_999
 # A list of 10,000 ids of up to 18 digits, written out.
 ZIP_LIST_BYTES = 256 << 10
 ID = r"{id:\d{1,18}}"
-BATCH = r"{batch:[A-Za-z0-9._-]{1,64}}"
+BATCH = "{batch:" + names.BATCH_PATTERN + "}"
 
 
 @dataclass
@@ -142,7 +141,7 @@ class Api:
         except ConfigError as exc:
             raise Refusal(400, str(exc)) from None
         batch = q["batch"] if "batch" in q else secrets.token_hex(8)
-        if not _BATCH_RE.match(batch):
+        if not names.batch_name_ok(batch):
             raise Refusal(400, "batch: 1 to 64 letters, digits, dots, dashes or underscores")
         key = request.headers.get("Idempotency-Key")
         if key is not None and not _KEY_RE.match(key):

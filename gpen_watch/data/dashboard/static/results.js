@@ -71,7 +71,7 @@ function showSelection() {
   const n = selection.all ? total : selection.size;
   bar.hidden = n === 0 && bar.querySelector("[data-bulk-progress]").hidden;
   bar.querySelector("[data-bulk-count]").textContent = selection.all ? "All " + n.toLocaleString() + " matching" : String(n);
-  bar.querySelectorAll("[data-bulk-action], [data-select-none], [data-bulk-strength]").forEach((b) => { b.disabled = n === 0; });
+  bar.querySelectorAll("[data-bulk-action], [data-select-none], [data-bulk-strength], [data-bulk-zip]").forEach((b) => { b.disabled = n === 0; });
   document.querySelectorAll("[data-select]").forEach((box) => {
     box.checked = selection.all || selection.has(Number(box.value));
     box.closest("li").classList.toggle("selected", box.checked);
@@ -108,6 +108,16 @@ async function bulk(action) {
     out.textContent = did + " " + reply.done + "." + refused;
   }
   selection.clear(); selection.all = false; showSelection();
+}
+
+// The selection's results as one zip, streamed by the server as it is built: the ticked tiles by id,
+// or every photo of the view. The browser saves it; the page stays.
+function downloadZip() {
+  if (!selection.all && selection.size === 0) return;
+  const matches = document.querySelector("[data-query]");
+  const url = selection.all ? "/results.zip" + (matches ? matches.dataset.query : "")
+    : "/results.zip?ids=" + Array.from(selection).join(",");
+  window.location.assign(url);
 }
 
 function followProgress(out, first, last, refused) {
@@ -170,6 +180,7 @@ function enhanceResults(root) {
     bar.querySelector("[data-select-all]").addEventListener("click", () => { selection.all = true; showSelection(); });
     bar.querySelector("[data-select-none]").addEventListener("click", () => { selection.clear(); selection.all = false; showSelection(); });
     bar.querySelectorAll("[data-bulk-action]").forEach((b) => b.addEventListener("click", () => bulk(b.dataset.bulkAction)));
+    bar.querySelector("[data-bulk-zip]").addEventListener("click", downloadZip);
   }
   if (document.querySelector("[data-bulk]")) showSelection();
 }
