@@ -106,3 +106,17 @@ def test_a_face_mostly_outside_the_photo_is_not_judged() -> None:
     img = np.zeros((100, 100, 3), np.uint8)
     points = np.array([[-60.0, -60], [-40, -60], [-50, -50], [-58, -40], [-42, -40]])
     assert face_detail(img, points) is None
+
+
+def test_the_restore_commands_summary_does_not_call_a_sharp_face_no_face() -> None:
+    from gpen_watch.cli.restore import summary
+    from gpen_watch.restore.api import FileResult
+
+    results = [
+        FileResult(src=Path("sharp.jpg"), ok=True, faces=0, found=1),
+        FileResult(src=Path("landscape.jpg"), ok=True, faces=0, found=0),
+    ]
+    first = summary(results, [], 1.0, 2.0, 1.0).splitlines()[0]
+    assert first == (
+        "done 2 of 2 images: no face restored (1 image without a face, 1 image whose faces were left as they were)"
+    )

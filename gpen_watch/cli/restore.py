@@ -25,7 +25,7 @@ from gpen_watch.restore.api import FileJob, FileResult
 
 log = logging.getLogger(__name__)
 
-STAGES = ("decode", "prescale", "detect", "align", "upscale", "restore", "paste", "encode")
+STAGES = ("decode", "prescale", "detect", "align", "upscale", "restore", "identity", "paste", "encode")
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -333,7 +333,11 @@ def summary(
 ) -> str:
     ok = [r for r in results if r.ok]
     faces = sum(r.faces for r in ok)
-    no_face = sum(1 for r in ok if r.faces == 0)
+    no_face = sum(1 for r in ok if r.faces == 0 and r.found == 0)
+    # Faces found and none restored: the settings left them (restore.skip_sharp, strength 0, ...).
+    left = sum(1 for r in ok if r.faces == 0 and r.found > 0)
+    untouched = [f"{_count(no_face, 'image')} without a face"] if no_face else []
+    untouched += [f"{_count(left, 'image')} whose faces were left as they were"] if left else []
     stage: Counter[str] = Counter()
     for r in results:
         stage.update(r.timings)
@@ -341,7 +345,7 @@ def summary(
         # "restored" only for faces: a photo without one is done, but nothing in it was restored.
         f"done {len(ok)} of {_count(len(ok) + len(failures), 'image')}: "
         + (f"{_count(faces, 'face')} restored" if faces else "no face restored")
-        + (f" ({_count(no_face, 'image')} without a face)" if no_face else ""),
+        + (f" ({', '.join(untouched)})" if untouched else ""),
         f"time {total:.1f} s (models {load_seconds:.1f} s, images {elapsed:.1f} s): "
         f"{len(results) / elapsed if elapsed > 0 else 0:.2f} images/s, "
         f"{faces / elapsed if elapsed > 0 else 0:.2f} faces/s",

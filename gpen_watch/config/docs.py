@@ -227,8 +227,9 @@ DESCRIPTIONS: dict[str, Description] = {
     ),
     "restore.skip_sharp": Description(
         "Leave faces that are already sharp as they are (decided before restoring, so their time is saved).",
-        "Each face's detail measure is compared with restore.sharp_above; a redo with "
-        "restore.skip_sharp = false restores them ([identity](identity.md#faces-already-sharp)).",
+        "Each face's detail measure is compared with restore.sharp_above; a redo that picks a face "
+        "(the photo's page, `gpen-watch redo NAME --face-ids 0`) restores it "
+        "([identity](identity.md#faces-already-sharp)).",
     ),
     "restore.sharp_above": Description(
         "The detail measure at or above which restore.skip_sharp leaves a face as it is.",

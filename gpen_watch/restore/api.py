@@ -161,7 +161,8 @@ class FileResult:
     error_kind: ErrorKind | None = None
     # Notes a user should see: "no face found", "pre-scaled from 8000x6000 to 4096x3072".
     notes: list[str] = field(default_factory=list)
-    # Seconds per stage: decode, prescale, detect, align, restore, paste, encode.
+    # Seconds per stage: decode, prescale, detect, align, restore, identity (the identity check's
+    # share), paste, encode.
     timings: dict[str, float] = field(default_factory=dict)
     # Resident memory of the restorer process (MB) when each stage of this photo ended, and "peak":
     # the process's high-water mark by then. Empty where the OS does not tell (no /proc).

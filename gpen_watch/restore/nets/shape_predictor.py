@@ -41,13 +41,14 @@ class ShapePredictor:
     def depth(self) -> int:
         return int(np.log2(self.leaves.shape[2]))
 
-    def __call__(self, gray: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    def __call__(self, image: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
         """The landmarks (P, 2) float64, (x, y) pixels, of the face in ``box`` (left, top, right,
-        bottom; inclusive, as dlib's rectangles) of ``gray`` (H, W) uint8, dlib's grey."""
+        bottom; inclusive, as dlib's rectangles) of ``image``: (H, W) uint8 grey, or (H, W, 3)
+        uint8 colour, of which only the pixels read are made grey (``dlib_gray``)."""
         left, top, right, bottom = (float(v) for v in box)
         scale = np.array([right - left, bottom - top])
         origin = np.array([left, top])
-        h, w = gray.shape
+        h, w = image.shape[:2]
         shape = self.mean_shape.copy()
         trees = np.arange(self.split_a.shape[1])
         for stage in range(self.split_a.shape[0]):
@@ -57,7 +58,8 @@ class ShapePredictor:
             x, y = pixels[:, 0], pixels[:, 1]
             inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
             values = np.zeros(len(pixels), dtype=np.float32)
-            values[inside] = gray[y[inside], x[inside]]
+            read = image[y[inside], x[inside]]
+            values[inside] = read if read.ndim == 1 else read.astype(np.uint16).sum(axis=1) // 3
             node = np.zeros(len(trees), dtype=np.int64)
             for _ in range(self.depth):
                 a = values[self.split_a[stage, trees, node]]

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from gpen_watch.restore.nets.face_descriptor import CHIP_SIZE, FaceDescriptorNet
-from gpen_watch.restore.nets.shape_predictor import ShapePredictor, dlib_gray
+from gpen_watch.restore.nets.shape_predictor import ShapePredictor
 from gpen_watch.restore.stages import align
 
 # dlib's five-point chip template, (x, y) in the unit square of a chip without padding: the corners
@@ -104,7 +104,7 @@ class IdentityModels:
 
     def points(self, image_bgr: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
         """The predictor's five points (5, 2) of the face with the detector's ``landmarks``."""
-        return self.predictor(dlib_gray(image_bgr), predictor_box(landmarks))
+        return self.predictor(image_bgr, predictor_box(landmarks))
 
     def describe(self, chips: np.ndarray) -> np.ndarray:
         """(N, 150, 150, 3) RGB uint8 chips -> (N, 128) float32 descriptors, in one pass."""
