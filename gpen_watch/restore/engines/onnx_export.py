@@ -140,7 +140,7 @@ def export_module(module: nn.Module, size: int, dst: Path, spec: ExportSpec | No
     with torch.inference_mode(False), torch.no_grad(), _quiet(_CHATTY_LOGGERS), warnings.catch_warnings():
         # Two inputs on one batch axis (a face model's fidelity weights) make the exporter say it
         # names the axis once; that is the intent, not a fault.
-        warnings.filterwarnings("ignore", message="The axis name", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*The axis name", category=UserWarning)
         program = torch.onnx.export(
             module,
             examples,
