@@ -62,6 +62,7 @@ LABELS: dict[str, str] = {
     "restore.max_faces": "Most faces a photo",
     "restore.strength": "Strength",
     "restore.fidelity": "Fidelity (CodeFormer)",
+    "restore.accepted_terms": "Model terms accepted",
     "restore.identity_check": "Check each face is still the same person",
     "restore.identity_threshold": "Same-person distance",
     "restore.skip_sharp": "Leave sharp faces as they are",
