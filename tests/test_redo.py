@@ -247,8 +247,11 @@ def test_a_redo_that_needs_a_model_file_not_here_is_refused_naming_it(dash: Dash
     said = out.stderr
     assert said.startswith("gpen-watch redo: solvay.png: this redo's settings (restore.upscale=2) need ")
     assert f"{upscaler.filename} ({upscaler.name}, {upscaler.size_text}), which is in none of " in said
+    # GPEN's upscaler is under GPEN's terms, not accepted here: the step is their yes, not a fetch.
     assert (
-        f"`{module_command('models fetch ' + upscaler.name)}` gets it" in said
+        f"`{module_command('models accept ' + upscaler.name)}` accepts the terms it is downloaded under"
+        in said
+        and module_command("models paid-work") in said
         and "nothing was queued" in said
     )
     assert "inbox settings" not in said

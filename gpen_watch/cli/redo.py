@@ -1,6 +1,7 @@
-"""`gpen-watch redo NAME_OR_ID [--strength S] [--model M] [--faces ...] [--upscale N] [--format F]
-[--face-ids 0,2]`: restore a done photo again from its original, with these settings on top of its
-inbox's; the new result replaces the old one at the same outbox name."""
+"""`gpen-watch redo NAME_OR_ID [--strength S] [--model M] [--fidelity W] [--faces ...] [--upscale N]
+[--format F] [--face-ids 0,2] [--beside]`: restore a done photo again from its original, with these
+settings on top of its inbox's; the new result replaces the old one at the same outbox name, or
+with --beside goes beside it, to be compared on the photo's page until one is kept."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument(
         "--model", metavar="NAME|PATH", help=f"{registry.choices_text('face')}, or a .pth file"
     )
+    parser.add_argument(
+        "--fidelity",
+        type=float,
+        metavar="W",
+        help=f"{' and '.join(registry.fidelity_families())}'s fidelity weight, 0 (the most restored) to 1",
+    )
+    parser.add_argument(
+        "--beside",
+        action="store_true",
+        help="put the result beside the current one, replacing nothing: compare the two on the "
+        "photo's page in the dashboard and keep one",
+    )
     parser.add_argument("--faces", choices=["all", "largest", "center"], help="which faces to restore")
     parser.add_argument("--upscale", type=int, choices=[1, 2, 4], help="upscale the whole photo")
     parser.add_argument(
@@ -43,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         for k, v in {
             "restore.strength": args.strength,
             "restore.model": args.model,
+            "restore.fidelity": args.fidelity,
             "restore.faces": args.faces,
             "restore.upscale": args.upscale,
             "output.format": args.format,
@@ -50,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         if v is not None
     }
     fields: dict[str, Any] = {"target": as_target(args.target), "settings": settings}
+    if args.beside:
+        fields["beside"] = True
     if args.face_ids is not None:
         try:
             fields["face_ids"] = [int(i) for i in args.face_ids.replace(" ", "").split(",") if i]
@@ -69,9 +85,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpen-watch redo: {reply.get('error', 'refused')}", file=sys.stderr)
         print_matches(reply)
         return 1
-    print(
-        f"{reply['name']}: queued again as run {reply['id']}, ahead of new arrivals; it replaces {reply['output']}"
+    then = (
+        f"its result goes beside {reply['output']}, to compare on the photo's page and keep one"
+        if args.beside
+        else f"it replaces {reply['output']}"
     )
+    print(f"{reply['name']}: queued again as run {reply['id']}, ahead of new arrivals; {then}")
     if reply.get("note"):
         print(f"note: {reply['note']}")
     return 0

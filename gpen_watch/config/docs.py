@@ -248,6 +248,13 @@ DESCRIPTIONS: dict[str, Description] = {
     ),
     "output.originals": Description("After success: archive, keep or delete the original."),
     "output.archive_dir": Description("Where archived originals go (unset: originals/ beside the outbox)."),
+    "output.unkept_result": Description(
+        "Of two results compared on a photo's page, the one not kept: remove, or keep it under its own name.",
+        'A redo with another model puts its result beside the photo\'s ("portrait (GFPGAN-v1.4).jpg") '
+        "until one of the two is kept ([compare](dashboard.md#two-results-side-by-side)); the one kept "
+        "takes the photo's name. `keep` leaves the other in the outbox as a file of yours, no longer "
+        "gpen-watch's result; neither is ever written over unasked.",
+    ),
     "workers.devices": Description(
         'Devices for workers: ["auto"] (every NVIDIA GPU, else Apple GPU or CPU), or e.g. ["cuda:0"].',
         "Without an NVIDIA GPU, CPU workers take Apple's GPU where torch has it (`status` and the tray "

@@ -36,6 +36,7 @@ Precision = Literal["auto", "fp32", "fp16", "bf16"]
 # What "auto" becomes on a given device.
 ResolvedPrecision = Literal["fp32", "fp16", "bf16"]
 OriginalsPolicy = Literal["archive", "keep", "delete"]
+UnkeptResult = Literal["remove", "keep"]
 OutputFormat = Literal["same", "jpeg", "png", "webp", "tiff"]
 # Which of the faces found are restored: every one, the largest, or the one nearest the centre.
 FaceChoice = Literal["all", "largest", "center"]
@@ -161,6 +162,9 @@ class OutputConfig:
     originals: OriginalsPolicy = "archive"
     # Where originals go after success when originals = "archive" (default: <outbox>/../originals).
     archive_dir: Path | None = None
+    # Of two results of a photo compared on the dashboard, the one not kept: removed, or left in
+    # the outbox under its own name (no longer gpen-watch's result).
+    unkept_result: UnkeptResult = "remove"
 
 
 @dataclass

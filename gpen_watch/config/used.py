@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gpen_watch.catalog.registry import has_fidelity, model_label
 from gpen_watch.config.schema import GLOBAL_ONLY, RestoreConfig
 
 
@@ -30,11 +31,27 @@ class SettingsUsed:
     # Every setting that decides how this photo comes out (``result_key``): a copy of its result
     # is given to a photo of the same content only while the settings in effect give the same key.
     key: str = ""
+    # restore.fidelity, for a model whose family takes one (CodeFormer); None for the others.
+    fidelity: float | None = None
 
     @classmethod
     def of(cls, restore: RestoreConfig, output_format: str = "same", jpeg_quality: int = 95) -> SettingsUsed:
         key = result_key(restore, output_format, jpeg_quality)
-        return cls(restore.model, restore.strength, str(restore.faces), restore.upscale, key=key)
+        fidelity = restore.fidelity if has_fidelity(restore.model) else None
+        return cls(
+            restore.model, restore.strength, str(restore.faces), restore.upscale, key=key, fidelity=fidelity
+        )
+
+    @property
+    def label(self) -> str:
+        """In a few words, for two runs side by side: "CodeFormer, fidelity 0.7, strength 0.8"."""
+        parts = [model_label(self.model)]
+        if self.fidelity is not None:
+            parts.append(f"fidelity {self.fidelity:g}")
+        parts.append(f"strength {self.strength:g}")
+        if self.upscale > 1:
+            parts.append(f"upscaled x{self.upscale}")
+        return ", ".join(parts)
 
     def written_as(self, fmt: str | None) -> SettingsUsed:
         return dataclasses.replace(self, format=fmt or "")
@@ -56,6 +73,7 @@ class SettingsUsed:
                 upscale=int(data["upscale"]),
                 format=str(data.get("format") or ""),
                 key=str(data.get("key") or ""),
+                fidelity=None if data.get("fidelity") is None else float(data["fidelity"]),
             )
         except (KeyError, TypeError, ValueError):
             return None

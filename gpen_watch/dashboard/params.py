@@ -15,6 +15,7 @@ from gpen_watch.journal.browse import Keyset
 REDO_FIELDS = {
     "strength": "restore.strength",
     "model": "restore.model",
+    "fidelity": "restore.fidelity",
     "faces": "restore.faces",
     "upscale": "restore.upscale",
     "format": "output.format",
@@ -53,9 +54,28 @@ async def redo_body(request: web.Request) -> dict[str, Any]:
     form = await request.post()
     settings = {REDO_FIELDS[k]: str(v) for k, v in form.items() if k in REDO_FIELDS and str(v)}
     picked = [int(str(v)) for k, v in form.items() if k == "face" and str(v).isdigit()]
+    # "Redo with another model": its result beside the current one, to compare.
+    beside = {"beside": True} if form.get("beside") == "1" else {}
     if form.get("keep") == "1":  # "Keep the original": no face restored
-        return {"settings": settings, "face_ids": []}
-    return {"settings": settings, "face_ids": picked if form.get("pick") == "1" else None}
+        return {"settings": settings, "face_ids": [], **beside}
+    return {"settings": settings, "face_ids": picked if form.get("pick") == "1" else None, **beside}
+
+
+async def keep_body(request: web.Request) -> int:
+    """The run a keep is over (``other``): the form's field, or the script's JSON."""
+    if request.content_length and request.content_length > SMALL_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=SMALL_BODY, actual_size=request.content_length)
+    if request.content_type == "application/json":
+        data = _json(await request.read() or b"{}")
+        other = data.get("other") if isinstance(data, dict) else None
+    elif request.content_type == "application/x-www-form-urlencoded":
+        other = (await request.post()).get("other")
+    else:
+        raise web.HTTPBadRequest(text="Send the run kept over as a form or JSON: other=RUN_ID.\n")
+    text = str(other) if isinstance(other, (str, int)) and not isinstance(other, bool) else ""
+    if not text.isdigit() or len(text) > 18:
+        raise web.HTTPBadRequest(text="other must be the run id of the result not kept.\n")
+    return int(text)
 
 
 async def small_body(request: web.Request) -> None:

@@ -24,10 +24,11 @@ from multidict import MultiDict
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.config import Config, short_path
 from gpen_watch.dashboard import review_query, views
+from gpen_watch.dashboard.compare import Compare
 from gpen_watch.dashboard.crops import RealPixels, Region
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.journal.browse import JournalBrowser
-from gpen_watch.journal.records import Job, describe_settings
+from gpen_watch.journal.records import Job
 from gpen_watch.journal.review import BULK_MAX, Neighbours
 from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, JobState, Original
 
@@ -59,6 +60,7 @@ class SiteParts(Protocol):
     views_root: Path
     current: Callable[[], Config] | None
 
+    def settings_now(self) -> Config: ...
     def page(self, template: str, **context: Any) -> web.Response: ...
 
     async def command(self, request: dict[str, Any]) -> dict[str, Any]: ...
@@ -90,17 +92,18 @@ class Review:
 
     def __post_init__(self) -> None:
         self.pixels = RealPixels(self.download_file)
+        self.compare = Compare(self.site)
 
     def routes(self) -> list[web.AbstractRouteDef]:
         photo = r"/photo/{id:\d{1,18}}"
         return [
             web.get(photo + r"/download/{what:result|original}", self.download),
-            web.get(photo + r"/compare/{other:\d{1,18}}", self.compare_page),
             web.get(photo + r"/real.json", self.real_sizes),
             web.get(photo + r"/crop/{side:before|after}.jpg", self.crop),
             web.post(r"/api/mark/{id:\d{1,18}}", self.api_mark),
             web.post("/api/bulk", self.api_bulk),
             web.get("/api/progress", self.api_progress),
+            *self.compare.routes(),
         ]
 
     # --- views --------------------------------------------------------------------------------
@@ -158,23 +161,6 @@ class Review:
 
     # --- pages --------------------------------------------------------------------------------
 
-    async def compare_page(self, request: web.Request) -> web.Response:
-        job = self.site.journal.get(int(request.match_info["id"]))
-        other = self.site.journal.get(int(request.match_info["other"]))
-        if job is None or other is None or other.id not in {r.id for r in self.site.journal.runs(job.id)}:
-            raise web.HTTPNotFound(text="These are not two runs of one photo.\n")
-        root = self.site.views_root
-        pair = [(r, views.photo_views(root, r.id)) for r in (job, other)]
-        return self.site.page(
-            "compare.html",
-            nav="results",
-            live="",
-            name=job.rel.name,
-            pair=pair,
-            runs=self.site.journal.runs(job.id),
-            describe=run_settings,
-        )
-
     async def download(self, request: web.Request) -> web.StreamResponse:
         job = self.site.journal.get(int(request.match_info["id"]))
         if job is None:
@@ -206,9 +192,9 @@ class Review:
     def download_file(self, job: Job, what: str) -> tuple[Path, str] | None:
         """The file a download of ``job`` means, and the name to save it as."""
         if what == Download.RESULT:
-            current = self.site.journal.current_run(job)
-            # An older run's result was replaced in place: only the photo's newest result exists.
-            if job.state not in SUCCEEDED or current is None or current.id != job.id or job.output is None:
+            # An older run's result was replaced in place by a redo; one a redo went beside is
+            # there until one of the two is kept (outbox.keep).
+            if job.output is None or job.id not in {r.id for r in self.site.journal.results_of(job)}:
                 return None
             return job.output, job.output.name
         if job.original in (Original.ARCHIVED, Original.SET_ASIDE):
@@ -304,11 +290,6 @@ class Review:
                 "failed": sum(counts[str(s)] for s in FAILURES),
             }
         )
-
-
-def run_settings(job: Job) -> str:
-    """What a run changed, in words: a redo's own settings, or the inbox's for a first run."""
-    return describe_settings(job.settings) if job.is_redo else "first run, the inbox's settings"
 
 
 def page_numbers(page: int, pages: int) -> list[int | None]:

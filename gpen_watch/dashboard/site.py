@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import jinja2
 from aiohttp import web
 
-from gpen_watch.catalog.registry import model_label
+from gpen_watch.catalog.registry import has_fidelity, model_label
 from gpen_watch.config import FACE_MODEL_NAMES, Config, SettingsUsed, short_path
 from gpen_watch.dashboard import activity, overview, params, views
 from gpen_watch.dashboard.review import RESULTS_PAGE, Review
@@ -212,6 +212,10 @@ class Site:
             "latest": runs[-1] if runs else job,
             "describe": describe_settings,
             "models": FACE_MODEL_NAMES,
+            # The models whose family takes restore.fidelity (the redo forms show it for those).
+            "fidelity_models": [m for m in FACE_MODEL_NAMES if has_fidelity(m)],
+            # The runs whose results are in the outbox: two while a redo beside waits to be compared.
+            "results": self.journal.results_of(job),
         }
 
     @staticmethod
@@ -224,6 +228,8 @@ class Site:
         if used is None:
             return []
         rows = [("Model", model_label(used.model)), ("Strength", f"{used.strength:g}"), ("Faces", used.faces)]
+        if used.fidelity is not None:
+            rows.append(("Fidelity", f"{used.fidelity:g}"))
         if used.upscale > 1:
             rows.append(("Upscale", f"x{used.upscale}"))
         if used.format:
@@ -314,8 +320,15 @@ class Site:
         face_ids = body.get("face_ids")
         if not isinstance(settings, dict) or not (face_ids is None or isinstance(face_ids, list)):
             raise web.HTTPBadRequest(text="settings must be an object and face_ids a list.\n")
+        fields = {"beside": True} if body.get("beside") is True else {}
         return await self._command(
-            request, "redo", target=request.match_info["id"], settings=settings, face_ids=face_ids, read=False
+            request,
+            "redo",
+            target=request.match_info["id"],
+            settings=settings,
+            face_ids=face_ids,
+            read=False,
+            **fields,
         )
 
     async def api_retry(self, request: web.Request) -> web.Response:

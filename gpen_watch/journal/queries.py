@@ -27,8 +27,9 @@ _ACTIVE = sql_in(ACTIVE)
 _FAILURES = sql_in(FAILURES)
 _SUCCEEDED = sql_in(SUCCEEDED)
 # The runs whose result is in the outbox (a person can flag and rate them): done ones, and
-# copies of another photo's result with a result of their own.
-HAS_RESULT = f"(state = '{JobState.DONE}' OR (state = '{JobState.DUPLICATE}' AND output IS NOT NULL))"
+# copies of another photo's result with a result of their own; a done run whose result lost a
+# comparison (outbox.keep) has none any more.
+HAS_RESULT = f"(state IN {_SUCCEEDED} AND output IS NOT NULL)"
 # Failures read at a time while looking for those still to see to.
 _OPEN_PAGE = 50
 
@@ -255,6 +256,18 @@ class JournalQueries(JournalConnection):
             (job.photo_id, job.photo_id),
         )
         return job_from_row(rows[0]) if rows else None
+
+    def results_of(self, job: Job) -> list[Job]:
+        """The runs of ``job``'s photo whose result files are in the outbox now, oldest first: one,
+        or two while a redo beside the other waits to be compared (outbox.keep). A run whose name a
+        newer run took over (a redo replaces the result in place) has none of its own any more."""
+        rows = self._read(
+            f"SELECT * FROM jobs AS r WHERE (r.id = ? OR r.photo = ?) AND r.state IN {_SUCCEEDED}"
+            " AND r.output IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs AS n WHERE (n.id = ? OR n.photo = ?)"
+            f" AND n.id > r.id AND n.output = r.output AND n.state IN {_SUCCEEDED}) ORDER BY r.id",
+            (job.photo_id, job.photo_id, job.photo_id, job.photo_id),
+        )
+        return [job_from_row(r) for r in rows]
 
     def copy_group(self, job: Job) -> list[Job]:
         """The photo ``job`` is a run of, with every copy of it (the same photo dropped again under

@@ -154,10 +154,12 @@ class Claim:
 
 def describe_settings(settings: dict[str, Any]) -> str:
     """A redo's settings for the history: "restore.strength=0.5, faces 0, 2"."""
-    parts = [f"{k}={v}" for k, v in sorted(settings.items()) if k != "face_ids"]
+    parts = [f"{k}={v}" for k, v in sorted(settings.items()) if k not in ("face_ids", "beside")]
     if "face_ids" in settings:
         ids = settings["face_ids"]
         parts.append("faces " + ", ".join(map(str, ids)) if ids else "no face restored")
+    if settings.get("beside"):
+        parts.append("its result beside the other to compare")
     return ", ".join(parts) or "the inbox's settings"
 
 

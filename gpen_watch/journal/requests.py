@@ -11,9 +11,10 @@ from typing import Any
 
 from gpen_watch.journal.queries import HAS_RESULT, JournalQueries
 from gpen_watch.journal.records import Job, describe_settings, job_from_row
-from gpen_watch.journal.states import FAILURES, MAX_STARS, Hidden, JobState, Mark, sql_in
+from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, Hidden, JobState, Mark, sql_in
 
 _FAILURES = sql_in(FAILURES)
+_SUCCEEDED = sql_in(SUCCEEDED)
 # ``reviewed`` once a flag or rating is set: when the first was given, cleared with the last. An
 # UPDATE's expressions read the row as it was, so the new flag or rating is passed in.
 _REVIEWED = "reviewed = CASE WHEN {flag} IS NULL AND {stars} IS NULL THEN NULL ELSE COALESCE(reviewed, ?) END"
@@ -64,6 +65,23 @@ class UserRequests(JournalQueries):
                 self._event(conn, of.id, "redo-asked", f"as run {job_id}: {describe_settings(settings)}")
                 queued.append(self._added(conn, job_id))
         return queued
+
+    def record_kept(self, kept: Job, other: Job, output: os.PathLike[str] | str, other_file: str) -> None:
+        """A comparison decided (``outbox.keep``): ``kept``'s result is the photo's, at ``output``;
+        ``other``'s is no longer a result of gpen-watch's (``other_file``: where its file stays,
+        "" when it was removed). Results lists the kept run in place of the other."""
+        with self._write(durable=True) as conn:
+            photo = kept.photo_id
+            conn.execute(
+                f"UPDATE jobs SET listed = NULL WHERE (id = ? OR photo = ?) AND state IN {_SUCCEEDED}"
+                " AND listed = 1",
+                (photo, photo),
+            )
+            conn.execute("UPDATE jobs SET output = ?, listed = 1 WHERE id = ?", (os.fspath(output), kept.id))
+            conn.execute("UPDATE jobs SET output = NULL WHERE id = ?", (other.id,))
+            where = f"its file stays as {other_file}" if other_file else "its file was removed"
+            self._event(conn, kept.id, "kept", f"over run {other.id}, whose result is not kept ({where})")
+            self._event(conn, other.id, "not-kept", f"run {kept.id} was kept in its place; {where}")
 
     def set_mark(self, job_ids: Iterable[int], mark: Mark | None, note: str | None = None) -> int:
         """Flag the runs ``job_ids`` that have a result (None: clear the flag); how many were."""

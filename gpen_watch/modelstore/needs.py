@@ -85,6 +85,10 @@ class ModelCheck:
         specs = dict.fromkeys(f.need.spec for f in self.missing if f.need.spec is not None)
         return tuple(s for s in specs if terms.answered(s, self.accepted))
 
+    def missing_specs(self) -> tuple[ModelSpec, ...]:
+        """Every missing registry file: downloadable now, or waiting for a yes to its terms."""
+        return tuple(dict.fromkeys(f.need.spec for f in self.missing if f.need.spec is not None))
+
     @property
     def awaiting(self) -> tuple[ModelSpec, ...]:
         """Missing registry files whose download waits for the user's yes to their terms."""

@@ -216,7 +216,14 @@ def place_output(
     def record(dst: Path) -> bool:
         return journal.begin_commit(job.id, dst, st.st_ino, st.st_size, faces, timings, notes, used)
 
-    if job.is_redo and (name or final.name) == final.name:
+    side = redo.beside(job)
+    if side:
+        # Beside the photo's result, never over it or any file: compared until one is kept. (A
+        # beside result recovery places again holds its own name already.)
+        of = journal.get(job.redo_of) if job.redo_of is not None else None
+        if of is None or of.output is None or final == of.output:
+            name = redo.beside_name(final.parent / (name or final.name), job)
+    elif job.is_redo and (name or final.name) == final.name:
         return _replace_output(tmp, final, record)
 
     try:
@@ -229,7 +236,7 @@ def place_output(
         )
     except OSError as exc:
         raise OutputError(f"{final}: cannot move the result into place: {exc.strerror or exc}") from exc
-    if job.is_redo and placed is not None and placed != final:
+    if job.is_redo and not side and placed is not None and placed != final:
         # Redone in another format, so under another name: the first result goes once the new
         # one is in place, leaving one result for the photo.
         remove_quietly(final)

@@ -16,6 +16,8 @@ Run once at start-up, before any work is dispatched:
   running are deleted: they are unfinished worker output or copies, never the only copy of anything.
 * Retries the stop came in the middle of are finished or undone (``retry.finish_or_undo``): the
   photo ends in its inbox or in failed/, never both, and a temp copy in the inbox is removed.
+* A keep of one of a photo's two results that the stop cut short is finished
+  (``keep.finish_pending``): its file steps check by inode what is done already.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpen_watch.base.errors import OutputError
+from gpen_watch.base.errors import GpenWatchError, OutputError
 from gpen_watch.config import Config
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import JobState, Original
-from gpen_watch.outbox import durable, naming, retry
+from gpen_watch.outbox import durable, keep, naming, retry
 from gpen_watch.outbox.commit import place_output
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import handle_original
@@ -120,6 +122,10 @@ def recover(journal: Journal, cfg: Config, away: presence.Away = presence.presen
     that is away waits for it.
     """
     report = Recovery()
+    try:
+        keep.finish_pending(journal)  # a keep of one of two results a crash cut short
+    except (OSError, GpenWatchError) as exc:
+        log.warning("could not finish keeping one of two results after a restart: %s", exc)
     for job in journal.committing():
         try:
             if _resume_commit(journal, job) is not None:

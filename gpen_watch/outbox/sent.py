@@ -19,7 +19,7 @@ from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import FACE_MODEL_NAMES
 from gpen_watch.config import Config, InboxConfig, inbox_config, set_value
 from gpen_watch.journal.records import describe_settings
-from gpen_watch.modelstore import needs
+from gpen_watch.modelstore import needs, terms
 from gpen_watch.outbox.redo import REDO_SETTINGS
 from gpen_watch.platform import program
 
@@ -60,15 +60,17 @@ def missing_models(own: Config, settings: Mapping[str, str]) -> str | None:
     found = needs.check(own.restore, deep=False)
     if not found.missing:
         return None
-    specs = found.downloadable()
+    specs = found.missing_specs()
     files = ", ".join(f"{s.filename} ({s.name}, {s.size_text})" for s in specs) or ", ".join(
         str(f.need.custom) for f in found.missing
     )
-    fetch = (
-        f"; `{program.command('models fetch ' + ' '.join(s.name for s in specs))}` on the service's machine gets them"
-        if specs
-        else ""
-    )
+    if found.awaiting:
+        # Downloaded only once their terms are accepted there (modelstore.terms).
+        fetch = f"; `{terms.accept_command(found.awaiting)}` on the service's machine accepts their terms"
+    elif specs:
+        fetch = f"; `{program.command('models fetch ' + ' '.join(s.name for s in specs))}` on the service's machine gets them"
+    else:
+        fetch = ""
     return f"its settings ({describe_settings(dict(settings))}) need {files}, which are not on the service's machine{fetch}"
 
 

@@ -69,6 +69,7 @@ QUEUED_COMMANDS = (
     "redo",
     "retry",
     "dismiss",
+    "keep",
     "mark",
     "bulk",
     *submit.COMMANDS,

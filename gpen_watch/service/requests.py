@@ -12,7 +12,7 @@ from typing import Any
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.journal.journal import Job
 from gpen_watch.journal.states import FAILURES, SUCCEEDED, Hidden
-from gpen_watch.outbox import redo, retry
+from gpen_watch.outbox import keep, redo, retry
 from gpen_watch.service import report, review
 from gpen_watch.service.running import Running
 
@@ -96,6 +96,14 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         return not_one(found, target, "restored photo", "the Results page")
     job = found[0]
     settings = dict(request.get("settings") or {})
+    if request.get("beside"):
+        settings[redo.BESIDE] = True
+        if len(run.journal.results_of(job)) > 1:
+            return {
+                "ok": False,
+                "error": f"{job.rel.name} has two results to compare already: keep one of them first "
+                "(its page's Compare)",
+            }
     if request.get("face_ids") is not None:
         settings[redo.FACE_IDS] = list(request["face_ids"])
         settings.setdefault("restore.faces", "all")  # the faces picked, whatever the inbox chooses
@@ -114,7 +122,8 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     # same content, so the same settings suit it; one whose original is gone says so.
     copies: list[tuple[Job, Path]] = []
     left: list[str] = []
-    for other in run.journal.copy_group(job):
+    # A redo beside to compare is this photo's alone (its copies keep the one result they have).
+    for other in [] if redo.BESIDE in settings else run.journal.copy_group(job):
         if other.id != job.id:
             try:
                 copies.append((other, redo.original_of(other, read=False)))
@@ -155,11 +164,33 @@ def answer(run: Running, request: dict[str, Any]) -> dict[str, Any]:
         return reply
     if cmd == "dismiss":
         return dismiss_command(run, request)
+    if cmd == "keep":
+        return keep_command(run, request)
     if cmd == "pause":
         return pause_command(run)
     if cmd == "resume":
         return resume_command(run)
     return {"ok": True, **report.build_status(run).to_json()}
+
+
+def keep_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
+    """Keep one of a photo's two results (``outbox.keep``): ``kept`` and ``other``, run ids."""
+    try:
+        kept_id, other_id = int(request.get("kept", -1)), int(request.get("other", -1))
+        done = keep.keep(run.journal, run.cfg, kept_id, other_id)
+    except (keep.KeepRefused, ValueError, TypeError) as exc:
+        return {"ok": False, "error": str(exc)}
+    except OSError as exc:
+        log.error("keeping run %s over run %s failed: %s", request.get("kept"), request.get("other"), exc)
+        return {"ok": False, "error": f"could not keep that result: {exc.strerror or exc}"}
+    log.info("run %d kept over run %d, at %s", done.kept, done.other, done.to)
+    return {
+        "ok": True,
+        "kept": done.kept,
+        "other": done.other,
+        "output": done.to,
+        "other_file": done.other_to,
+    }
 
 
 def pause_command(run: Running) -> dict[str, Any]:

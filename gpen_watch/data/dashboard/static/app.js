@@ -100,22 +100,37 @@ function enhance(root) {
   });
   root.querySelectorAll("form[data-redo]").forEach((form) => {
     if (!once(form, "redo")) return;
+    // Fidelity only for a model whose family takes one (CodeFormer's w).
+    const model = form.querySelector("select[data-fidelity-models]");
+    const fidelity = form.querySelector("[data-fidelity]");
+    if (model && fidelity) {
+      const takes = model.dataset.fidelityModels.split(",");
+      const show = () => { fidelity.hidden = !takes.includes(model.value); };
+      model.addEventListener("change", show);
+      show();
+    }
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const data = new FormData(form);
       const settings = {};
+      const numbers = ["strength", "fidelity", "upscale"];
       for (const [field, name] of [["strength", "restore.strength"], ["model", "restore.model"],
-        ["faces", "restore.faces"], ["upscale", "restore.upscale"], ["format", "output.format"]]) {
+        ["fidelity", "restore.fidelity"], ["faces", "restore.faces"], ["upscale", "restore.upscale"],
+        ["format", "output.format"]]) {
         const v = data.get(field);
-        if (v) settings[name] = field === "strength" ? Number(v) : field === "upscale" ? Number(v) : v;
+        if (v && !(field === "fidelity" && fidelity && fidelity.hidden)) {
+          settings[name] = numbers.includes(field) ? Number(v) : v;
+        }
       }
       let faceIds = null;
       if (ev.submitter && ev.submitter.dataset.keep !== undefined) faceIds = [];
       else if (data.get("pick")) faceIds = data.getAll("face").map(Number);
+      const body = { settings: settings, face_ids: faceIds };
+      if (data.get("beside") === "1") body.beside = true;  // beside the result, to compare
       const r = await fetch(form.action, {
         method: "POST", credentials: "same-origin",
         headers: { ...CSRF, "Content-Type": "application/json" },
-        body: JSON.stringify({ settings: settings, face_ids: faceIds }),
+        body: JSON.stringify(body),
       });
       let reply = {};
       try { reply = await r.json(); } catch (e) { /* not JSON */ }
