@@ -19,6 +19,9 @@ What it does to an image depends on the file name:
     bugged    returns the failed result of a decoder's bug (ErrorKind.BUG), as restore.stages.decode_stage does
     noface    copies the file to dst and reports no face (a landscape)
     flagged   as any other, its one face's identity distance 0.5: it may not look like the same person
+    personN   its one face described as person N's (N = 0 to 127: one-hot descriptors, 1.0 apart), for
+              grouping by person; without it every face is the same person
+    sharp     its one face left as it was: already sharp (detail 0.33), nothing restored
     fixable   fails ("a part is missing") while the file FAKE_BROKEN_WHILE names exists, as a
               missing model or program would; restored once it is gone
     anything else: copies the file to dst and reports one face.
@@ -41,8 +44,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import struct
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -102,7 +107,7 @@ class FakeRestorer:
                 result = self._one(job)
                 self.progress = ()
                 if result.ok and job.views is not None:
-                    _write_views(job, result.faces)
+                    _write_views(job, result.faces, sharp="sharp" in job.src.name)
                 yield result
 
     def _one(self, job: FileJob) -> FileResult:
@@ -157,7 +162,8 @@ class FakeRestorer:
         notes.append(f"strength={getattr(job.restore or self.cfg, 'strength', None)}")
         if os.environ.get("FAKE_LOG_TORCH"):
             notes.append(f"torch={'torch' in sys.modules}")
-        faces = 0 if "noface" in name else 1
+        sharp = "sharp" in name
+        faces = 0 if "noface" in name or sharp else 1
         # What it restored with, as the real engine says it: the photo's profile, else its own.
         restore = job.restore or self.cfg
         used = (
@@ -167,7 +173,16 @@ class FakeRestorer:
         )
         flagged = "flagged" in name
         # Its one face as the engine's checks describe it (docs/identity.md).
-        checks = [FaceCheck(0, True, 0.1, 0.5 if flagged else 0.05, flagged, bytes(512))] if faces else []
+        person = re.search(r"person([0-9]{1,3})", name)
+        descriptor = bytearray(512)
+        if person and int(person[1]) < 128:
+            descriptor[4 * int(person[1]) : 4 * int(person[1]) + 4] = struct.pack("<f", 0.5**0.5)
+        checks = (
+            [FaceCheck(0, True, 0.1, 0.5 if flagged else 0.05, flagged, bytes(descriptor))] if faces else []
+        )
+        if sharp:
+            checks = [FaceCheck(0, False, 0.33, None, False, bytes(descriptor))]
+            notes.append("1 face left as it was: already sharp")
         return FileResult(
             job.src,
             ok=True,
@@ -186,8 +201,12 @@ class FakeRestorer:
         pass
 
 
-def _write_views(job: FileJob, faces: int) -> None:
+def _write_views(job: FileJob, faces: int, sharp: bool = False) -> None:
     assert job.views is not None
     shown = [{"index": 0, "box": [0, 0, 1, 1], "score": 0.9, "restored": True, "reason": None}]
+    if sharp:
+        reason = "left as it was: already sharp (detail 0.33, restore.sharp_above = 0.27)"
+        shown = [{**shown[0], "restored": False, "reason": reason}]
+        faces = 1
     meta = {"width": 1, "height": 1, "source_width": 1, "source_height": 1, "faces": shown[:faces]}
     replace_folder(job.views, {"after.jpg": job.src.read_bytes(), "faces.json": json.dumps(meta).encode()})

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, quote, urlsplit
@@ -26,10 +26,11 @@ from gpen_watch.config import Config, short_path
 from gpen_watch.dashboard import review_query, views
 from gpen_watch.dashboard.compare import Compare
 from gpen_watch.dashboard.crops import RealPixels, Region
+from gpen_watch.dashboard.people import People, why_not_described
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.journal.records import Job
-from gpen_watch.journal.review import BULK_MAX, Neighbours
+from gpen_watch.journal.review import BULK_MAX, Neighbours, Sort
 from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, JobState, Original
 
 RESULTS_PAGE = 48
@@ -55,10 +56,8 @@ class Download:
 class SiteParts(Protocol):
     """What this module uses of the dashboard's ``Site`` (which builds it: no import back)."""
 
-    cfg: Config
     journal: JournalBrowser
     views_root: Path
-    current: Callable[[], Config] | None
 
     def settings_now(self) -> Config: ...
     def page(self, template: str, **context: Any) -> web.Response: ...
@@ -73,6 +72,17 @@ class Tile:
     found: int | None  # faces found, when the views say
     result: bool = False  # it has a result of its own in the outbox (done, or a copy)
     copy_of: Job | None = None  # the photo whose result it copied (the same photo dropped again)
+    # Of ``faces``, those shown as they were (a person's face left as it was has no restored crop).
+    before: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class PersonShown:
+    """A person's view of Results: their clearest face, and their faces in each of their photos
+    (run: face numbers)."""
+
+    clearest: tuple[int, int]
+    photos: dict[int, tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -89,10 +99,12 @@ class Review:
     site: SiteParts
     _steps: dict[tuple[int, str, int], Step] = field(default_factory=dict)
     pixels: RealPixels = field(init=False)
+    people: People = field(init=False)
 
     def __post_init__(self) -> None:
         self.pixels = RealPixels(self.download_file)
         self.compare = Compare(self.site)
+        self.people = People(self.site)
 
     def routes(self) -> list[web.AbstractRouteDef]:
         photo = r"/photo/{id:\d{1,18}}"
@@ -104,35 +116,74 @@ class Review:
             web.post("/api/bulk", self.api_bulk),
             web.get("/api/progress", self.api_progress),
             *self.compare.routes(),
+            *self.people.routes(),
         ]
 
     # --- views --------------------------------------------------------------------------------
 
     def view(self, query: Any) -> View:
-        cfg = self.site.current() if self.site.current is not None else self.site.cfg
-        return review_query.parse(query, [str(i.path) for i in cfg.watch.inboxes])
+        """The view ``query`` names, a person's photos found (``people``)."""
+        view = review_query.parse(query, [str(i.path) for i in self.site.settings_now().watch.inboxes])
+        if view.person is None:
+            return view
+        found = self.people.find(view.person)
+        if isinstance(found, str):
+            return replace(view, filter=replace(view.filter, runs=frozenset()), person_problem=found)
+        _grouping, person = found
+        return replace(view, filter=replace(view.filter, runs=frozenset(run for run, _ in person.faces)))
+
+    async def settled_view(self, query: Any) -> View:
+        """``view``, after grouping the batch of the person it names off the event loop (the first
+        grouping of a large batch takes seconds; pages after it find it made)."""
+        face = review_query.parse(query, []).person
+        if face is not None:
+            await self.people.ready(face)
+        return self.view(query)
 
     def inbox_choices(self) -> list[tuple[str, str]]:
-        cfg = self.site.current() if self.site.current is not None else self.site.cfg
-        return [(str(n), short_path(Path(i.path))) for n, i in enumerate(cfg.watch.inboxes, start=1)]
+        inboxes = self.site.settings_now().watch.inboxes
+        return [(str(n), short_path(Path(i.path))) for n, i in enumerate(inboxes, start=1)]
 
     def results_context(self, view: View) -> dict[str, Any]:
         page = self.site.journal.review_page(view.filter, view.page, RESULTS_PAGE)
-        shown = View(view.values, view.filter, page.page, view.ignored)
+        shown = replace(view, page=page.page)
         copies = self.site.journal.copy_sources(page.jobs)
+        person = self.person(view)
+        theirs = person.photos if person is not None else {}
         return {
             "page": page,
-            "tiles": [self.tile(j, copies.get(j.id)) for j in page.jobs],
+            "tiles": [self.tile(j, copies.get(j.id), theirs.get(j.id)) for j in page.jobs],
+            "person": person,
             "view": shown,
             "inbox_choices": self.inbox_choices(),
             "numbers": page_numbers(page.page, page.pages),
+            # Why a view by the identity check can find nothing now, when it cannot.
+            "identity_off": why_not_described(self.site.settings_now())
+            if view.filter.flagged or view.filter.sort == Sort.IDENTITY or view.person
+            else "",
         }
 
-    def tile(self, job: Job, copy_of: Job | None = None) -> Tile:
+    def person(self, view: View) -> PersonShown | None:
+        """The person a view shows the photos of (``?person=``), if found."""
+        found = self.people.find(view.person) if view.person is not None else None
+        if found is None or isinstance(found, str):
+            return None
+        person = found[1]
+        faces: dict[int, list[int]] = {}
+        for run, face in sorted(person.faces):
+            faces.setdefault(run, []).append(face)
+        return PersonShown(person.clearest, {run: tuple(numbers) for run, numbers in faces.items()})
+
+    def tile(self, job: Job, copy_of: Job | None = None, person: tuple[int, ...] | None = None) -> Tile:
+        """A photo's tile: its restored faces, or in a person's view that person's faces."""
         result = job.state in SUCCEEDED and job.output is not None
         v = views.photo_views(self.site.views_root, job.id) if result else None
         if v is None:
             return Tile(job, (), None, result, copy_of)
+        if person is not None:
+            theirs = [f for f in v.faces if f.index in person][:TILE_FACES]
+            before = frozenset(f.index for f in theirs if not f.has_after)
+            return Tile(job, tuple(f.index for f in theirs), len(v.faces), result, copy_of, before)
         restored = tuple(f.index for f in v.faces if f.restored and f.has_after)
         return Tile(job, restored[:TILE_FACES], len(v.faces), result, copy_of)
 
@@ -246,7 +297,7 @@ class Review:
             raise web.HTTPBadRequest(text=f"action must be one of {', '.join(BULK_ACTIONS)}.\n")
         if isinstance(view_text, str) and ids is None:
             query = MultiDict((k, v[0]) for k, v in parse_qs(view_text.lstrip("?")).items())
-            ids = self.site.journal.review_ids(self.view(query).filter, BULK_MAX)
+            ids = self.site.journal.review_ids((await self.settled_view(query)).filter, BULK_MAX)
         if (
             not isinstance(ids, list)
             or not all(isinstance(i, int) and i >= 0 for i in ids)

@@ -2,13 +2,16 @@
 a ``ReviewFilter`` and written back, so a view can be bookmarked and a photo's page steps within
 the view it was opened from.
 
-Inboxes are named by their place in the settings (``inbox=2``), never by a path. A value this
-dashboard would not write (a bookmark from an older version, a hand-edited URL) is left out of
-the view and said in ``ignored``; the page still answers.
+Inboxes are named by their place in the settings (``inbox=2``), never by a path; a person by one
+of their faces, a run id and the face's number on its page (``person=1234.0``: the People view's
+tiles link so), which the dashboard resolves to that person's photos (``dashboard.people``). A
+value this dashboard would not write (a bookmark from an older version, a hand-edited URL) is left
+out of the view and said in ``ignored``; the page still answers.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from urllib.parse import urlencode
@@ -20,9 +23,26 @@ from gpen_watch.journal.review import Outcome, Review, ReviewFilter, Sort
 from gpen_watch.journal.states import MAX_STARS
 
 # The query's names, in the order a URL lists them.
-NAMES = ("q", "state", "inbox", "from", "to", "faces_min", "faces_max", "review", "stars", "batch", "sort")
+NAMES = (
+    "q",
+    "state",
+    "inbox",
+    "from",
+    "to",
+    "faces_min",
+    "faces_max",
+    "review",
+    "stars",
+    "batch",
+    "identity",
+    "person",
+    "sort",
+)
 MAX_TEXT = 200
 MAX_FACES = 10_000
+# ``identity=flagged``: the photos with a face that may not look like the same person.
+FLAGGED = "flagged"
+_PERSON = re.compile(r"([0-9]{1,18})\.([0-9]{1,4})")
 
 
 @dataclass(frozen=True)
@@ -33,6 +53,10 @@ class View:
     filter: ReviewFilter
     page: int = 1
     ignored: list[str] = field(default_factory=list)
+    # ``person``: the run and face number that name them; the filter holds their photos once the
+    # dashboard has found them (``dashboard.people``), and ``person_problem`` says why it could not.
+    person: tuple[int, int] | None = None
+    person_problem: str = ""
 
     def query(self, **change: str | int | None) -> str:
         """This view's query string with ``change`` applied (None drops a name); "" for none."""
@@ -122,9 +146,20 @@ def parse(query: MultiMapping[str] | dict[str, str], inboxes: list[str]) -> View
             values["batch"], f = raw, replace(f, batch=raw)
         else:
             bad("batch", raw)
+    if raw := take("identity"):
+        if raw == FLAGGED:
+            values["identity"], f = raw, replace(f, flagged=True)
+        else:
+            bad("identity", raw)
+    person = None
+    if raw := take("person"):
+        if found := _PERSON.fullmatch(raw):
+            values["person"], person = raw, (int(found[1]), int(found[2]))
+        else:
+            bad("person", raw)
     page_text = take("page")
     page = int(page_text) if page_text.isdigit() and len(page_text) < 9 else 1
-    return View(values, f, max(1, page), ignored)
+    return View(values, f, max(1, page), ignored, person)
 
 
 def _midnight(day: date) -> float:

@@ -23,6 +23,7 @@ from aiohttp import web
 from gpen_watch.catalog.registry import has_fidelity, model_label
 from gpen_watch.config import FACE_MODEL_NAMES, Config, SettingsUsed, short_path
 from gpen_watch.dashboard import activity, overview, params, views
+from gpen_watch.dashboard.face_checks import FaceCheckView, face_checks_context
 from gpen_watch.dashboard.review import RESULTS_PAGE, Review
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
@@ -130,6 +131,7 @@ class Site:
     async def overview_context(self) -> dict[str, Any]:
         status, problem = await self.status()
         counts = self.inbox_counts()
+        batch = self.journal.current_batch() if status else None
         return {
             "status": status,
             "problem": problem,
@@ -138,7 +140,9 @@ class Site:
             "started": time.time() - status.uptime_s if status else None,
             "local_gpus": await self.local_gpus(),
             # The headline, each problem once, the time left from the rate shown, the batch.
-            **overview.context(status, self.journal.current_batch() if status else None),
+            **overview.context(status, batch),
+            # Its faces that may not look like the same person (docs/identity.md).
+            "batch_flagged": self.journal.flagged_in(batch.first_id) if batch else 0,
         }
 
     def inbox_counts(self) -> list[InboxCounts]:
@@ -169,7 +173,7 @@ class Site:
         )
 
     async def results_page(self, request: web.Request) -> web.Response:
-        view = self.review.view(request.query)
+        view = await self.review.settled_view(request.query)
         return self.page(
             "results.html",
             nav="results",
@@ -216,6 +220,8 @@ class Site:
             "fidelity_models": [m for m in FACE_MODEL_NAMES if has_fidelity(m)],
             # The runs whose results are in the outbox: two while a redo beside waits to be compared.
             "results": self.journal.results_of(job),
+            # Each face's identity distance, the faces left as they were, or why not checked.
+            **face_checks_context(self.journal, job, self.settings_now()),
         }
 
     @staticmethod
@@ -238,7 +244,7 @@ class Site:
 
     async def photo_page(self, request: web.Request) -> web.Response:
         job_id = int(request.match_info["id"])
-        view = self.review.view(request.query)
+        view = await self.review.settled_view(request.query)
         context = self.photo_context(job_id, view)
         return self.page(
             "photo.html", nav="results", live=f"/live/photo/{job_id}" + view.query(page=None), **context
@@ -278,7 +284,7 @@ class Site:
 
     async def api_results(self, request: web.Request) -> web.Response:
         """The photos of a Results view (the page's query names), as JSON."""
-        view = self.review.view(request.query)
+        view = await self.review.settled_view(request.query)
         size = params.int_param(request, "limit") or RESULTS_PAGE
         page = self.journal.review_page(view.filter, view.page, size)
         return web.json_response(
@@ -294,14 +300,21 @@ class Site:
     async def api_photo(self, request: web.Request) -> web.Response:
         context = self.photo_context(int(request.match_info["id"]))
         photo_views = context["views"]
+        checks = context["checks"]
         return web.json_response(
             {
                 "photo": job_json(context["job"]),
                 "used": dict(context["used"]),
                 "faces": [
-                    {"index": f.index, "restored": f.restored, "reason": f.reason}
+                    {
+                        "index": f.index,
+                        "restored": f.restored,
+                        "reason": f.reason,
+                        **face_check_json(checks.get(f.index)),
+                    }
                     for f in (photo_views.faces if photo_views else ())
                 ],
+                "identity_note": context["identity_note"],
                 "history": [{"time": e.time, "kind": e.kind, "detail": e.detail} for e in context["history"]],
             }
         )
@@ -380,6 +393,21 @@ def job_json(job: Job) -> dict[str, Any]:
         "mark_note": job.mark_note,
         "reviewed": job.reviewed,
         "stars": job.stars,
+        "flagged": job.flagged,
+        "identity": job.identity,
+    }
+
+
+def face_check_json(check: FaceCheckView | None) -> dict[str, Any]:
+    """A face's checks in a photo's JSON (``face_checks.FaceCheckView``; None: not checked)."""
+    if check is None:
+        return {"detail": None, "distance": None, "flagged": False, "person": None}
+    row = check.row
+    return {
+        "detail": row.detail,
+        "distance": row.distance,
+        "flagged": row.flagged,
+        "person": check.person or None,
     }
 
 

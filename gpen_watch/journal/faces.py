@@ -146,6 +146,13 @@ class FaceQueries(JournalQueries):
             )
         ]
 
+    def listed_since(self, first_id: int) -> tuple[int, float]:
+        """How many runs Results lists from run ``first_id`` on, and the sum of their ids: it
+        changes when one of them ends or is redone (what ``faces_since`` reads), not when one is
+        marked. The People view groups a batch again only then."""
+        row = self._read("SELECT COUNT(*), TOTAL(id) FROM jobs WHERE id >= ? AND listed = 1", (first_id,))
+        return int(row[0][0]), float(row[0][1])
+
 
 def _face(row: sqlite3.Row) -> FaceRow:
     job_id, idx, restored, detail, distance, flagged, descriptor = tuple(row)
