@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import random
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -63,7 +64,17 @@ REVIEW_URLS = [
     "/results?sort=faces&page=1500",
     "/results?q=IMG_05&state=restored&faces_min=1&review=unreviewed&sort=faces",
     "/api/results?state=failed&sort=name",
+    # The identity check's filter and order (the person views are added where it runs).
+    "/results?identity=flagged",
+    "/results?identity=flagged&page=40",
+    "/results?sort=identity",
+    "/results?sort=identity&page=1500",
+    "/results?identity=flagged&review=unreviewed&sort=identity",
+    "/people",
 ]
+# The newest photos: one batch (dropped together) whose faces are described, of this many people.
+BATCH_PHOTOS = 2_000
+BATCH_PEOPLE = 300
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +200,45 @@ def fill_journal(path: Path, rows: int, inbox: Path, outbox: Path) -> None:
         conn.executescript(schema.RELIST)  # what the service's own writes keep by triggers
         conn.execute("UPDATE jobs SET listed = 1 WHERE state = 'duplicate' AND output IS NOT NULL")
         conn.executemany("INSERT INTO events (job_id, time, kind, worker) VALUES (?, ?, ?, ?)", events)
+        fill_faces(conn, rows, now, rng)
     conn.close()
+
+
+def fill_faces(conn: sqlite3.Connection, rows: int, now: float, rng: random.Random) -> None:
+    """The identity check's measures: every run with faces its largest distance, one in fifty with
+    a face flagged; the newest BATCH_PHOTOS photos dropped together (one batch) with each face
+    described, as one of BATCH_PEOPLE people (a wedding of 2,000 photos: about 6,000 faces)."""
+    import numpy as np
+
+    done = conn.execute(
+        "SELECT id, faces FROM jobs WHERE state IN ('done', 'duplicate') AND faces > 0"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE jobs SET flagged = ?, identity = ? WHERE id = ?",
+        [
+            (1, 0.33 + 0.3 * rng.random(), i) if rng.random() < 0.02 else (0, 0.3 * rng.random(), i)
+            for i, _ in done
+        ],
+    )
+    first = rows - BATCH_PHOTOS + 1
+    dropped = now - (BATCH_PHOTOS * 30.0) + 10
+    conn.execute("UPDATE jobs SET created = ? WHERE id BETWEEN ? AND ?", (dropped, first, rows))
+    gen = np.random.default_rng(3)
+    centres = gen.normal(size=(BATCH_PEOPLE, 128))
+    centres *= 0.6 / np.linalg.norm(centres, axis=1, keepdims=True)
+    faces = []
+    for job_id, n, flagged in conn.execute(
+        "SELECT id, faces, flagged FROM jobs WHERE id >= ? AND listed = 1 AND faces > 0", (first,)
+    ).fetchall():
+        for idx in range(n):
+            person = centres[gen.integers(BATCH_PEOPLE)]
+            descriptor = (person + gen.normal(size=128) * 0.01).astype("<f4").tobytes()
+            bad = idx == 0 and flagged
+            faces.append((job_id, idx, 1, gen.random() * 0.3, 0.4 if bad else 0.1, int(bad), descriptor))
+    conn.executemany(
+        "INSERT INTO faces (job_id, idx, restored, detail, distance, flagged, descriptor) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        faces,
+    )
 
 
 def _flag(i: int) -> str | None:
@@ -305,6 +354,18 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
         f"/photo/{some_photo}?q=IMG_0&sort=faces&review=unreviewed",
         f"/photo/{some_photo}?state=restored&sort=name",
     ]
+    # One person of the batch: their photos, by the identity change, and a photo's steps in them.
+    t = time.perf_counter()
+    people = get("/people").decode()  # the first grouping of the batch's faces
+    people_first_ms = round(1000 * (time.perf_counter() - t), 1)
+    person = re.search(r'data-person="([0-9]+\.[0-9]+)"', people)
+    if person:
+        theirs = json.loads(get(f"/api/results?person={person[1]}"))["photos"]
+        urls += [
+            f"/results?person={person[1]}",
+            f"/results?person={person[1]}&sort=identity",
+            f"/photo/{theirs[len(theirs) // 2]['id']}?person={person[1]}",
+        ]
     timings: dict[str, dict[str, float]] = {}
     for url in urls:
         get(url)  # warm: first request of a page compiles its template
@@ -337,6 +398,8 @@ def _pages(s: _Served, env: dict[str, str], repeat: int, idle_s: float) -> dict[
     bulk = _bulk_redo(s, journal_of(env), 500)
     return {
         "pages": timings,
+        "people_first_ms": people_first_ms,
+        "people": people.split('class="people-scope">', 1)[-1].split(":", 1)[0],
         "slowest_median_ms": max(t["median_ms"] for t in timings.values()),
         "slowest_max_ms": max(t["max_ms"] for t in timings.values()),
         "bulk_redo": bulk,
@@ -416,6 +479,7 @@ def _print(r: dict[str, Any]) -> None:
         f" before {real['crop_before_median_ms']} / {real['crop_before_max_ms']} ms (median / max);"
         f" {real['rss_mb']} MB resident with both held, {real['rss_released_mb']} MB once let go"
     )
+    print(f"  People, the first time (the batch grouped): {on['people_first_ms']} ms ({on['people']})")
     print("  page and API times (median / max ms):")
     for url, t in on["pages"].items():
         print(f"    {url:<72} {t['median_ms']:>7} / {t['max_ms']}")
