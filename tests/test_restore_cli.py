@@ -154,6 +154,11 @@ def test_bad_inputs_are_reported_and_others_restored(
     assert not list(out.glob(".*gpen-tmp*"))
 
 
+# GPEN's and ParseNet's terms accepted: these tests are of files missing; a first run that asks for
+# the yes to the terms is tests/test_model_terms*.py's.
+ACCEPTED_TERMS = ("--set", "restore.accepted_terms=GPEN,PSFR-GAN")
+
+
 @pytest.mark.slow
 def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None:
     env_models = TinyModels(tmp_path / "empty", tmp_path / "empty" / "none.pth")
@@ -171,6 +176,7 @@ def test_missing_weights_say_what_and_where(tmp_path: Path, album: Path) -> None
         "--device",
         "cpu",
         "--no-download",
+        *ACCEPTED_TERMS,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(env_models), timeout=120)
     assert proc.returncode == 2
@@ -189,7 +195,7 @@ def test_every_missing_weights_file_is_named_in_one_run(tmp_path: Path, album: P
     empty.mkdir()
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "gpen_watch", "restore", str(album / "astronaut.png"), "-o", str(out)]
-    cmd += ["--model-dir", str(empty), "--device", "cpu", "--no-download", "--upscale", "2"]
+    cmd += ["--model-dir", str(empty), "--device", "cpu", "--no-download", "--upscale", "2", *ACCEPTED_TERMS]
     env = cli_env(TinyModels(empty, empty / "none.pth"))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2

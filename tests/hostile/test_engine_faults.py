@@ -51,7 +51,7 @@ def test_corrupt_model_file_is_reported_not_used_and_refetch_suggested(
     time.sleep(1.0)
     s = svc.status()
     assert s["workers"][0]["restarts"] == 0
-    assert s["workers"][0]["state"] == "stopped"  # not crash-looping
+    assert s["workers"][0]["state"] == "waiting for model files"  # held, not crash-looping
     _took, text = scenarios.status_cli(svc.env)
     assert "models fetch" in text, text
     assert (svc.inbox / "waits.jpg").exists()
@@ -81,7 +81,16 @@ def test_code_running_pickle_as_model_is_refused(services: Any, tiny_models: Any
     write_atomic(svc.inbox / "waits.jpg", inputs.jpeg(seed=61))
     ledger.add("waits.jpg", inputs.jpeg(seed=61), {"done"})
     svc.start(wait=False)
-    s = svc.wait(lambda s: bool(s["workers"]) and s["workers"][0]["state"] == "error", 90, "worker error")
+    # The worker that could not load its file is held, waiting for the file to change, with why.
+    s = svc.wait(
+        lambda s: (
+            bool(s["workers"])
+            and s["workers"][0]["state"] in ("error", "waiting for model files")
+            and bool(s["workers"][0]["error"])
+        ),
+        90,
+        "worker error",
+    )
     assert "refused to load" in (s["problem"] or ""), s["problem"]
     assert str(evil) in s["problem"], s["problem"]
     assert not marker.exists(), "the pickle's code ran"
