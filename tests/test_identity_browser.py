@@ -196,3 +196,21 @@ def test_a_photos_page_shows_each_faces_distance_and_badge(page: Any, dash: Dash
             assert f"identity distance {face['distance']:.2f}" in shown
     assert "may not look like the same person" in shown
     assert "Photos of this person" in shown
+
+
+def test_restore_it_anyway_restores_the_sharp_face(page: Any, dash: Dashboard) -> None:
+    """Last: it redoes the astronaut. The face left as it was is restored by the redo the button
+    asks (picked by number), and the page moves to that run, where it has its distance."""
+    from selenium.webdriver.common.by import By
+
+    photo = api_photos(dash, "?q=astronaut")[0]
+    page.get(f"{dash.url}photo/{photo['id']}")
+    wait_until(page, lambda d: "left as it was: already sharp" in text_of(d, ".faces"))
+    page.find_element(By.CSS_SELECTOR, "form.force button").click()
+    wait_until(page, lambda d: "Queued as run" in text_of(d, "#face-0"), 30)
+    wait_until(page, lambda d: "/photo/" + str(photo["id"]) not in d.current_url, 300)
+    redo = api_photos(dash, "?q=astronaut")[0]
+    assert redo["redo_of"] == photo["id"] and redo["faces"] == 1
+    face = dash.get(f"/api/photo/{redo['id']}").json()["faces"][0]
+    assert face["restored"] and face["distance"] is not None
+    wait_until(page, lambda d: "identity distance" in text_of(d, ".faces"))
