@@ -166,7 +166,9 @@ class FaultPolicy:
         self.paused = False
         now = self._clock()
         for w in self.workers:
-            if w.state in (WorkerState.ERROR, WorkerState.RETIRED) and not self.stopping:
+            # (A worker held for its model files after it failed to load them is given one too.)
+            failed_load = w.state == WorkerState.WAITING_FOR_MODELS and w.model_error
+            if (w.state in (WorkerState.ERROR, WorkerState.RETIRED) or failed_load) and not self.stopping:
                 w.start_failures, w.model_error = 0, False
                 w.move(WorkerState.BACKOFF)
                 w.restart_at = now

@@ -58,27 +58,21 @@ def settings_differ(cfg: Config, job: Job, first: Job) -> str | None:
         other = commit.own_config(cfg, first)
     except OutputError as exc:
         return f"its own settings cannot be compared ({exc}): restored itself"
-    used = SettingsUsed.from_json(first.used)
-    if used is not None and used.key:
-        now = SettingsUsed.of(own.restore, own.output.format, own.output.jpeg_quality)
-        if now.key == used.key:
-            return None
-        return (
-            f"{SENT_OWN}: restored with them"
-            if job.settings
-            else f"{AGAIN}: restored with the settings in effect now"
-        )
     same = own.restore == other.restore and (own.output.format, own.output.jpeg_quality) == (
         other.output.format,
         other.output.jpeg_quality,
     )
-    if same:
-        return None
-    return (
-        f"{SENT_OWN}: restored with them"
-        if job.settings
-        else "its inbox's settings differ: restored with its own"
-    )
+    if job.settings and not same:
+        return f"{SENT_OWN}: restored with them"
+    if not same:
+        return "its inbox's settings differ: restored with its own"
+    used = SettingsUsed.from_json(first.used)
+    if used is not None and used.key:
+        # The same settings on both sides now, but the first run's record may say otherwise.
+        now = SettingsUsed.of(own.restore, own.output.format, own.output.jpeg_quality)
+        if now.key != used.key:
+            return f"{AGAIN}: restored with the settings in effect now"
+    return None
 
 
 def copy_result(
