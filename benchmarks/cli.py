@@ -43,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model-size", type=int, choices=[256, 512], help="GPEN-BFR size (default: 256 on CPU, 512 on GPU)"
     )
+    p.add_argument(
+        "--model",
+        default="",
+        help="face models of other families beside GPEN-BFR-<size>, e.g. GFPGAN-v1.4,CodeFormer: each "
+        "runs every engine and daemon mode again (engine@CodeFormer ...), on random weights",
+    )
     p.add_argument("--images", type=int, help="photos in the set (default 12; --quick 3)")
     p.add_argument("--megapixels", type=float, help="size of each photo (default 12; --quick 2)")
     p.add_argument("--out", type=Path, help="results folder (default results/bench-<date>/)")
@@ -158,7 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.modes == ",".join(MODES):
             modes = [*REAL_MODES, *modes]
     from benchmarks import engine_modes
+    from gpen_watch.catalog.registry import FACE_MODEL_NAMES
 
+    args.models = _csv(args.model)
+    bad = [m for m in args.models if m not in FACE_MODEL_NAMES]
+    if bad:
+        print(f"--model {','.join(bad)}: choose from {', '.join(FACE_MODEL_NAMES)}", file=sys.stderr)
+        return 2
     engines, providers = _csv(args.engine), _csv(args.provider)
     parses = tuple(_csv(args.parse_precision))
     why = engine_modes.check(engines, providers, args.openvino_path, parses)
@@ -203,7 +215,12 @@ def _run(
     photos = build_photo_set(work / "photos", images, megapixels, args.solvay or find_solvay())
     photos.save(work / "photos.json")
     models = write_models(
-        work / "models", size, parse=args.parse, tiny=args.tiny, real_detector=args.detect_real
+        work / "models",
+        size,
+        parse=args.parse,
+        tiny=args.tiny,
+        real_detector=args.detect_real,
+        others=tuple(args.models),
     )
     spec = RunSpec(
         models,
@@ -226,7 +243,7 @@ def _run(
     for note in photos.notes:
         print(f"note: {note}")
     print(DETECT_REAL_NOTE if spec.detect_real else FACES_NOTE)
-    runs = _expand(modes, worker_counts, args.engine_modes)
+    runs = _with_models(_expand(modes, worker_counts, args.engine_modes), args.models)
     results: dict[str, list[ModeRun]] = {m: [] for m in runs}
     started = time.time()
     warm_ups = _warm_ups(args, runs, spec, work)
@@ -259,7 +276,7 @@ def _run(
         headline += "".join(f"\n{line}" for line in _real_headline(summaries, agreement))
     from benchmarks.engine_modes import TORCH_MODE
 
-    if args.engine_modes != [TORCH_MODE]:  # torch alone has no other engine mode to compare
+    if args.engine_modes != [TORCH_MODE] or args.models:  # else no other engine mode to compare
         from benchmarks import engine_report
 
         diffs, meta["engine_modes_vs_torch_pixels"] = engine_report.diff_lines(
@@ -298,6 +315,14 @@ def _expand(modes: list[str], worker_counts: list[int], engines: list[str]) -> l
     for m in modes:
         out += daemon_modes(worker_counts, engines) if m == "daemon" else [m]
     return out
+
+
+def _with_models(runs: list[str], models: list[str]) -> list[str]:
+    """``runs``, then each engine and daemon mode again on each of ``models`` ("engine@CodeFormer")."""
+    from benchmarks.engine_modes import is_engine_mode, with_model
+
+    again = [m for m in runs if is_engine_mode(m) or m.startswith("daemon-")]
+    return runs + [with_model(m, model) for model in models for m in again]
 
 
 def _csv(text: str) -> list[str]:
@@ -427,6 +452,7 @@ def _meta(
         "torch": torch.__version__,
         "device": device,
         "model": spec.models.gpen if not args.tiny else "tiny",
+        "other_models": list(spec.models.others),
         "model_size": size,
         "detector": spec.models.detector,
         "parse": spec.models.use_parse,

@@ -3,6 +3,10 @@
 engine with ParseNet in another number format, "engine[parse-bf16]"... (``--parse-precision
 auto,bf16``; ONNX exports are fp32, so the ONNX modes take no such variant).
 
+Each face model beside the base GPEN (``--model GFPGAN-v1.4,CodeFormer``) runs every engine and
+daemon mode again, named with it after an "@": "engine@GFPGAN-v1.4",
+"engine[onnx-cpu]@CodeFormer", "daemon-1w@CodeFormer".
+
 Each ONNX mode's exports are made once, by a warm-up run before the timed rounds, into the run's
 model folder (where the engine caches them beside the weights); the timed runs then load the
 cached exports, as a service does from its second start on. What the warm-up took is reported
@@ -28,6 +32,8 @@ from benchmarks.spec import RunSpec
 from gpen_watch.config import ParsePrecision
 
 TORCH_MODE = "engine"
+# Between a mode and the face model it runs, where that is not the base GPEN.
+MODEL_MARK = "@"
 ENGINES = ("torch", "onnx")
 _PARSE_PREFIX = "engine[parse-"
 
@@ -40,17 +46,34 @@ def engine_mode(engine: str, provider: str, parse_precision: str = "auto") -> st
     return TORCH_MODE if parse_precision == "auto" else f"{_PARSE_PREFIX}{parse_precision}]"
 
 
+def with_model(mode: str, model: str) -> str:
+    """``mode`` on the face model ``model`` ("" or None: the base GPEN)."""
+    return f"{mode}{MODEL_MARK}{model}" if model else mode
+
+
+def split_model(mode: str) -> tuple[str, str]:
+    """(the mode without its face model, the model: "" for the base GPEN)."""
+    base, _, model = mode.partition(MODEL_MARK)
+    return base, model
+
+
 def is_engine_mode(mode: str) -> bool:
-    return mode == TORCH_MODE or (mode.startswith("engine[") and mode.endswith("]"))
+    base = split_model(mode)[0]
+    return base == TORCH_MODE or (base.startswith("engine[") and base.endswith("]"))
 
 
 def is_onnx_mode(mode: str) -> bool:
-    return mode.startswith("engine[onnx-")
+    return split_model(mode)[0].startswith("engine[onnx-")
 
 
 def mode_spec(spec: RunSpec, mode: str) -> RunSpec:
-    """``spec`` with restore.engine, restore.provider and restore.parse_precision as ``mode``
-    names them."""
+    """``spec`` with restore.engine, restore.provider, restore.parse_precision and the face model
+    as ``mode`` names them."""
+    mode, model = split_model(mode)
+    return dataclasses.replace(_runtime_spec(spec, mode), model=model)
+
+
+def _runtime_spec(spec: RunSpec, mode: str) -> RunSpec:
     if mode.startswith(_PARSE_PREFIX):
         wanted = mode.removeprefix(_PARSE_PREFIX).removesuffix("]")
         parse = next(p for p in get_args(ParsePrecision) if p == wanted)
@@ -103,7 +126,7 @@ def check(
 
 def mode_env(mode: str, openvino_path: Path | None) -> dict[str, str]:
     """Environment changes for ``mode``'s process: the OpenVINO wheel first on its path."""
-    if openvino_path is None or mode != engine_mode("onnx", "openvino"):
+    if openvino_path is None or split_model(mode)[0] != engine_mode("onnx", "openvino"):
         return {}
     from benchmarks.runner import child_env
 
@@ -227,6 +250,7 @@ class DaemonMode:
 
     workers: int
     runtime: str  # "" (PyTorch) or "onnx-cpu", "onnx-openvino"...
+    model: str = ""  # the face model, "" for the base GPEN
 
     @property
     def engine_mode(self) -> str:
@@ -234,18 +258,21 @@ class DaemonMode:
 
     @classmethod
     def parse(cls, mode: str) -> DaemonMode:
+        mode, model = split_model(mode)
         head, _, rest = mode.removeprefix("daemon-").partition("[")
-        return cls(int(head.rstrip("w")), rest.removesuffix("]"))
+        return cls(int(head.rstrip("w")), rest.removesuffix("]"), model)
 
     def label(self) -> str:
-        return f"daemon-{self.workers}w" + (f"[{self.runtime}]" if self.runtime else "")
+        runtime = f"[{self.runtime}]" if self.runtime else ""
+        return with_model(f"daemon-{self.workers}w{runtime}", self.model)
 
     def settings(self) -> dict[str, object]:
-        """The daemon's --set values for this runtime."""
-        if not self.runtime:
-            return {}
-        engine, _, provider = self.runtime.partition("-")
-        return {"restore.engine": engine, "restore.provider": provider}
+        """The daemon's --set values for this runtime and face model."""
+        out: dict[str, object] = {"restore.model": self.model} if self.model else {}
+        if self.runtime:
+            engine, _, provider = self.runtime.partition("-")
+            out.update({"restore.engine": engine, "restore.provider": provider})
+        return out
 
 
 def daemon_modes(worker_counts: list[int], engine_modes: list[str]) -> list[str]:

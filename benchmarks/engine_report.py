@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks import report
-from benchmarks.engine_modes import TORCH_MODE, is_engine_mode, pixel_diff
+from benchmarks.engine_modes import TORCH_MODE, is_engine_mode, pixel_diff, split_model, with_model
 from benchmarks.results import ModeRun, ModeSummary
 
 # What the engine is measured against: upstream's own warm loop where it ran (--upstream), else
@@ -110,14 +110,15 @@ def diff_lines(
     out_root: Path, runs: list[str], repeat: int, names: list[str]
 ) -> tuple[list[str], dict[str, dict[str, float]]]:
     """Each other engine mode's (ONNX, another ParseNet format) pixel difference from the torch
-    engine's outputs, same round."""
+    engine's outputs on the same face model, same round."""
     lines: list[str] = []
     data: dict[str, dict[str, float]] = {}
-    if TORCH_MODE not in runs:
-        return lines, data
-    for mode in (m for m in runs if is_engine_mode(m) and m != TORCH_MODE):
+    for mode in (m for m in runs if is_engine_mode(m) and split_model(m)[0] != TORCH_MODE):
+        torch_mode = with_model(TORCH_MODE, split_model(mode)[1])
+        if torch_mode not in runs:
+            continue
         for rnd in range(repeat):
-            diff = pixel_diff(out_root / f"r{rnd}" / mode, out_root / f"r{rnd}" / TORCH_MODE, names)
+            diff = pixel_diff(out_root / f"r{rnd}" / mode, out_root / f"r{rnd}" / torch_mode, names)
             if diff is not None:
                 data[mode] = {
                     "photos": diff.photos,

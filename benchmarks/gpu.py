@@ -16,6 +16,9 @@ a run cut short by ``--budget`` still reports what it got; what the budget left 
    where one is missing, each after an untimed warm-up that exports), the warm one-face loop, and the daemon (one worker asking for its own
    read-ahead; the same with the old fixed 4 photos in flight; two workers sharing the GPU):
    images/s, faces/s, and the ratio of faces/s to the best model-only figure.
+3b. The other face model families (``--model``, default GFPGAN-v1.4 and CodeFormer): each network
+   alone, faces/s and peak memory per precision at batch 1, 8 and 32, then the engine end to end
+   with each (``benchmarks.gpu_families``).
 4. RetinaFace-R50 detection at ~1000 px: fp32, channels_last, fp16 autocast.
 5. torch.compile (default mode, and "reduce-overhead", which uses CUDA graphs) at two batch sizes.
 """
@@ -34,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import gpu_families
 from gpen_watch.config import ResolvedPrecision
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -82,6 +86,7 @@ class Recorder:
             "precision_diff": [],
             "face_with_mask": [],
             "end_to_end": [],
+            "families": [],
             "detector": [],
             "skipped": [],
         }
@@ -353,7 +358,14 @@ def detector(rec: Recorder, budget: Budget) -> None:
         )
 
 
-def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model_only: float) -> None:
+def end_to_end(
+    rec: Recorder,
+    budget: Budget,
+    images: int,
+    size: int,
+    best_model_only: float,
+    families: tuple[str, ...] = (),
+) -> None:
     from benchmarks import runner
     from benchmarks.daemon_mode import run_daemon
     from benchmarks.models import write_models
@@ -412,26 +424,41 @@ def end_to_end(rec: Recorder, budget: Budget, images: int, size: int, best_model
                 {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-600:], **recorded.get(mode, {})},
             )
             continue
-        rec.add(
-            "end_to_end",
-            {
-                "mode": mode,
-                "photos": run.ok,
-                "faces": run.faces,
-                "wall_s": round(run.wall_s, 2),
-                "images_per_s": round(run.images_per_s, 2),
-                "faces_per_s": round(run.faces_per_s, 1),
-                "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
-                if best_model_only
-                else None,
-                "generator_busy": round(run.generator_busy, 3),
-                "settings": run.settings,
-                "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1) for k, v in run.stages.items()},
-                "rss_mb": run.rss_parent_mb,
-                "rss_workers_mb": run.rss_workers_mb,
-                **recorded.get(mode, {}),
-            },
-        )
+        _record_run(rec, mode, run, best_model_only, recorded.get(mode, {}))
+    from benchmarks import gpu_families
+
+    gpu_families.end_to_end(
+        rec,
+        budget.left,
+        families,
+        work / "spec.json",
+        work,
+        lambda mode, run: _record_run(rec, mode, run, best_model_only, {}),
+    )
+
+
+def _record_run(rec: Recorder, mode: str, run: Any, best_model_only: float, extra: dict[str, Any]) -> None:
+    """One end-to-end run's row."""
+    rec.add(
+        "end_to_end",
+        {
+            "mode": mode,
+            "photos": run.ok,
+            "faces": run.faces,
+            "wall_s": round(run.wall_s, 2),
+            "images_per_s": round(run.images_per_s, 2),
+            "faces_per_s": round(run.faces_per_s, 1),
+            "share_of_best_model_only": round(run.faces_per_s / best_model_only, 3)
+            if best_model_only
+            else None,
+            "generator_busy": round(run.generator_busy, 3),
+            "settings": run.settings,
+            "stage_ms_per_image": {k: round(v / max(1, run.ok) * 1000, 1) for k, v in run.stages.items()},
+            "rss_mb": run.rss_parent_mb,
+            "rss_workers_mb": run.rss_workers_mb,
+            **extra,
+        },
+    )
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -479,7 +506,7 @@ def markdown(data: dict[str, Any]) -> str:
                 + " |"
             )
         lines.append("")
-    for section in ("precision_diff", "face_with_mask", "end_to_end", "detector", "skipped"):
+    for section in ("precision_diff", "face_with_mask", "end_to_end", "families", "detector", "skipped"):
         if data[section]:
             lines.append(f"{section}:")
             lines += [f"- {json.dumps(r)}" for r in data[section]]
@@ -494,6 +521,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", type=int, default=24, help="12 MP photos for the end-to-end run (default 24)")
     p.add_argument("--model-size", type=int, choices=[256, 512], default=512)
     p.add_argument("--dry-run", action="store_true", help="check the script on the CPU with tiny sizes")
+    p.add_argument(
+        "--model",
+        default=",".join(gpu_families.DEFAULT_MODELS),
+        help="face models of other families measured beside GPEN (default: %(default)s; '' for none)",
+    )
     args = p.parse_args(argv)
     import torch
 
@@ -516,9 +548,19 @@ def main(argv: list[str] | None = None) -> int:
             "model": f"GPEN-BFR-{args.model_size} (random weights)",
         },
     )
+    families = tuple(m.strip() for m in args.model.split(",") if m.strip())
     models, best = model_only(rec, budget, args.model_size)
     face_with_mask(rec, budget, args.model_size)
-    end_to_end(rec, budget, args.images, args.model_size, best)
+    end_to_end(rec, budget, args.images, args.model_size, best, families)
+    gpu_families.model_only(
+        rec,
+        budget.left,
+        families,
+        _device(),
+        ("bf16",) if DRY["on"] else PRECISIONS,
+        (1,) if DRY["on"] else gpu_families.FAMILY_BATCHES,
+        time_call,
+    )
     detector(rec, budget)
     compile_modes(rec, budget, models, args.model_size)
     rec.save()

@@ -24,22 +24,30 @@ class BenchModels:
     detector: str  # restore.detector value
     use_parse: bool
     size: int
+    # Face models of other families saved beside it (--model GFPGAN-v1.4,CodeFormer), by name.
+    others: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "model_dir": str(self.model_dir)}
+        return {**asdict(self), "model_dir": str(self.model_dir), "others": list(self.others)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchModels:
-        return cls(**{**data, "model_dir": Path(data["model_dir"])})
+        return cls(**{**data, "model_dir": Path(data["model_dir"]), "others": tuple(data.get("others", ()))})
 
 
 def write_models(
-    folder: Path, size: int = 256, parse: bool = False, tiny: bool = False, real_detector: Path | None = None
+    folder: Path,
+    size: int = 256,
+    parse: bool = False,
+    tiny: bool = False,
+    real_detector: Path | None = None,
+    others: tuple[str, ...] = (),
 ) -> BenchModels:
     """Save GPEN-BFR-<size> (or a tiny GPEN), RetinaFace-R50 (tiny: MobileNet) and optionally ParseNet.
 
     ``real_detector``: trained RetinaFace-MobileNet0.25 weights, installed as the store's MobileNet
-    file instead of a random R50."""
+    file instead of a random R50. ``others``: face models of any family by registry name, each
+    saved as its release stores it."""
     import torch
 
     from gpen_watch.catalog import registry
@@ -47,6 +55,8 @@ def write_models(
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
+    for name in others:
+        save_face_model(folder, name)
     if tiny:
         gpen_path = folder / "bench-tiny-gpen-64.pth"
         torch.save(build_gpen(TINY_GPEN).state_dict(), gpen_path)
@@ -60,16 +70,33 @@ def write_models(
         import shutil
 
         shutil.copyfile(real_detector, folder / spec.filename)
-        return _with_parser(folder, gpen, detector, parse, size)
+        return _with_parser(folder, gpen, detector, parse, size, others)
     from gpen_watch.restore.nets.retinaface import build_retinaface
 
     det = build_retinaface(spec.arch)
     # The released files carry DataParallel's "module." prefix; store them the same way.
     torch.save({f"module.{k}": v for k, v in det.state_dict().items()}, folder / spec.filename)
-    return _with_parser(folder, gpen, detector, parse, size)
+    return _with_parser(folder, gpen, detector, parse, size, others)
 
 
-def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int) -> BenchModels:
+def save_face_model(folder: Path, name: str) -> Path:
+    """Registry face model ``name``'s network with random weights, saved under its file name as
+    its release stores it: GPEN's bare state dict, GFPGAN's and CodeFormer's under ``params_ema``."""
+    import torch
+
+    from gpen_watch.catalog import registry
+    from gpen_watch.restore.engines.verify import build_model
+
+    spec = registry.get_spec(name)
+    state = build_model(spec).state_dict()
+    path = folder / spec.filename
+    torch.save(state if spec.kind == "gpen" else {"params_ema": state}, path)
+    return path
+
+
+def _with_parser(
+    folder: Path, gpen: str, detector: str, parse: bool, size: int, others: tuple[str, ...] = ()
+) -> BenchModels:
     if parse:
         import torch
 
@@ -80,4 +107,4 @@ def _with_parser(folder: Path, gpen: str, detector: str, parse: bool, size: int)
             ParseNet().state_dict(),
             folder / registry.parser_spec().filename,
         )
-    return BenchModels(folder, gpen, detector, parse, size)
+    return BenchModels(folder, gpen, detector, parse, size, tuple(others))

@@ -21,6 +21,9 @@ _TABLE_STAGES = (*STAGES, "startup+load")
 
 
 def label(mode: str) -> str:
+    base, _, model = mode.partition("@")  # a face model beside GPEN (benchmarks.engine_modes)
+    if model:
+        return f"{label(base)}, {model}"
     if mode.startswith("engine["):  # the engine on another runtime (benchmarks.engine_modes)
         return f"{LABELS['engine']}, {mode.removeprefix('engine[').removesuffix(']')}"
     if mode.startswith("daemon-"):

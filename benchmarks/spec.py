@@ -42,6 +42,8 @@ class RunSpec:
     provider: str = "cpu"
     # restore.parse_precision, set per mode from its label ("engine[parse-bf16]") likewise.
     parse_precision: ParsePrecision = "auto"
+    # The face model, set per mode from its label ("engine@CodeFormer"); "": the models' GPEN.
+    model: str = ""
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -62,7 +64,7 @@ class RunSpec:
         """The engine's RestoreConfig for these models and knobs (everything else at its default)."""
         m = self.models
         return RestoreConfig(
-            model=m.gpen,
+            model=self.model or m.gpen,
             detector=m.detector,
             use_parse=m.use_parse,
             model_dir=m.model_dir,
