@@ -40,10 +40,11 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
         return handler
 
     async def results(request: web.Request) -> web.StreamResponse:
-        view = site.review.view(request.query)  # the view the page shows, from its own URL
+        query = request.query  # the view the page shows, from its own URL
 
         async def render() -> str:
-            return site.render("results_live.html", **site.review.results_context(view))
+            # Read each time: a person's photos change as their batch grows or is redone.
+            return site.render("results_live.html", **site.review.results_context(site.review.view(query)))
 
         return await stream_changes(request, render, closing)
 
@@ -58,11 +59,11 @@ def routes(site: Site, closing: asyncio.Event) -> list[web.AbstractRouteDef]:
 
     async def photo(request: web.Request) -> web.StreamResponse:
         job_id = int(request.match_info["id"])
-        view = site.review.view(request.query)
-        site.photo_context(job_id, view)  # 404 before the stream starts
+        query = request.query
+        site.photo_context(job_id, site.review.view(query))  # 404 before the stream starts
 
         async def render() -> str:
-            return site.render("photo_live.html", **site.photo_context(job_id, view))
+            return site.render("photo_live.html", **site.photo_context(job_id, site.review.view(query)))
 
         return await stream_changes(request, render, closing)
 
