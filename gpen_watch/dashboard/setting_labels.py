@@ -80,6 +80,7 @@ LABELS: dict[str, str] = {
     "restore.upscale_model": "Upscaling model",
     "restore.engine": "Engine",
     "restore.provider": "ONNX Runtime provider",
+    "output.unkept_result": "The other result, once one is kept",
     "output.format": "File format",
     "output.jpeg_quality": "JPEG and WebP quality",
     "output.name_template": "Result name",

@@ -57,6 +57,11 @@ SETTING_WORDS = {
         "How much of the restored face replaces the original, 0 to 1.",
         {"type": "number", "minimum": 0, "maximum": 1},
     ),
+    "restore.fidelity": (
+        "CodeFormer's fidelity weight w: 0 (the most restored) to 1 (the most faithful to the photo); "
+        "only for a model that has one.",
+        {"type": "number", "minimum": 0, "maximum": 1},
+    ),
     "restore.faces": (
         "Which faces: all, largest or center.",
         {"type": "string", "enum": ["all", "largest", "center"]},
