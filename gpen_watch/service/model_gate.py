@@ -94,7 +94,9 @@ class ModelGate:
             return True
         self.state = GateState.WAITING
         self._maybe_fetch()
-        self._log_waiting()
+        # What the downloads just started will bring is news now; how they end is said when they
+        # do (poll), however soon that is: a refused connection can end one before this line.
+        self._log_waiting(fetch_failures=False)
         self._logged_corrupt |= _corrupt_keys(self._check)  # they were in that message
         return False
 
@@ -245,7 +247,9 @@ class ModelGate:
             log.error("%s", messages.corrupt_block(dataclasses.replace(check, files=new)))
             self._logged_corrupt |= {_corrupt_key(f) for f in new}
 
-    def _log_waiting(self, corrupt: bool = True, retry_s: float | None = None) -> None:
+    def _log_waiting(
+        self, corrupt: bool = True, retry_s: float | None = None, fetch_failures: bool = True
+    ) -> None:
         """Say in the log why the workers wait: what the status says, but the missing files in
         a block (``messages.missing_block``); ``retry_s``: when the downloads are tried again."""
         check = self._check
@@ -261,7 +265,7 @@ class ModelGate:
         check = check.without_awaiting()
         if not check.missing:
             return
-        failures = self._known_failures()
+        failures = self._known_failures() if fetch_failures else dict(self._failures)
         if self._missing_is_a_problem(failures):
             log.error("%s", messages.missing_block(check, failures, retry_s=retry_s))
             self._said_missing = _missing_key(check.missing, failures)
