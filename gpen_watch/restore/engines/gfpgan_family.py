@@ -6,43 +6,19 @@ restored twice comes out the same (docs/models.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import torch
-from torch import nn
 
-from gpen_watch.catalog.registry import ModelSpec
-from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
+from gpen_watch.restore.engines.released_family import ReleasedFamily
 from gpen_watch.restore.nets.gfpgan_model import GFPGAN, GFPGANConfig, build_gfpgan
-from gpen_watch.restore.nets.runner import FaceRunner, prepare_for_inference
-from gpen_watch.restore.runtime.device import Placement
 from gpen_watch.restore.runtime.face_model import FaceFamilyImpl
 
-
-class GFPGANFamily:
-    """``FaceFamilyImpl`` for GFPGAN's clean checkpoints (registry kind "gfpgan")."""
-
-    def build(self, spec: ModelSpec, device: str | torch.device = "cpu") -> nn.Module:
-        return build_gfpgan(GFPGANConfig()).to(device)
-
-    def load_file(self, spec: ModelSpec, path: Path, device: str | torch.device = "cpu") -> nn.Module:
-        return load_gfpgan(path, spec.name, device)
-
-    def load(self, model: str, model_dir: Path | None, place: Placement, download: bool) -> FaceRunner:
-        path, spec = model_file(model, "gfpgan", "GFPGAN", model_dir, download)
-        net = load_gfpgan(path, spec.name if spec else None, place.device)
-        return prepare_for_inference(net, place.device, place.precision, place.channels_last)
-
-    def weights_file(self, model: str, model_dir: Path | None, download: bool) -> Path:
-        return model_file(model, "gfpgan", "GFPGAN", model_dir, download)[0]
-
-    def network(self, model: str, path: Path) -> nn.Module:
-        return load_gfpgan(path, model, "cpu")
-
-
-GFPGAN_FAMILY: FaceFamilyImpl = GFPGANFamily()
+_GFPGAN = ReleasedFamily("gfpgan", "GFPGAN", lambda: build_gfpgan(GFPGANConfig()))
+GFPGAN_FAMILY: FaceFamilyImpl = _GFPGAN
 
 
 def load_gfpgan(path: Path, name: str | None = None, device: str | torch.device = "cpu") -> GFPGAN:
     """The GFPGAN in ``path``, checked key by key against the releases' shape (``GFPGANConfig()``);
     ``name``: the registry name, for the advice in messages."""
-    return adopt_state(lambda: build_gfpgan(GFPGANConfig()), load_checkpoint(path, name), path, device)
+    return cast(GFPGAN, _GFPGAN.load_network(path, name, device))
