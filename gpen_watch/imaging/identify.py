@@ -9,6 +9,8 @@ import io
 import os
 import stat
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -133,12 +135,11 @@ def open_file(path: Path) -> IO[bytes]:
 def identify(fh: IO[bytes], path: Path, max_megapixels: float) -> Image.Image:
     """Open the header lazily, content first (the extension is ignored), or raise why not.
 
-    ``max_megapixels``: restore.max_megapixels (0: none), which Pillow's own guard and the
-    picture inside an icon file are held to here (the image's own size: ``claims.check_size``).
+    ``max_megapixels``: restore.max_megapixels (0: none), which the picture inside an icon file is
+    held to here (Pillow's own guard: ``our_pixel_limit`` around the whole read) (the image's own size: ``claims.check_size``).
     """
     head = fh.read(64)
     kind = sniff(head)
-    use_our_pixel_limit(max_megapixels)
     check_inner_picture(path, head, fh, max_megapixels)
     try:
         im = _open_header(fh)
@@ -172,17 +173,24 @@ def _open_unregistered(fmt: str, fh: IO[bytes]) -> Image.Image:
         raise _PluginError(fmt, exc) from exc
 
 
-def use_our_pixel_limit(max_megapixels: float) -> None:
-    """Make Pillow's own decompression-bomb guard agree with ``restore.max_megapixels``.
+@contextmanager
+def our_pixel_limit(max_megapixels: float) -> Iterator[None]:
+    """Hold Pillow's own decompression-bomb guard to ``restore.max_megapixels`` while a file is read.
 
     Pillow checks some frame and tile sizes while decoding against its process-wide
     ``MAX_IMAGE_PIXELS`` (an error above 179 MP by default), which would refuse images within our
     documented limit with a number the user never set. Its error threshold is twice that value, so
-    this sets it to our limit: Pillow refuses only what is past twice ours, and it is gpen-watch's
-    own check of the declared size (``check_megapixels``) that the user meets. Set on each call
-    from the configuration, so nothing is remembered between calls.
+    it is set to our limit for the one read: Pillow refuses only what is past twice ours, and it is
+    gpen-watch's own check of the declared size (``check_megapixels``) that the user meets. Put
+    back afterwards, because the same process opens other images (previews, thumbnails of results
+    that upscaling made larger than any source) that our source limit does not govern.
     """
+    before = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = int(max_megapixels * 1e6) if max_megapixels > 0 else None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = before
 
 
 def _riff_truncated(head: bytes, fh: IO[bytes]) -> bool:

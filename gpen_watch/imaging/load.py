@@ -50,6 +50,7 @@ from gpen_watch.imaging.identify import (
     format_name,
     identify,
     open_file,
+    our_pixel_limit,
     sniff,
 )
 from gpen_watch.imaging.metadata import (
@@ -144,7 +145,7 @@ def probe_image(path: Path, max_megapixels: float) -> tuple[str, tuple[int, int]
     """
     path = Path(path)
     check_path(path)
-    with open_file(path) as fh:
+    with our_pixel_limit(max_megapixels), open_file(path) as fh:
         im = identify(fh, path, max_megapixels)
         return format_name(im), im.size
 
@@ -157,7 +158,7 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
     """
     path = Path(path)
     check_path(path)
-    with open_file(path) as fh:
+    with our_pixel_limit(max_megapixels), open_file(path) as fh:
         source_id = _file_id(os.fstat(fh.fileno()))
         try:
             im = identify(fh, path, max_megapixels)
@@ -174,7 +175,7 @@ def load_image(path: Path, max_side: int = 0, max_megapixels: float = 200.0) -> 
         except ImageInputError:
             raise
         except Image.DecompressionBombError as exc:
-            # A plugin re-checks frame/tile sizes against Pillow's limit (set from ours: identify).
+            # A plugin re-checks frame/tile sizes against Pillow's limit (held to ours: our_pixel_limit).
             raise part_refusal(path, fmt, exc, fh, max_megapixels) from exc
         except MemoryError as exc:
             raise ImageTooLargeError(
@@ -203,7 +204,7 @@ def header_refusal(path: Path, max_megapixels: float = 200.0) -> ImageInputError
     path = Path(path)
     try:
         check_path(path)
-        with open_file(path) as fh:
+        with our_pixel_limit(max_megapixels), open_file(path) as fh:
             if sniff(fh.read(16)) in HEIF_KINDS:
                 return None
             fh.seek(0)
