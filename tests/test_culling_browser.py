@@ -275,6 +275,45 @@ def test_pick_reject_unflag_and_stars_go_on_to_the_next_photo_and_undo(page: Any
     page.execute_script("localStorage.setItem('gpen-watch:advance', '1')")
 
 
+def test_the_mark_form_works_in_a_browser_without_the_pages_script(dash: Dashboard) -> None:
+    """Script off: Pick, the note with Enter (needs another look, not the form's first button
+    Pick), a star and the lit star again each post the form and come back to the photo's page in
+    its view, showing the mark."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    run = ids(dash)["wide 3x1.jpg"]
+    here = f"photo/{run}?q=wide&sort=name"
+    with chromium(1440, 900, javascript=False) as driver:
+        driver.get(f"{dash.url}{here}&token={dash.token}")
+        wait_until(driver, lambda d: d.current_url == dash.url + here)
+
+        def press(css: str) -> None:
+            driver.find_element(By.CSS_SELECTOR, "form[data-mark] " + css).click()
+
+        def back_with(badge: str) -> None:
+            wait_until(
+                driver, lambda d: d.current_url == dash.url + here and badge in text_of(d, ".mark-now")
+            )
+
+        try:
+            press("button[data-key=p]")
+            back_with("picked")
+            assert record(dash, run)["mark"] == "accepted"
+            note = driver.find_element(By.CSS_SELECTOR, "form[data-mark] input[name=note]")
+            note.send_keys("sky too blue" + Keys.ENTER)
+            back_with("needs another look: sky too blue")
+            assert (record(dash, run)["mark"], record(dash, run)["mark_note"]) == ("look", "sky too blue")
+            press("button[aria-label='3 stars']")
+            wait_until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".star.on")) == 3)
+            assert record(dash, run)["stars"] == 3
+            press("button[aria-label='3 stars']")  # the lit star again: no stars
+            wait_until(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, ".star.on"))
+            assert record(dash, run)["stars"] is None and driver.current_url == dash.url + here
+        finally:
+            mark(dash, run, b'{"mark": "none", "note": null, "stars": 0}')
+
+
 def test_the_keys_are_listed_only_where_there_is_a_keyboard(dash: Dashboard) -> None:
     run = ids(dash)["wide 3x1.jpg"]
     with chromium(1440, 900) as driver:

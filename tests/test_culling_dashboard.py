@@ -7,11 +7,14 @@ turned, and views as a worker writes them."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from dashboard_client import Dashboard, served_dashboard, wait_for
@@ -120,6 +123,104 @@ def test_a_mark_from_another_site_or_without_a_login_is_refused(dash: Dashboard)
     r = dash.raw("POST", f"/api/mark/{run}", {"Origin": f"http://{dash.host}", **JSON}, body, signed_in=False)
     assert r.status == 401
     assert run_of(dash, "portrait.jpg")["stars"] is None
+
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def mark_form_action(d: Dashboard, run: int, query: str) -> str:
+    """The photo page's mark form's address, as the page in that view writes it."""
+    found = re.search(
+        r'<form class="marks" method="post" action="([^"]+)"', d.get(f"/photo/{run}{query}").text
+    )
+    assert found, "the photo page has no mark form"
+    return html.unescape(found.group(1))
+
+
+def test_the_mark_form_works_without_the_pages_script(dash: Dashboard) -> None:
+    """What a browser without the page's script sends: the form, by the button pressed, answered
+    with the photo's page in its view."""
+    run = run_of(dash, "wedding.jpg")["id"]
+    action = mark_form_action(dash, run, "?review=unreviewed&sort=name")
+    assert action == f"/api/mark/{run}?review=unreviewed&sort=name"
+    sent = [
+        (b"note=&mark=accepted", ("accepted", None, None)),
+        # The note goes with "needs another look" only, as the script sends it.
+        (b"note=eyes+look+glassy%2C+check&mark=look", ("look", "eyes look glassy, check", None)),
+        (b"note=ignored&mark=rejected", ("rejected", None, None)),
+        (b"note=&stars=3", ("rejected", None, 3)),
+        (b"note=&stars=0", ("rejected", None, None)),  # the page's lit star again: none
+        (b"note=&mark=none", (None, None, None)),
+    ]
+    for body, (flag, note, stars) in sent:
+        r = dash.post(action, FORM, body)
+        assert r.status == 303, (body, r.status, r.text)
+        assert r.headers["Location"] == f"/photo/{run}?review=unreviewed&sort=name", body
+        now = run_of(dash, "wedding.jpg")
+        assert (now["mark"], now["mark_note"], now["stars"]) == (flag, note, stars), body
+    dash.post(action, FORM, b"note=&mark=accepted")
+    page = dash.get(f"/photo/{run}?review=unreviewed&sort=name")
+    assert page.status == 200 and '<span class="badge ok">picked</span>' in page.text
+    # A page with a lit star sends 0 from that star: a second press takes it back.
+    dash.post(action, FORM, b"note=&stars=2")
+    assert 'name="stars" value="0" class="star on"' in dash.get(f"/photo/{run}").text
+    dash.post(action, FORM, b"note=&mark=none&stars=0")
+
+
+def test_the_view_a_mark_form_goes_back_to_is_written_anew(dash: Dashboard) -> None:
+    run = run_of(dash, "wedding.jpg")["id"]
+    for query, back in [
+        ("?review=look&evil=https://evil.example&sort=name", "?review=look&sort=name"),
+        ("?q=%2F%2Fevil.example", "?q=//evil.example"),  # a search's text, on this photo's page
+        ("?review=nonsense", ""),
+        ("?page=3", ""),
+    ]:
+        r = dash.post(f"/api/mark/{run}{query}", FORM, b"mark=none")
+        assert r.status == 303 and r.headers["Location"] == f"/photo/{run}{back}", (query, r.headers)
+        where = urlsplit(r.headers["Location"])
+        assert (where.scheme, where.netloc, where.path) == ("", "", f"/photo/{run}")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"note=",
+        b"mark=maybe",
+        b"stars=6",
+        b"stars=-1",
+        b"stars=2.5",
+        b"stars=99999999999999999999",
+        b"mark=look&note=" + b"x" * 201,
+        b"mark=none&stars=" + b"9" * 5000,
+    ],
+)
+def test_a_mark_form_the_page_never_sends_is_refused(dash: Dashboard, body: bytes) -> None:
+    run = run_of(dash, "portrait.jpg")["id"]
+    r = dash.post(f"/api/mark/{run}", FORM, body)
+    assert r.status in (400, 413), (body[:40], r.status, r.text)
+    assert run_of(dash, "portrait.jpg")["stars"] is None
+
+
+def test_a_mark_form_from_another_site_is_refused(dash: Dashboard) -> None:
+    """A hostile page's form aimed at the dashboard: its Origin, no Origin at all from another
+    site, "null" (a sandboxed page), or no session cookie: refused, and nothing marked."""
+    run = run_of(dash, "portrait.jpg")["id"]
+    body = b"note=&mark=rejected"
+    own = {"Origin": f"http://{dash.host}", **FORM}
+    for headers, signed_in, status in [
+        ({**own, "Origin": "http://evil.example"}, True, 403),
+        ({**own, "Origin": "null"}, True, 403),
+        ({**own, "Origin": f"http://localhost.evil.example:{dash.port}"}, True, 403),
+        ({**FORM, "Sec-Fetch-Site": "cross-site"}, True, 403),
+        (FORM, True, 403),  # neither an Origin nor the script's header
+        (own, False, 401),
+        ({**own, "Host": "evil.example"}, True, 421),
+    ]:
+        r = dash.raw("POST", f"/api/mark/{run}", headers, body, signed_in=signed_in)
+        assert r.status == status, (headers, signed_in, r.status, r.text)
+        assert "Location" not in r.headers
+    assert run_of(dash, "portrait.jpg")["mark"] is None
 
 
 # --- copies ---------------------------------------------------------------------------------------

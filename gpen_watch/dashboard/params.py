@@ -78,6 +78,25 @@ async def keep_body(request: web.Request) -> int:
     return int(text)
 
 
+async def mark_form(request: web.Request) -> dict[str, Any]:
+    """The photo page's mark form posted without its script: the button pressed (``mark``, or
+    ``stars`` with its number) and the note, which goes with "needs another look" only, as the
+    script sends it. Values are passed on as given, for the mark's own checks to refuse."""
+    if request.content_length and request.content_length > SMALL_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=SMALL_BODY, actual_size=request.content_length)
+    form = await request.post()
+    mark, stars, note = form.get("mark"), form.get("stars"), form.get("note")
+    body: dict[str, Any] = {}
+    if mark is not None:
+        body["mark"] = str(mark)
+        if body["mark"] == "look" and str(note or "").strip():
+            body["note"] = str(note).strip()
+    if stars is not None:
+        text = str(stars)
+        body["stars"] = int(text) if text.isdigit() and len(text) <= 2 else text
+    return body
+
+
 async def small_body(request: web.Request) -> None:
     """The commands take no arguments: a body, if any, must be small JSON (or a form)."""
     if request.content_length and request.content_length > SMALL_BODY:

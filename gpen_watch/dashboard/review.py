@@ -23,7 +23,7 @@ from multidict import MultiDict
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.config import Config, short_path
-from gpen_watch.dashboard import review_query, views
+from gpen_watch.dashboard import params, review_query, views
 from gpen_watch.dashboard.compare import Compare
 from gpen_watch.dashboard.crops import RealPixels, Region
 from gpen_watch.dashboard.people import People, why_not_described
@@ -131,6 +131,11 @@ class Review:
             return replace(view, filter=replace(view.filter, runs=frozenset()), person_problem=found)
         _grouping, person = found
         return replace(view, filter=replace(view.filter, runs=frozenset(run for run, _ in person.faces)))
+
+    def view_query(self, query: Any) -> str:
+        """The query string of the view ``query`` names, page left out (a photo page's own)."""
+        inboxes = [str(i.path) for i in self.site.settings_now().watch.inboxes]
+        return review_query.parse(query, inboxes).query(page=None)
 
     async def settled_view(self, query: Any) -> View:
         """``view``, after grouping the batch of the person it names off the event loop (the first
@@ -262,8 +267,10 @@ class Review:
 
     async def api_mark(self, request: web.Request) -> web.Response:
         """A run's flag (``mark``) and rating (``stars``, 0 clearing it), either or both: what a
-        key press on its page sends, and what an undo sends back."""
-        body = await _json_body(request, 4096)
+        key press on its page sends, and what an undo sends back; or the page's mark form posted
+        without its script, answered with the photo's page (303) in the view it was opened from."""
+        form = request.content_type == "application/x-www-form-urlencoded"
+        body = await params.mark_form(request) if form else await _json_body(request, 4096)
         mark, note, stars = body.get("mark"), body.get("note"), body.get("stars")
         if (
             (mark is None and stars is None)
@@ -275,15 +282,14 @@ class Review:
                 text=f"mark must be one of {', '.join(MARKS)}, stars 0 to {MAX_STARS}; "
                 f"a note at most {MAX_NOTE} characters.\n"
             )
+        run = int(request.match_info["id"])
         reply = await self.site.command(
-            {
-                "cmd": "mark",
-                "ids": [int(request.match_info["id"])],
-                "mark": mark,
-                "note": note,
-                "stars": stars,
-            }
+            {"cmd": "mark", "ids": [run], "mark": mark, "note": note, "stars": stars}
         )
+        if form and reply.get("ok"):
+            # The view is read again from the form's address and written anew: only names this
+            # dashboard writes, never a URL from the request.
+            raise web.HTTPSeeOther(location=f"/photo/{run}" + self.view_query(request.query))
         return web.json_response(reply, status=200 if reply.get("ok") else 409 if "error" in reply else 503)
 
     async def api_bulk(self, request: web.Request) -> web.Response:
