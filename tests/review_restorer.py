@@ -1,7 +1,7 @@
 """A stand-in restorer for the review's browser tests: the outcomes of ``fake_restorer`` (by file
 name), but a photo's result and views look like a worker's. The result is the photo with its colours
 turned (same framing, so the two halves of the slider line up; twice the size when the name holds
-"x2", as with restore.upscale = 2), and its views are what restore/stages/views.py writes:
+"x2", as with restore.upscale = 2, and larger by the factor a redo's restore.upscale asks), and its views are what restore/stages/views.py writes:
 before.jpg and after.jpg at one size (at most 1600 px a side), thumb.jpg, and one face crop before
 and after from the middle of the photo with its box. A file Pillow cannot read keeps the stand-in's
 plain copy and views."""
@@ -61,8 +61,9 @@ def _restore(job: FileJob, dst: Path) -> None:
     except OSError:
         return
     after = ImageOps.invert(before)
-    if "x2" in job.src.name:
-        after = after.resize((before.width * 2, before.height * 2), Image.Resampling.NEAREST)
+    factor = 2 if "x2" in job.src.name else job.restore.upscale if job.restore is not None else 1
+    if factor > 1:
+        after = after.resize((before.width * factor, before.height * factor), Image.Resampling.NEAREST)
     dst.write_bytes(_jpeg(after, 95))
     if job.views is None:
         return

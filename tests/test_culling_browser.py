@@ -427,13 +427,18 @@ def test_the_loupe_fits_the_window_for_wide_square_and_tall_photos(
             )
 
 
-def red_and_cyan_centres(driver: Any) -> dict[str, list[float]]:
+RED, CYAN = [255, 0, 0], [0, 255, 255]
+
+
+def red_and_cyan_centres(
+    driver: Any, before: list[int] = RED, after: list[int] = CYAN
+) -> dict[str, list[float]]:
     """Where the marker is in each crop: red in the original's, cyan (its colours turned) in the
-    result's, as the centre of those pixels in the crop's own pixels."""
+    result's (or the colours given), as the centre of those pixels in the crop's own pixels."""
     found: dict[str, list[float]] = driver.execute_script(
         """
         const out = {};
-        for (const [side, want] of [["before", [255, 0, 0]], ["after", [0, 255, 255]]]) {
+        for (const [side, want] of [["before", arguments[0]], ["after", arguments[1]]]) {
           const img = document.querySelector("img." + side + "-crop");
           const c = document.createElement("canvas");
           c.width = img.naturalWidth; c.height = img.naturalHeight;
@@ -448,7 +453,9 @@ def red_and_cyan_centres(driver: Any) -> dict[str, list[float]]:
           out[side] = [n, sx / Math.max(n, 1), sy / Math.max(n, 1), c.width, c.height];
         }
         return out;
-        """
+        """,
+        before,
+        after,
     )
     return found
 
@@ -493,6 +500,63 @@ def test_z_shows_real_pixels_of_both_halves_at_the_same_spot(page: Any, dash: Da
     # Z again: back to fit, the crops put away.
     ActionChains(page).send_keys("z").perform()
     wait_until(page, lambda d: text_of(d, "[data-zoom-level]").startswith("fit ("))  # fit, at a share of 1:1
+    assert page.execute_script("return document.querySelector('img.after-crop').hidden") is True
+
+
+def test_compare_runs_shows_real_pixels_of_both_results_at_the_same_spot(page: Any, dash: Dashboard) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    write_atomic(dash.svc.inbox / "compare marker.jpg", photo(900, 600, 250))
+    dash.wait(lambda s: "compare marker.jpg" in str(ids(dash)), 60, "the photo restored")
+    first = ids(dash)["compare marker.jpg"]  # its result 900 x 600
+    r = dash.post(
+        f"/api/redo/{first}",
+        {"Content-Type": "application/json"},
+        b'{"settings": {"restore.model": "GFPGAN-v1.4", "restore.upscale": 2}, "beside": true}',
+    )
+    assert r.status == 200, r.text
+    second = int(r.json()["id"])  # its result 1800 x 1200
+    dash.wait(lambda s: record(dash, second)["state"] == "done", 60, "the redo beside")
+    page.get(f"{dash.url}photo/{first}/compare/{second}")
+    wait_until(
+        page, lambda d: "fitted" in d.find_element("css selector", ".compare-frame").get_attribute("class")
+    )
+    frame = page.find_element("css selector", ".compare-frame")
+    box = rect(page, ".compare-frame")
+    assert box["bottom"] <= 900 and rect(page, ".loupe-bar")["bottom"] <= 900  # fits 1440 x 900
+    ActionChains(page).move_to_element_with_offset(
+        frame, int(box["width"] / 3 + 10 - box["width"] / 2), int(box["height"] / 3 + 10 - box["height"] / 2)
+    ).perform()
+    ActionChains(page).send_keys("z").perform()
+    wait_until(
+        page,
+        lambda d: d.execute_script(
+            "return ['before', 'after'].every(s => { const i = document.querySelector('img.' + s + '-crop');"
+            " return i && !i.hidden && i.complete && i.naturalWidth > 0; })"
+        ),
+        30,
+    )
+    assert text_of(page, "[data-zoom-level]") == "100%"  # of the right half, the larger result
+    sources = page.execute_script(
+        "return ['before', 'after'].map(s => document.querySelector('img.' + s + '-crop').getAttribute('src'))"
+    )
+    region = sources[1].split("?")[1]
+    assert sources == [
+        f"/photo/{first}/compare/{second}/crop/before.jpg?{region}",
+        f"/photo/{first}/compare/{second}/crop/after.jpg?{region}",
+    ]
+    # Both halves are results (the marker cyan in each), one for one on screen in the right half,
+    # the left one's 900 px brought to the same size: the same spot in both.
+    centres = red_and_cyan_centres(page, CYAN, CYAN)
+    before, after = centres["before"], centres["after"]
+    assert after[3] == page.execute_script("return document.querySelector('.compare-frame').clientWidth")
+    assert before[3:] == after[3:]
+    assert before[0] > 1000 and after[0] > 1000, centres
+    assert abs(before[1] - after[1]) <= 3 and abs(before[2] - after[2]) <= 3, centres
+    # For a person to look at: left of the line the first run's pixels, right the second's.
+    page.save_screenshot(str(dash.svc.root / "compare-real-pixels.png"))
+    ActionChains(page).send_keys("z").perform()
+    wait_until(page, lambda d: text_of(d, "[data-zoom-level]").startswith("fit ("))
     assert page.execute_script("return document.querySelector('img.after-crop').hidden") is True
 
 

@@ -367,3 +367,79 @@ def test_a_crop_of_an_older_run_replaced_by_a_redo_is_not_served(dash: Dashboard
     # Compare runs says what each run was made with.
     compare = dash.get(f"/photo/{r.json()['id']}/compare/{first['id']}").text
     assert "first run, the inbox&#39;s settings" in compare and "Left: run" in compare
+
+
+# --- real pixels of two runs (Compare runs) -------------------------------------------------------
+
+
+def redo_beside(d: Dashboard, run: int, settings: dict[str, Any]) -> int:
+    r = d.post(f"/api/redo/{run}", JSON, json.dumps({"settings": settings, "beside": True}).encode())
+    assert r.status == 200, r.text
+    d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redo beside")
+    return int(r.json()["id"])
+
+
+def test_compare_runs_cuts_the_same_spot_of_both_results_at_real_pixels(dash: Dashboard) -> None:
+    write_atomic(dash.svc.inbox / "two runs.jpg", jpeg(400, 300, (20, 120, 70), spot=(100, 60)))
+    wait_for(lambda: any(p["name"] == "two runs.jpg" for p in results(dash)), 30, "the photo restored")
+    first = run_of(dash, "two runs.jpg")["id"]  # its result 400 x 300
+    second = redo_beside(dash, first, {"restore.model": "GFPGAN-v1.4", "restore.upscale": 2})  # 800 x 600
+    pair = f"/photo/{first}/compare/{second}"
+    page = dash.get(pair).text
+    assert f'data-real="{pair}/real.json"' in page and f'data-crop="{pair}/crop/"' in page
+    assert 'data-zoom="real" title="real pixels (Z)">1:1</button>' in page
+    r = dash.get(pair + "/real.json")
+    assert r.status == 200 and r.json() == {"after": [800, 600], "before": [400, 300]}, r.text
+    crops = {}
+    for side in ("after", "before"):
+        r = dash.get(f"{pair}/crop/{side}.jpg?x=160&y=80&w=120&h=100")
+        assert r.status == 200 and r.headers["Content-Type"] == "image/jpeg", r.text
+        crops[side] = Image.open(io.BytesIO(r.body)).convert("RGB")
+    assert crops["after"].size == crops["before"].size == (120, 100)
+    # The spot (8 px at 100,60 in the first result; 16 px at 200,120 in the second, upscaled) at
+    # one place in both crops, each cut from its own run's result (colours turned: cyan).
+    for side, im in crops.items():
+        spot, ground = im.getpixel((48, 48)), im.getpixel((5, 5))
+        assert spot[0] < 60 and spot[1] > 200 and spot[2] > 200, (side, spot)
+        assert abs(ground[0] - 235) < 30 and abs(ground[1] - 135) < 30, (side, ground)
+    for path in (pair + "/real.json", f"{pair}/crop/before.jpg?x=0&y=0&w=10&h=10"):
+        assert dash.get(path, headers={"Host": "evil.example"}).status == 421
+        assert dash.get(path, signed_in=False).status == 401
+        assert dash.get(path, signed_in=False, headers={"Authorization": "Bearer nope"}).status == 403
+        assert dash.get(path).headers["Content-Security-Policy"].startswith("default-src 'none'")
+    # The other way round: the first run's result is the right half now.
+    back = dash.get(f"/photo/{second}/compare/{first}/real.json").json()
+    assert back == {"after": [400, 300], "before": [800, 600]}
+    assert dash.get(f"/photo/{second}/compare/{first}/crop/after.jpg?x=390&y=0&w=20&h=10").status == 400
+    # Kept one: the other's result leaves the outbox, and with it the 1:1 of the pair.
+    r = dash.post(f"/api/keep/{second}", JSON, json.dumps({"other": first}).encode())
+    assert r.status == 200, r.text
+    assert dash.get(f"{pair}/crop/after.jpg?x=0&y=0&w=10&h=10").status == 200  # the kept one
+    assert dash.get(f"{pair}/crop/before.jpg?x=0&y=0&w=10&h=10").status == 404
+    page = dash.get(pair).text
+    assert "data-real=" not in page and 'data-zoom="real" title="real pixels (Z)" hidden' in page
+    assert f"run {first}'s is no longer in the outbox" in page
+
+
+def test_compare_crops_are_by_two_runs_of_one_photo_only(dash: Dashboard) -> None:
+    one, other = run_of(dash, "spot x2.jpg")["id"], run_of(dash, "wedding.jpg", "sort=oldest")["id"]
+    region = "?x=0&y=0&w=10&h=10"
+    for path in (
+        f"/photo/{one}/compare/{other}/crop/after.jpg{region}",  # runs of two photos
+        f"/photo/{one}/compare/{other}/real.json",
+        f"/photo/{one}/compare/{one}/crop/after.jpg{region}",  # a run with itself
+        f"/photo/{one}/compare/99999999/real.json",
+        f"/photo/{one}/compare/{other}/crop/original.jpg{region}",
+        f"/photo/{one}/compare/{other}/crop/..%2f..%2fetc%2fpasswd.jpg{region}",
+        f"/photo/{one}/compare/{other}/real.json/../../../../etc/passwd",
+    ):
+        r = dash.get(path)
+        assert r.status == 404, (path, r.status)
+        assert b"root:" not in r.body
+    assert dash.raw(
+        "POST", f"/photo/{one}/compare/{other}/real.json", {"Origin": f"http://{dash.host}"}
+    ).status in (
+        403,
+        404,
+        405,
+    )

@@ -1,7 +1,8 @@
 """Two runs of a photo side by side: both results in one frame with a slider, and each face of
 each in a row (the same face of the same original, cut from the same box), with what each was
 restored with; where both results are in the outbox (a redo beside the other, ``outbox.keep``),
-a button under each keeps it. Keeping goes through the service's control handler (``keep``)."""
+real pixels of both at the same spot (the loupe's 1:1, ``crops``) and a button under each that
+keeps it. Keeping goes through the service's control handler (``keep``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from aiohttp import web
 
 from gpen_watch.config import Config, SettingsUsed, inbox_config
 from gpen_watch.dashboard import params, views
+from gpen_watch.dashboard.crops import Halves, RealPixels
 from gpen_watch.dashboard.views import FaceView, PhotoViews
 from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.journal.records import Job, describe_settings
@@ -51,14 +53,19 @@ class FaceRow:
 @dataclass
 class Compare:
     site: CompareParts
+    pixels: RealPixels
 
     def routes(self) -> list[web.AbstractRouteDef]:
+        pair = r"/photo/{id:\d{1,18}}/compare/{other:\d{1,18}}"
         return [
-            web.get(r"/photo/{id:\d{1,18}}/compare/{other:\d{1,18}}", self.page),
+            web.get(pair, self.page),
+            web.get(pair + "/real.json", self.real_sizes),
+            web.get(pair + "/crop/{side:before|after}.jpg", self.crop),
             web.post(r"/api/keep/{id:\d{1,18}}", self.api_keep),
         ]
 
-    async def page(self, request: web.Request) -> web.Response:
+    def pair(self, request: web.Request) -> tuple[Job, Job]:
+        """The two runs an address names (left, right): two runs of one photo, else 404."""
         journal = self.site.journal
         job = journal.get(int(request.match_info["id"]))
         other = journal.get(int(request.match_info["other"]))
@@ -69,6 +76,20 @@ class Compare:
             or other.id not in {r.id for r in journal.runs(job.id)}
         ):
             raise web.HTTPNotFound(text="These are not two runs of one photo.\n")
+        return job, other
+
+    async def real_sizes(self, request: web.Request) -> web.Response:
+        """The pixel sizes of both results, for the loupe's 1:1 (the right one's as "after")."""
+        return await self.pixels.sizes_reply(Halves.of_two(*self.pair(request)))
+
+    async def crop(self, request: web.Request) -> web.Response:
+        """A region of the right run's result, or the same part of the left run's at that size; a
+        run whose result is no longer in the outbox has none (404)."""
+        return await self.pixels.crop_reply(Halves.of_two(*self.pair(request)), request)
+
+    async def page(self, request: web.Request) -> web.Response:
+        journal = self.site.journal
+        job, other = self.pair(request)
         live = {r.id for r in journal.results_of(job)}
         left, right = (self.side(r, r.id in live) for r in (job, other))
         unkept = inbox_config(

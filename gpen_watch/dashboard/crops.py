@@ -1,9 +1,11 @@
 """Real pixels for the loupe's 1:1: a region of a run's full-size result and the same region of its
-original, cut by the service from the files the journal names for that run. A request names the
-run by id, the side from a fixed list and the region by four whole numbers; never a path.
+original, cut by the service from the files the journal names for that run; or, on Compare runs,
+the same region of two runs' results. A request names the runs by id, the side from a fixed list
+and the region by four whole numbers; never a path.
 
-The region is in the result's pixels; the original's crop is the same part of the photo (the
-original may be larger, when it was pre-scaled, or smaller, when the result was upscaled) brought
+The loupe's two halves are ``Halves``: the right one, whose pixels the region is in (a result),
+and the left one (the original, or the other run's result), whose crop is the same part of the
+photo (it may be larger, when it was pre-scaled, or smaller, when the result was upscaled) brought
 to the same size, so that the two lie on one another under the slider. A region is at most
 ``MAX_SIDE`` pixels a side and ``MAX_AREA`` in all: a screen's worth.
 
@@ -74,6 +76,28 @@ class Region:
         return region
 
 
+@dataclass(frozen=True)
+class Halves:
+    """What a loupe's halves show at 1:1, each a run and one of its files: ``after`` the right half
+    (a result: the region is in its pixels), ``before`` the left half, cut at the same part."""
+
+    after: tuple[Job, Side]
+    before: tuple[Job, Side]
+
+    @classmethod
+    def of_run(cls, job: Job) -> Halves:
+        """A photo's page: the run's result against its original."""
+        return cls((job, Side.AFTER), (job, Side.BEFORE))
+
+    @classmethod
+    def of_two(cls, left: Job, right: Job) -> Halves:
+        """Compare runs: one run's result against the other's."""
+        return cls((right, Side.AFTER), (left, Side.AFTER))
+
+    def half(self, side: Side) -> tuple[Job, Side]:
+        return self.after if side == Side.AFTER else self.before
+
+
 @dataclass
 class _Decoded:
     pixels: np.ndarray  # (H, W, 3) uint8 BGR, oriented
@@ -91,24 +115,36 @@ class RealPixels:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _sweeper: asyncio.TimerHandle | None = None
 
-    async def sizes(self, job: Job) -> dict[str, list[int]]:
-        """The result's and the original's pixel sizes (width, height), as oriented."""
+    async def sizes(self, halves: Halves) -> dict[str, list[int]]:
+        """Each half's pixel size (width, height), as oriented: {"after": ..., "before": ...}."""
         out = {}
         for side in Side:
-            image = await self._image(job, side)
+            image = await self._image(*halves.half(side))
             h, w = image.pixels.shape[:2]
             out[str(side)] = [w, h]
         return out
 
-    async def crop(self, job: Job, side: Side, region: Region) -> bytes:
-        """``region`` of the result (``side`` after), or the same part of the original at the same
-        size (before), as an sRGB JPEG."""
-        after = await self._image(job, Side.AFTER)
+    async def crop(self, halves: Halves, side: Side, region: Region) -> bytes:
+        """``region`` of the right half's result (``side`` after), or the same part of the left
+        half's file at the same size (before), as an sRGB JPEG."""
+        after = await self._image(*halves.after)
         ah, aw = after.pixels.shape[:2]
         if region.x + region.w > aw or region.y + region.h > ah:
             raise web.HTTPBadRequest(text=f"That region is not inside the result ({aw} x {ah} pixels).\n")
-        image = after if side == Side.AFTER else await self._image(job, Side.BEFORE)
+        image = after if side == Side.AFTER else await self._image(*halves.before)
         return await asyncio.get_running_loop().run_in_executor(None, _cut, image, (aw, ah), region)
+
+    async def sizes_reply(self, halves: Halves) -> web.Response:
+        """A loupe's ``real.json``: what ``sizes`` says, never cached."""
+        return web.json_response(await self.sizes(halves), headers={"Cache-Control": "private, no-store"})
+
+    async def crop_reply(self, halves: Halves, request: web.Request) -> web.Response:
+        """A loupe's ``crop/{side}.jpg?x=&y=&w=&h=``."""
+        region = Region.parse(request.query)
+        body = await self.crop(halves, Side(request.match_info["side"]), region)
+        return web.Response(
+            body=body, content_type="image/jpeg", headers={"Cache-Control": "private, max-age=60"}
+        )
 
     async def _image(self, job: Job, side: Side) -> _Decoded:
         found = self.file_of(job, "result" if side == Side.AFTER else "original")

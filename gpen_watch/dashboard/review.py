@@ -25,7 +25,7 @@ from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
 from gpen_watch.config import Config, short_path
 from gpen_watch.dashboard import params, review_query, views
 from gpen_watch.dashboard.compare import Compare
-from gpen_watch.dashboard.crops import RealPixels, Region
+from gpen_watch.dashboard.crops import Halves, RealPixels
 from gpen_watch.dashboard.people import People, why_not_described
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.journal.browse import JournalBrowser
@@ -103,7 +103,7 @@ class Review:
 
     def __post_init__(self) -> None:
         self.pixels = RealPixels(self.download_file)
-        self.compare = Compare(self.site)
+        self.compare = Compare(self.site, self.pixels)
         self.people = People(self.site)
 
     def routes(self) -> list[web.AbstractRouteDef]:
@@ -228,16 +228,11 @@ class Review:
 
     async def real_sizes(self, request: web.Request) -> web.Response:
         """The pixel sizes of a run's result and original, for the loupe's 1:1."""
-        sizes = await self.pixels.sizes(self._run(request))
-        return web.json_response(sizes, headers={"Cache-Control": "private, no-store"})
+        return await self.pixels.sizes_reply(Halves.of_run(self._run(request)))
 
     async def crop(self, request: web.Request) -> web.Response:
         """A region of real pixels of a run's result or original (``crops``)."""
-        region = Region.parse(request.query)
-        body = await self.pixels.crop(self._run(request), views.Side(request.match_info["side"]), region)
-        return web.Response(
-            body=body, content_type="image/jpeg", headers={"Cache-Control": "private, max-age=60"}
-        )
+        return await self.pixels.crop_reply(Halves.of_run(self._run(request)), request)
 
     def _run(self, request: web.Request) -> Job:
         job = self.site.journal.get(int(request.match_info["id"]))
