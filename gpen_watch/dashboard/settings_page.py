@@ -30,6 +30,7 @@ from gpen_watch.config import Config, edit, short_path
 from gpen_watch.config.docs import DESCRIPTIONS, applies
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard import model_terms, setting_labels
+from gpen_watch.dashboard.remote_access import remote_access
 from gpen_watch.dashboard.site import Site
 from gpen_watch.modelstore import answers
 from gpen_watch.service.folders import check_service_folders
@@ -128,7 +129,7 @@ class SettingsPage:
         ]
 
     async def show(self, request: web.Request) -> web.Response:
-        return self.page()
+        return await self.page()
 
     async def save(self, request: web.Request) -> web.Response:
         form = await _form(request)
@@ -141,7 +142,7 @@ class SettingsPage:
     async def remove_inbox(self, request: web.Request) -> web.Response:
         index = (await _form(request, allowed={"index"})).get("index", "")
         if not index.isdigit() or len(index) > 3:
-            return self.page(error="index: give the number of the inbox to remove", status=400)
+            return await self.page(error="index: give the number of the inbox to remove", status=400)
         return await self._change(lambda text, inboxes: edit.remove_inbox(text, int(index), inboxes))
 
     async def accept_terms(self, request: web.Request) -> web.Response:
@@ -151,7 +152,7 @@ class SettingsPage:
         chosen = [licences.terms_named(n) for n in names if n]
         if not chosen or len(chosen) > len(licences.ALL_TERMS) or not all(t and t.needs_yes for t in chosen):
             error = f"terms: name the terms to accept, of {', '.join(licences.ACCEPTABLE)}"
-            return self.page(error=error, status=400)
+            return await self.page(error=error, status=400)
         yes = [t for t in chosen if t is not None]
         return await self._change(lambda text, _inboxes: answers.accept(text, self._path(), yes))
 
@@ -169,32 +170,32 @@ class SettingsPage:
         self, change: Callable[[str, int], str], sent: dict[str, str] | None = None
     ) -> web.Response:
         if self.source is None:
-            return self.page(error="this service was started without a settings file", status=409)
+            return await self.page(error="this service was started without a settings file", status=409)
         path = self.source.path
         async with self._lock:
             try:
                 text = path.read_text(encoding="utf-8") if path.exists() else ""
             except (OSError, UnicodeDecodeError) as exc:
-                return self.page(error=f"{path}: cannot read the settings file: {exc}", status=500)
+                return await self.page(error=f"{path}: cannot read the settings file: {exc}", status=500)
             try:
                 new_text = self._edited(text, change)
                 config.from_text(new_text, path)  # the file's own checks, before anything is written
                 # ...then as the service will read it, with its command line over it.
                 check_service_folders(self.source.with_text(new_text))
             except (ConfigError, OutputError) as exc:
-                return self.page(error=str(exc), status=400, sent=sent)
+                return await self.page(error=str(exc), status=400, sent=sent)
             if new_text != text:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     mode = path.stat().st_mode & 0o777 if path.exists() else None
                     write_text_atomic(path, new_text, mode=mode)
                 except OSError as exc:
-                    return self.page(error=f"{path}: cannot save: {exc.strerror or exc}", status=500)
+                    return await self.page(error=f"{path}: cannot save: {exc.strerror or exc}", status=500)
             reply = await self.site.command({"cmd": "reload"})
         if not reply.get("ok"):
             error = f"Saved in {short_path(path)}, but the service did not apply it: {reply.get('error')}"
-            return self.page(error=error, status=503)
-        return self.page(saved=reply)
+            return await self.page(error=error, status=503)
+        return await self.page(saved=reply)
 
     def _edited(self, text: str, change: Callable[[str, int], str]) -> str:
         """``change`` of the file's text, or ConfigError: a file whose tables are not where
@@ -225,7 +226,7 @@ class SettingsPage:
         except (OSError, UnicodeDecodeError, ConfigError) as exc:
             return self.current(), str(exc)
 
-    def page(
+    async def page(
         self,
         *,
         error: str = "",
@@ -248,6 +249,9 @@ class SettingsPage:
             terms=model_terms.rows(file_cfg.restore),
             not_for_paid_work=answers.not_for_paid_work(file_cfg.restore),
             paid_work_words=model_terms.paid_work_words(file_cfg.restore),
+            # Where other machines reach this service, and its certificate's fingerprint.
+            remote=remote_access((await self.site.status())[0]),
+            api_address_label=setting_labels.LABELS["api.address"],
         )
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
 

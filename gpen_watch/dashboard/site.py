@@ -24,6 +24,7 @@ from gpen_watch.catalog.registry import has_fidelity, model_label
 from gpen_watch.config import FACE_MODEL_NAMES, Config, SettingsUsed, short_path
 from gpen_watch.dashboard import activity, overview, params, views
 from gpen_watch.dashboard.face_checks import FaceCheckView, face_checks_context
+from gpen_watch.dashboard.remote_access import remote_access
 from gpen_watch.dashboard.review import RESULTS_PAGE, Review
 from gpen_watch.dashboard.review_query import View
 from gpen_watch.gpu.nvml import GpuSample, NvmlMonitor, ThrottledSampler
@@ -143,6 +144,8 @@ class Site:
             **overview.context(status, batch),
             # Its faces that may not look like the same person (docs/identity.md).
             "batch_flagged": self.journal.flagged_in(batch.first_id) if batch else 0,
+            # Where other machines reach the service, and its certificate's fingerprint.
+            "remote": remote_access(status),
         }
 
     def inbox_counts(self) -> list[InboxCounts]:
