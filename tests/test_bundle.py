@@ -7,13 +7,17 @@ restore with the tiny models, the same after the folder is moved (a bundle is us
 is put), and the service with its tray under Xvfb, whose icon must dock, whose dashboard must answer
 and whose workers (the same executable, started by multiprocessing) must restore a dropped photo.
 Every ELF file in it must need no glibc newer than the floor the packages state (Debian 11's 2.31;
-packaging/glibc_check.py), and it must carry PyTorch's CPU build and OpenCV without its GUI.
+packaging/glibc_check.py), and it must carry PyTorch's CPU build and OpenCV without its GUI. A
+traceback from inside it (OpenCV made unloadable in a copy, as a root without OpenCV's libraries
+did) must show under each frame's file and line that line of the bundle's own source, or none:
+not a line of another file of the same name on sys.path, nor of a checkout in the current folder.
 tests/test_linux_roots.py runs it in Debian 11, 12 and 13 roots.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +37,7 @@ from installed_app import (
     xserver,  # noqa: F401 - the fixture xserver_with_tray asks for
     xserver_with_tray,  # noqa: F401 - a fixture
 )
+from PIL import Image
 from test_tray_xvfb import XServer, wait_for
 
 from gpen_watch.service import control
@@ -134,3 +139,58 @@ def test_the_bundle_carries_the_cpu_build_of_torch_and_opencv_without_its_gui(un
     gui = [n for n in libraries if n.startswith(("libQt", "libGL.", "libGLX"))]
     assert not gui and "opencv_python.libs" not in names, f"OpenCV's GUI build: {gui}"
     assert any(n.startswith("opencv_python_headless") for n in names)
+
+
+def _frames(traceback_text: str) -> list[tuple[str, int, str | None]]:
+    """Each frame of a printed traceback: its file, its line number and the source line shown."""
+    lines = traceback_text.splitlines()
+    frames = []
+    for i, line in enumerate(lines):
+        m = re.match(r'^  File "([^"]+)", line (\d+), in ', line)
+        if m is None:
+            continue
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        shown = after.strip() if after.startswith("    ") and not after.strip().startswith("^") else None
+        frames.append((m[1], int(m[2]), shown))
+    return frames
+
+
+def test_a_traceback_shows_each_frames_own_source_line(unpacked: Path, tmp_path: Path) -> None:
+    # A copy (hard links: no gigabyte copied) whose OpenCV cannot load, as in a root without the
+    # libraries OpenCV needed: a restore fails while importing it, with a traceback.
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-al", str(unpacked.parent), str(copy)], check=True)
+    internal = copy / "_internal"
+    library = next((internal / "cv2").glob("cv2*.so"))
+    library.unlink()  # the link only: the unpacked bundle keeps its file
+    library.write_bytes(b"not a library")
+    # The current folder holds other copies of the files the frames name, as a checkout would.
+    here = tmp_path / "checkout"
+    for name in ("gpen_watch/imaging/decode.py", "gpen_watch/imaging/load.py", "gpen_watch/cli/__init__.py"):
+        (here / name).parent.mkdir(parents=True, exist_ok=True)
+        (here / name).write_text("DECOY\n" * 400, encoding="utf-8")
+    photo = here / "photo.png"
+    Image.new("RGB", (64, 64)).save(photo)
+    run = subprocess.run(
+        [str(copy / "gpen-watch"), "restore", str(photo), "-o", str(tmp_path / "out"), "--no-download"],
+        cwd=here,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode != 0 and "Traceback" in run.stderr, run.stdout + run.stderr
+    assert "DECOY" not in run.stderr, run.stderr
+    frames = _frames(run.stderr)
+    # The frame that failed, at the line the checkout's source has for it.
+    decode = (REPO / "gpen_watch" / "imaging" / "decode.py").read_text(encoding="utf-8").splitlines()
+    expected = ("gpen_watch/imaging/decode.py", decode.index("import cv2") + 1, "import cv2")
+    assert expected in frames, run.stderr
+    for file, number, shown in frames:
+        source = Path(file) if os.path.isabs(file) else internal / file
+        own = (
+            source.read_text(encoding="utf-8").splitlines()[number - 1].strip() if source.is_file() else None
+        )
+        assert shown == own, f"{file}, line {number} shows {shown!r}, not its own {own!r}:\n{run.stderr}"
+        if file.startswith("gpen_watch/"):
+            assert own, f"{file}: gpen-watch's sources are not in the bundle"
