@@ -7,8 +7,10 @@ answer over HTTPS only; the laptop reaches no loopback service of the studio."""
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -185,6 +187,40 @@ def test_plain_http_is_answered_with_one_sentence_and_the_dashboard_speaks_https
         timeout=60,
     )
     assert run.stdout.startswith("200 application/json"), run.stdout + run.stderr
+
+
+def test_the_fingerprint_on_the_studios_settings_page_is_the_one_the_laptop_sees(
+    network: tuple[Dashboard, str, str, str],
+) -> None:
+    """The dashboard's Settings page, read from the laptop over HTTPS pinned to the fingerprint
+    the studio's status gives, shows that fingerprint; the OpenSSL line it prints, run on the
+    laptop as printed, prints the same."""
+    d, studio_ip, laptop, _ = network
+    fingerprint = d.status()["api_fingerprint"]
+    port = int(d.url.rsplit(":", 1)[1].strip("/"))
+    fetch = (
+        "from gpen_watch.dashboard.api.client import ApiClient\n"
+        f"c = ApiClient('https://{studio_ip}:{port}/', 'x', fingerprint='{fingerprint}')\n"
+        f"conn = c._connect(); conn.request('GET', '/settings', headers={{'Authorization': 'Bearer {d.token}'}})\n"
+        "r = conn.getresponse(); print(r.status); print(r.read().decode())\n"
+    )
+    run = subprocess.run(
+        ["ip", "netns", "exec", laptop, sys.executable, "-c", fetch],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.stdout.startswith("200\n"), run.stdout[:300] + run.stderr
+    page = run.stdout.replace("<wbr>", "")
+    assert f'<code class="fingerprint" id="api-fingerprint">{fingerprint}</code>' in page
+    assert f'id="api-url">https://{studio_ip}:4737/</code>' in page
+    assert "The dashboard too is served beyond this machine, over HTTPS with the same certificate" in page
+    line = html.unescape(re.search(r'<code class="path">(openssl s_client[^<]*)</code>', page)[1])  # type: ignore[index]
+    assert f"-connect {studio_ip}:4737 " in line
+    seen = subprocess.run(
+        ["ip", "netns", "exec", laptop, "bash", "-c", line], capture_output=True, text=True, timeout=60
+    )
+    assert seen.stdout.strip().lower() == f"sha256 fingerprint={fingerprint}".lower(), seen
 
 
 def test_the_laptop_reaches_nothing_of_the_studio_but_its_link(
