@@ -56,7 +56,9 @@ linux_bundle() {
 
 # stage_linux TARBALL STAGE REINSTALL: what the .deb and the .rpm install, laid out under STAGE:
 # the bundle's folder as /opt/gpen-watch, the /usr/bin/gpen-watch launcher (REINSTALL is the
-# command its damaged-install sentence names), the menu entry and the hicolor icons.
+# command its damaged-install sentence names), the menu entry, the hicolor icons, and "Send to
+# gpen-watch" (packaging/linux-send-to/): its files in /usr/share/gpen-watch/send-to,
+# /usr/bin/gpen-watch-send-to, and Dolphin's service menu for every user (KDE 6 and KDE 5).
 stage_linux() {
     local tarball=$1 stage=$2 reinstall=$3 icons f
     mkdir -p "$stage/opt"
@@ -70,5 +72,13 @@ stage_linux() {
     make_icons "$icons"
     (cd "$icons" && find hicolor -type f) | while read -r f; do
         install -D -m 0644 "$icons/$f" "$stage/usr/share/icons/$f"
+    done
+    local send_to=$repo/packaging/linux-send-to
+    install -D -m 0755 "$send_to/gpen-watch-send-to" "$stage/usr/share/gpen-watch/send-to/gpen-watch-send-to"
+    install -m 0755 "$send_to/install.sh" "$stage/usr/share/gpen-watch/send-to/install.sh"
+    install -m 0644 "$send_to/gpen-watch-send-to.desktop" "$send_to/thunar-action.xml" "$stage/usr/share/gpen-watch/send-to/"
+    install -D -m 0755 "$repo/packaging/deb/gpen-watch-send-to.sh" "$stage/usr/bin/gpen-watch-send-to"
+    for f in kio/servicemenus kservices5/ServiceMenus; do
+        install -D -m 0644 "$send_to/gpen-watch-send-to.desktop" "$stage/usr/share/$f/gpen-watch-send-to.desktop"
     done
 }

@@ -5,13 +5,17 @@ installs it on this machine (root and apt-get needed, so it runs in CI and skips
 `/usr/bin/gpen-watch --version` and a restore with the tiny models; the menu entry's own `Exec=`
 line started under Xvfb with trayer as the tray host, whose icon must dock, whose dashboard must
 answer on loopback and whose service must restore a dropped photo; the same line again, which must
-open the running service's dashboard instead of failing; then `apt-get remove`, after which no file
-of the package may be left, and `purge`, which must say what user data it leaves.
+open the running service's dashboard instead of failing; "Send to gpen-watch" (Dolphin's service
+menu for every user, run as KIO runs it, and a user's Nautilus script added by
+`gpen-watch-send-to --install-user`, run as Nautilus runs it) sending photos through the package's
+`gpen-watch submit` to a running service; then `apt-get remove`, after which no file of the package
+may be left, and `purge`, which must say what user data it leaves.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,6 +32,7 @@ import cv2
 import numpy as np
 import pytest
 from conftest import REPO, TinyModels, restore_command
+from dashboard_client import served_dashboard
 from installed_app import (
     drop_and_wait,
     open_signed_in,
@@ -37,12 +42,18 @@ from installed_app import (
     xserver,  # noqa: F401 - the fixture xserver_with_tray asks for
     xserver_with_tray,  # noqa: F401 - a fixture
 )
+from test_send_to import assert_restored_beside, photos
 from test_tray_xvfb import XServer, wait_for
 
 from gpen_watch.service import control
 
 DEB = os.environ.get("GPEN_WATCH_DEB", "")
 DESKTOP = Path("/usr/share/applications/gpen-watch.desktop")
+SEND_TO = Path("/usr/share/gpen-watch/send-to")
+SERVICE_MENUS = (
+    Path("/usr/share/kio/servicemenus/gpen-watch-send-to.desktop"),  # KDE 6
+    Path("/usr/share/kservices5/ServiceMenus/gpen-watch-send-to.desktop"),  # KDE 5
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -166,12 +177,90 @@ def test_a_damaged_program_folder_is_said_in_a_sentence_that_names_the_fix(insta
     assert "Traceback" not in run.stderr
 
 
+@pytest.fixture
+def desktop(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A running service (the stand-in restorer) and the environment a file manager's child gets:
+    the user's folders, the system's PATH (the package's commands, not the checkout's) and a
+    notify-send that writes each notice to a file."""
+    (tmp_path / "service").mkdir()
+    with served_dashboard(tmp_path / "service") as dash:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        notify = bin_dir / "notify-send"
+        notify.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >>"{tmp_path / "notices.txt"}"\n')
+        notify.chmod(0o755)
+        home = tmp_path / "home"
+        home.mkdir()
+        env = dict(dash.svc.env)
+        env.update(
+            PATH=f"{bin_dir}:/usr/bin:/bin",
+            HOME=str(home),
+            XDG_DATA_HOME=str(home / ".local" / "share"),
+            XDG_CONFIG_HOME=str(home / ".config"),
+        )
+        env.pop("GPEN_WATCH", None)
+        yield env
+
+
+def test_send_to_is_installed_for_every_user_and_sends_photos_through_the_package(
+    installed: list[str], tmp_path: Path, desktop: dict[str, str]
+) -> None:
+    for path in ("/usr/bin/gpen-watch-send-to", *map(str, SERVICE_MENUS)):
+        assert path in installed, path
+    for name in ("gpen-watch-send-to", "install.sh", "gpen-watch-send-to.desktop", "thunar-action.xml"):
+        assert str(SEND_TO / name) in installed, name
+    assert shutil.which("gpen-watch-send-to", path=desktop["PATH"]) == "/usr/bin/gpen-watch-send-to"
+    # Dolphin's menu, every user's: KIO puts the selected paths where %F is, one argument each.
+    for menu in SERVICE_MENUS:
+        exec_line = re.search(r"^Exec=(.*)$", menu.read_text(encoding="utf-8"), re.M)
+        assert exec_line is not None and exec_line[1] == "gpen-watch-send-to %F"
+    chosen = photos(tmp_path / "shoot", "a.jpg", "b.png")
+    argv = [
+        a
+        for part in shlex.split("gpen-watch-send-to %F")
+        for a in (map(str, chosen) if part == "%F" else [part])
+    ]
+    run = subprocess.run(argv, env=desktop, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert_restored_beside(chosen)
+    assert "gpen-watch: restored restored 2 of 2 photos" in (tmp_path / "notices.txt").read_text()
+
+    # Nautilus's script and Thunar's action are each user's: added by the user, no root needed.
+    added = subprocess.run(
+        ["gpen-watch-send-to", "--install-user"], env=desktop, capture_output=True, text=True, timeout=30
+    )
+    assert added.returncode == 0, added.stderr
+    data, config = Path(desktop["XDG_DATA_HOME"]), Path(desktop["XDG_CONFIG_HOME"])
+    script = data / "nautilus" / "scripts" / "Send to gpen-watch"
+    assert os.access(script, os.X_OK)
+    assert "gpen-watch-send-to</unique-id>" in (config / "Thunar" / "uca.xml").read_text()
+    assert not (data / "kio").exists(), "Dolphin's menu is every user's already: no copy of a user's own"
+    # Nautilus runs a script in the folder shown, the selected names as its arguments.
+    folder = tmp_path / "Holiday 2026"
+    picked = photos(folder, "beach.jpg")
+    env = {**desktop, "NAUTILUS_SCRIPT_SELECTED_FILE_PATHS": f"{picked[0]}\n"}
+    run = subprocess.run(
+        [str(script), picked[0].name], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert_restored_beside(picked)
+    removed = subprocess.run(
+        ["gpen-watch-send-to", "--uninstall-user"], env=desktop, capture_output=True, text=True, timeout=30
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert not os.path.lexists(script)
+    assert "gpen-watch" not in (config / "Thunar" / "uca.xml").read_text()
+
+
 def test_removing_leaves_no_file_of_the_package_and_purge_says_what_stays(installed: list[str]) -> None:
     run = _apt("remove", "gpen-watch")
     assert run.returncode == 0, run.stdout + run.stderr
     left = [p for p in installed if os.path.lexists(p)]
     assert left == []
     assert not Path("/opt/gpen-watch").exists()
+    assert not SEND_TO.parent.exists()
+    # A user's own Send to entries are theirs to remove: said, with where they are.
+    assert "~/.local/share/nautilus/scripts" in run.stdout
     # What to do about a login entry, without the gpen-watch command that went with the package.
     assert "~/.config/autostart/gpen-watch.desktop" in run.stdout
     assert "gpen-watch service uninstall" not in run.stdout
@@ -180,3 +269,4 @@ def test_removing_leaves_no_file_of_the_package_and_purge_says_what_stays(instal
     assert "~/Pictures/GPEN" in purge.stdout, purge.stdout
     assert "never deleted" in purge.stdout
     assert "$XDG_RUNTIME_DIR/gpen-watch" in purge.stdout
+    assert "~/.local/share/gpen-watch/send-to" in purge.stdout

@@ -2,10 +2,11 @@
 
 .ci/run builds it and names it in $GPEN_WATCH_RPM (and the .deb in $GPEN_WATCH_DEB). No Fedora
 can be reached from here, so it is never installed on one. What is checked: the files it holds are
-the .deb's (bar each format's licence file), it requires only glibc 2.31 or newer and offers none
-of the bundle's libraries to other packages, its scriptlets are the .deb's maintainer scripts, and
-rpm itself installs it into a Debian 13 root (`rpm --root`, dependencies not checked there: that
-root's rpm database knows no glibc), where the program runs, and removes it without a trace.
+the .deb's (bar each format's licence file), Send to gpen-watch's among them, it requires only
+glibc 2.31 or newer and offers none of the bundle's libraries to other packages, its scriptlets are
+the .deb's maintainer scripts, and rpm itself installs it into a Debian 13 root (`rpm --root`,
+dependencies not checked there: that root's rpm database knows no glibc), where the program and its
+Send to entry run, and removes it without a trace.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ from linux_roots import Root, make_root, missing_tools, remove_root
 
 RPM = os.environ.get("GPEN_WATCH_RPM", "")
 DEB = os.environ.get("GPEN_WATCH_DEB", "")
+# "Send to gpen-watch" (packaging/linux-send-to/): the script, its per-user installer and Dolphin's
+# service menu for every user (KDE 6 and KDE 5).
+SEND_TO_FILES = (
+    "/usr/bin/gpen-watch-send-to",
+    "/usr/share/gpen-watch/send-to/gpen-watch-send-to",
+    "/usr/share/gpen-watch/send-to/install.sh",
+    "/usr/share/kio/servicemenus/gpen-watch-send-to.desktop",
+    "/usr/share/kservices5/ServiceMenus/gpen-watch-send-to.desktop",
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,6 +49,8 @@ def rpm_query(*args: str) -> str:
 
 def test_the_rpm_holds_the_same_files_as_the_deb() -> None:
     rpm_files = {line for line in rpm_query("--list").splitlines() if line}
+    modes = {line.split()[-1]: line.split()[0] for line in rpm_query("--list", "-v").splitlines()}
+    folders = {f for f, mode in modes.items() if mode.startswith("d")}
     # The .deb's files and links, read from its data as a stream (about a gigabyte unpacked).
     with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", DEB], stdout=subprocess.PIPE) as data:
         assert data.stdout is not None
@@ -47,7 +59,7 @@ def test_the_rpm_holds_the_same_files_as_the_deb() -> None:
     assert data.returncode == 0
     rpm_only = {"/usr/share/licenses/gpen-watch/LICENSE"}
     deb_only = {"/usr/share/doc/gpen-watch/copyright"}
-    rpm_plain = {f for f in rpm_files if not (f.endswith("/") or f in rpm_only)}
+    rpm_plain = {f for f in rpm_files if not (f.endswith("/") or f in rpm_only or f in folders)}
     assert deb_files - deb_only <= rpm_plain
     assert not {f for f in rpm_plain - (deb_files - deb_only) if not f.startswith("/opt/gpen-watch")} - {
         "/opt/gpen-watch"
@@ -56,10 +68,14 @@ def test_the_rpm_holds_the_same_files_as_the_deb() -> None:
         "/usr/bin/gpen-watch",
         "/opt/gpen-watch/gpen-watch",
         "/usr/share/applications/gpen-watch.desktop",
+        *SEND_TO_FILES,
     } <= rpm_files
-    modes = {line.split()[-1]: line.split()[0] for line in rpm_query("--list", "-v").splitlines()}
-    assert modes["/opt/gpen-watch/gpen-watch"].startswith("-rwxr-xr-x")
-    assert modes["/usr/bin/gpen-watch"].startswith("-rwxr-xr-x")
+    for program in ("/opt/gpen-watch/gpen-watch", "/usr/bin/gpen-watch", "/usr/bin/gpen-watch-send-to"):
+        assert modes[program].startswith("-rwxr-xr-x"), program
+    assert modes["/usr/share/gpen-watch/send-to/gpen-watch-send-to"].startswith("-rwxr-xr-x")
+    # The service menus' folders are the package's too (co-owned with KDE's): gone with it.
+    for folder in ("/usr/share/kio/servicemenus", "/usr/share/kservices5/ServiceMenus"):
+        assert modes[folder].startswith("d"), folder
 
 
 def test_it_requires_only_the_c_library_and_offers_no_library_of_its_own() -> None:
@@ -110,8 +126,19 @@ def test_rpm_installs_it_into_a_root_where_it_runs_and_removes_it_without_a_trac
     assert "sudo dnf reinstall gpen-watch" in launcher and "apt" not in launcher
     version = root.run("gpen-watch", "--version", env={"HOME": "/root", "PATH": "/usr/bin:/bin"})
     assert re.fullmatch(r"gpen-watch \S+", version.stdout.strip()), version.stdout
+    # Send to runs the package's gpen-watch: with no service running there, it says so (exit 3).
+    sent = root.run(
+        "gpen-watch-send-to",
+        "/root/photo.jpg",
+        env={"HOME": "/root", "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": "/tmp"},
+        check=False,
+    )
+    assert sent.returncode == 3, sent.stdout + sent.stderr
+    assert "gpen-watch is not running" in sent.stderr, sent.stderr
     removed = rpm_in(root, "-e", "gpen-watch")
     assert "gpen-watch is removed" in removed.stdout and "photos are never deleted" in removed.stdout
     # Folders it shares with others (the icon theme's) stay; none of its files may.
     assert [f for f in files if os.path.lexists(root.host_path(f)) and not root.host_path(f).is_dir()] == []
     assert not root.host_path("/opt/gpen-watch").exists()
+    for folder in ("/usr/share/gpen-watch", "/usr/share/kio", "/usr/share/kservices5"):
+        assert not root.host_path(folder).exists(), folder

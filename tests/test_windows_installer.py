@@ -7,9 +7,12 @@ compiled by makensis too (tests/wine_standin.nsi). It records each call (the ins
 real gpen-watch.exe is never run here.
 
 Checked: the files installed per user under %LOCALAPPDATA%\\Programs\\gpen-watch, the Start-menu
-entry and its target, the uninstaller's registration, no start at login unless chosen (/LOGIN), the
-login entry when chosen, and the uninstaller removing every file it installed, its Start-menu entry,
-its registration and the login entry while the user's photos and settings stay.
+entry and its target, Explorer's "Send to > gpen-watch" shortcut and the send-to.cmd it runs (run
+with Wine's cmd as Explorer would, with a photo: it hands the photo to `gpen-watch submit`), the
+uninstaller's registration, no start at login unless chosen (/LOGIN), the login entry when chosen,
+and the uninstaller removing every file it installed, its Start-menu and Send to entries, its
+registration and the login entry while the user's photos and settings stay. Explorer itself never
+runs here.
 """
 
 from __future__ import annotations
@@ -86,6 +89,17 @@ class Wine:
         return dict(re.findall(r'^"([^"]+)"="(.*)"$', match.group(1), flags=re.M))
 
 
+def link_text(link: Path) -> str:
+    """A shortcut's strings (its target and arguments), however the .lnk encodes them."""
+    data = link.read_bytes()
+    return data.decode("utf-16-le", errors="ignore") + data.decode("latin-1")
+
+
+def windows_path(wine: Wine, path: Path) -> str:
+    """A file under the prefix's C: drive as Windows names it."""
+    return "C:\\" + str(path.relative_to(wine.prefix / "drive_c")).replace("/", "\\")
+
+
 def test_the_installer_installs_per_user_and_the_uninstaller_leaves_only_the_users_files(
     tmp_path: Path,
 ) -> None:
@@ -100,6 +114,7 @@ def test_the_installer_installs_per_user_and_the_uninstaller_leaves_only_the_use
     user = wine.user
     installed = user / "AppData" / "Local" / "Programs" / "gpen-watch"
     menu = user / "AppData" / "Roaming" / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "gpen-watch"
+    send_to = user / "AppData" / "Roaming" / "Microsoft" / "Windows" / "SendTo" / "gpen-watch.lnk"
     calls = user / "standin-calls.log"
 
     def said() -> list[str]:
@@ -116,11 +131,17 @@ def test_the_installer_installs_per_user_and_the_uninstaller_leaves_only_the_use
     wine.run(str(setup), "/S")
     shipped = sorted(p.relative_to(dist) for p in dist.rglob("*") if p.is_file())
     got = sorted(p.relative_to(installed) for p in installed.rglob("*") if p.is_file())
-    assert got == sorted([*shipped, Path("uninstall.exe")])
+    assert got == sorted([*shipped, Path("send-to.cmd"), Path("uninstall.exe")])
     link = menu / "gpen-watch.lnk"
     assert link.is_file()
-    target = link.read_bytes().decode("utf-16-le", errors="ignore") + link.read_bytes().decode("latin-1")
+    target = link_text(link)
     assert "gpen-watch.exe" in target and "run --open-if-running" in target
+    # Explorer's Send to: a shortcut in the user's SendTo folder to send-to.cmd, which Explorer runs
+    # with the files chosen; run here by Wine's cmd with one photo.
+    assert send_to.is_file()
+    assert "send-to.cmd" in link_text(send_to)
+    wine.run("cmd", "/c", windows_path(wine, installed / "send-to.cmd"), windows_path(wine, photo))
+    assert said()[-1] == f"submit {windows_path(wine, photo)}", said()
     registered = wine.registry_values(UNINSTALL_KEY)
     assert registered is not None and registered["DisplayVersion"] == "0.0.0"
     assert "uninstall.exe" in registered["UninstallString"]
@@ -137,6 +158,7 @@ def test_the_installer_installs_per_user_and_the_uninstaller_leaves_only_the_use
     assert said()[-2:] == ["stop", "service uninstall"], said()
     assert not installed.exists(), sorted(installed.rglob("*"))
     assert not menu.exists()
+    assert not send_to.exists()
     assert wine.registry_values(UNINSTALL_KEY) is None
     assert "gpen-watch" not in (wine.registry_values(RUN_KEY) or {})
     assert photo.read_bytes() == b"the user's" and settings.read_bytes() == b"the user's"

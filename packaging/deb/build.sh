@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dist/gpen-watch_<version>_amd64.deb: the one-folder Linux bundle (packaging/bundle/, built in a
-# Debian 11 root: glibc 2.31) as /opt/gpen-watch, /usr/bin/gpen-watch, a menu entry and the hicolor
-# icons. It needs nothing of the system's Python, so one package installs on Debian 11, 12 and 13
-# and on the Ubuntu releases of their age. README.md beside this file says more.
+# Debian 11 root: glibc 2.31) as /opt/gpen-watch, /usr/bin/gpen-watch, a menu entry, the hicolor
+# icons and Send to gpen-watch (packaging/linux-send-to/). It needs nothing of the system's Python,
+# so one package installs on Debian 11, 12 and 13 and on the Ubuntu releases of their age.
+# README.md beside this file says more.
 # The bundle is dist/'s for this version (GPEN_WATCH_BUNDLE names another), built first if missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

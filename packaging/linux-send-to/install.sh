@@ -1,8 +1,10 @@
 #!/bin/sh
 # Install "Send to gpen-watch" for this user: a Nautilus script, a Dolphin service menu (KDE 5 and
 # 6) and a Thunar custom action, each running gpen-watch-send-to. `install.sh --uninstall` removes
-# exactly what it made. Nothing here needs root; the .deb puts these files in
-# /usr/share/gpen-watch/send-to/ and the service menu where Dolphin finds it for every user.
+# exactly what it made. Nothing here needs root. The .deb and the .rpm put these files in
+# /usr/share/gpen-watch/send-to/ and the service menu where Dolphin finds it for every user: run
+# from there (`gpen-watch-send-to --install-user`), it adds the Nautilus script and the Thunar
+# action only.
 #
 #   install.sh [--gpen-watch PATH] [--uninstall]
 set -eu
@@ -17,6 +19,9 @@ kde5=$data/kservices5/ServiceMenus/gpen-watch-send-to.desktop
 thunar=$conf/Thunar/uca.xml
 program=""
 remove=0
+# The packages' copy: Dolphin's menu is installed for every user already.
+packaged=0
+[ "$here" = /usr/share/gpen-watch/send-to ] && packaged=1
 
 while [ "$#" -gt 0 ]; do
     case $1 in
@@ -65,11 +70,15 @@ chmod 0755 "$wrapper"
 mkdir -p "$(dirname "$nautilus")"
 ln -sf "$wrapper" "$nautilus"
 
-for menu in "$kde6" "$kde5"; do
-    mkdir -p "$(dirname "$menu")"
-    sed "s|^Exec=gpen-watch-send-to |Exec=$wrapper |" "$here/gpen-watch-send-to.desktop" >"$menu"
-    chmod 0755 "$menu"  # KDE 6 runs a user's service menu only when it is executable
-done
+if [ "$packaged" -eq 0 ]; then
+    for menu in "$kde6" "$kde5"; do
+        mkdir -p "$(dirname "$menu")"
+        sed "s|^Exec=gpen-watch-send-to |Exec=$wrapper |" "$here/gpen-watch-send-to.desktop" >"$menu"
+        chmod 0755 "$menu"  # KDE 6 runs a user's service menu only when it is executable
+    done
+else
+    kde6="/usr/share/kio/servicemenus (every user's, from the package)"
+fi
 
 mkdir -p "$(dirname "$thunar")"
 if [ ! -f "$thunar" ]; then

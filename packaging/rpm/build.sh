@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dist/gpen-watch-<version>-1.x86_64.rpm: the same tree as the .deb (the one-folder bundle as
-# /opt/gpen-watch, /usr/bin/gpen-watch, the menu entry and the icons), for Fedora, RHEL 9 and
-# openSUSE, built with rpmbuild (Debian's rpm package). Its scriptlets run the .deb's maintainer
-# scripts with the arguments dpkg would pass, so both packages say the same things.
+# /opt/gpen-watch, /usr/bin/gpen-watch, the menu entry, the icons and Send to gpen-watch), for
+# Fedora, RHEL 9 and openSUSE, built with rpmbuild (Debian's rpm package). Its scriptlets run the
+# .deb's maintainer scripts with the arguments dpkg would pass, so both packages say the same things.
 # The bundle is dist/'s for this version (GPEN_WATCH_BUNDLE names another), built first if missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

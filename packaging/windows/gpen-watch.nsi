@@ -1,6 +1,7 @@
 ; The Windows installer around the PyInstaller folder (packaging/bundle/gpen-watch.spec, built on
 ; Windows by build.ps1). makensis /DVERSION=<pyproject's version> /DDIST=<the folder> gpen-watch.nsi
-; Per-user install (no administrator rights): %LOCALAPPDATA%\Programs\gpen-watch.
+; Per-user install (no administrator rights): %LOCALAPPDATA%\Programs\gpen-watch, with a Start-menu
+; entry and Explorer's "Send to > gpen-watch" (send-to.nsh).
 ; Silent install: setup.exe /S, with start at login: setup.exe /S /LOGIN; silent removal:
 ; uninstall.exe /S. tests/test_windows_installer.py runs all three under Wine.
 Unicode true
@@ -18,6 +19,7 @@ Target amd64-unicode
 
 !include "MUI2.nsh"
 !include "FileFunc.nsh"
+!include "send-to.nsh"
 
 Name "gpen-watch ${VERSION}"
 OutFile "${OUTFILE}"
@@ -43,6 +45,8 @@ Section "gpen-watch" SecMain
   ExecWait '"$INSTDIR\gpen-watch.exe" stop'
   SetOutPath "$INSTDIR"
   File /r "${DIST}\*"
+  ; Explorer's "Send to > gpen-watch" (send-to.nsh).
+  !insertmacro GpenWatchSendToInstall
   CreateDirectory "$SMPROGRAMS\gpen-watch"
   CreateShortcut "$SMPROGRAMS\gpen-watch\gpen-watch.lnk" "$INSTDIR\gpen-watch.exe" "run --open-if-running" \
     "$INSTDIR\_internal\gpen_watch\data\gpen-watch.ico"
@@ -76,6 +80,7 @@ Section "Uninstall"
   Delete "$INSTDIR\README.txt"
   Delete "$INSTDIR\LICENSE"
   Delete "$INSTDIR\uninstall.exe"
+  !insertmacro GpenWatchSendToUninstall
   RMDir "$INSTDIR"
   Delete "$SMPROGRAMS\gpen-watch\gpen-watch.lnk"
   RMDir "$SMPROGRAMS\gpen-watch"

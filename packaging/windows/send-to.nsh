@@ -1,10 +1,8 @@
 ; "Send to > gpen-watch" in Explorer's menu, for the installer (gpen-watch.nsi): a shortcut in this
 ; user's SendTo folder to send-to.cmd, which runs `gpen-watch submit` on the files chosen.
-; Never run here: Explorer is not on this project's machines (README.md beside this file).
-;
-; In gpen-watch.nsi: !include "send-to.nsh" after the other includes; !insertmacro
-; GpenWatchSendToInstall in Section "gpen-watch" after File /r; !insertmacro
-; GpenWatchSendToUninstall in Section "Uninstall".
+; gpen-watch.nsi inserts GpenWatchSendToInstall after the program's files and
+; GpenWatchSendToUninstall in its uninstaller. tests/test_windows_installer.py checks the shortcut
+; and its removal under Wine, and runs send-to.cmd there with Wine's cmd; Explorer itself never ran it.
 
 !macro GpenWatchSendToInstall
   File "${__FILEDIR__}\send-to.cmd"
