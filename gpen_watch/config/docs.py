@@ -322,12 +322,16 @@ DESCRIPTIONS: dict[str, Description] = {
     "api.address": Description(
         'Other machines: "" (none), or an address of this machine to serve the API on, over HTTPS.',
         '"0.0.0.0" listens on all of them. Always TLS, with api.certificate or the service\'s own '
-        "certificate, whose fingerprint `gpen-watch status` shows ([API](api.md#other-machines)).",
+        "certificate, whose fingerprint `gpen-watch status` and the dashboard show "
+        "([API](api.md#other-machines)).",
     ),
     "api.port": Description("The API's HTTPS port for other machines; 0: any free port."),
     "api.certificate": Description(
         "Your own TLS certificate (PEM) for api.address; unset: the service's own, self-signed.",
-        "Set api.private_key with it. The service's own is made at first start, in its state folder.",
+        "Set api.private_key with it. The service's own is made at first start, in its state "
+        "folder; other machines check it by its SHA-256 fingerprint, which `gpen-watch status`, the "
+        "dashboard's Overview and its Settings page (API, Other machines) show "
+        "([dashboard](dashboard.md#from-another-machine)).",
     ),
     "api.private_key": Description("The private key (PEM) of api.certificate."),
     "api.cors_origins": Description(
