@@ -6,13 +6,14 @@ is immutable; lookups are pure functions over the ``MODELS`` tuple.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from types import MappingProxyType
 from typing import Literal
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog import licences
+from gpen_watch.catalog import checkpoint_keys, licences
 from gpen_watch.catalog.face_frames import FFHQ_FRAME, GPEN_FRAME, FaceFrame
 from gpen_watch.catalog.gpen_config import GPENConfig
 from gpen_watch.catalog.licences import Terms
@@ -365,20 +366,38 @@ class FaceFamily:
     # Its networks take a fidelity weight per face (restore.fidelity); the setting is refused
     # for the other families.
     fidelity: bool = False
+    # Keys every checkpoint of the family holds (inside its params_ema or other container), by
+    # which a file given as restore.model is recognised (``file_family``).
+    marks: tuple[str, ...] = ()
 
 
 FACE_FAMILIES: tuple[FaceFamily, ...] = (
-    FaceFamily("gpen", "GPEN", "gpen_watch.restore.engines.gpen_family:GPEN_FAMILY", GPEN_FRAME),
-    FaceFamily("gfpgan", "GFPGAN", "gpen_watch.restore.engines.gfpgan_family:GFPGAN_FAMILY", FFHQ_FRAME),
+    FaceFamily(
+        "gpen",
+        "GPEN",
+        "gpen_watch.restore.engines.gpen_family:GPEN_FAMILY",
+        GPEN_FRAME,
+        marks=("generator.input.input", "final_linear.0.weight"),
+    ),
+    FaceFamily(
+        "gfpgan",
+        "GFPGAN",
+        "gpen_watch.restore.engines.gfpgan_family:GFPGAN_FAMILY",
+        FFHQ_FRAME,
+        # The clean architecture of v1.3 and v1.4 (v1's first layer is a sequence: conv_body_first.0).
+        marks=("conv_body_first.weight", "stylegan_decoder.constant_input.weight"),
+    ),
     FaceFamily(
         "codeformer",
         "CodeFormer",
         "gpen_watch.restore.engines.codeformer_family:CODEFORMER_FAMILY",
         FFHQ_FRAME,
         fidelity=True,
+        marks=("position_emb", "idx_pred_layer.1.weight"),
     ),
 )
-# The family a checkpoint file named by its path (restore.model = "my-model.pth") is read as.
+# The family a checkpoint file named by its path (restore.model = "my-model.pth") is read as when
+# its keys show none (or it cannot be read without torch): its loader then says what it holds.
 FILE_FAMILY = FACE_FAMILIES[0]
 
 # Registry name -> generator shape, for every GPEN checkpoint gpen-watch knows.
@@ -395,15 +414,32 @@ DEFAULT_UPSCALERS = MappingProxyType({2: "RealESRNet-x2", 4: "RealESRNet-x4"})
 
 
 def face_family(model: str) -> FaceFamily:
-    """The family restore.model = ``model`` belongs to: a registry name's, or for a file
-    ``FILE_FAMILY``."""
+    """The family restore.model = ``model`` belongs to: a registry name's, or a checkpoint file's
+    (``file_family``)."""
     for spec in MODELS:
         if spec.name.lower() == model.lower():
             for family in FACE_FAMILIES:
                 if family.kind == spec.kind:
                     return family
             raise ModelError(f"{spec.name} is a {spec.kind} model, not a face restoration model")
-    return FILE_FAMILY
+    return file_family(Path(model).expanduser())
+
+
+def file_family(path: Path) -> FaceFamily:
+    """The family of the checkpoint file ``path``, recognised by its keys (``FaceFamily.marks``,
+    read without torch: ``checkpoint_keys``); ``FILE_FAMILY`` where they show none or cannot be
+    read here, so that its loader says what the file is."""
+    found = checkpoint_keys.read_state_keys(path)
+    family = family_of_keys(found.keys) if found is not None else None
+    return family or FILE_FAMILY
+
+
+def family_of_keys(keys: Iterable[str]) -> FaceFamily | None:
+    """The one family whose marks are all among ``keys``; None for none (or, were marks ever to
+    overlap, more than one)."""
+    held = set(keys)
+    found = [family for family in FACE_FAMILIES if family.marks and held.issuperset(family.marks)]
+    return found[0] if len(found) == 1 else None
 
 
 def has_fidelity(model: str) -> bool:

@@ -9,7 +9,9 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec
+from gpen_watch.catalog.checkpoint_keys import read_state_keys
+from gpen_watch.catalog.face_files import not_a_face_model
+from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec, family_of_keys
 from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
 from gpen_watch.restore.nets.gpen_model import (
     GPEN,
@@ -81,6 +83,11 @@ def load_gpen(
     except ModelError:
         raise
     except Exception as exc:
+        if family_of_keys(state) is None:
+            # A file of no face family is read as GPEN (``registry.file_family``): say what it is.
+            found = read_state_keys(path)
+            container = found.container if found is not None else None
+            raise ModelError(not_a_face_model(path, list(state), container)) from None
         raise ModelError(f"{path}: not a GPEN checkpoint ({exc})") from exc
     return gpen_from_state(cfg, state, path, device)
 

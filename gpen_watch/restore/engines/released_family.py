@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.registry import FACE_MODEL_NAMES, ModelSpec
 from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
 from gpen_watch.restore.nets.runner import FaceRunner, prepare_for_inference
 from gpen_watch.restore.runtime.device import Placement
@@ -42,7 +42,9 @@ class ReleasedFamily:
         return model_file(model, self.kind, self.label, model_dir, download)[0]
 
     def network(self, model: str, path: Path) -> nn.Module:
-        return self.load_network(path, model, "cpu")
+        # A user's own file (restore.model a path) has no registry name to advise fetching again.
+        named = any(model.lower() == name.lower() for name in FACE_MODEL_NAMES)
+        return self.load_network(path, model if named else None, "cpu")
 
     def load_network(
         self, path: Path, name: str | None = None, device: str | torch.device = "cpu"

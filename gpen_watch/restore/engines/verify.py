@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from gpen_watch.base.errors import ModelError
+from gpen_watch.catalog.checkpoint_keys import CONTAINER_KEYS, WRAPPER_PREFIX
 from gpen_watch.catalog.registry import (
     FACE_FAMILIES,
     UPSCALER_NAMES,
@@ -51,13 +52,13 @@ M = TypeVar("M", bound=nn.Module)
 # The registry kinds whose checkpoints are face models, built and loaded by their family.
 FACE_KINDS = frozenset(f.kind for f in FACE_FAMILIES)
 
-# Training frameworks wrap the weights; basicsr keeps both "params" and the better "params_ema",
-# and upstream GPEN's training checkpoints hold {"g", "d", "g_ema", ...}, where "g_ema" is the
-# generator its released files are. ModelScope's GPEN files are plain state dicts (its pipeline
-# loads them strict, unwrapped), so they need none of this.
-_CONTAINER_KEYS = ("params_ema", "params", "g_ema", "state_dict")
-# Added by nn.DataParallel at save time; the published detector files carry it.
-_WRAPPER_PREFIX = "module."
+# Training frameworks wrap the weights (``checkpoint_keys.CONTAINER_KEYS``, which the family of a
+# file given by its path is read from too): basicsr keeps both "params" and the better
+# "params_ema", and upstream GPEN's training checkpoints hold {"g", "d", "g_ema", ...}, where
+# "g_ema" is the generator its released files are. ModelScope's GPEN files are plain state dicts
+# (its pipeline loads them strict, unwrapped), so they need none of this.
+_CONTAINER_KEYS = CONTAINER_KEYS
+_WRAPPER_PREFIX = WRAPPER_PREFIX
 
 
 # --- reading a file -----------------------------------------------------------------------------
