@@ -7,7 +7,8 @@ own mirror (tests/linux_roots.py: no Python in it), and in it:
 - the bundle alone, unpacked into a folder: `--version` and a restore, with no Python anywhere;
 - the .deb, installed with apt: `gpen-watch --version`; a restore of the Solvay photo with the real
   RetinaFace-MobileNet0.25 weights (all 29 faces); the service started headless, a photo dropped
-  into its inbox and restored, the service stopped; `apt-get remove`, after which no file of the
+  into its inbox and restored, another sent by `gpen-watch-send-to` (the command Dolphin's menu
+  from the package runs) and restored beside itself, the service stopped; `apt-get remove`, after which no file of the
   package is left, and `purge`;
 - on Debian 13 (and Ubuntu 24.04), whose PyGObject is built for its Python 3.13 (3.12), not the
   bundle's 3.11: the bundle's service under an X server with a tray host, whose icon docks through
@@ -236,6 +237,15 @@ def test_the_deb_installs_restores_runs_the_service_and_removes_without_a_trace(
     proc = subprocess.Popen(root.command("gpen-watch", "run", env=USER_ENV), stdout=subprocess.DEVNULL)
     try:
         _drop(inbox, outbox, inputs)
+        # Send to gpen-watch, as Dolphin's service menu (every user's, from the package) runs it
+        # with a photo chosen: sent to the service, restored, and written beside the photo.
+        sent = root.host_path(f"{HOME}/sent")
+        sent.mkdir()
+        shutil.copy(inputs / "photos" / "astronaut.png", sent)
+        menu = root.host_path("/usr/share/kio/servicemenus/gpen-watch-send-to.desktop").read_text()
+        assert "\nExec=gpen-watch-send-to %F\n" in menu
+        done = root.run("gpen-watch-send-to", f"{HOME}/sent/astronaut.png", env=USER_ENV, timeout=300)
+        assert (sent / "astronaut.restored.png").is_file(), done.stdout + done.stderr
     finally:
         _stop(root, proc, USER_ENV)
 
@@ -244,6 +254,8 @@ def test_the_deb_installs_restores_runs_the_service_and_removes_without_a_trace(
     left = [p for p in files if os.path.lexists(root.host_path(p))]
     assert left == [], f"left behind in {root.suite}: {left[:10]}"
     assert not root.host_path("/opt/gpen-watch").exists()
+    for folder in ("/usr/share/gpen-watch", "/usr/share/kio", "/usr/share/kservices5"):
+        assert not root.host_path(folder).exists(), f"{folder} left behind in {root.suite}"
     purged = root.run("apt-get", "purge", "-y", "gpen-watch")
     assert "photos are never deleted" in purged.stdout, purged.stdout
     assert root.host_path(f"{HOME}/outbox/astronaut.png").is_file()  # the user's photos stay
