@@ -43,17 +43,19 @@ def clause(key: str, shape: tuple[int, ...]) -> tuple[str, float, float]:
 
 @dataclass(frozen=True)
 class Reference:
-    """One reference file with the weights it was computed from. Shared by every test of a session
-    (``load_reference`` keeps it): read it, never change it in place."""
+    """One reference file with the weights it was computed from. Shared by the tests that run
+    one after another (``load_reference`` keeps it): read it, never change it in place."""
 
     data: dict
     state: dict[str, torch.Tensor]
 
 
-@functools.cache
+# One family's weights (about 350 MB) kept for the next test of that family, never both.
+@functools.lru_cache(maxsize=1)
 def load_reference(name: str) -> Reference:
     """``<name>_ref.pt`` and its rebuilt weights (``name``: "gfpgan_v1.4" or "codeformer"), their
-    digest and the rule checked, once a session; a skip where ../shared is not beside the repository."""
+    digest and the rule checked, shared by the tests of that family that run one after another; a
+    skip where ../shared is not beside the repository."""
     ref_path, layout_path = FIXTURES / f"{name}_ref.pt", FIXTURES / f"{name}_layout.json"
     if not (ref_path.is_file() and layout_path.is_file()):
         pytest.skip(f"../shared/fixtures ({ref_path.name}, {layout_path.name}) is not beside the repository")
