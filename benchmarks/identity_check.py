@@ -77,9 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def predictor(size: int) -> Callable[[], tuple[float, float]]:
         before, points = crops[size]
-        return lambda: _per(
-            len(before), _seconds(lambda: [identity.points(c, p) for c, p in zip(before, points)])
-        )
+        return lambda: _per(len(before), _seconds(lambda: identity.points_of(list(before), list(points))))
 
     timers: dict[str, Callable[[], tuple[float, float]]] = {
         "GPEN-BFR-512, generator": generate("GPEN-BFR-512"),

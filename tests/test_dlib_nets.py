@@ -36,10 +36,15 @@ def test_the_network_gives_dlibs_descriptors(dlib_faces) -> None:
     reference = dlib.face_recognition_model_v1(str(RECOGNITION))
     chips = np.stack([dlib.get_face_chip(rgb, predictor(rgb, r), 150, 0.25) for r in rects])
     want = np.array([reference.compute_face_descriptor(c) for c in chips])
+    net = read_descriptor_net(RECOGNITION)
     with torch.inference_mode():
-        got = read_descriptor_net(RECOGNITION)(torch.from_numpy(chips).permute(0, 3, 1, 2).float()).numpy()
+        x = torch.from_numpy(chips).permute(0, 3, 1, 2).float()
+        got = net(x.contiguous()).numpy()
+        # As the engine runs it: channels_last, the chips' own layout.
+        engine = net.to(memory_format=torch.channels_last)(x).numpy()
     assert len(rects) >= 25
     assert np.abs(got - want).max() < 1e-4
+    assert np.abs(engine - want).max() < 1e-4
 
 
 def test_the_predictor_gives_dlibs_points(dlib_faces) -> None:
@@ -54,6 +59,27 @@ def test_the_predictor_gives_dlibs_points(dlib_faces) -> None:
         assert np.abs(got - want).max() <= 1
         same += bool((got == want).all())
     assert same >= 0.9 * len(rects)
+
+
+def test_faces_taken_together_get_the_points_each_gets_alone(dlib_faces) -> None:
+    """The predictor takes a batch's faces through its stages together (``many``): each gets
+    exactly the points it gets alone, whatever the others are: crops of other sizes, grey or
+    colour, a box partly off its image, an image of a few pixels."""
+    _, rgb, rects = dlib_faces
+    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+    ours = read_shape_predictor(PREDICTOR)
+    images, boxes = [], []
+    for k, r in enumerate(rects[:12]):
+        x0, y0 = max(0, r.left() - 40), max(0, r.top() - 30 - k)
+        crop = bgr[y0 : r.bottom() + 40 + 3 * k, x0 : r.right() + 25]
+        images.append(dlib_gray(crop) if k % 3 == 1 else crop)
+        boxes.append((r.left() - x0, r.top() - y0, r.right() - x0, r.bottom() - y0))
+    images += [bgr[:40, :30], bgr]
+    boxes += [(-20, -10, 35, 50), (-30, 5, 60, 90)]
+    together = ours.many(images, boxes)
+    alone = np.stack([ours(image, box) for image, box in zip(images, boxes)])
+    assert np.array_equal(together, alone)
+    assert ours.many([], []).shape == (0, 5, 2)
 
 
 @pytest.mark.parametrize("source", [RECOGNITION, PREDICTOR], ids=["network", "predictor"])

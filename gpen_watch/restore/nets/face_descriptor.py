@@ -72,9 +72,10 @@ class ResBlock(nn.Module):
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv2(F.relu(self.conv1(x)))
+        # In place where the map is this block's own: no new map a ReLU or a sum.
+        y = self.conv2(F.relu_(self.conv1(x)))
         skip = F.avg_pool2d(x, 2) if self.down else x
-        return F.relu(add_padded(y, skip))
+        return F.relu_(y.add_(skip) if y.shape == skip.shape else add_padded(y, skip))
 
 
 class FaceDescriptorNet(nn.Module):
@@ -98,8 +99,8 @@ class FaceDescriptorNet(nn.Module):
 
     def forward(self, chips: torch.Tensor) -> torch.Tensor:
         mean = self.mean_rgb.view(1, 3, 1, 1)
-        x = F.relu(self.stem((chips - mean) / 256.0))
-        x = F.max_pool2d(x, 3, 2)
+        # The ReLU after the pool, on a quarter of the values: max and ReLU commute exactly.
+        x = F.relu_(F.max_pool2d(self.stem((chips - mean) / 256.0), 3, 2))
         x = self.blocks(x)
         out: torch.Tensor = self.project(x.mean(dim=(2, 3)))
         return out

@@ -14,6 +14,7 @@ same box it gives dlib's points. Tests hold it to dlib's own predictor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,41 +46,79 @@ class ShapePredictor:
         """The landmarks (P, 2) float64, (x, y) pixels, of the face in ``box`` (left, top, right,
         bottom; inclusive, as dlib's rectangles) of ``image``: (H, W) uint8 grey, or (H, W, 3)
         uint8 colour, of which only the pixels read are made grey (``dlib_gray``)."""
-        left, top, right, bottom = (float(v) for v in box)
-        scale = np.array([right - left, bottom - top])
-        origin = np.array([left, top])
-        h, w = image.shape[:2]
-        shape = self.mean_shape.copy()
-        trees = np.arange(self.split_a.shape[1])
-        for stage in range(self.split_a.shape[0]):
-            turn = _similarity(self.mean_shape, shape).astype(np.float32)
-            places = self.offsets[stage] @ turn.T + shape[self.anchors[stage]]
+        points: np.ndarray = self.many([image], [box])[0]
+        return points
+
+    def many(self, images: Sequence[np.ndarray], boxes: Sequence[tuple[int, int, int, int]]) -> np.ndarray:
+        """The landmarks (N, P, 2) of N faces, face i in ``boxes[i]`` of ``images[i]`` (as
+        ``__call__`` takes them; the images may differ in size). The faces go through each stage
+        together, so numpy's work per call is spread over them all; each face's arithmetic is its
+        own, the same as alone."""
+        n = len(images)
+        if n == 0:
+            return np.zeros((0, POINTS, 2))
+        corners = np.array([[float(v) for v in box] for box in boxes])
+        origin = corners[:, None, 0:2]
+        scale = corners[:, None, 2:4] - origin
+        shape = np.repeat(self.mean_shape[None], n, axis=0)
+        stages, trees, splits = self.split_a.shape
+        leaves_per_tree = self.leaves.shape[2]
+        # Flat indices: np.take on one axis is several times faster than indexing three.
+        first_split = np.arange(trees)[None, :] * splits
+        first_leaf = np.arange(trees)[None, :] * leaves_per_tree - splits
+        first_value = np.arange(n)[:, None] * self.offsets.shape[1]
+        heights = np.array([image.shape[0] for image in images])[:, None]
+        widths = np.array([image.shape[1] for image in images])[:, None]
+        for stage in range(stages):
+            turn = _similarities(self.mean_shape, shape).astype(np.float32)
+            places = self.offsets[stage] @ turn.transpose(0, 2, 1) + shape[:, self.anchors[stage]]
             pixels = np.floor(origin + places.astype(np.float64) * scale + 0.5).astype(np.int64)
-            x, y = pixels[:, 0], pixels[:, 1]
-            inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
-            values = np.zeros(len(pixels), dtype=np.float32)
-            read = image[y[inside], x[inside]]
-            values[inside] = read if read.ndim == 1 else read.astype(np.uint16).sum(axis=1) // 3
-            node = np.zeros(len(trees), dtype=np.int64)
+            x, y = pixels[..., 0], pixels[..., 1]
+            inside = (x >= 0) & (x < widths) & (y >= 0) & (y < heights)
+            np.clip(x, 0, np.maximum(widths - 1, 0), out=x)
+            np.clip(y, 0, np.maximum(heights - 1, 0), out=y)
+            values = np.where(inside, _grey([_read(image, y[i], x[i]) for i, image in enumerate(images)]), 0)
+            values = values.astype(np.float32)
+            split_a, split_b = self.split_a[stage].ravel(), self.split_b[stage].ravel()
+            threshold = self.threshold[stage].ravel()
+            node = np.zeros((n, trees), dtype=np.int64)
             for _ in range(self.depth):
-                a = values[self.split_a[stage, trees, node]]
-                b = values[self.split_b[stage, trees, node]]
-                left_branch = a - b > self.threshold[stage, trees, node]
+                at = first_split + node
+                a = values.take(first_value + split_a.take(at))
+                b = values.take(first_value + split_b.take(at))
+                left_branch = a - b > threshold.take(at)
                 node = np.where(left_branch, 2 * node + 1, 2 * node + 2)
-            leaf = node - self.split_a.shape[2]
-            shape = shape + self.leaves[stage, trees, leaf].sum(axis=0).reshape(-1, 2)
+            moves = self.leaves[stage].reshape(trees * leaves_per_tree, -1).take(first_leaf + node, axis=0)
+            shape = shape + moves.sum(axis=1).reshape(n, -1, 2)
         result: np.ndarray = origin + shape.astype(np.float64) * scale
         return result
 
 
-def _similarity(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """The 2x2 scaled rotation of the least-squares similarity taking ``src`` to ``dst``."""
+def _read(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The pixels at (``y``, ``x``), places within the image (an empty image reads zeros)."""
+    if image.shape[0] == 0 or image.shape[1] == 0:
+        return np.zeros((len(x), *image.shape[2:]), dtype=image.dtype)
+    pixels: np.ndarray = image[y, x]
+    return pixels
+
+
+def _grey(reads: list[np.ndarray]) -> np.ndarray:
+    """Each face's pixels read (F of them, grey or BGR) as dlib's grey values (F, features)."""
+    if all(r.ndim == 2 for r in reads):
+        grey: np.ndarray = np.stack(reads).astype(np.uint16).sum(axis=2) // 3
+        return grey
+    return np.stack([r if r.ndim == 1 else r.astype(np.uint16).sum(axis=1) // 3 for r in reads])
+
+
+def _similarities(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The 2x2 scaled rotations (N, 2, 2) of the least-squares similarities taking ``src`` (P, 2)
+    to each of ``dst`` (N, P, 2)."""
     s = src.astype(np.float64) - src.mean(axis=0)
-    d = dst.astype(np.float64) - dst.mean(axis=0)
+    d = dst.astype(np.float64) - dst.mean(axis=1, keepdims=True)
     spread = float((s * s).sum())
-    a = float((s[:, 0] * d[:, 0] + s[:, 1] * d[:, 1]).sum()) / spread
-    b = float((s[:, 0] * d[:, 1] - s[:, 1] * d[:, 0]).sum()) / spread
-    return np.array([[a, -b], [b, a]])
+    a = (s[:, 0] * d[:, :, 0] + s[:, 1] * d[:, :, 1]).sum(axis=1) / spread
+    b = (s[:, 0] * d[:, :, 1] - s[:, 1] * d[:, :, 0]).sum(axis=1) / spread
+    return np.stack([np.stack([a, -b], axis=1), np.stack([b, a], axis=1)], axis=1)
 
 
 def dlib_gray(image_bgr: np.ndarray) -> np.ndarray:
