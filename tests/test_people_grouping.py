@@ -133,3 +133,13 @@ def test_the_smallest_blocks_and_checks_and_each_way_of_counting(monkeypatch: py
     for few in (0, 10_000):
         monkeypatch.setattr(people, "_FEW", few)
         assert group_faces(points, THRESHOLD) == plain
+
+
+def test_the_benchmark_times_two_groupings_and_finds_the_same_people(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks.people_grouping import main
+
+    assert main(["--faces", "300", "--rounds", "1", "--against", people.__file__]) == 0
+    out = capsys.readouterr().out
+    assert "300 faces, round 1, against:" in out and "best round: against" in out
