@@ -212,6 +212,19 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
                 last = rows[-1]["id"]
 
     @staticmethod
+    def _redo_lead(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
+        """The redo whose result the queued redo ``row`` takes (``add_redos`` linked the redos of
+        a photo and its copies asked together), if any, with the same content and settings."""
+        if row["duplicate_of"] is None:
+            return None
+        lead: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM jobs WHERE id = ? AND redo_of IS NOT NULL AND sha256 = ? AND size = ?"
+            " AND settings IS ?",
+            (row["duplicate_of"], row["sha256"], row["size"], row["settings"]),
+        ).fetchone()
+        return lead
+
+    @staticmethod
     def _failed_first(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
         """The job with this queued job's content that failed while it waited, if any.
 
@@ -235,6 +248,9 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
         ``copies`` of it (linked by ``duplicate_of``), exactly as ``add`` links a drop after the
         first was done. If the first fails instead (or is unsupported), those that waited for it
         are claimed as ``repeats`` of its failure; if it is gone, the next one is restored as usual.
+        A redo is restored, never a copy of another result, except a redo ``add_redos`` linked to
+        the redo of the same photo asked with it (a copy's, with its photo's): it waits for that
+        one and is claimed as a copy of its result; if that one failed or went, it is restored.
         Copies and repeats count towards ``n``. Jobs of ``skip_inboxes`` (inboxes on a drive or
         share that is away) stay queued, untouched.
         """
@@ -262,8 +278,16 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
                     continue
                 if row["redo_of"] is not None:
                     # Restored again on purpose: never a copy of the result it replaces. Two
-                    # redos of one photo run one after the other (busy), the later one last.
-                    busy.add(content)
+                    # redos of one photo run one after the other (busy), the later one last. A
+                    # copy's redo asked with its photo's (``add_redos``) takes that one's result.
+                    lead = self._redo_lead(conn, row)
+                    if lead is not None and lead["state"] in ACTIVE:
+                        held += 1  # (its inbox is away, or it is not claimed yet: it waits)
+                        continue
+                    if lead is not None and lead["state"] == JobState.DONE and lead["output"] is not None:
+                        twins.append((row["id"], lead, True))
+                        continue
+                    busy.add(content)  # no result to take (it failed, or went): restored itself
                     ids.append(row["id"])
                     continue
                 done = self._done_with(conn, row["sha256"], row["size"])
@@ -331,12 +355,15 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
     ) -> bool:
         """Mark an active job done with its final output (durable). False if it was not active.
 
-        A job linked to a done one (``duplicate_of``: its output is a copy) ends as duplicate.
+        A job linked to a done one (``duplicate_of``: its output is a copy) ends as duplicate; a
+        redo linked so (a copy's, given its photo's redone result) ends done, as every redo does.
         """
         now = self._clock()
         with self._write(durable=True) as conn:
-            row = conn.execute("SELECT duplicate_of FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            to = JobState.DONE if row is None or row[0] is None else JobState.DUPLICATE
+            row = conn.execute("SELECT duplicate_of, redo_of FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            # A copy's redo given its photo's redone result is a run of that copy, done as redos are.
+            copy = row is not None and row[0] is not None and row[1] is None
+            to = JobState.DUPLICATE if copy else JobState.DONE
             return self._move(
                 conn,
                 job_id,
@@ -353,16 +380,20 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
                 },
             )
 
-    def end_as_duplicate(self, job_id: int, note: str) -> bool:
+    def end_as_duplicate(self, job_id: int, note: str, of: int | None = None) -> bool:
         """End an active copy whose result already exists under its own name (it was dropped
-        again under the same name): duplicate, no output of its own (durable)."""
+        again under the same name): duplicate, no output of its own (durable), linked to ``of``,
+        the run whose result that is, where given (a copy's name dropped again is that copy's)."""
         with self._write(durable=True) as conn:
+            sets: dict[str, object] = {"finished": self._clock(), "notes": json.dumps([note]), "output": None}
+            if of is not None:
+                sets["duplicate_of"] = of
             return self._move(
                 conn,
                 job_id,
                 JobState.DUPLICATE,
                 ("duplicate", note),
-                sets={"finished": self._clock(), "notes": json.dumps([note]), "output": None},
+                sets=sets,
                 also="duplicate_of IS NOT NULL",
             )
 

@@ -269,6 +269,20 @@ class JournalQueries(JournalConnection):
         )
         return [job_from_row(r) for r in rows]
 
+    def photo_dropped_again(self, job: Job) -> Job | None:
+        """The run whose result is that of the photo ``job`` drops again (the same content under
+        the same name in the same inbox, restored before, or given a copy then): of that photo's
+        runs with a result, the one at its own name (the older while a redo beside it waits to be
+        compared). None when no photo of that name and content has a result."""
+        rows = self._read(
+            "SELECT * FROM jobs WHERE id != ? AND inbox = ? AND rel = ? AND sha256 = ? AND size = ?"
+            f" AND redo_of IS NULL AND (state = '{JobState.DONE}' OR (state = '{JobState.DUPLICATE}'"
+            " AND output IS NOT NULL)) ORDER BY id DESC LIMIT 1",
+            (job.id, os.fspath(job.inbox), os.fspath(job.rel), job.sha256, job.size),
+        )
+        results = self.results_of(job_from_row(rows[0])) if rows else []
+        return results[0] if results else None
+
     def copy_group(self, job: Job) -> list[Job]:
         """The photo ``job`` is a run of, with every copy of it (the same photo dropped again under
         another name, given a copy of its result) or, when it is a copy, the photo it copied and

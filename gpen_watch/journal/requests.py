@@ -39,13 +39,20 @@ class UserRequests(JournalQueries):
         self, runs: Sequence[tuple[Job, os.PathLike[str] | str]], settings: dict[str, Any]
     ) -> list[Job]:
         """``add_redo`` for each (done job, its original) of ``runs``, in one transaction: a bulk
-        redo of hundreds of photos from the dashboard queues at once or not at all."""
+        redo of hundreds of photos from the dashboard queues at once or not at all.
+
+        Runs of one content (a photo and its copies under other names) are restored once: the
+        first of them here is restored, and each later one is linked to it (``duplicate_of``) and
+        given a copy of its result under its own name once it is done (``Journal.claim_batch``)."""
         queued = []
+        leads: dict[tuple[str, int], int] = {}
         with self._write() as conn:
             for of, source in runs:
+                lead = leads.get((of.sha256, of.size))
                 cur = conn.execute(
                     "INSERT INTO jobs (source, inbox, rel, size, mtime, sha256, created, state, output,"
-                    f" redo_of, settings, photo) VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?, ?, ?, ?)",
+                    " redo_of, settings, photo, duplicate_of)"
+                    f" VALUES (?, ?, ?, ?, ?, ?, ?, '{JobState.QUEUED}', ?, ?, ?, ?, ?)",
                     (
                         os.fspath(source),
                         os.fspath(of.inbox),
@@ -58,10 +65,13 @@ class UserRequests(JournalQueries):
                         of.id,
                         json.dumps(settings, sort_keys=True),
                         of.photo_id,
+                        lead,
                     ),
                 )
                 job_id = int(cur.lastrowid or 0)
-                self._event(conn, job_id, "redo", f"of run {of.id}: {describe_settings(settings)}")
+                leads.setdefault((of.sha256, of.size), job_id)
+                once = f"; the same photo as run {lead}, whose result it takes" if lead is not None else ""
+                self._event(conn, job_id, "redo", f"of run {of.id}: {describe_settings(settings)}{once}")
                 self._event(conn, of.id, "redo-asked", f"as run {job_id}: {describe_settings(settings)}")
                 queued.append(self._added(conn, job_id))
         return queued

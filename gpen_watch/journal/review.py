@@ -145,11 +145,15 @@ class ReviewFilter:
             terms.append("j.id IN (SELECT value FROM json_each(?))")
             args.append(json.dumps(sorted(self.runs)))
         if self.batch is not None:
-            # Of a photo's runs (its redos too), the first is the one the batch recorded.
+            # Of a photo's runs (its redos too), the first is the one the batch recorded; a photo
+            # sent again under its own name (no result of its own) shows as the photo it is.
             terms.append(
-                "COALESCE(j.photo, j.id) IN (SELECT s.job_id FROM submissions AS s WHERE s.batch = ?)"
+                "COALESCE(j.photo, j.id) IN (SELECT s.job_id FROM submissions AS s WHERE s.batch = ?"
+                " UNION SELECT COALESCE(d.photo, d.id) FROM submissions AS s JOIN jobs AS x ON x.id = s.job_id"
+                f" JOIN jobs AS d ON d.id = x.duplicate_of WHERE s.batch = ? AND x.state = '{JobState.DUPLICATE}'"
+                " AND x.output IS NULL)"
             )
-            args.append(self.batch)
+            args += [self.batch, self.batch]
         return " AND ".join(f"({t})" for t in terms), args
 
     def count_index(self) -> str:

@@ -17,6 +17,12 @@ already there under that name. The job ends as duplicate without an output of it
 
 A copy that waited for a first that failed (``Claim.repeats``) fails with the same reason and
 kind, its original set aside with its own error file; it is not tried again.
+
+A redo of a photo and its copies is restored once too: the copies' redos wait for the photo's
+(``Journal.add_redos`` links them) and each is given a copy of its result the same way, over the
+copy's own result (one rename, as a redo replaces a result), under the copy's own name. Each copy's
+redo is a job of its own with its commit token, so a stop part way leaves each copy with its old
+result or the new one, and the start-up recovery and the next claim finish the rest.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def settings_differ(cfg: Config, job: Job, first: Job) -> str | None:
         other.output.format,
         other.output.jpeg_quality,
     )
-    if job.settings and not same:
+    if job.settings and not job.is_redo and not same:
         return f"{SENT_OWN}: restored with them"
     if not same:
         return "its inbox's settings differ: restored with its own"
@@ -86,11 +92,13 @@ def copy_result(
     job, first = twin.job, twin.first
     if first.output is None:
         raise FirstResultGone(f"run {first.id} has no output")
-    if (job.inbox, job.rel) == (first.inbox, first.rel):
-        # The same name dropped again: its result is already there under that name.
-        _check_ours(first.output, first.commit_ino, first.commit_size)
-        journal.end_as_duplicate(job.id, f"dropped again: its result is {first.output}")
-        outcome = commit.CommitOutcome(first.output, dispose_original(journal, job.id, cfg, away))
+    again = None if job.is_redo else journal.photo_dropped_again(job)
+    if again is not None and again.output is not None:
+        # The same name dropped again (a photo's, or a copy's): its result is already there
+        # under that name, as its newest run left it (a redo replaces it in place).
+        _check_ours(again.output, again.commit_ino, again.commit_size)
+        journal.end_as_duplicate(job.id, f"dropped again: its result is {again.output}", of=again.id)
+        outcome = commit.CommitOutcome(again.output, dispose_original(journal, job.id, cfg, away))
         return _ended(journal, job, outcome)
     final, tmp = commit.prepare(journal, job.id, cfg, away=away)
     try:
@@ -102,7 +110,11 @@ def copy_result(
     except OSError as exc:
         remove_quietly(tmp)
         raise OutputError(f"{tmp}: cannot write a copy of {first.output}: {exc.strerror or exc}") from exc
-    note = f"same content as {first.source}: a copy of its result {first.output.name}"
+    note = (
+        f"redone with {first.rel} (the same photo, the same settings): a copy of its result, run {first.id}"
+        if job.is_redo
+        else f"same content as {first.source}: a copy of its result {first.output.name}"
+    )
     notes = [note, *first.notes]
     # The extension follows what the first one's output is (the content decided its format).
     name = naming.truncate_name(os.path.splitext(final.name)[0] + first.output.suffix)

@@ -119,7 +119,8 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     except (ConfigError, redo.RedoRefused) as exc:
         return {"ok": False, "error": str(exc)}
     # The copies of this photo (dropped again under other names) are redone with it: each has the
-    # same content, so the same settings suit it; one whose original is gone says so.
+    # same content, so the same settings suit it, and the photo is restored once for them all
+    # (Journal.add_redos); one whose original is gone says so.
     copies: list[tuple[Job, Path]] = []
     left: list[str] = []
     # A redo beside to compare is this photo's alone (its copies keep the one result they have).
@@ -134,7 +135,12 @@ def redo_command(run: Running, request: dict[str, Any]) -> dict[str, Any]:
     log.info("redo of %s asked (run %d from %s)", job.rel.name, again.id, original)
     if also:
         names = ", ".join(str(c.rel) for c in also)
-        note = " ".join(filter(None, (note, f"Its copies are redone with it: {names}.")))
+        note = " ".join(
+            filter(
+                None,
+                (note, f"Its copies are redone with it (restored once, each given the result): {names}."),
+            )
+        )
     if left:
         note = " ".join(filter(None, (note, "Not redone: " + "; ".join(left) + ".")))
     reply = {
