@@ -321,11 +321,12 @@ def _check_job(svc: Service, j: Job, d: Drop, stay_in_inbox: set[Path], by_id: d
 
 def _result(j: Job, by_id: dict[int, Job]) -> Path | None:
     """A done or duplicate job's result: its own output, else (the same name dropped again) the
-    output of the done job it duplicates."""
+    output of the run it duplicates (a done one, or a copy's own copy when a copy's name was
+    dropped again)."""
     if j.output is not None:
         return Path(j.output)
     first = by_id.get(j.duplicate_of) if j.duplicate_of is not None else None
-    return Path(first.output) if first is not None and first.state == "done" and first.output else None
+    return Path(first.output) if first is not None and first.state in DONE_LIKE and first.output else None
 
 
 def _check_waiting(
