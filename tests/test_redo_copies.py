@@ -23,10 +23,14 @@ from dashboard_client import Dashboard, served_dashboard, wait_for
 from PIL import Image
 from redo_copy_kill_hook import STEPS
 from service_harness import ServiceProcess, write_atomic
+from test_outbox import Env, _copy_claim
 
 from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.journal.journal import Job, Journal
-from gpen_watch.journal.states import JobState
+from gpen_watch.journal.states import JobState, Original
+from gpen_watch.outbox import commit, duplicates
+from gpen_watch.outbox.redo import original_of
+from gpen_watch.restore.api import FileResult
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -321,3 +325,25 @@ def test_a_photo_sent_again_under_its_name_shows_in_its_batch(dash: Dashboard) -
     assert r.status == 200, r.text
     with zipfile.ZipFile(io.BytesIO(r.body)) as z:
         assert [n.rsplit("/", 1)[-1] for n in z.namelist()] == ["6 sent.jpg"]
+
+
+def test_a_copys_redo_in_another_format_takes_its_extension_and_leaves_one_file(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    first = env.drop("a.jpg")
+    commit.commit(env.journal, first, env.run_worker(first), env.cfg)
+    duplicates.copy_result(env.journal, _copy_claim(env, "sub/copy.jpg"), env.cfg)
+    photo, copy = (env.journal.require(i) for i in (first, first + 1))
+    runs = [(photo, original_of(photo)), (copy, original_of(copy))]
+    lead, other = env.journal.add_redos(runs, {"output.format": "png"})
+    res = env.run_worker(lead.id, b"redone photo")
+    commit.commit(env.journal, lead.id, FileResult(**{**res.__dict__, "format": "PNG"}), env.cfg)
+    assert env.files(env.outbox) == ["a.png", "sub/copy.jpg"]
+    (twin,) = env.journal.claim_batch(4, "pool").copies
+    assert (twin.job.id, twin.first.id) == (other.id, lead.id)
+    assert duplicates.copy_result(env.journal, twin, env.cfg).output == env.outbox / "sub" / "copy.png"
+    assert env.files(env.outbox) == ["a.png", "sub/copy.png"]  # the copy's old result gone with it
+    assert (env.outbox / "sub" / "copy.png").read_bytes() == b"redone photo"
+    done = env.journal.require(other.id)
+    assert (done.state, done.original) == (JobState.DONE, Original.KEPT)  # its original stays put
+    assert env.files(env.archive) == ["a.jpg", "sub/copy.jpg"]
+    env.journal.close()
