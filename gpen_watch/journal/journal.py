@@ -34,7 +34,7 @@ from gpen_watch.journal.records import (
     hash_file,
     job_from_row,
 )
-from gpen_watch.journal.requests import UserRequests
+from gpen_watch.journal.requests import UserRequests, redo_lead
 from gpen_watch.journal.states import (
     ACTIVE,
     FAILURES,
@@ -212,19 +212,6 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
                 last = rows[-1]["id"]
 
     @staticmethod
-    def _redo_lead(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
-        """The redo whose result the queued redo ``row`` takes (``add_redos`` linked the redos of
-        a photo and its copies asked together), if any, with the same content and settings."""
-        if row["duplicate_of"] is None:
-            return None
-        lead: sqlite3.Row | None = conn.execute(
-            "SELECT * FROM jobs WHERE id = ? AND redo_of IS NOT NULL AND sha256 = ? AND size = ?"
-            " AND settings IS ?",
-            (row["duplicate_of"], row["sha256"], row["size"], row["settings"]),
-        ).fetchone()
-        return lead
-
-    @staticmethod
     def _failed_first(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
         """The job with this queued job's content that failed while it waited, if any.
 
@@ -280,7 +267,7 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
                     # Restored again on purpose: never a copy of the result it replaces. Two
                     # redos of one photo run one after the other (busy), the later one last. A
                     # copy's redo asked with its photo's (``add_redos``) takes that one's result.
-                    lead = self._redo_lead(conn, row)
+                    lead = redo_lead(conn, row)
                     if lead is not None and lead["state"] in ACTIVE:
                         held += 1  # (its inbox is away, or it is not claimed yet: it waits)
                         continue
@@ -361,7 +348,6 @@ class Journal(UserRequests, OutputWrites, SubmissionWrites, FaceWrites, PeopleQu
         now = self._clock()
         with self._write(durable=True) as conn:
             row = conn.execute("SELECT duplicate_of, redo_of FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            # A copy's redo given its photo's redone result is a run of that copy, done as redos are.
             copy = row is not None and row[0] is not None and row[1] is None
             to = JobState.DUPLICATE if copy else JobState.DONE
             return self._move(

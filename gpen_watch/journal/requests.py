@@ -167,3 +167,15 @@ class UserRequests(JournalQueries):
             job_from_row(r)
             for r in self._read(f"SELECT * FROM jobs WHERE hidden = '{Hidden.RETRIED}' ORDER BY id")
         ]
+
+
+def redo_lead(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
+    """The redo whose result the queued redo ``row`` takes (``UserRequests.add_redos`` linked the
+    redos of a photo and its copies asked together), if any, with the same content and settings."""
+    if row["duplicate_of"] is None:
+        return None
+    lead: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM jobs WHERE id = ? AND redo_of IS NOT NULL AND sha256 = ? AND size = ? AND settings IS ?",
+        (row["duplicate_of"], row["sha256"], row["size"], row["settings"]),
+    ).fetchone()
+    return lead
