@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_watch.catalog import registry
+from gpen_watch.catalog import model_spec, registry
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import messages, needs
 from gpen_watch.modelstore.fetcher import BackgroundFetch, FetchProgress
@@ -130,7 +130,7 @@ def test_fetch_reports_progress_and_logs_each_tenth(
     assert fetch.fetched() == [GPEN256.name]
     assert (paths.model_cache_dir() / GPEN256.filename).read_bytes() == body
     lines = [r.getMessage() for r in caplog.records]
-    full = f"downloading GPEN-BFR-256: 100 % ({len(body) / 1e6:.1f} of {registry.mb(len(body))})"
+    full = f"downloading GPEN-BFR-256: 100 % ({len(body) / 1e6:.1f} of {model_spec.mb(len(body))})"
     assert full in lines, lines
     assert len([line for line in lines if "downloading GPEN-BFR-256: " in line]) <= 11  # not per chunk
     assert any(line.startswith("downloading GPEN-BFR-256: 33 %") for line in lines), lines
@@ -240,7 +240,7 @@ def test_status_shows_the_download_in_progress_as_a_notice_not_a_problem(
         # The first half holds two whole 1 MiB chunks; the third waits for the rest.
         pct = (2 << 20) * 100 // len(body)
         poll_until(gate, clock, lambda: f"{pct} %" in (gate.notice() or ""), "half downloaded")
-        assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.1 of {registry.mb(len(body))})"
+        assert gate.notice() == f"downloading GPEN-BFR-256: {pct} % (2.1 of {model_spec.mb(len(body))})"
         assert gate.problem() is None  # news, not a fault
         status = gate.status()
         assert status.state == "waiting"

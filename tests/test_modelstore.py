@@ -29,8 +29,8 @@ import torch
 
 from gpen_watch import cli
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog import registry
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog import model_spec, registry
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.modelstore import store
 from gpen_watch.modelstore.download import DownloadError, download
 from gpen_watch.platform import paths, program
@@ -1018,7 +1018,7 @@ def test_the_model_sizes_in_the_readme_and_the_models_page_add_up_to_what_the_fi
     total = sum(spec.size_bytes or 0 for spec in first_run)
     for spec in first_run:
         size = spec.size_bytes or 0
-        assert f"{registry.mb(size)} ({size:,} bytes)" in models_page, spec.name  # the models table
-        assert f"{spec.name} {registry.mb(size)}" in readme, spec.name  # Set up's list
-    assert f"{registry.mb(total)} ({total:,} bytes)" in models_page
+        assert f"{model_spec.mb(size)} ({size:,} bytes)" in models_page, spec.name  # the models table
+        assert f"{spec.name} {model_spec.mb(size)}" in readme, spec.name  # Set up's list
+    assert f"{model_spec.mb(total)} ({total:,} bytes)" in models_page
     assert f"Model weights: {total / 1e6:.0f} MB" in readme

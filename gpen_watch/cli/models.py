@@ -13,7 +13,7 @@ from pathlib import Path
 from gpen_watch import config
 from gpen_watch.base.errors import GpenWatchError, ModelError
 from gpen_watch.catalog import licences, registry
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.cli import model_terms
 from gpen_watch.cli.config import add_config_option
 from gpen_watch.config import RestoreConfig

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpen_watch import config
 from gpen_watch.catalog.licences import Terms
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.config import edit
 from gpen_watch.modelstore import needs, terms
 

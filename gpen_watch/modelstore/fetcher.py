@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog.registry import ModelSpec, mb
+from gpen_watch.catalog.model_spec import ModelSpec, mb
 from gpen_watch.modelstore import needs, store
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError
 

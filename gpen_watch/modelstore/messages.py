@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import store, terms
 from gpen_watch.modelstore.download import Progress

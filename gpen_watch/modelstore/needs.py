@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpen_watch.catalog import registry
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.config import RestoreConfig
 from gpen_watch.modelstore import store, terms
 

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from gpen_watch.base.errors import ModelError
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.modelstore import terms
 from gpen_watch.modelstore.download import DEFAULT_TIMEOUT, DownloadError, OnProgress, Progress, download
 from gpen_watch.platform import paths, program

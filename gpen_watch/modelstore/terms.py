@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog import licences, registry
 from gpen_watch.catalog.licences import Terms
-from gpen_watch.catalog.registry import ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.platform import program
 
 INDENT = "  "

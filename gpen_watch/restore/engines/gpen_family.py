@@ -11,7 +11,8 @@ from torch import Tensor, nn
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.checkpoint_keys import read_state_keys
 from gpen_watch.catalog.face_files import not_a_face_model
-from gpen_watch.catalog.registry import GPEN_CONFIGS, ModelSpec, family_of_keys
+from gpen_watch.catalog.model_spec import ModelSpec
+from gpen_watch.catalog.registry import GPEN_CONFIGS, family_of_keys
 from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
 from gpen_watch.restore.nets.gpen_model import (
     GPEN,

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from gpen_watch.catalog.registry import FACE_MODEL_NAMES, ModelSpec
+from gpen_watch.catalog.model_spec import ModelSpec
+from gpen_watch.catalog.registry import FACE_MODEL_NAMES
 from gpen_watch.restore.engines.verify import adopt_state, load_checkpoint, model_file
 from gpen_watch.restore.nets.runner import FaceRunner, prepare_for_inference
 from gpen_watch.restore.runtime.device import Placement

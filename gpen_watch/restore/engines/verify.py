@@ -22,10 +22,10 @@ from torch import Tensor, nn
 
 from gpen_watch.base.errors import ModelError
 from gpen_watch.catalog.checkpoint_keys import CONTAINER_KEYS, WRAPPER_PREFIX
+from gpen_watch.catalog.model_spec import ModelSpec
 from gpen_watch.catalog.registry import (
     FACE_FAMILIES,
     UPSCALER_NAMES,
-    ModelSpec,
     all_specs,
     face_family,
     get_spec,

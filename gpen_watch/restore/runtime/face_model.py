@@ -16,7 +16,8 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from gpen_watch.catalog.registry import FaceFamily, ModelSpec, face_family
+from gpen_watch.catalog.model_spec import ModelSpec
+from gpen_watch.catalog.registry import FaceFamily, face_family
 from gpen_watch.restore.runtime.device import Placement
 
 
