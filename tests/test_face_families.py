@@ -34,7 +34,7 @@ def test_restore_model_names_pick_the_family_its_frame_and_its_fidelity() -> Non
     assert registry.face_family("GFPGAN-v1.3") is families["GFPGAN-v1.4"]
     assert [f.frame for f in families.values()] == [GPEN_FRAME, FFHQ_FRAME, FFHQ_FRAME]
     assert [registry.has_fidelity(name) for name in families] == [False, False, True]
-    assert registry.has_fidelity("my-own-gpen.pth") is False  # a file is read as GPEN
+    assert registry.has_fidelity("my-own-gpen.pth") is False  # a missing file is read as GPEN
     for family in registry.FACE_FAMILIES:
         assert isinstance(family_impl(family), FaceFamilyImpl)
 
