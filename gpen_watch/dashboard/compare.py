@@ -7,30 +7,16 @@ keeps it. Keeping goes through the service's control handler (``keep``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
 
 from aiohttp import web
 
-from gpen_watch.config import Config, SettingsUsed, inbox_config
+from gpen_watch.config import SettingsUsed, inbox_config
 from gpen_watch.dashboard import params, views
 from gpen_watch.dashboard.crops import Halves, RealPixels
+from gpen_watch.dashboard.site_parts import SiteParts
 from gpen_watch.dashboard.views import FaceView, PhotoViews
-from gpen_watch.journal.browse import JournalBrowser
 from gpen_watch.journal.records import Job, describe_settings
 from gpen_watch.outbox.naming import find_inbox
-
-
-class CompareParts(Protocol):
-    """What this module uses of the dashboard's ``Site``."""
-
-    journal: JournalBrowser
-    views_root: Path
-
-    def settings_now(self) -> Config: ...
-    def page(self, template: str, **context: Any) -> web.Response: ...
-
-    async def command(self, request: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +38,7 @@ class FaceRow:
 
 @dataclass
 class Compare:
-    site: CompareParts
+    site: SiteParts
     pixels: RealPixels
 
     def routes(self) -> list[web.AbstractRouteDef]:

@@ -22,15 +22,13 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
 
 from aiohttp import web
 
 from gpen_watch.catalog.registry import identity_specs
 from gpen_watch.config import Config
 from gpen_watch.dashboard import views
-from gpen_watch.journal.browse import JournalBrowser
+from gpen_watch.dashboard.site_parts import PageParts
 from gpen_watch.journal.faces import FaceRow
 from gpen_watch.journal.people import Person, people_of
 from gpen_watch.modelstore.store import find_model
@@ -44,16 +42,6 @@ PEOPLE_PAGE = 96
 KEPT = 4
 
 log = logging.getLogger(__name__)
-
-
-class SiteParts(Protocol):
-    """What this module uses of the dashboard's ``Site``."""
-
-    journal: JournalBrowser
-    views_root: Path
-
-    def settings_now(self) -> Config: ...
-    def page(self, template: str, **context: Any) -> web.Response: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +98,7 @@ def why_not_described(cfg: Config) -> str:
 
 @dataclass
 class People:
-    site: SiteParts
+    site: PageParts
     # Per (first run, threshold): the grouping, and the batch's ``listed_since`` it was made at.
     _kept: dict[tuple[int, float], tuple[tuple[int, float], Grouping]] = field(default_factory=dict)
     _regrouping: set[tuple[int, float]] = field(default_factory=set)

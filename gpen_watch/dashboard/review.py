@@ -15,20 +15,20 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from aiohttp import web
 from multidict import MultiDict
 
 from gpen_watch.base.fsutil import READ_NOFOLLOW_FLAGS
-from gpen_watch.config import Config, short_path
+from gpen_watch.config import short_path
 from gpen_watch.dashboard import params, review_query, views
 from gpen_watch.dashboard.compare import Compare
 from gpen_watch.dashboard.crops import Halves, RealPixels
 from gpen_watch.dashboard.people import People, why_not_described
 from gpen_watch.dashboard.review_query import View
-from gpen_watch.journal.browse import JournalBrowser
+from gpen_watch.dashboard.site_parts import SiteParts
 from gpen_watch.journal.records import Job
 from gpen_watch.journal.review import BULK_MAX, Neighbours, Sort
 from gpen_watch.journal.states import FAILURES, MAX_STARS, SUCCEEDED, JobState, Original
@@ -51,18 +51,6 @@ CHUNK = 1 << 20
 class Download:
     RESULT = "result"
     ORIGINAL = "original"
-
-
-class SiteParts(Protocol):
-    """What this module uses of the dashboard's ``Site`` (which builds it: no import back)."""
-
-    journal: JournalBrowser
-    views_root: Path
-
-    def settings_now(self) -> Config: ...
-    def page(self, template: str, **context: Any) -> web.Response: ...
-
-    async def command(self, request: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
