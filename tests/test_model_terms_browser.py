@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, wait_until
-from conftest import isolated_env
-from dashboard_client import Dashboard, served_dashboard
-from test_model_terms_service import SETTINGS, HeldService, asking
+from dashboard_client import Dashboard
+from test_model_terms_service import asking, held_dashboard
 
 from gpen_watch import config
 
@@ -21,15 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 @pytest.fixture
 def dash(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
-    path = tmp_path / "settings.toml"
-    path.write_text(SETTINGS, encoding="utf-8")
-    models = str(tmp_path / "models")
-    with (
-        served_dashboard(
-            tmp_path, "--config", str(path), "--model-dir", models, restorer=None, service=HeldService
-        ) as d,
-        isolated_env(d.home),
-    ):
+    with held_dashboard(tmp_path) as (d, path):
         d.svc.wait(asking, 60, "the terms' problem")
         yield d, path
 

@@ -6,6 +6,7 @@ is there again after a restart."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 from collections.abc import Iterator
@@ -39,8 +40,10 @@ class HeldService(ServiceProcess):
         return self
 
 
-@pytest.fixture
-def dash(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
+@contextlib.contextmanager
+def held_dashboard(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
+    """The dashboard of a service held at its model gate, and its settings file; the caller is in
+    the service's user folders (its control channel, its settings file)."""
     path = tmp_path / "settings.toml"
     path.write_text(SETTINGS, encoding="utf-8")
     models = str(tmp_path / "models")
@@ -50,7 +53,13 @@ def dash(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
         ) as d,
         isolated_env(d.home),
     ):
-        yield d, path  # in the service's user folders: its control channel, its settings file
+        yield d, path
+
+
+@pytest.fixture
+def dash(tmp_path: Path) -> Iterator[tuple[Dashboard, Path]]:
+    with held_dashboard(tmp_path) as served:
+        yield served
 
 
 def asking(s: dict[str, Any]) -> bool:
