@@ -162,25 +162,25 @@ def test_restore_fidelity_is_a_codeformer_setting_an_inbox_may_set(tmp_path: Pat
     assert cfg.restore.fidelity == 0.5
     cfg.restore.model = "CodeFormer"
     cfg.restore.fidelity = 0.7
-    cfg.validate()
+    config.validate(cfg)
     cfg.restore.fidelity = 1.2
     with pytest.raises(ConfigError, match=r"restore.fidelity: must be between 0 .* and 1"):
-        cfg.validate()
+        config.validate(cfg)
     cfg.restore.model, cfg.restore.fidelity = "GPEN-BFR-512", 0.7
     with pytest.raises(
         ConfigError, match=r"restore.fidelity: is a weight of CodeFormer only, .* GPEN-BFR-512"
     ):
-        cfg.validate()
+        config.validate(cfg)
     # An inbox of its own model and weight beside GPEN for the others.
     cfg.restore.fidelity = 0.5
     cfg.watch.inboxes = [
         config.InboxConfig(tmp_path / "a"),
         config.InboxConfig(tmp_path / "b", restore={"model": "CodeFormer", "fidelity": 0.2}),
     ]
-    cfg.validate()
+    config.validate(cfg)
     cfg.watch.inboxes[0].restore = {"fidelity": 0.9}
     with pytest.raises(ConfigError, match=r"watch.inboxes\[0\].*restore.fidelity: is a weight of CodeFormer"):
-        cfg.validate()
+        config.validate(cfg)
 
 
 def test_a_family_file_of_the_wrong_layout_is_refused_naming_the_key(tmp_path: Path) -> None:

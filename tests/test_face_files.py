@@ -165,7 +165,7 @@ def test_restore_fidelity_is_taken_for_a_codeformer_file_and_refused_for_a_gfpga
         torch.save({"params_ema": _keys_only(LAYOUTS[label]())}, tmp_path / f"{label}.pth")
     cfg = config.Config()
     cfg.restore.model, cfg.restore.fidelity = str(tmp_path / "CodeFormer.pth"), 0.7
-    cfg.validate()
+    config.validate(cfg)
     cfg.restore.model = str(tmp_path / "GFPGAN.pth")
     with pytest.raises(ConfigError, match=r"restore.fidelity: is a weight of CodeFormer only"):
-        cfg.validate()
+        config.validate(cfg)

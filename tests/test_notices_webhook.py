@@ -19,7 +19,7 @@ import pytest
 from service_harness import ServiceProcess, finished, services_fixture, write_atomic
 
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.config import Config, NotifyConfig
+from gpen_watch.config import Config, NotifyConfig, validate
 from gpen_watch.service.webhook import WebhookSender
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
@@ -200,12 +200,12 @@ def test_a_full_queue_drops_the_oldest_with_one_line(
 def test_a_url_that_is_not_http_is_refused_with_a_clear_sentence() -> None:
     for url in ("ftp://example.com/hook", "file:///etc/passwd", "example.com/hook", "https://"):
         with pytest.raises(ConfigError) as err:
-            Config(notify=NotifyConfig(webhook=url)).validate()
+            validate(Config(notify=NotifyConfig(webhook=url)))
         assert str(err.value).startswith(f"notify.webhook: {url!r} is not an http:// or https:// URL")
         assert '"https://example.com/hook"' in str(err.value)
-    Config(notify=NotifyConfig(webhook="https://example.com/hook?token=x")).validate()
+    validate(Config(notify=NotifyConfig(webhook="https://example.com/hook?token=x")))
     with pytest.raises(ConfigError, match=r"notify\.webhook_timeout"):
-        Config(notify=NotifyConfig(webhook_timeout=0)).validate()
+        validate(Config(notify=NotifyConfig(webhook_timeout=0)))
 
 
 def test_run_refuses_a_non_http_webhook_before_it_starts(tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def test_a_jobs_inbox_decides_its_output_settings_and_a_removed_inbox_falls_back
             output={"format": "png", "name_template": "{stem}-phone{ext}", "originals": "keep"},
         )
     )
-    env.cfg.validate()
+    config.validate(env.cfg)
     plain = env.drop("a.jpg")
     st_path = phone / "b.jpg"
     st_path.write_bytes(b"another photo")

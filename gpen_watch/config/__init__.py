@@ -11,7 +11,8 @@ This package is the configuration's one public face: callers write ``from gpen_w
 config.load(...)`` or ``from gpen_watch.config import RestoreConfig``. The work is split by job,
 each module importing only those below it:
 
-- ``schema``: the dataclasses, their defaults, profile resolution and validation;
+- ``schema``: the dataclasses, their defaults and profile resolution;
+- ``validate``: which values are valid, each refusal naming the setting;
 - ``parse``: reading TOML, converting values, command-line overrides;
 - ``toml``: writing a config back as TOML;
 - ``used``: the settings one photo was really restored with, recorded with its result.
@@ -56,6 +57,7 @@ from gpen_watch.config.schema import (
 )
 from gpen_watch.config.toml import to_toml
 from gpen_watch.config.used import SettingsUsed
+from gpen_watch.config.validate import validate
 
 __all__ = [
     "DETECTOR_NAMES",
@@ -97,4 +99,5 @@ __all__ = [
     "set_value",
     "short_path",
     "to_toml",
+    "validate",
 ]

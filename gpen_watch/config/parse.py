@@ -22,10 +22,10 @@ from gpen_watch.config.schema import (
     OutputConfig,
     PollingMode,
     RestoreConfig,
-    _validate,
     inbox_label,
     short_path,
 )
+from gpen_watch.config.validate import validate
 from gpen_watch.platform import paths
 
 if sys.version_info >= (3, 11):
@@ -127,8 +127,7 @@ def from_text(text: str, path: Path, overrides: dict[str, Any] | None = None) ->
         in_file = isinstance(data.get(section), dict) and key in data[section]
         return f"{path}: " if in_file and name not in overrides else ""
 
-    _validate(cfg, where)
-    return cfg
+    return validate(cfg, where)
 
 
 _INBOX_KEY = re.compile(r"watch\.inboxes\[(\d+)\]\.(.+)")

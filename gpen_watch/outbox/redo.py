@@ -21,7 +21,7 @@ from typing import Any
 
 from gpen_watch.base.errors import ConfigError, GpenWatchError
 from gpen_watch.catalog.registry import model_label
-from gpen_watch.config import Config, inbox_config, set_value
+from gpen_watch.config import Config, inbox_config, set_value, validate
 from gpen_watch.journal.journal import Job, hash_file
 from gpen_watch.journal.records import describe_settings
 from gpen_watch.journal.states import SUCCEEDED, JobState, Original
@@ -175,4 +175,4 @@ def redo_config(cfg: Config, job: Job, settings: dict[str, Any]) -> Config:
     for key, value in check_settings(settings).items():
         if key not in (FACE_IDS, BESIDE):
             set_value(own, key, value)
-    return own.validate()
+    return validate(own)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import FACE_MODEL_NAMES
-from gpen_watch.config import Config, InboxConfig, inbox_config, set_value
+from gpen_watch.config import Config, InboxConfig, inbox_config, set_value, validate
 from gpen_watch.journal.records import describe_settings
 from gpen_watch.modelstore import needs, terms
 from gpen_watch.outbox.redo import REDO_SETTINGS
@@ -52,7 +52,7 @@ def check(cfg: Config, inbox: InboxConfig, settings: Mapping[str, str]) -> Confi
     own = copy.deepcopy(inbox_config(cfg, inbox))
     for key, value in settings.items():
         set_value(own, key, value)
-    return own.validate()
+    return validate(own)
 
 
 def missing_models(own: Config, settings: Mapping[str, str]) -> str | None:
