@@ -19,7 +19,7 @@ from service_harness import ServiceProcess, write_atomic
 
 from gpen_watch import config
 from gpen_watch.base.errors import ConfigError
-from gpen_watch.config import docs, edit
+from gpen_watch.config import applies, docs, edit
 from gpen_watch.service import reload
 
 USER_FILE = """\
@@ -51,12 +51,12 @@ def user_file(root: Path) -> tuple[Path, str]:
 
 def test_settings_page_classification_covers_every_setting() -> None:
     names = docs.setting_names()
-    assert {docs.applies(n) for n in names} == set(docs.Applies)
+    assert {applies.applies(n) for n in names} == set(applies.Applies)
     for name in names:
-        docs.applies(name)  # a KeyError here: a section without its line in docs.APPLIES
-    assert docs.applies("watch.inboxes[2].restore.strength") is docs.Applies.WORKERS
-    assert docs.applies("watch.inboxes[0].output.format") is docs.Applies.AT_ONCE
-    assert docs.applies("dashboard.port") is docs.Applies.SERVICE
+        applies.applies(name)  # a KeyError here: a section without its line in applies.APPLIES
+    assert applies.applies("watch.inboxes[2].restore.strength") is applies.Applies.WORKERS
+    assert applies.applies("watch.inboxes[0].output.format") is applies.Applies.AT_ONCE
+    assert applies.applies("dashboard.port") is applies.Applies.SERVICE
     # Every setting the form shows has its one-line description.
     assert set(edit.global_fields()) <= set(docs.DESCRIPTIONS)
     assert {f"watch.inboxes.{k}" for k in edit.inbox_fields() if "." not in k} <= set(docs.DESCRIPTIONS)
@@ -68,11 +68,11 @@ def test_a_setting_that_applies_otherwise_than_its_section_says_so_on_its_row() 
     cfg = config.Config()
     page = SettingsPage(site=None, source=None, current=lambda: cfg)  # type: ignore[arg-type]
     (workers,) = [s for s in page.sections(cfg, Shown()) if s.title == "workers"]
-    assert workers.applies == docs.Applies.WORKERS.value
+    assert workers.applies == applies.Applies.WORKERS.value
     rows = {r.name: r for r in workers.rows}
     # Quiet hours and the battery are read before each claim: no worker restarts for them.
-    assert rows["workers.schedule"].applies == docs.Applies.AT_ONCE.value
-    assert rows["workers.pause_on_battery"].applies == docs.Applies.AT_ONCE.value
+    assert rows["workers.schedule"].applies == applies.Applies.AT_ONCE.value
+    assert rows["workers.pause_on_battery"].applies == applies.Applies.AT_ONCE.value
     assert rows["workers.devices"].applies == ""
 
 
@@ -175,9 +175,9 @@ def test_settings_page_reload_plan_names_what_changed() -> None:
         '[output]\nformat = "png"\n[restore]\nstrength = 0.5\n[dashboard]\nport = 1234\n', Path("x.toml")
     )
     plan = reload.Plan(tuple(reload.changed(old, new)))
-    assert plan.of(docs.Applies.AT_ONCE) == ["output.format"]
-    assert plan.of(docs.Applies.WORKERS) == ["restore.strength"]
-    assert plan.of(docs.Applies.SERVICE) == ["dashboard.port"]
+    assert plan.of(applies.Applies.AT_ONCE) == ["output.format"]
+    assert plan.of(applies.Applies.WORKERS) == ["restore.strength"]
+    assert plan.of(applies.Applies.SERVICE) == ["dashboard.port"]
     assert plan.workers and not plan.watcher
     kept = reload.kept_running(old, new, pool_fixed=False)
     assert kept.dashboard.port == old.dashboard.port and kept.restore.strength == 0.5

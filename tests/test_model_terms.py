@@ -266,9 +266,9 @@ def test_accepted_terms_are_a_global_setting_of_known_names(tmp_path: Path) -> N
             tmp_path / "c.toml",
         )
     # A yes reaches a running gate without restarting the workers.
-    from gpen_watch.config import docs
+    from gpen_watch.config import applies
 
-    assert docs.applies("restore.accepted_terms") is docs.Applies.DOWNLOADS
+    assert applies.applies("restore.accepted_terms") is applies.Applies.DOWNLOADS
 
 
 def test_accept_and_paid_work_edit_the_file_keeping_its_comments(tmp_path: Path) -> None:

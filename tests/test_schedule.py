@@ -175,7 +175,7 @@ def test_the_config_refuses_an_invalid_schedule_naming_the_file(tmp_path: Path) 
 
 
 def test_schedule_and_battery_changes_apply_without_a_restart() -> None:
-    from gpen_watch.config.docs import Applies, applies
+    from gpen_watch.config.applies import Applies, applies
 
     assert applies("workers.schedule") is Applies.AT_ONCE
     assert applies("workers.pause_on_battery") is Applies.AT_ONCE

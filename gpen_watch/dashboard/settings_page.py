@@ -27,7 +27,8 @@ from gpen_watch.base.fsutil import write_text_atomic
 from gpen_watch.catalog import licences
 from gpen_watch.catalog.registry import has_fidelity
 from gpen_watch.config import Config, edit, short_path
-from gpen_watch.config.docs import DESCRIPTIONS, applies
+from gpen_watch.config.applies import applies
+from gpen_watch.config.docs import DESCRIPTIONS
 from gpen_watch.config.source import ConfigSource
 from gpen_watch.dashboard import model_terms, setting_labels
 from gpen_watch.dashboard.remote_access import remote_access

@@ -1,7 +1,7 @@
 """New settings for a running service (the ``reload`` control command): which changed, and the
 workers' graceful restart when they need one.
 
-What a changed setting needs is config.docs.applies (one table). The service loop applies the
+What a changed setting needs is config.applies.applies (one table). The service loop applies the
 rest: a new watcher for watch.*, and output.* by holding the new config, read for the next photo.
 A worker restart is a stop of the old pool, as on a service stop (the photos being restored get
 the stop grace to finish, the others go back to the queue), then a new pool on the new settings.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpen_watch.config import Config, InboxConfig
-from gpen_watch.config.docs import Applies, applies
+from gpen_watch.config.applies import Applies, applies
 from gpen_watch.dispatch.pool import Pool
 from gpen_watch.service.running import Running, WorkerRestart
 
