@@ -236,12 +236,26 @@ def place_output(
         )
     except OSError as exc:
         raise OutputError(f"{final}: cannot move the result into place: {exc.strerror or exc}") from exc
-    if job.is_redo and not side and placed is not None and placed != final:
-        # Redone in another format, so under another name: the first result goes once the new
-        # one is in place, leaving one result for the photo.
-        remove_quietly(final)
-        durable.fsync_dir(final.parent)
+    if placed is not None:
+        drop_replaced(job, placed, final)
     return placed
+
+
+def drop_replaced(job: Job, placed: Path, first: Path | None) -> None:
+    """A redo in another format is placed under another name than the result it replaces
+    (``first``, the name it was given to reuse): that one goes once the new one is in place,
+    leaving one result for the photo. Recovery calls it too, for a redo a crash cut off between
+    placing its result and this."""
+    if (
+        first is None
+        or placed == first
+        or placed.parent != first.parent
+        or not job.is_redo
+        or redo.beside(job)
+    ):
+        return
+    remove_quietly(first)
+    durable.fsync_dir(first.parent)
 
 
 def _replace_output(tmp: Path, final: Path, record: Callable[[Path], bool]) -> Path | None:

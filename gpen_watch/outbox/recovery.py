@@ -33,7 +33,7 @@ from gpen_watch.config import Config
 from gpen_watch.journal.journal import Job, Journal
 from gpen_watch.journal.states import JobState, Original
 from gpen_watch.outbox import durable, keep, naming, retry
-from gpen_watch.outbox.commit import place_output
+from gpen_watch.outbox.commit import drop_replaced, place_output
 from gpen_watch.outbox.moves import OriginalOutcome
 from gpen_watch.outbox.originals import handle_original
 from gpen_watch.platform import presence
@@ -64,13 +64,20 @@ def _resume_commit(journal: Journal, job: Job) -> Path | None:
     """Finish a job whose output was (or can be) published before the crash; None if it cannot."""
     if job.output is None:
         return None  # a token without a name: nothing was published; the job is requeued
-    final, tmp = job.output, naming.tmp_path(job.output, job.id)
+    final = job.output
+    # A redo's worker wrote beside the name it was given to reuse (the result it redoes); its
+    # token may name another (a new format's extension, or beside that result).
+    of = journal.get(job.redo_of) if job.redo_of is not None else None
+    firsts = [final] + ([of.output] if of is not None and of.output is not None else [])
+    tmps = [naming.tmp_path(name, job.id) for name in firsts]
+    tmp = next((t for t in tmps if _same_file(t, job.commit_ino, job.commit_size)), None)
     note = "finished after a restart (output was complete)"
     if _same_file(final, job.commit_ino, job.commit_size):
-        if os.path.lexists(tmp) and os.path.samefile(tmp, final):
-            os.unlink(tmp)
-            durable.fsync_dir(final.parent)
-    elif _same_file(tmp, job.commit_ino, job.commit_size):
+        for left in tmps:
+            if os.path.lexists(left) and os.path.samefile(left, final):
+                os.unlink(left)
+                durable.fsync_dir(final.parent)
+    elif tmp is not None:
         placed = place_output(
             journal,
             job,
@@ -86,6 +93,8 @@ def _resume_commit(journal: Journal, job: Job) -> Path | None:
         final = placed
     else:
         return None
+    # A redo in another format: the result it replaces, if the crash came before that went.
+    drop_replaced(job, final, of.output if of is not None else None)
     journal.finish(job.id, final, job.faces or 0, job.timings, [*job.notes, note], job.used)
     return final
 
