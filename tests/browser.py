@@ -68,3 +68,18 @@ def wait_until(driver: Any, cond: Any, timeout: float = 20.0) -> Any:
 
     ignored = (StaleElementReferenceException, NoSuchElementException)
     return WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=ignored).until(cond)
+
+
+def click(driver: Any, css: str, nth: int = 0) -> None:
+    """Click the ``nth`` element ``css`` finds, once there is one; an element the live page
+    replaced between the look-up and the click is looked up again."""
+    from selenium.webdriver.common.by import By
+
+    def clicked(d: Any) -> bool:
+        found = d.find_elements(By.CSS_SELECTOR, css)
+        if len(found) <= nth:
+            return False
+        found[nth].click()
+        return True
+
+    wait_until(driver, clicked)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium, wait_until
+from browser import chromium, click, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from PIL import Image, ImageDraw
 from service_harness import write_atomic
@@ -351,10 +351,10 @@ def test_ticking_tiles_brings_the_bulk_bar_without_moving_the_grid(page: Any, da
     wait_until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-select]")) == 5)
     assert page.execute_script("return document.querySelector('[data-bulk]').hidden") is True
     second = rect(page, ".tile:nth-child(2) [data-select]")
-    page.find_elements(By.CSS_SELECTOR, "[data-select]")[0].click()
+    click(page, "[data-select]")
     wait_until(page, lambda d: not d.execute_script("return document.querySelector('[data-bulk]').hidden"))
     assert rect(page, ".tile:nth-child(2) [data-select]") == second  # nothing moved under the pointer
-    page.find_elements(By.CSS_SELECTOR, "[data-select]")[1].click()  # so the next click lands on it
+    click(page, "[data-select]", 1)  # so the next click lands on it
     wait_until(page, lambda d: text_of(d, "[data-bulk-count]") == "2")
     bar = rect(page, "[data-bulk]")
     assert bar["bottom"] <= 900 and bar["top"] > second["bottom"]  # over the foot of the window

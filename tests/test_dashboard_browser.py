@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium, wait_until
+from browser import chromium, click, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from service_harness import write_atomic
 
@@ -25,12 +25,6 @@ def page(dash: Dashboard) -> Iterator[Any]:
     with chromium() as driver:
         driver.get(f"{dash.url}?token={dash.token}")
         yield driver
-
-
-def click(driver: Any, css: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    wait_until(driver, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True)
 
 
 def text_of(driver: Any, css: str) -> str:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from api_harness import files, uploads_left
-from browser import chromium, wait_until
+from browser import chromium, click, wait_until
 from dashboard_client import Dashboard, served_dashboard
-from test_dashboard_browser import click, text_of
+from test_dashboard_browser import text_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -100,7 +100,7 @@ def test_photos_picked_with_the_button_are_sent_restored_and_download(
     wait_until(page, lambda d: "Restored 2 of 2 sent" in text_of(d, "[data-upload-restored]"), 30)
     assert (dash.svc.outbox / "picked_1.jpg").read_bytes() == picked[0].read_bytes()
     # Each file's result downloads from the panel; the batch is a view of Results.
-    page.find_elements("css selector", ".upload-file .upload-what a[download]")[0].click()
+    click(page, ".upload-file .upload-what a[download]")
     assert downloaded(saved, "picked_1.jpg") == picked[0].read_bytes()
     click(page, "[data-upload-results]")
     wait_until(page, lambda d: "/results?batch=upload-" in d.current_url)
@@ -191,7 +191,7 @@ def test_an_upload_stopped_half_way_leaves_nothing_and_goes_again(
 def test_a_zip_of_ticked_tiles_holds_exactly_their_results(page: Any, dash: Dashboard, saved: Path) -> None:
     page.get(dash.url + "results?q=picked&sort=name")
     wait_until(page, lambda d: len(d.find_elements("css selector", "[data-select]")) == 2)
-    page.find_elements("css selector", "[data-select]")[1].click()  # picked_2 alone
+    click(page, "[data-select]", 1)  # picked_2 alone
     click(page, "[data-bulk-zip]")
     with zipfile.ZipFile(io.BytesIO(downloaded(saved, "results.zip"))) as z:
         assert z.namelist() == ["picked_2.jpg"]

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium, wait_until
+from browser import chromium, click, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from PIL import Image
 from service_harness import write_atomic
-from test_dashboard_browser import click, text_of
+from test_dashboard_browser import text_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
