@@ -57,6 +57,11 @@ def finished(s: dict[str, Any]) -> int:
     return q["done"] + q["failed"] + q["unsupported"] + q["duplicate"]
 
 
+def queue_empty(s: dict[str, Any]) -> bool:
+    """Nothing waits or runs, from a status reply."""
+    return bool(s["queue"]["queued"] == 0 and s["queue"]["running"] == 0)
+
+
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write the way a careful copier does: under a hidden temp name, then rename into place."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from api_harness import (
     wait_final,
 )
 from dashboard_client import Dashboard, served_dashboard
-from service_harness import write_atomic
+from service_harness import queue_empty, write_atomic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -424,6 +424,6 @@ def test_the_openapi_document_describes_every_address(dash: Dashboard) -> None:
 
 
 def test_nothing_was_lost_doubled_or_left_half_written(dash: Dashboard, full: str) -> None:
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the queue empty")
+    dash.wait(queue_empty, 30, "the queue empty")
     assert uploads_left(dash) == []
     assert not [p for p in Path(dash.svc.outbox).rglob(".*") if p.is_file()]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from api_harness import token, uploads_left
 from dashboard_client import Dashboard, served_dashboard
+from service_harness import queue_empty
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -75,8 +76,6 @@ def test_the_server_answers_as_its_openapi_document_says(dash: Dashboard, tmp_pa
     )
     assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-3000:]
     assert " passed" in run.stdout and "failed" not in run.stdout.rpartition("SUMMARY")[2]
-    dash.wait(
-        lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 120, "the photos sent to end"
-    )
+    dash.wait(queue_empty, 120, "the photos sent to end")
     assert uploads_left(dash) == []
     assert dash.status()["ok"]

@@ -22,7 +22,7 @@ import netns
 import numpy as np
 import pytest
 from conftest import TinyModels, assert_same_up_to_rounding, tiny_restore_config
-from service_harness import ServiceProcess, finished, real_engine_args, write_atomic
+from service_harness import ServiceProcess, finished, queue_empty, real_engine_args, write_atomic
 
 from gpen_watch import config
 from gpen_watch.base.errors import ClusterError, ConfigError
@@ -60,7 +60,7 @@ class Service(ServiceProcess):
 
     def wait_done(self, n: int, timeout: float = 120.0) -> dict[str, Any]:
         return self.wait(
-            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            lambda s: finished(s) >= n and queue_empty(s),
             timeout,
             f"{n} jobs finished",
         )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import isolated_env
 from dashboard_client import Dashboard, Reply, served_dashboard
-from service_harness import write_atomic
+from service_harness import queue_empty, write_atomic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,7 +40,7 @@ def redo_beside(d: Dashboard, run: int, **settings: Any) -> int:
     r = post_json(d, f"/api/redo/{run}", {"settings": settings, "beside": True})
     assert r.status == 200, r.text
     new = int(r.json()["id"])
-    d.svc.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 60, f"run {new}")
+    d.svc.wait(queue_empty, 60, f"run {new}")
     return new
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from dashboard_client import Dashboard, served_dashboard, wait_for
 from PIL import Image
-from service_harness import write_atomic
+from service_harness import queue_empty, write_atomic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -245,7 +245,7 @@ def test_a_copy_in_another_folder_is_listed_and_redone_with_its_photo(dash: Dash
     assert r.status == 200, r.text
     reply = r.json()
     assert len(reply["copies"]) == 1 and "album/wedding.jpg" in reply["note"]
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+    dash.wait(queue_empty, 30, "the redos")
     newer = dash.get(f"/api/photo/{reply['copies'][0]}").json()["photo"]
     assert newer["state"] == "done" and newer["redo_of"] == copy["id"]
     assert "strength=0.5" in newer["notes"]
@@ -360,7 +360,7 @@ def test_a_crop_of_an_older_run_replaced_by_a_redo_is_not_served(dash: Dashboard
     first = run_of(dash, "portrait.jpg")
     r = dash.post(f"/api/redo/{first['id']}", JSON, json.dumps({"settings": {}}).encode())
     assert r.status == 200, r.text
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redo")
+    dash.wait(queue_empty, 30, "the redo")
     region = "?x=0&y=0&w=10&h=10"
     assert dash.get(f"/photo/{first['id']}/crop/after.jpg{region}").status == 404  # its result was replaced
     assert dash.get(f"/photo/{r.json()['id']}/crop/after.jpg{region}").status == 200
@@ -375,7 +375,7 @@ def test_a_crop_of_an_older_run_replaced_by_a_redo_is_not_served(dash: Dashboard
 def redo_beside(d: Dashboard, run: int, settings: dict[str, Any]) -> int:
     r = d.post(f"/api/redo/{run}", JSON, json.dumps({"settings": settings, "beside": True}).encode())
     assert r.status == 200, r.text
-    d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redo beside")
+    d.wait(queue_empty, 30, "the redo beside")
     return int(r.json()["id"])
 
 

@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 import tmpfs
 from PIL import Image
-from service_harness import ServiceProcess, finished, real_engine_args, services_fixture, write_atomic
+from service_harness import (
+    ServiceProcess,
+    finished,
+    queue_empty,
+    real_engine_args,
+    services_fixture,
+    write_atomic,
+)
 
 from gpen_watch.journal import Journal
 from gpen_watch.platform import paths
@@ -46,7 +53,7 @@ class Service(ServiceProcess):
 
     def wait_done(self, n: int, timeout: float = 30.0) -> dict[str, Any]:
         return self.wait(
-            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            lambda s: finished(s) >= n and queue_empty(s),
             timeout,
             f"{n} jobs finished",
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import module_command
-from service_harness import ServiceProcess, finished, services_fixture, write_atomic
+from service_harness import ServiceProcess, finished, queue_empty, services_fixture, write_atomic
 
 from gpen_watch.catalog import registry
 from gpen_watch.platform import paths
@@ -56,7 +56,7 @@ class Service(ServiceProcess):
 
     def wait_done(self, n: int, timeout: float = 180.0) -> dict[str, Any]:
         return self.wait(
-            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            lambda s: finished(s) >= n and queue_empty(s),
             timeout,
             f"{n} jobs finished",
         )

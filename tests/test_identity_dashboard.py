@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from conftest import isolated_env
 from dashboard_client import Dashboard, served_dashboard, wait_for
-from service_harness import write_atomic
+from service_harness import queue_empty, write_atomic
 
 from gpen_watch.catalog.registry import identity_specs
 from gpen_watch.config import Config, RestoreConfig
@@ -240,7 +240,7 @@ def test_a_persons_live_view_takes_in_their_new_photo(dash: Dashboard) -> None:
         assert "bride_person1_c.jpg" in first and "bride_person1_d.jpg" not in first
         # Nothing else waiting or running (the redo before this test may still be, on a busy
         # machine), so her new photo starts a batch of its own, as the last test expects.
-        dash.wait(lambda s: s["queue"]["queued"] + s["queue"]["running"] == 0, 60, "the queue empty")
+        dash.wait(queue_empty, 60, "the queue empty")
         write_atomic(dash.svc.inbox / "bride_person1_d.jpg", b"\xff\xd8 one more")
         deadline = time.monotonic() + 60
         while "bride_person1_d.jpg" not in (event := read_event(r, deadline)):
@@ -271,13 +271,10 @@ def test_the_overview_counts_the_batchs_flagged_faces_while_it_is_under_way(dash
     restoring. CI's slow stage runs it without the module's other tests, so it makes the batch
     before itself: one photo of the bride, dropped when nothing else waits or runs."""
 
-    def idle(s: dict[str, Any]) -> bool:
-        return bool(s["queue"]["queued"] + s["queue"]["running"] == 0)
-
-    dash.wait(idle, 60, "the queue empty")
+    dash.wait(queue_empty, 60, "the queue empty")
     write_atomic(dash.svc.inbox / "bride_person1_e.jpg", b"\xff\xd8 the batch before")
     wait_for(lambda: "bride_person1_e.jpg" in names(dash, "?q=bride_person1_e"), 60, "her photo listed")
-    dash.wait(idle, 60, "her photo restored")
+    dash.wait(queue_empty, 60, "her photo restored")
     dash.control("pause")
     write_atomic(dash.svc.inbox / "later_flagged.jpg", b"\xff\xd8 later")
     write_atomic(dash.svc.inbox / "later_slow.jpg", b"\xff\xd8 slow")
@@ -289,7 +286,7 @@ def test_the_overview_counts_the_batchs_flagged_faces_while_it_is_under_way(dash
         r'<p class="batch-flagged"><a href="/results\?identity=flagged&amp;sort=identity">1 face may not',
         page,
     )
-    dash.wait(lambda s: s["queue"]["queued"] + s["queue"]["running"] == 0, 60, "the slow one")
+    dash.wait(queue_empty, 60, "the slow one")
 
     # People shows the newest batch, these two (no person named in their names: one person), and
     # goes back to the one before. A batch whose photo just ended is shown as it was grouped last

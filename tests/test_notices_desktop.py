@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_harness import ServiceProcess, finished, services_fixture, write_atomic
+from service_harness import ServiceProcess, finished, queue_empty, services_fixture, write_atomic
 
 from gpen_watch.platform import linux_notify
 
@@ -140,9 +140,7 @@ class Service(ServiceProcess):
         self.wait(lambda s: s["queue"]["queued"] >= len(names), what=f"{names} queued")
         assert self.request("resume")["ok"]
         return self.wait(
-            lambda s: (
-                finished(s) >= before + len(names) and s["queue"]["queued"] + s["queue"]["running"] == 0
-            ),
+            lambda s: finished(s) >= before + len(names) and queue_empty(s),
             what=f"{names} finished",
         )
 

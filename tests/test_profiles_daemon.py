@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 from conftest import TINY_GPEN, TinyModels, cli_env, restore_command, same_up_to_rounding
 from PIL import Image
-from service_harness import ServiceProcess, finished, real_engine_args, services_fixture, write_atomic
+from service_harness import (
+    ServiceProcess,
+    finished,
+    queue_empty,
+    real_engine_args,
+    services_fixture,
+    write_atomic,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and sockets")
 
@@ -53,7 +60,7 @@ class Service(ServiceProcess):
 
     def wait_done(self, n: int, timeout: float = 180.0) -> dict[str, Any]:
         return self.wait(
-            lambda s: finished(s) >= n and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            lambda s: finished(s) >= n and queue_empty(s),
             timeout,
             f"{n} jobs finished",
         )

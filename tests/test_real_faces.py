@@ -35,6 +35,7 @@ import pytest
 import torch
 from conftest import TinyModels, isolated_env, make_tiny_models, tiny_restore_config
 from PIL import Image
+from service_harness import queue_empty
 
 from gpen_watch.imaging.load import load_image
 from gpen_watch.restore.api import FileJob, FileResult
@@ -236,7 +237,7 @@ def test_the_service_finds_and_restores_all_29_faces(real_models: TinyModels, tm
         write_atomic(svc.inbox / SOLVAY.name, SOLVAY.read_bytes())
         svc.start()
         s = svc.wait(
-            lambda s: finished(s) >= 1 and s["queue"]["queued"] == 0 and s["queue"]["running"] == 0,
+            lambda s: finished(s) >= 1 and queue_empty(s),
             300,
             "Solvay restored",
         )

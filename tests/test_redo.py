@@ -16,7 +16,7 @@ import pytest
 from conftest import TinyModels, isolated_env, make_tiny_models, module_command
 from dashboard_client import Dashboard, served_dashboard, wait_for
 from PIL import Image
-from service_harness import real_engine_args, write_atomic
+from service_harness import queue_empty, real_engine_args, write_atomic
 
 from gpen_watch.journal import Journal
 from gpen_watch.journal.states import JobState
@@ -76,7 +76,7 @@ def redo(d: Dashboard, photo_id: int, **body: Any) -> dict[str, Any]:
 
 
 def wait_run(d: Dashboard, job_id: int, timeout: float = 300) -> dict[str, Any]:
-    d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, timeout, f"run {job_id}")
+    d.wait(queue_empty, timeout, f"run {job_id}")
     api: dict[str, Any] = d.get(f"/api/photo/{job_id}").json()
     return api
 

@@ -22,7 +22,7 @@ import pytest
 from dashboard_client import Dashboard, served_dashboard, wait_for
 from PIL import Image
 from redo_copy_kill_hook import STEPS
-from service_harness import ServiceProcess, write_atomic
+from service_harness import ServiceProcess, queue_empty, write_atomic
 from test_outbox import Env, _copy_claim
 
 from gpen_watch.journal.browse import JournalBrowser
@@ -146,7 +146,7 @@ def test_a_redo_of_a_photo_with_copies_restores_it_once(dash: Dashboard) -> None
     before = dash.status()["throughput"]["redos"]
     reply = redo(dash, group[0]["id"], {"restore.upscale": 2})
     assert len(reply["copies"]) == 2, reply
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+    dash.wait(queue_empty, 30, "the redos")
     ids = [reply["id"], *reply["copies"]]
     lead, *copies = read_runs(dash, ids)
     assert one_result_each(dash, 1, lead, copies) == []
@@ -162,7 +162,7 @@ def test_a_redo_of_a_photo_with_copies_restores_it_once(dash: Dashboard) -> None
 def test_a_redo_asked_of_a_copy_restores_the_group_once_too(dash: Dashboard) -> None:
     group = drop_group(dash, 2)
     reply = redo(dash, group[2]["id"], {"restore.upscale": 2})  # from the second copy's page
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+    dash.wait(queue_empty, 30, "the redos")
     ids = [reply["id"], *reply["copies"]]
     lead, *copies = read_runs(dash, ids)
     assert lead.redo_of == group[2]["id"] and len(copies) == 2
@@ -178,7 +178,7 @@ def test_a_bulk_redo_restores_each_group_once(dash: Dashboard) -> None:
     r = dash.post("/api/bulk", JSON, json.dumps(body).encode())
     assert r.status == 200 and r.json()["queued"] == 6, r.text
     first, last = r.json()["first"], r.json()["last"]
-    dash.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+    dash.wait(queue_empty, 30, "the redos")
     runs = read_runs(dash, list(range(first, last + 1)))
     for k, group in zip((3, 4), groups, strict=True):
         mine = [j for j in runs if j.redo_of in {p["id"] for p in group}]
@@ -215,7 +215,7 @@ def test_a_redo_of_copies_killed_at_each_step_finishes_once_at_restart(tmp_path:
             assert d.svc.proc.wait(60) == -signal.SIGKILL, f"not killed at {step}"
             assert log.read_text().splitlines()[-1] == f"killed {step}"
             d.restart()
-            d.wait(lambda s: s["queue"]["queued"] == 0 and s["queue"]["running"] == 0, 30, "the redos")
+            d.wait(queue_empty, 30, "the redos")
             ids = [reply["id"], *reply["copies"]]
             lead, *copies = read_runs(d, ids)
             problems += [f"{step}: {p}" for p in one_result_each(d, k, lead, copies)]
@@ -285,20 +285,16 @@ def test_redos_of_other_settings_are_never_a_copy_of_each_other(tmp_path: Path) 
 # --- the same photo dropped again under its own name ----------------------------------------------
 
 
-def idle(s: dict) -> bool:
-    return bool(s["queue"]["queued"] == 0 and s["queue"]["running"] == 0)
-
-
 def test_a_photo_or_a_copy_dropped_again_under_its_name_gets_no_second_file(dash: Dashboard) -> None:
     group = drop_group(dash, 5)
     reply = redo(dash, group[0]["id"], {"restore.upscale": 2})
-    dash.wait(idle, 30, "the redos")
+    dash.wait(queue_empty, 30, "the redos")
     before = outputs(dash, 5)
     ended = dash.status()["queue"]["duplicate"]
     # The photo (redone since: its first result's file is gone) and a copy, each under its name.
     write_atomic(dash.svc.inbox / NAMES[0].format(k=5), jpeg(5))
     write_atomic(dash.svc.inbox / NAMES[1].format(k=5), jpeg(5))
-    dash.wait(lambda s: s["queue"]["duplicate"] == ended + 2 and idle(s), 30, "both drops seen")
+    dash.wait(lambda s: s["queue"]["duplicate"] == ended + 2 and queue_empty(s), 30, "both drops seen")
     assert outputs(dash, 5) == before  # no "5 wedding (1).jpg", nothing replaced
     listed = dash.get("/api/results?limit=50&q=5%20wedding").json()["photos"]
     assert sorted(p["id"] for p in listed) == sorted([reply["id"], *reply["copies"]])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_client import Dashboard, served_dashboard
-from service_harness import write_atomic
+from service_harness import queue_empty, write_atomic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -44,9 +44,7 @@ def test_status_lists_only_the_failures_still_to_see_to_and_counts_redos_apart(d
     write_atomic(dash.svc.inbox / "family.jpg", b"\xff\xd8 family")
     dash.wait(lambda s: s["queue"]["done"] == 2, 30, "the second photo")
     assert dash.cli("redo", "family.jpg", "--strength", "0.5").returncode == 0
-    s = dash.wait(
-        lambda s: s["queue"]["done"] == 3 and not s["queue"]["queued"] + s["queue"]["running"], 30, "the redo"
-    )
+    s = dash.wait(lambda s: s["queue"]["done"] == 3 and queue_empty(s), 30, "the redo")
 
     out = dash.cli("status").stdout
     assert last_errors(out) == [], out  # put right: nothing left to see to
