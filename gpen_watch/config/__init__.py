@@ -12,7 +12,7 @@ config.load(...)`` or ``from gpen_watch.config import RestoreConfig``. The work 
 each module importing only those below it:
 
 - ``schema``: the dataclasses, their defaults and profile resolution;
-- ``validate``: which values are valid, each refusal naming the setting;
+- ``checks``: which values are valid (``validate``), each refusal naming the setting;
 - ``parse``: reading TOML, converting values, command-line overrides;
 - ``toml``: writing a config back as TOML;
 - ``used``: the settings one photo was really restored with, recorded with its result.
@@ -26,6 +26,7 @@ from __future__ import annotations
 from gpen_watch.base.errors import ConfigError
 from gpen_watch.catalog.registry import DETECTOR_NAMES, FACE_MODEL_NAMES, UPSCALER_CONFIGS
 from gpen_watch.config.api_schema import ApiConfig
+from gpen_watch.config.checks import validate
 from gpen_watch.config.name_template import TEMPLATE_FIELDS, NameSource, check_name_template, name_fields
 from gpen_watch.config.parse import from_text, load, set_value
 from gpen_watch.config.schema import (
@@ -57,7 +58,6 @@ from gpen_watch.config.schema import (
 )
 from gpen_watch.config.toml import to_toml
 from gpen_watch.config.used import SettingsUsed
-from gpen_watch.config.validate import validate
 
 __all__ = [
     "DETECTOR_NAMES",

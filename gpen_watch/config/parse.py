@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_watch.base.errors import ConfigError
+from gpen_watch.config.checks import validate
 from gpen_watch.config.schema import (
     _PROFILE_SECTIONS,
     GLOBAL_ONLY,
@@ -25,7 +26,6 @@ from gpen_watch.config.schema import (
     inbox_label,
     short_path,
 )
-from gpen_watch.config.validate import validate
 from gpen_watch.platform import paths
 
 if sys.version_info >= (3, 11):

@@ -1,7 +1,7 @@
 """The settings of gpen-watch as typed dataclasses, with their defaults, and an inbox's profile
 resolved over the global settings (``inbox_config``).
 
-The lowest of the config modules: ``validate`` says which values are valid, ``parse`` fills these
+The lowest of the config modules: ``checks`` says which values are valid, ``parse`` fills these
 from TOML and the command line, ``toml`` writes them back, and ``gpen_watch.config`` is the one
 public face of them all.
 """
