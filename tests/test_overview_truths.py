@@ -275,3 +275,21 @@ def test_the_batch_walk_back_joins_photos_whose_time_in_the_queue_overlapped(tmp
         d = add(j, "d.jpg")
         batch = browser.current_batch()
         assert batch is not None and (batch.first_id, batch.total) == (d, 1)
+
+
+def test_this_run_names_the_start_the_service_recorded_whatever_its_uptime_reads(tmp_path: Path) -> None:
+    # Worked out as the clock minus the uptime, the start moved by a second between two readings
+    # taken a moment apart, and the live page changed with nothing new to show.
+    from gpen_watch.dashboard.render import when
+
+    Journal.open(tmp_path / "j.sqlite3").close()
+    started = 1_700_000_000.25
+    pages = [
+        live(get(make_site(tmp_path / "j.sqlite3", tmp_path, status(uptime_s=up, started_at=started)), "/"))
+        for up in (5.0, 5.6, 86_400.9)
+    ]
+    assert f"Since the service started, {when(started)};" in said(pages[0]), pages[0]
+    assert pages[1] == pages[0] and pages[2] == pages[0]
+    # A status from a service that recorded no start says so without a made-up time.
+    page = live(get(make_site(tmp_path / "j.sqlite3", tmp_path, status()), "/"))
+    assert 'Since the service started; "done" as for today.' in said(page), page

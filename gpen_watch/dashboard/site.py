@@ -138,7 +138,7 @@ class Site:
             "problem": problem,
             "inboxes": [(short_path(Path(c.inbox)), c) for c in counts],
             # A start time, not an uptime: the page changes only when something happened.
-            "started": time.time() - status.uptime_s if status else None,
+            "started": status.started_at if status else None,
             "local_gpus": await self.local_gpus(),
             # The headline, each problem once, the time left from the rate shown, the batch.
             **overview.context(status, batch),

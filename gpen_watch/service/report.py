@@ -80,6 +80,7 @@ def build_status(run: Running) -> Status:
         version=__version__,
         pid=os.getpid(),
         uptime_s=round(time.monotonic() - run.started, 1),
+        started_at=run.started_at,
         paused=run.paused,
         standby=str(run.standby.reason),
         standby_text=run.standby.text,

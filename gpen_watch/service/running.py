@@ -77,6 +77,8 @@ class Running:
     inbox_states: dict[Path, InboxState] = field(default_factory=dict)
     tp: ThroughputMeter = field(default_factory=ThroughputMeter)
     started: float = field(default_factory=time.monotonic)
+    # The same moment by the wall clock, for people: the Overview's "since the service started".
+    started_at: float = field(default_factory=time.time)
     workers_started: bool = False
     paused: bool = False  # by the user (pause); a standby is apart, and ends by itself
     # Outside workers.schedule, or on battery: no new claims (service.standby).

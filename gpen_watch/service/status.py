@@ -330,6 +330,9 @@ class Status:
     version: str = "?"
     pid: int | None = None
     uptime_s: float = 0.0
+    # When the service started (seconds since the epoch), taken once: a start time worked out
+    # from uptime_s and the clock moves by a second between two readings.
+    started_at: float | None = None
     paused: bool = False  # by the user (pause)
     # Why no new photo is taken though the user did not pause (service.standby): "schedule"
     # (outside workers.schedule) or "battery" (workers.pause_on_battery); "" when neither.
