@@ -23,8 +23,12 @@ from gpen_watch.config.name_template import check_name_template
 from gpen_watch.config.schedule import check as check_schedule
 from gpen_watch.config.schema import Config, OutputConfig, RestoreConfig, inbox_config, inbox_label
 
+# A setting's message begins with the file that set it ("/home/ann/.config/gpen-watch/config.toml: "),
+# or with "" where a default or a --set gave it.
+Where = typing.Callable[[str], str]
 
-def validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "") -> Config:
+
+def validate(cfg: Config, where: Where = lambda name: "") -> Config:
     """``cfg``, once every setting is valid; ConfigError for the first that is not, ``where(name)``
     prefixing its message.
 
@@ -76,27 +80,35 @@ def validate(cfg: Config, where: typing.Callable[[str], str] = lambda name: "") 
             "must be more than 0 and at most 60 seconds",
         ),
     ]
-    for ok, name, reason in checks:
-        if not ok:
-            raise ConfigError(f"{where(name)}{name}: {reason}")
-    try:
-        check_name_template(cfg.output.name_template)
-    except ConfigError as exc:
-        raise ConfigError(f"{where('output.name_template')}{exc}") from None
+    _raise_first(checks, cfg.output.name_template, where)
     check_schedule(wk.schedule, where("workers.schedule"))
     for i, inbox in enumerate(w.inboxes):
         if not inbox.restore and not inbox.output:
             continue
         own = inbox_config(cfg, inbox)
-        label = inbox_label(i, inbox)
-        for ok, name, reason in _profile_checks(own.restore, own.output):
-            if not ok:
-                raise ConfigError(f"{where(f'watch.inboxes[{i}].{name}')}{label}: {name}: {reason}")
-        try:
-            check_name_template(own.output.name_template)
-        except ConfigError as exc:
-            raise ConfigError(f"{where(f'watch.inboxes[{i}].output.name_template')}{label}: {exc}") from None
+        _raise_first(
+            _profile_checks(own.restore, own.output),
+            own.output.name_template,
+            _in_inbox(where, i, inbox_label(i, inbox)),
+        )
     return cfg
+
+
+def _raise_first(checks: list[tuple[bool, str, str]], name_template: str, prefix: Where) -> None:
+    """ConfigError for the first of ``checks`` that failed, else for the name template if it is
+    invalid; ``prefix(setting)`` begins the message."""
+    for ok, name, reason in checks:
+        if not ok:
+            raise ConfigError(f"{prefix(name)}{name}: {reason}")
+    try:
+        check_name_template(name_template)
+    except ConfigError as exc:
+        raise ConfigError(f"{prefix('output.name_template')}{exc}") from None
+
+
+def _in_inbox(where: Where, index: int, label: str) -> Where:
+    """An inbox's profile setting named where the file sets it, then the inbox."""
+    return lambda name: f"{where(f'watch.inboxes[{index}].{name}')}{label}: "
 
 
 def _profile_checks(r: RestoreConfig, o: OutputConfig) -> list[tuple[bool, str, str]]:
