@@ -165,6 +165,26 @@ def test_pause_and_resume_from_the_page_are_the_services_own_commands(dash: Dash
     assert dash.status()["paused"] is False
 
 
+@pytest.mark.parametrize(
+    ("referer", "back"),
+    [
+        ("{url}photo/1?q=beta&sort=name", "/photo/1?q=beta&sort=name"),  # the page, in its view
+        ("http://evil.example/failed", "/failed"),  # the path only: never another site
+        ("http://{host}//evil.example/x", "/"),
+        ("http://{host}/\\evil.example/x", "/"),  # "/\\" is "//" to a browser
+        ("javascript:alert(1)", "/"),
+        ("", "/"),
+    ],
+)
+def test_a_plain_form_goes_back_only_to_a_page_of_ours(dash: Dashboard, referer: str, back: str) -> None:
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        r = dash.post("/api/pause", {**headers, "Referer": referer.format(url=dash.url, host=dash.host)}, b"")
+        assert r.status == 303 and r.headers["Location"] == back
+    finally:
+        dash.post("/api/resume")
+
+
 def test_oversized_and_garbage_bodies_are_refused(dash: Dashboard) -> None:
     big = dash.post("/api/pause", {"Content-Type": "application/json"}, b"[" * (2 << 20))
     assert big.status == 413

@@ -120,8 +120,13 @@ def test_a_photo_zooms_both_halves_together_and_a_key_picks_it(page: Any, dash: 
     click(page, '[data-zoom="fit"]')
     assert page.execute_script("return document.querySelector('img.after').style.transform") == ""
     assert text_of(page, "[data-zoom-level]").startswith("fit")
+    after = page.find_element("css selector", 'a[data-key="j"]').get_attribute("href")
     body.send_keys("p")
     wait_until(page, lambda d: dash.get("/api/results?q=gamma&review=accepted").json()["total"] == 1, 20)
+    # Picked, the page moves to the next photo and says what was done. Waited for here: a move
+    # still on its way when the next test opens its page would land that test on this one's.
+    wait_until(page, lambda d: d.current_url == after, 20)
+    wait_until(page, lambda d: "Picked gamma noface.jpg" in text_of(d, "[data-undo-line]"), 20)
 
 
 def test_a_redo_from_a_photos_page_moves_the_page_to_the_new_run(page: Any, dash: Dashboard) -> None:

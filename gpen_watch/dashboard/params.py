@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -23,6 +24,18 @@ REDO_FIELDS = {
 # A command's body: none, or a little JSON or a form (the settings page's forms are bigger and
 # read by settings_page; the app's client_max_size bounds every body).
 SMALL_BODY = 4096
+
+
+def referring_page(request: web.Request) -> str:
+    """Where a plain form post (a browser without the page's script) goes back to: the page of
+    ours it was posted from, in the view its address named; "/" when the Referer names none.
+    Only a path on this dashboard, never another site: "//host" and "/\\host" are addresses of
+    another host to a browser."""
+    sent = urlsplit(request.headers.get("Referer", ""))
+    path = sent.path
+    if not path.startswith("/") or path[1:2] in ("/", "\\") or not (path + sent.query).isprintable():
+        return "/"
+    return path + (f"?{sent.query}" if sent.query else "")
 
 
 def int_param(request: web.Request, name: str) -> int | None:

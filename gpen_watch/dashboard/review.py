@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote
 
 from aiohttp import web
 from multidict import MultiDict
@@ -310,10 +310,7 @@ class Review:
         )
         if form and reply.get("ok"):
             # A plain form (Failed's Retry all without the page's script): back to that page.
-            back = urlsplit(request.headers.get("Referer", "")).path
-            raise web.HTTPSeeOther(
-                location=back if back.startswith("/") and not back.startswith("//") else "/"
-            )
+            raise web.HTTPSeeOther(location=params.referring_page(request))
         return web.json_response(reply, status=200 if reply.get("ok") else 409 if "error" in reply else 503)
 
     async def api_progress(self, request: web.Request) -> web.Response:

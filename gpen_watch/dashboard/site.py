@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jinja2
 from aiohttp import web
@@ -365,10 +364,7 @@ class Site:
         if reply.get("ok") and request.content_type == "application/x-www-form-urlencoded":
             # A plain form post (a browser without the page's script): back to the page it came
             # from, which shows the change. Only a path of ours, never a URL from the request.
-            back = urlsplit(request.headers.get("Referer", "")).path
-            raise web.HTTPSeeOther(
-                location=back if back.startswith("/") and not back.startswith("//") else "/"
-            )
+            raise web.HTTPSeeOther(location=params.referring_page(request))
         return web.json_response(reply, status=status)
 
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:
