@@ -42,11 +42,27 @@ function filterQuery(form) {
   return q ? "?" + q : "";
 }
 
+// The search on its way. Each key starts one; on a busy machine an older one's reply may come
+// after a newer one's, and would put the grid back to what was typed before: it is called off.
+let searching = null;
+
 async function applyFilters(form) {
   const q = filterQuery(form);
   history.replaceState(null, "", "/results" + q);
-  const r = await fetch("/results" + q, { credentials: "same-origin" });
-  const page = new DOMParser().parseFromString(await r.text(), "text/html");
+  if (searching) searching.abort();
+  const mine = new AbortController();
+  searching = mine;
+  let text;
+  try {
+    const r = await fetch("/results" + q, { credentials: "same-origin", signal: mine.signal });
+    text = await r.text();
+  } catch (e) {
+    if (!mine.signal.aborted) setConn("bad", "cannot reach the service");
+    return;
+  }
+  if (searching !== mine) return;  // a newer search came meanwhile
+  searching = null;
+  const page = new DOMParser().parseFromString(text, "text/html");
   const fresh = page.getElementById("results-live");
   const target = document.getElementById("results-live");
   if (!fresh || !target) return;
