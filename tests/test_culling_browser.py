@@ -286,6 +286,51 @@ def test_pick_reject_unflag_and_stars_go_on_to_the_next_photo_and_undo(page: Any
     wait_until(page, lambda d: "/results" in d.current_url)
 
 
+# The first mark's request held back until the test lets it go; any other sent at once.
+HOLD_FIRST_MARK = """
+const real = window.fetch;
+let held = false;
+window.letGo = false;
+window.fetch = (url, opts) => {
+  if (held || !String(url).includes("/api/mark/")) return real(url, opts);
+  held = true;
+  return new Promise((ok) => {
+    const wait = setInterval(() => { if (window.letGo) { clearInterval(wait); ok(); } }, 20);
+  }).then(() => real(url, opts));
+};
+"""
+
+
+def test_marks_made_before_the_first_is_answered_end_as_the_last_one_said(page: Any, dash: Dashboard) -> None:
+    """P, then X before P's reply is in: the photo ends rejected, as the last key said, and each
+    key is one step to undo (two requests sent at once could be answered in either order); a star
+    clicked twice as quickly ends with no stars."""
+    run = ids(dash)["cull_5.jpg"]
+    page.execute_script("localStorage.setItem('gpen-watch:advance', '0')")  # stay on the photo
+    open_photo(page, dash, run)
+    page.execute_script(HOLD_FIRST_MARK)
+    try:
+        body = page.find_element("css selector", "body")
+        body.send_keys("p")
+        body.send_keys("x")
+        page.execute_script("window.letGo = true")
+        steps = "return JSON.parse(sessionStorage.getItem('gpen-watch:undo') || '[]').length"
+        wait_until(page, lambda d: d.execute_script(steps) == 2, 30)
+        assert record(dash, run)["mark"] == "rejected"
+        assert "Rejected cull_5.jpg" in text_of(page, "[data-undo-line]")
+        # A star clicked twice: the second click finds the first's rating and clears it.
+        page.execute_script(HOLD_FIRST_MARK)
+        click(page, ".stars button:nth-child(3)")
+        click(page, ".stars button:nth-child(3)")
+        page.execute_script("window.letGo = true")
+        wait_until(page, lambda d: d.execute_script(steps) == 4, 30)
+        assert not record(dash, run)["stars"]
+        assert "Stars cleared: cull_5.jpg" in text_of(page, "[data-undo-line]")
+        assert f"/photo/{run}" in page.current_url and page.execute_script("return window.__same_page") == 1
+    finally:
+        mark(dash, run, b'{"mark": "none", "stars": 0}')
+
+
 def test_the_mark_form_works_in_a_browser_without_the_pages_script(dash: Dashboard) -> None:
     """Script off: Pick, the note with Enter (needs another look, not the form's first button
     Pick), a star and the lit star again each post the form and come back to the photo's page in

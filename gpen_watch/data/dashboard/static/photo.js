@@ -49,11 +49,27 @@ function photoState() {
     note: st.dataset.note || null, stars: Number(st.dataset.stars || 0) };
 }
 
-// Flag (``change.mark``) or rate (``change.stars``) this photo; then, when asked, the next one.
-async function markPhoto(change, advance) {
+// Marks and undos go to the service one at a time, in the order the keys were pressed: two sent
+// at once may be answered in either order, and the photo would keep the earlier key's mark.
+let marking = Promise.resolve();
+
+function inTurn(work) {
+  marking = marking.then(work, work);
+  return marking;
+}
+
+// Flag (``change.mark``) or rate (``change.stars``; ``change.star``, as its buttons do) this
+// photo; then, when asked, the next one.
+function markPhoto(change, advance) { return inTurn(() => markNow(change, advance)); }
+
+function undoMark() { return inTurn(undoNow); }
+
+async function markNow(change, advance) {
   const now = photoState();
   const form = document.querySelector("form[data-mark]");
   if (!now || !form) return;
+  // A star clicked again clears the rating: told from the photo's rating when its turn comes.
+  if (change.star !== undefined) change = { stars: now.stars === change.star ? 0 : change.star };
   const body = {};
   if (change.mark !== undefined) {
     body.mark = change.mark;
@@ -81,7 +97,7 @@ async function markPhoto(change, advance) {
   } else say(said);
 }
 
-async function undoMark() {
+async function undoNow() {
   const stack = undoStack();
   const last = stack.pop();
   if (!last) { say("Nothing to undo."); return; }
@@ -109,8 +125,7 @@ function enhancePhoto(root) {
       ev.preventDefault();
       const b = ev.submitter;
       if (b && b.name === "stars") {
-        const stars = Number(b.value);
-        markPhoto({ stars: (photoState() || {}).stars === stars ? 0 : stars }, autoAdvance());
+        markPhoto({ star: Number(b.value) }, autoAdvance());
       } else markPhoto({ mark: b ? b.value : "look" }, autoAdvance());
     });
     // Enter in the note: "needs another look" with it (never the form's first button, Pick).
