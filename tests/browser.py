@@ -83,3 +83,34 @@ def click(driver: Any, css: str, nth: int = 0) -> None:
         return True
 
     wait_until(driver, clicked)
+
+
+# The page's first request to an address holding ``part`` waits until the test lets it go; what
+# came of it is then in window.held: "answered", or the error's name ("AbortError" for a request
+# the page called off meanwhile). Any other request goes at once.
+_HOLD_FIRST = """
+const part = arguments[0];
+const real = window.fetch;
+let holding = true;
+window.letGo = false;
+window.held = null;
+window.fetch = (url, opts) => {
+  if (!holding || !String(url).includes(part)) return real(url, opts);
+  holding = false;
+  return new Promise((ok) => {
+    const wait = setInterval(() => { if (window.letGo) { clearInterval(wait); ok(); } }, 20);
+  }).then(() => real(url, opts)).then(
+    (r) => { window.held = "answered"; return r; },
+    (e) => { window.held = e.name; throw e; });
+};
+"""
+
+
+def hold_first_request(driver: Any, part: str) -> None:
+    """Hold back the page's next request to an address holding ``part``, so that what the page
+    does after it is asked for comes first (``let_go`` sends it): a reply that comes late."""
+    driver.execute_script(_HOLD_FIRST, part)
+
+
+def let_go(driver: Any) -> None:
+    driver.execute_script("window.letGo = true")

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium, click, wait_until
+from browser import chromium, click, hold_first_request, let_go, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from PIL import Image, ImageDraw
 from service_harness import write_atomic
@@ -286,21 +286,6 @@ def test_pick_reject_unflag_and_stars_go_on_to_the_next_photo_and_undo(page: Any
     wait_until(page, lambda d: "/results" in d.current_url)
 
 
-# The first mark's request held back until the test lets it go; any other sent at once.
-HOLD_FIRST_MARK = """
-const real = window.fetch;
-let held = false;
-window.letGo = false;
-window.fetch = (url, opts) => {
-  if (held || !String(url).includes("/api/mark/")) return real(url, opts);
-  held = true;
-  return new Promise((ok) => {
-    const wait = setInterval(() => { if (window.letGo) { clearInterval(wait); ok(); } }, 20);
-  }).then(() => real(url, opts));
-};
-"""
-
-
 def test_marks_made_before_the_first_is_answered_end_as_the_last_one_said(page: Any, dash: Dashboard) -> None:
     """P, then X before P's reply is in: the photo ends rejected, as the last key said, and each
     key is one step to undo (two requests sent at once could be answered in either order); a star
@@ -308,21 +293,21 @@ def test_marks_made_before_the_first_is_answered_end_as_the_last_one_said(page: 
     run = ids(dash)["cull_5.jpg"]
     page.execute_script("localStorage.setItem('gpen-watch:advance', '0')")  # stay on the photo
     open_photo(page, dash, run)
-    page.execute_script(HOLD_FIRST_MARK)
+    hold_first_request(page, "/api/mark/")
     try:
         body = page.find_element("css selector", "body")
         body.send_keys("p")
         body.send_keys("x")
-        page.execute_script("window.letGo = true")
+        let_go(page)
         steps = "return JSON.parse(sessionStorage.getItem('gpen-watch:undo') || '[]').length"
         wait_until(page, lambda d: d.execute_script(steps) == 2, 30)
         assert record(dash, run)["mark"] == "rejected"
         assert "Rejected cull_5.jpg" in text_of(page, "[data-undo-line]")
         # A star clicked twice: the second click finds the first's rating and clears it.
-        page.execute_script(HOLD_FIRST_MARK)
+        hold_first_request(page, "/api/mark/")
         click(page, ".stars button:nth-child(3)")
         click(page, ".stars button:nth-child(3)")
-        page.execute_script("window.letGo = true")
+        let_go(page)
         wait_until(page, lambda d: d.execute_script(steps) == 4, 30)
         assert not record(dash, run)["stars"]
         assert "Stars cleared: cull_5.jpg" in text_of(page, "[data-undo-line]")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium, click, wait_until
+from browser import chromium, click, hold_first_request, let_go, wait_until
 from dashboard_client import Dashboard, served_dashboard
 from PIL import Image
 from service_harness import write_atomic
@@ -65,36 +65,22 @@ def test_typing_a_name_shows_only_its_tiles(page: Any, dash: Dashboard) -> None:
     assert "delta.jpg" not in tiles(page)
 
 
-# Held back until the later search's reply is in; then sent, and whether it was answered said.
-LATE_BETA = """
-const real = window.fetch;
-window.lateBeta = null;
-window.fetch = (url, opts) => {
-  if (String(url).includes("q=alpha")) return real(url, opts).finally(() => { window.alphaIn = true; });
-  if (!String(url).includes("q=beta")) return real(url, opts);
-  return new Promise((ok) => {
-    const held = setInterval(() => { if (window.alphaIn) { clearInterval(held); ok(); } }, 20);
-  }).then(() => real(url, opts)).then(
-    (r) => { window.lateBeta = "answered"; return r; },
-    (e) => { window.lateBeta = e.name; throw e; });
-};
-"""
-
-
 def test_an_older_searchs_late_reply_never_replaces_the_newer_one(page: Any, dash: Dashboard) -> None:
     """On a busy machine the reply to what was typed first may come last: it is called off, and
     the grid and its live stream stay on what was typed last."""
     page.get(dash.url + "results")
     wait_until(page, lambda d: len(tiles(d)) >= len(NAMES))
-    page.execute_script(LATE_BETA)
+    hold_first_request(page, "q=beta")
     search = "const q = document.querySelector('input[type=search][name=q]'); q.value = arguments[0];"
     search += "q.dispatchEvent(new Event('input', {bubbles: true}));"
     page.execute_script(search, "beta")
     wait_until(page, lambda d: d.current_url.endswith("/results?q=beta"))  # its search is on its way
     page.execute_script(search, "alpha")
-    wait_until(page, lambda d: d.execute_script("return window.lateBeta") is not None, 30)
-    assert page.execute_script("return window.lateBeta") == "AbortError"
     wait_until(page, lambda d: tiles(d) and all(t.startswith("alpha_") for t in tiles(d)))
+    let_go(page)  # the reply to "beta" may come now, after the one to "alpha"
+    wait_until(page, lambda d: d.execute_script("return window.held") is not None, 30)
+    assert page.execute_script("return window.held") == "AbortError"
+    assert tiles(page) and all(t.startswith("alpha_") for t in tiles(page))
     assert page.execute_script("return document.getElementById('live').dataset.live").endswith("?q=alpha")
     assert page.current_url.endswith("/results?q=alpha")
 

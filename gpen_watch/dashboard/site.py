@@ -363,7 +363,7 @@ class Site:
         status = 200 if reply.get("ok") else 409 if "error" in reply and cmd in USER_REQUESTS else 503
         if reply.get("ok") and request.content_type == "application/x-www-form-urlencoded":
             # A plain form post (a browser without the page's script): back to the page it came
-            # from, which shows the change. Only a path of ours, never a URL from the request.
+            # from, which shows the change.
             raise web.HTTPSeeOther(location=params.referring_page(request))
         return web.json_response(reply, status=status)
 
